@@ -1,0 +1,7 @@
+//! patchdiff: an observed-edit backend for AI coding agents, plus the operator console that runs
+//! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
+
+pub mod kernel;
+pub mod store;
+pub mod telemetry;
+pub mod waymark;

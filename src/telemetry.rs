@@ -1,0 +1,1 @@
+//! Perf-event telemetry (SPEC T1–T5).
