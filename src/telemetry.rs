@@ -1,1 +1,389 @@
-//! Perf-event telemetry (SPEC T1–T5).
+//! Perf-event telemetry (SPEC T1–T5): a bounded JSONL recorder of timing and lifecycle events,
+//! an optional RSS memory file, and the status receipt that says how recording is configured.
+//!
+//! The event schema is documented in `docs/perf-events.md`; the console and outside tools read it.
+//! Telemetry never changes transactions: a misconfiguration only marks the status invalid.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// T4: at most this many events are written to one perf-events file.
+pub const MAX_EVENTS: u64 = 200_000;
+/// T4: at most this many bytes are written to one perf-events file (64 MiB).
+pub const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Outcome of a timed event (T4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Ok,
+    Failed,
+}
+
+/// One line of the perf-events file (T4, T5).
+///
+/// `start_ms` is Unix time in milliseconds; `duration_ms` is wall time in milliseconds (0 for
+/// point events such as `worker_ready`). `nested` marks a span that runs inside another recorded
+/// span: nested durations are not additive CPU figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PerfEvent {
+    pub name: String,
+    pub start_ms: f64,
+    pub duration_ms: f64,
+    pub outcome: Outcome,
+    /// Identifiers: `generation`, `request`, `target`, `request_key`, … (strings or numbers).
+    #[serde(default)]
+    pub ids: Map<String, Value>,
+    #[serde(default)]
+    pub nested: bool,
+    /// Event-specific measurements, e.g. `{"waiting": 3}` for `worker_queue_depth`.
+    #[serde(default)]
+    pub attrs: Map<String, Value>,
+    /// Pid of the recording process.
+    #[serde(default)]
+    pub pid: u32,
+}
+
+impl PerfEvent {
+    /// A point event happening now (duration 0, outcome ok).
+    pub fn point(name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            start_ms: unix_ms_now(),
+            duration_ms: 0.0,
+            outcome: Outcome::Ok,
+            ids: Map::new(),
+            nested: false,
+            attrs: Map::new(),
+            pid: std::process::id(),
+        }
+    }
+
+    /// Adds an identifier (builder style).
+    pub fn id(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.ids.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Adds an attribute (builder style).
+    pub fn attr(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.attrs.insert(key.to_owned(), value.into());
+        self
+    }
+
+    /// Sets the outcome (builder style).
+    pub fn outcome(mut self, outcome: Outcome) -> Self {
+        self.outcome = outcome;
+        self
+    }
+}
+
+/// Current Unix time in milliseconds (fractional).
+pub fn unix_ms_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// The recorder's configuration status, reported in the worker status receipt (T2, T3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TelemetryStatus {
+    /// True when events are being written.
+    pub recording: bool,
+    /// True when telemetry configuration is valid (T3).
+    pub valid: bool,
+    /// Why telemetry is invalid: `relative_events_path`, `invalid_memory_configuration`,
+    /// `open_failed`.
+    pub invalid_reason: Option<String>,
+    /// T2: whether RSS samples go to the memory file.
+    pub memory_sampling_enabled: bool,
+    pub events_path: Option<PathBuf>,
+    pub memory_path: Option<PathBuf>,
+}
+
+impl TelemetryStatus {
+    fn off() -> Self {
+        Self {
+            recording: false,
+            valid: true,
+            invalid_reason: None,
+            memory_sampling_enabled: false,
+            events_path: None,
+            memory_path: None,
+        }
+    }
+
+    fn invalid(reason: &str, events_path: Option<PathBuf>) -> Self {
+        Self {
+            recording: false,
+            valid: false,
+            invalid_reason: Some(reason.to_owned()),
+            memory_sampling_enabled: false,
+            events_path,
+            memory_path: None,
+        }
+    }
+}
+
+struct Sink {
+    events: BufWriter<File>,
+    memory: Option<BufWriter<File>>,
+    written_events: u64,
+    written_bytes: u64,
+    dropped: u64,
+}
+
+/// A cheap-to-clone handle that records perf events (T1–T5). A disabled recorder drops
+/// everything at the cost of one branch.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    sink: Option<Arc<Mutex<Sink>>>,
+    /// Optional in-process listener (the console and tests subscribe to lifecycle events).
+    listener: Option<Arc<dyn Fn(&PerfEvent) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder")
+            .field("recording", &self.sink.is_some())
+            .finish()
+    }
+}
+
+impl Recorder {
+    /// A recorder that writes nothing.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// Builds the recorder from `PATCHDIFF_PERF_EVENTS` and `PATCHDIFF_PERF_MEMORY` (T1–T3).
+    /// Never fails: a bad configuration yields a disabled recorder and an invalid status.
+    pub fn from_env() -> (Self, TelemetryStatus) {
+        let events = std::env::var_os("PATCHDIFF_PERF_EVENTS");
+        let memory = std::env::var("PATCHDIFF_PERF_MEMORY").ok();
+        Self::configure(events.as_deref().map(Path::new), memory.as_deref())
+    }
+
+    /// Builds the recorder from explicit values of `PATCHDIFF_PERF_EVENTS` (`events`) and
+    /// `PATCHDIFF_PERF_MEMORY` (`memory`: unset or `1` → sampling on, `0` → off, anything else →
+    /// `invalid_memory_configuration`). The events file is created 0600 and appended to; the
+    /// memory file is `<events>.memory.jsonl`, created only when sampling is on.
+    pub fn configure(events: Option<&Path>, memory: Option<&str>) -> (Self, TelemetryStatus) {
+        let Some(events) = events.filter(|p| !p.as_os_str().is_empty()) else {
+            return (Self::disabled(), TelemetryStatus::off());
+        };
+        if !events.is_absolute() {
+            return (
+                Self::disabled(),
+                TelemetryStatus::invalid("relative_events_path", Some(events.to_path_buf())),
+            );
+        }
+        let memory_sampling = match memory {
+            None | Some("1") => true,
+            Some("0") => false,
+            Some(_) => {
+                return (
+                    Self::disabled(),
+                    TelemetryStatus::invalid(
+                        "invalid_memory_configuration",
+                        Some(events.to_path_buf()),
+                    ),
+                );
+            }
+        };
+        let memory_path = memory_sampling.then(|| memory_path_for(events));
+        let opened = open_private_append(events).and_then(|ev| {
+            let mem = match &memory_path {
+                Some(p) => Some(BufWriter::new(open_private_append(p)?)),
+                None => None,
+            };
+            Ok((BufWriter::new(ev), mem))
+        });
+        match opened {
+            Ok((events_writer, memory_writer)) => {
+                let sink = Sink {
+                    events: events_writer,
+                    memory: memory_writer,
+                    written_events: 0,
+                    written_bytes: 0,
+                    dropped: 0,
+                };
+                (
+                    Self {
+                        sink: Some(Arc::new(Mutex::new(sink))),
+                        listener: None,
+                    },
+                    TelemetryStatus {
+                        recording: true,
+                        valid: true,
+                        invalid_reason: None,
+                        memory_sampling_enabled: memory_sampling,
+                        events_path: Some(events.to_path_buf()),
+                        memory_path,
+                    },
+                )
+            }
+            Err(_) => (
+                Self::disabled(),
+                TelemetryStatus::invalid("open_failed", Some(events.to_path_buf())),
+            ),
+        }
+    }
+
+    /// Returns a copy that also calls `listener` for every event (recorded or not).
+    pub fn with_listener(mut self, listener: Arc<dyn Fn(&PerfEvent) + Send + Sync>) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// True when events are written to a file.
+    pub fn is_recording(&self) -> bool {
+        self.sink.is_some()
+    }
+
+    /// Records one event. Past [`MAX_EVENTS`] or [`MAX_EVENT_BYTES`] events are dropped and
+    /// counted; one `telemetry_truncated` marker line is written when the bound is first hit.
+    pub fn record(&self, event: PerfEvent) {
+        if let Some(listener) = &self.listener {
+            listener(&event);
+        }
+        let Some(sink) = &self.sink else { return };
+        let Ok(mut line) = serde_json::to_string(&event) else {
+            return;
+        };
+        line.push('\n');
+        let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+        let fits = sink.written_events < MAX_EVENTS
+            && sink.written_bytes + line.len() as u64 <= MAX_EVENT_BYTES - 256;
+        if !fits {
+            if sink.dropped == 0 {
+                let marker = PerfEvent::point("telemetry_truncated")
+                    .outcome(Outcome::Failed)
+                    .attr("max_events", MAX_EVENTS)
+                    .attr("max_bytes", MAX_EVENT_BYTES);
+                if let Ok(m) = serde_json::to_string(&marker) {
+                    let _ = writeln!(sink.events, "{m}");
+                    let _ = sink.events.flush();
+                }
+            }
+            sink.dropped += 1;
+            return;
+        }
+        if sink.events.write_all(line.as_bytes()).is_ok() {
+            sink.written_events += 1;
+            sink.written_bytes += line.len() as u64;
+        }
+        let _ = sink.events.flush();
+    }
+
+    /// Writes one diagnostic RSS sample (bytes) for `pid` to the memory file, when sampling is on
+    /// (T2). Bounded by the same byte limit as events.
+    pub fn record_memory(&self, pid: u32, rss_bytes: u64, ids: Map<String, Value>) {
+        let Some(sink) = &self.sink else { return };
+        let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+        if sink.written_bytes >= MAX_EVENT_BYTES - 256 {
+            return;
+        }
+        let sample = serde_json::json!({
+            "ts_ms": unix_ms_now(), "pid": pid, "rss_bytes": rss_bytes, "ids": ids,
+        });
+        let line = format!("{sample}\n");
+        let len = line.len() as u64;
+        if let Some(mem) = sink.memory.as_mut() {
+            if mem.write_all(line.as_bytes()).is_ok() {
+                let _ = mem.flush();
+                sink.written_bytes += len;
+            }
+        }
+    }
+
+    /// Starts a timed span; finish it with [`Span::finish`]. Dropping an unfinished span records
+    /// it as failed (cancellation, T4).
+    pub fn span(&self, name: &str) -> Span {
+        Span {
+            recorder: self.clone(),
+            event: Some(PerfEvent::point(name)),
+            started: Instant::now(),
+        }
+    }
+}
+
+/// A timed event under way (see [`Recorder::span`]).
+pub struct Span {
+    recorder: Recorder,
+    event: Option<PerfEvent>,
+    started: Instant,
+}
+
+impl Span {
+    /// Adds an identifier.
+    pub fn id(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
+        if let Some(e) = self.event.as_mut() {
+            e.ids.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+
+    /// Adds an attribute.
+    pub fn attr(&mut self, key: &str, value: impl Into<Value>) -> &mut Self {
+        if let Some(e) = self.event.as_mut() {
+            e.attrs.insert(key.to_owned(), value.into());
+        }
+        self
+    }
+
+    /// Marks the span as nested inside another recorded span (T4).
+    pub fn nested(&mut self) -> &mut Self {
+        if let Some(e) = self.event.as_mut() {
+            e.nested = true;
+        }
+        self
+    }
+
+    /// Records the span with its elapsed duration and `outcome`.
+    pub fn finish(mut self, outcome: Outcome) {
+        self.emit(outcome);
+    }
+
+    fn emit(&mut self, outcome: Outcome) {
+        if let Some(mut e) = self.event.take() {
+            e.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+            e.outcome = outcome;
+            self.recorder.record(e);
+        }
+    }
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        if self.event.is_some() {
+            if let Some(e) = self.event.as_mut() {
+                e.attrs.insert("cancelled".into(), Value::Bool(true));
+            }
+            self.emit(Outcome::Failed);
+        }
+    }
+}
+
+/// The memory file's path for an events path: `<events>.memory.jsonl` beside it (T2).
+pub fn memory_path_for(events: &Path) -> PathBuf {
+    let mut name = events.file_name().unwrap_or_default().to_os_string();
+    name.push(".memory.jsonl");
+    events.with_file_name(name)
+}
+
+fn open_private_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
