@@ -1,0 +1,397 @@
+//! Evidence (SPEC E1, E2): the private per-run directory (0700, files 0600), append-only JSONL
+//! logs (MCP request/result wire logs per process, the agent transcript), and the run manifest.
+//!
+//! Nothing here rewrites a file: logs are opened `O_APPEND`, and the manifest is created with
+//! `O_EXCL`, once per run.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::telemetry::unix_ms_now;
+
+/// Creates `path` (and parents) as a private directory, mode 0700 (E1).
+pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)?;
+    // `recursive` applies the mode only to directories it creates; enforce it on the leaf.
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+}
+
+/// Opens `path` for appending, creating it 0600 (E1, E2).
+pub fn open_append_private(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+/// Writes `bytes` to a new file at `path` (0600); fails if it exists (E2: never rewritten).
+pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)?;
+    f.sync_all()
+}
+
+/// An append-only JSONL log shared between tasks. Each record gets `ts_ms` (Unix ms).
+#[derive(Clone)]
+pub struct JsonlLog {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+}
+
+impl JsonlLog {
+    /// Opens (or creates, 0600) the log at `path` for appending.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            path: path.to_path_buf(),
+            file: Arc::new(Mutex::new(open_append_private(path)?)),
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record as a single line.
+    pub fn append(&self, record: &Value) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        file.write_all(&line)
+    }
+}
+
+/// Direction of one MCP wire message relative to the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// Client → server (requests and notifications).
+    Request,
+    /// Server → client (results, errors, notifications).
+    Result,
+}
+
+/// One line of an MCP request/result log: exactly what crossed the wire, in order.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct WireRecord {
+    pub ts_ms: f64,
+    pub direction: Direction,
+    /// The JSON-RPC message as parsed from the wire, or the raw line as a string when it was
+    /// not JSON.
+    pub message: Value,
+}
+
+/// Splits a byte stream into newline-delimited messages and logs each one.
+struct LineTee {
+    log: JsonlLog,
+    direction: Direction,
+    pending: Vec<u8>,
+}
+
+impl LineTee {
+    fn feed(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        while let Some(nl) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=nl).collect();
+            let body = &line[..line.len() - 1];
+            if body.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let message = serde_json::from_slice(body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+            let record = WireRecord {
+                ts_ms: unix_ms_now(),
+                direction: self.direction,
+                message,
+            };
+            if let Ok(v) = serde_json::to_value(&record) {
+                let _ = self.log.append(&v);
+            }
+        }
+    }
+}
+
+/// An `AsyncRead` that logs every newline-delimited message it reads (E1 wire log).
+pub struct TeeReader<R> {
+    inner: R,
+    tee: LineTee,
+}
+
+impl<R> TeeReader<R> {
+    pub fn new(inner: R, log: JsonlLog, direction: Direction) -> Self {
+        Self {
+            inner,
+            tee: LineTee {
+                log,
+                direction,
+                pending: Vec::new(),
+            },
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TeeReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = poll {
+            this.tee.feed(&buf.filled()[before..]);
+        }
+        poll
+    }
+}
+
+/// An `AsyncWrite` that logs every newline-delimited message written through it (E1 wire log).
+pub struct TeeWriter<W> {
+    inner: W,
+    tee: LineTee,
+}
+
+impl<W> TeeWriter<W> {
+    pub fn new(inner: W, log: JsonlLog, direction: Direction) -> Self {
+        Self {
+            inner,
+            tee: LineTee {
+                log,
+                direction,
+                pending: Vec::new(),
+            },
+        }
+    }
+}
+
+impl<W: AsyncWrite + Unpin> AsyncWrite for TeeWriter<W> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = &mut *self;
+        let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
+        if let Poll::Ready(Ok(n)) = poll {
+            this.tee.feed(&buf[..n]);
+        }
+        poll
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The run manifest (E1): written once, when the canary first initializes targets.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunManifest {
+    pub run_id: String,
+    pub started_ms: f64,
+    pub written_ms: f64,
+    /// `git rev-parse HEAD` of the executed checkout, else the SHA embedded at build time.
+    pub source_sha: String,
+    pub source_sha_origin: String,
+    /// Requested model/provider identity and effective reasoning setting, as recorded by the
+    /// operator (`record`). Attested by the host, not verified here.
+    pub agent: AgentIdentity,
+    /// Initial target hashes, by target name (C1).
+    pub initial_targets: Vec<InitialTarget>,
+    /// Effective configuration of the processes this run starts.
+    pub configuration: Value,
+    pub gate2: String,
+}
+
+/// What the operator recorded about the agent under test.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct AgentIdentity {
+    pub model: Option<String>,
+    pub provider: Option<String>,
+    pub reasoning: Option<String>,
+}
+
+/// One target's initial state.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InitialTarget {
+    pub target: String,
+    pub language: String,
+    pub sha256: String,
+    pub version: u64,
+}
+
+/// The executed source SHA and where it came from: the git checkout that holds the binary's
+/// sources, else the SHA embedded at build time (`PATCHDIFF_BUILD_SHA`), else `unknown`.
+pub fn source_sha() -> (String, String) {
+    let out = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output();
+    if let Ok(out) = out {
+        if out.status.success() {
+            let sha = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            if !sha.is_empty() {
+                return (sha, "git rev-parse HEAD".to_owned());
+            }
+        }
+    }
+    match option_env!("PATCHDIFF_BUILD_SHA") {
+        Some(sha) => (sha.to_owned(), "embedded at build".to_owned()),
+        None => ("unknown".to_owned(), "unavailable".to_owned()),
+    }
+}
+
+/// A run's evidence directory and its standard file names.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    pub run_id: String,
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    /// Creates `<runs_root>/<run_id>` as a private directory (0700). Fails if it exists.
+    pub fn create(runs_root: &Path, run_id: &str) -> std::io::Result<Self> {
+        create_private_dir(runs_root)?;
+        let path = runs_root.join(run_id);
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        Ok(Self {
+            run_id: run_id.to_owned(),
+            path,
+        })
+    }
+
+    pub fn manifest(&self) -> PathBuf {
+        self.path.join("manifest.json")
+    }
+    /// Wire log of one MCP process, e.g. `observed.mcp.jsonl`.
+    pub fn wire_log(&self, process: &str) -> PathBuf {
+        self.path.join(format!("{process}.mcp.jsonl"))
+    }
+    /// Perf events of one MCP process, e.g. `observed.perf.jsonl`.
+    pub fn perf_events(&self, process: &str) -> PathBuf {
+        self.path.join(format!("{process}.perf.jsonl"))
+    }
+    /// Captured stderr of one process.
+    pub fn stderr_log(&self, process: &str) -> PathBuf {
+        self.path.join(format!("{process}.stderr.log"))
+    }
+    pub fn transcript(&self) -> PathBuf {
+        self.path.join("transcript.jsonl")
+    }
+    pub fn exports(&self) -> PathBuf {
+        self.path.join("export")
+    }
+    pub fn database(&self) -> PathBuf {
+        self.path.join("store.sqlite")
+    }
+    pub fn report(&self, ext: &str) -> PathBuf {
+        self.path.join(format!("report.{ext}"))
+    }
+
+    /// Writes the run manifest (once; E2).
+    pub fn write_manifest(&self, manifest: &RunManifest) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec_pretty(manifest)?;
+        write_new_private(&self.manifest(), &bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[test]
+    fn run_dir_and_files_are_private() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(&root.path().join("runs"), "r-1").unwrap();
+        let mode = std::fs::metadata(&run.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let log = JsonlLog::open(&run.transcript()).unwrap();
+        log.append(&serde_json::json!({"a": 1})).unwrap();
+        let mode = std::fs::metadata(run.transcript())
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn manifest_is_never_rewritten() {
+        let root = tempfile::tempdir().unwrap();
+        let run = RunDir::create(root.path(), "r-2").unwrap();
+        let manifest = RunManifest {
+            run_id: "r-2".into(),
+            started_ms: 1.0,
+            written_ms: 2.0,
+            source_sha: "abc".into(),
+            source_sha_origin: "test".into(),
+            agent: AgentIdentity::default(),
+            initial_targets: vec![],
+            configuration: Value::Null,
+            gate2: "closed".into(),
+        };
+        run.write_manifest(&manifest).unwrap();
+        let err = run.write_manifest(&manifest).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::AlreadyExists);
+    }
+
+    #[tokio::test]
+    async fn tee_logs_each_message_in_order_and_passes_bytes_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = JsonlLog::open(&dir.path().join("wire.jsonl")).unwrap();
+        let input: &[u8] = b"{\"id\":1}\n{\"id\":2}\nnot json\n";
+        let mut reader = TeeReader::new(input, log.clone(), Direction::Request);
+        let mut seen = Vec::new();
+        reader.read_to_end(&mut seen).await.unwrap();
+        assert_eq!(seen, input);
+        let mut writer = TeeWriter::new(Vec::new(), log, Direction::Result);
+        writer
+            .write_all(b"{\"id\":1,\"result\":{}}\n")
+            .await
+            .unwrap();
+        let text = std::fs::read_to_string(dir.path().join("wire.jsonl")).unwrap();
+        let records: Vec<WireRecord> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let messages: Vec<_> = records
+            .iter()
+            .map(|r| (r.direction, r.message.clone()))
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                (Direction::Request, serde_json::json!({"id": 1})),
+                (Direction::Request, serde_json::json!({"id": 2})),
+                (Direction::Request, Value::String("not json".into())),
+                (
+                    Direction::Result,
+                    serde_json::json!({"id": 1, "result": {}})
+                ),
+            ]
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! The fixture manifest: authenticated original bytes, expected results, tasks and behavioral
+//! check commands for the canary's targets (SPEC C1, C6).
+//!
+//! The manifest is JSON (`assets/fixtures/manifest.json`); every path in it is relative to the
+//! manifest's own directory. Both the canary (to authenticate fixtures before init) and the
+//! independent evaluator (to find expected bytes and checks) read it; neither trusts a file whose
+//! SHA-256 differs from the pinned one.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Manifest schema version this build reads.
+pub const MANIFEST_SCHEMA: u32 = 1;
+
+/// The whole manifest file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FixtureManifest {
+    pub schema: u32,
+    pub fixtures: Vec<Fixture>,
+    /// Directory the manifest was read from; paths resolve against it. Not serialized.
+    #[serde(skip)]
+    pub base: PathBuf,
+}
+
+/// One target's fixture entry.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Fixture {
+    /// Target name used in every MCP call (e.g. `calendar`).
+    pub target: String,
+    /// Language name understood by the Waymark worker (`javascript`, `python`, `rust`, …).
+    pub language: String,
+    /// File name the behavioral check imports the target as (e.g. `calendar.js`).
+    pub module_file: String,
+    /// Original bytes given to the agent, relative to the manifest directory.
+    pub original: PathBuf,
+    /// SHA-256 (lowercase hex) pinned for `original` (C1).
+    pub sha256: String,
+    /// Byte-exact expected result.
+    pub expected: PathBuf,
+    /// SHA-256 pinned for `expected`.
+    pub expected_sha256: String,
+    /// The task text an agent is given.
+    pub task: PathBuf,
+    /// The behavioral check (C6).
+    pub check: CheckSpec,
+}
+
+/// A behavioral check: `command` runs with cwd = a fresh directory holding the files of `dir`
+/// plus the exported target saved as `module_file`. Exit status 0 means pass.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CheckSpec {
+    pub command: Vec<String>,
+    pub dir: PathBuf,
+}
+
+/// Errors reading or authenticating fixtures.
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("cannot read fixture manifest {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("fixture manifest {path} is not valid: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("fixture `{target}`: cannot read {path}: {source}")]
+    Missing {
+        target: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "fixture `{target}`: {path} has SHA-256 {actual}, but the manifest pins {expected}; \
+         refusing to initialize anything"
+    )]
+    HashMismatch {
+        target: String,
+        path: PathBuf,
+        expected: String,
+        actual: String,
+    },
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl FixtureManifest {
+    /// Reads and validates a manifest: schema version, non-empty unique target names, hex hashes.
+    pub fn load(path: &Path) -> Result<Self, FixtureError> {
+        let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let invalid = |message: String| FixtureError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut manifest: FixtureManifest =
+            serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        if manifest.schema != MANIFEST_SCHEMA {
+            return Err(invalid(format!(
+                "schema {} is not supported (this build reads schema {MANIFEST_SCHEMA})",
+                manifest.schema
+            )));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for f in &manifest.fixtures {
+            if f.target.is_empty() || !seen.insert(f.target.clone()) {
+                return Err(invalid(format!(
+                    "target name `{}` is empty or repeated",
+                    f.target
+                )));
+            }
+            for h in [&f.sha256, &f.expected_sha256] {
+                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(invalid(format!(
+                        "target `{}`: `{h}` is not a 64-digit hex SHA-256",
+                        f.target
+                    )));
+                }
+            }
+            if f.check.command.is_empty() {
+                return Err(invalid(format!(
+                    "target `{}`: empty check command",
+                    f.target
+                )));
+            }
+        }
+        manifest.base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok(manifest)
+    }
+
+    /// Resolves a manifest-relative path.
+    pub fn resolve(&self, rel: &Path) -> PathBuf {
+        self.base.join(rel)
+    }
+
+    /// Looks up a fixture by target name.
+    pub fn fixture(&self, target: &str) -> Option<&Fixture> {
+        self.fixtures.iter().find(|f| f.target == target)
+    }
+
+    /// C1: reads every original and checks it against its pinned SHA-256. Either all fixtures
+    /// authenticate and their bytes are returned in manifest order, or the first failure is
+    /// returned naming the target — so nothing is initialized from a partly valid set.
+    pub fn authenticate_originals(&self) -> Result<Vec<(Fixture, Vec<u8>)>, FixtureError> {
+        self.fixtures
+            .iter()
+            .map(|f| {
+                let path = self.resolve(&f.original);
+                let bytes = read_pinned(&f.target, &path, &f.sha256)?;
+                Ok((f.clone(), bytes))
+            })
+            .collect()
+    }
+}
+
+/// Reads `path` and checks its SHA-256 against `expected` (lowercase hex).
+pub fn read_pinned(target: &str, path: &Path, expected: &str) -> Result<Vec<u8>, FixtureError> {
+    let bytes = std::fs::read(path).map_err(|source| FixtureError::Missing {
+        target: target.to_owned(),
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let actual = sha256_hex(&bytes);
+    if !actual.eq_ignore_ascii_case(expected) {
+        return Err(FixtureError::HashMismatch {
+            target: target.to_owned(),
+            path: path.to_path_buf(),
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(bytes)
+}
+
+/// The bundled fixtures directory of this checkout (`assets/fixtures`), used as the default.
+pub fn bundled_manifest_path() -> PathBuf {
+    PathBuf::from(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/fixtures/manifest.json"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_manifest(dir: &Path, original: &[u8], pinned: &str) -> PathBuf {
+        std::fs::create_dir_all(dir.join("t")).unwrap();
+        std::fs::write(dir.join("t/original.js"), original).unwrap();
+        let manifest = serde_json::json!({
+            "schema": 1,
+            "fixtures": [{
+                "target": "t", "language": "javascript", "module_file": "t.js",
+                "original": "t/original.js", "sha256": pinned,
+                "expected": "t/expected.js", "expected_sha256": pinned,
+                "task": "t/TASK.md", "check": {"command": ["true"], "dir": "t"}
+            }]
+        });
+        let path = dir.join("manifest.json");
+        std::fs::write(&path, manifest.to_string()).unwrap();
+        path
+    }
+
+    #[test]
+    fn authenticate_accepts_pinned_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_manifest(dir.path(), b"let x = 1;\n", &sha256_hex(b"let x = 1;\n"));
+        let manifest = FixtureManifest::load(&path).unwrap();
+        let fixtures = manifest.authenticate_originals().unwrap();
+        assert_eq!(fixtures[0].1, b"let x = 1;\n");
+    }
+
+    #[test]
+    fn authenticate_refuses_a_mismatch_by_target_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_manifest(dir.path(), b"tampered\n", &sha256_hex(b"original\n"));
+        let manifest = FixtureManifest::load(&path).unwrap();
+        let err = manifest.authenticate_originals().unwrap_err();
+        assert!(matches!(err, FixtureError::HashMismatch { ref target, .. } if target == "t"));
+        assert!(err.to_string().contains("fixture `t`"), "{err}");
+    }
+
+    #[test]
+    fn load_rejects_a_malformed_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write_manifest(dir.path(), b"x", "not-a-hash");
+        let err = FixtureManifest::load(&path).unwrap_err();
+        assert!(err.to_string().contains("not a 64-digit hex"), "{err}");
+    }
+}
