@@ -1,6 +1,7 @@
 //! patchdiff: an observed-edit backend for AI coding agents, plus the operator console that runs
 //! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
 
+pub mod config;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
