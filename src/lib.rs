@@ -1,11 +1,14 @@
 //! patchdiff: an observed-edit backend for AI coding agents, plus the operator console that runs
 //! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
 
+pub mod canary;
 pub mod config;
+pub mod console;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
 pub mod kernel;
+pub mod mcp;
 pub mod store;
 pub mod telemetry;
 pub mod waymark;

@@ -1,1 +1,240 @@
-fn main() {}
+//! The `patchdiff` binary: console (default), MCP server, evaluator.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use patchdiff::canary::CanaryOptions;
+use patchdiff::canary::command::Host;
+use patchdiff::config::{self, Paths};
+use patchdiff::console::headless::{EXIT_FAILED, EXIT_USAGE};
+
+/// Observed edits for AI coding agents, and the console that runs canaries of them.
+///
+/// With no subcommand, opens the interactive operator console.
+#[derive(Parser)]
+#[command(name = "patchdiff", version, after_help = AFTER_HELP)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+const AFTER_HELP: &str = "\
+Quick start:
+  patchdiff console --script assets/canary/demo.canary   run the bundled demo canary headless
+  patchdiff console                                      open the interactive console
+  patchdiff mcp --print-host-config claude              agent-host configuration for the observed process
+
+Configuration comes from PATCHDIFF_* environment variables (see README.md), never from MCP arguments.";
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The operator console: interactive, or headless with --script.
+    Console(ConsoleArgs),
+    /// The MCP server over stdio; profile from PATCHDIFF_MCP_PROFILE (observed|full|workspace).
+    Mcp(McpArgs),
+    /// The independent evaluator: exported files against the fixture manifest (full-byte and
+    /// behavioral). Reads no database.
+    Evaluate(EvaluateArgs),
+}
+
+#[derive(clap::Args, Default)]
+struct ConsoleArgs {
+    /// Run this script of console commands headless (one command per line; `#` comments) and
+    /// exit: 0 all passed, 1 a step or target failed, 2 invalid script or options.
+    #[arg(long, value_name = "FILE")]
+    script: Option<PathBuf>,
+    /// With --script: print the final report as JSON on stdout (progress goes to stderr).
+    #[arg(long, requires = "script")]
+    json: bool,
+    /// Fixture manifest to authenticate and evaluate against.
+    #[arg(long, value_name = "PATH")]
+    manifest: Option<PathBuf>,
+    /// Directory for run evidence (default: <data dir>/runs).
+    #[arg(long, value_name = "DIR")]
+    runs_dir: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct McpArgs {
+    /// Print the agent-host configuration (claude, codex or cursor) for an observed process
+    /// using the current environment's database and exit.
+    #[arg(long, value_name = "HOST")]
+    print_host_config: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct EvaluateArgs {
+    /// The fixture manifest (expected bytes and check commands).
+    #[arg(long, value_name = "PATH")]
+    manifest: PathBuf,
+    /// Directory holding the exported targets, named by each fixture's module_file.
+    #[arg(long, value_name = "DIR")]
+    exports: PathBuf,
+    /// Print the evaluation as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let paths = Paths::resolve();
+    if let Err(e) = apply_config_file(&paths) {
+        eprintln!("patchdiff: {e}");
+        return ExitCode::from(EXIT_USAGE as u8);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("patchdiff: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(async move {
+        match cli.command {
+            None => run_console(ConsoleArgs::default(), &paths).await,
+            Some(Cmd::Console(args)) => run_console(args, &paths).await,
+            Some(Cmd::Mcp(args)) => run_mcp(args, &paths).await,
+            Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
+        }
+    });
+    ExitCode::from(code as u8)
+}
+
+/// P1: values from the TOML config file fill variables the environment leaves unset. Runs
+/// before any thread starts.
+fn apply_config_file(paths: &Paths) -> Result<(), config::ConfigError> {
+    for (variable, value) in config::config_file_overlay(paths)? {
+        // SAFETY: called from `main` before the tokio runtime or any other thread exists.
+        unsafe { std::env::set_var(variable, value) };
+    }
+    Ok(())
+}
+
+fn canary_options(args: &ConsoleArgs, paths: &Paths) -> Result<CanaryOptions, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let database_url = match std::env::var("PATCHDIFF_DATABASE_URL") {
+        Ok(url) => {
+            config::parse_database_url(&url).map_err(|e| e.to_string())?;
+            Some(url)
+        }
+        Err(_) => None,
+    };
+    Ok(CanaryOptions {
+        exe,
+        manifest: args
+            .manifest
+            .clone()
+            .unwrap_or_else(patchdiff::fixtures::bundled_manifest_path),
+        runs_root: args.runs_dir.clone().unwrap_or_else(|| paths.runs_root()),
+        database_url,
+    })
+}
+
+async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
+    let options = match canary_options(&args, paths) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("patchdiff: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match &args.script {
+        Some(script) => patchdiff::console::headless::run_script(options, script, args.json).await,
+        None => match patchdiff::console::run_interactive(options).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("patchdiff: {e:#}");
+                EXIT_FAILED
+            }
+        },
+    }
+}
+
+async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
+    let options = match patchdiff::mcp::McpOptions::from_env(paths) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("patchdiff mcp: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if let Some(host) = args.print_host_config {
+        let Some(host) = Host::parse(&host) else {
+            eprintln!(
+                "patchdiff mcp: --print-host-config {host:?}: accepted values are claude, codex, cursor"
+            );
+            return EXIT_USAGE;
+        };
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "patchdiff".into());
+        let perf = std::env::var("PATCHDIFF_PERF_EVENTS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| paths.state_dir.join("observed.perf.jsonl"));
+        let env = patchdiff::canary::client::observed_env(&options.database, &perf);
+        print!(
+            "{}",
+            patchdiff::canary::host_config_text(Some(host), &exe, &env)
+        );
+        return 0;
+    }
+    let _log = init_tracing();
+    match patchdiff::mcp::serve_stdio(options).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("patchdiff mcp: {e:#}");
+            EXIT_FAILED
+        }
+    }
+}
+
+/// Diagnostics go to stderr (stdout carries the MCP protocol).
+fn init_tracing() -> Option<()> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .try_init()
+        .ok()
+}
+
+async fn run_evaluate(args: EvaluateArgs) -> i32 {
+    let manifest = match patchdiff::fixtures::FixtureManifest::load(&args.manifest) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("patchdiff evaluate: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    match patchdiff::evaluate::evaluate(&manifest, &args.exports).await {
+        Ok(evaluation) => {
+            if args.json {
+                match serde_json::to_string_pretty(&evaluation) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("patchdiff evaluate: {e}");
+                        return EXIT_FAILED;
+                    }
+                }
+            } else {
+                print!("{}", patchdiff::evaluate::render_text(&evaluation));
+            }
+            if evaluation.all_passed() {
+                0
+            } else {
+                EXIT_FAILED
+            }
+        }
+        Err(e) => {
+            eprintln!("patchdiff evaluate: {e}");
+            EXIT_USAGE
+        }
+    }
+}

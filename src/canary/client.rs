@@ -1,0 +1,180 @@
+//! The console's side of an MCP process: spawn `patchdiff mcp` as a child with a profile and
+//! its evidence paths, connect a real `rmcp` client over its stdio, call tools (SPEC C2, U1).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use rmcp::RoleClient;
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Map, Value};
+
+use super::command::ProcessKind;
+
+/// Outcome of one tool call that the server answered with a result (possibly `isError`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolReply {
+    pub is_error: bool,
+    /// Structured content, or `null` when the server sent none.
+    pub structured: Value,
+    /// Concatenated text content.
+    pub text: String,
+}
+
+impl ToolReply {
+    fn from_result(result: CallToolResult) -> Self {
+        let text = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Self {
+            is_error: result.is_error == Some(true),
+            structured: result.structured_content.unwrap_or(Value::Null),
+            text,
+        }
+    }
+
+    /// The domain error message of an `isError` reply.
+    pub fn error_message(&self) -> String {
+        self.structured
+            .pointer("/error/message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| self.text.clone())
+    }
+}
+
+/// A tool call failed at the protocol level (JSON-RPC error, transport loss).
+#[derive(Debug, thiserror::Error)]
+#[error("{tool}: {message}")]
+pub struct CallError {
+    pub tool: String,
+    pub message: String,
+}
+
+/// How a child MCP process is configured.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    pub kind: ProcessKind,
+    /// The `patchdiff` executable to run as `patchdiff mcp`.
+    pub exe: PathBuf,
+    pub env: Vec<(String, String)>,
+    /// File receiving the child's stderr.
+    pub stderr: PathBuf,
+}
+
+/// A running MCP child with a connected client. Dropping it kills the child.
+pub struct McpProcess {
+    pub kind: ProcessKind,
+    pub pid: Option<u32>,
+    pub started: Instant,
+    client: RunningService<RoleClient, ()>,
+}
+
+impl McpProcess {
+    /// Spawns the child and completes the MCP initialize handshake.
+    pub async fn launch(spec: &LaunchSpec) -> anyhow::Result<Self> {
+        let mut cmd = tokio::process::Command::new(&spec.exe);
+        cmd.arg("mcp");
+        // The child sees only what we give it plus the basic environment: configuration is
+        // explicit (P1), never inherited by accident from the operator's shell.
+        for (k, _) in std::env::vars() {
+            if k.starts_with("PATCHDIFF_") {
+                cmd.env_remove(&k);
+            }
+        }
+        for (k, v) in &spec.env {
+            cmd.env(k, v);
+        }
+        let stderr = crate::evidence::open_append_private(&spec.stderr)?;
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::from(stderr))
+            .spawn()?;
+        let pid = transport.id();
+        let client = ().serve(transport).await.map_err(|e| {
+            anyhow::anyhow!(
+                "the {} MCP process did not complete the MCP handshake: {e}; see {}",
+                spec.kind.as_str(),
+                spec.stderr.display()
+            )
+        })?;
+        Ok(Self {
+            kind: spec.kind,
+            pid,
+            started: Instant::now(),
+            client,
+        })
+    }
+
+    /// Names of the tools the server lists.
+    pub async fn tool_names(&self) -> Result<Vec<String>, CallError> {
+        let tools = self.client.list_all_tools().await.map_err(|e| CallError {
+            tool: "tools/list".into(),
+            message: e.to_string(),
+        })?;
+        Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
+    }
+
+    /// Calls `tool` with `arguments` (a JSON object).
+    pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolReply, CallError> {
+        let arguments: Map<String, Value> = match arguments {
+            Value::Object(m) => m,
+            Value::Null => Map::new(),
+            other => {
+                return Err(CallError {
+                    tool: tool.into(),
+                    message: format!("arguments must be a JSON object, got {other}"),
+                });
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = Some(arguments);
+        self.client
+            .call_tool(params)
+            .await
+            .map(ToolReply::from_result)
+            .map_err(|e| CallError {
+                tool: tool.into(),
+                message: e.to_string(),
+            })
+    }
+
+    /// Calls `tool` and turns an `isError` reply into an error too.
+    pub async fn call_ok(&self, tool: &str, arguments: Value) -> Result<Value, CallError> {
+        let reply = self.call(tool, arguments).await?;
+        if reply.is_error {
+            return Err(CallError {
+                tool: tool.into(),
+                message: reply.error_message(),
+            });
+        }
+        Ok(reply.structured)
+    }
+
+    /// Closes the client (the child sees stdin close and exits) and waits for it.
+    pub async fn stop(self) {
+        let _ = self.client.cancel().await;
+    }
+}
+
+/// The command-line an agent host should run for the observed process, with its environment.
+pub fn observed_env(database: &Path, perf_events: &Path) -> Vec<(String, String)> {
+    vec![
+        ("PATCHDIFF_MCP_PROFILE".into(), "observed".into()),
+        ("PATCHDIFF_WAYMARK_MODE".into(), "resident".into()),
+        ("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "1".into()),
+        (
+            "PATCHDIFF_DATABASE_URL".into(),
+            format!("sqlite://{}", database.display()),
+        ),
+        (
+            "PATCHDIFF_PERF_EVENTS".into(),
+            perf_events.display().to_string(),
+        ),
+    ]
+}

@@ -1,0 +1,372 @@
+//! The one command set (SPEC U3): every console action is a [`Command`], reachable from a key,
+//! the `:` command line and `--script` files alike. [`COMMANDS`] is the table that help, key
+//! bindings and completion are generated from.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Which MCP process a command addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessKind {
+    /// The trusted full-profile process (init, export, audit; C2).
+    Full,
+    /// The observed-profile process the agent reaches.
+    Observed,
+}
+
+impl ProcessKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Full => "full",
+            Self::Observed => "observed",
+        }
+    }
+}
+
+/// What `wait` waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitFor {
+    /// The observed process's resident worker reported ready.
+    Ready,
+    /// Every target has been saved at least once (a real agent host finished).
+    Saved,
+}
+
+/// Agent host configurations `host-config` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Host {
+    Claude,
+    Codex,
+    Cursor,
+}
+
+impl Host {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "claude" => Some(Self::Claude),
+            "codex" => Some(Self::Codex),
+            "cursor" => Some(Self::Cursor),
+            _ => None,
+        }
+    }
+}
+
+/// One console action.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Command {
+    /// C1: authenticate fixtures and initialize the five targets (`--reset` wipes history).
+    Init { reset: bool },
+    /// U1: start (or restart) MCP processes.
+    Launch { which: Option<ProcessKind> },
+    /// C3: the preflight checks.
+    Preflight,
+    /// C4: run a scripted agent plan against the observed process.
+    Agent { plan: PathBuf },
+    /// Wait for a condition, up to a timeout.
+    Wait { what: WaitFor, timeout: Duration },
+    /// C5: export every target's latest saved version.
+    Export,
+    /// C5: SAVE/replay consistency and the audit summary.
+    Inspect,
+    /// C6: run the independent evaluator.
+    Evaluate,
+    /// Write the final report (text, JSON, JUnit XML) to the run directory.
+    Report,
+    /// U1: stop MCP processes.
+    Stop { which: Option<ProcessKind> },
+    /// E1: record the agent's identity for the run manifest.
+    Record {
+        model: Option<String>,
+        provider: Option<String>,
+        reasoning: Option<String>,
+    },
+    /// Print the agent-host configuration for the observed process.
+    HostConfig { host: Option<Host> },
+}
+
+/// One row of the command table.
+#[derive(Debug, Clone, Copy)]
+pub struct CommandSpec {
+    pub name: &'static str,
+    pub usage: &'static str,
+    /// The key that runs the command with default arguments in the interactive console.
+    pub key: Option<char>,
+    pub help: &'static str,
+}
+
+/// The command table (U3): the source of `?` help, key bindings and `:` completion.
+pub const COMMANDS: &[CommandSpec] = &[
+    CommandSpec {
+        name: "record",
+        usage: "record model=M provider=P reasoning=R",
+        key: None,
+        help: "record the agent's identity for the run manifest (before init)",
+    },
+    CommandSpec {
+        name: "init",
+        usage: "init [--reset]",
+        key: Some('i'),
+        help: "authenticate fixtures and initialize the five targets through the full process",
+    },
+    CommandSpec {
+        name: "launch",
+        usage: "launch [full|observed]",
+        key: Some('l'),
+        help: "start or restart MCP processes (both by default)",
+    },
+    CommandSpec {
+        name: "preflight",
+        usage: "preflight",
+        key: Some('p'),
+        help: "check tools/list = six, a full-profile call refused, worker ready, targets fresh",
+    },
+    CommandSpec {
+        name: "agent",
+        usage: "agent PLAN.jsonl",
+        key: Some('a'),
+        help: "run a scripted agent plan through the observed process",
+    },
+    CommandSpec {
+        name: "wait",
+        usage: "wait ready|saved [SECONDS]",
+        key: None,
+        help: "wait for the worker to be ready, or for every target to be saved",
+    },
+    CommandSpec {
+        name: "export",
+        usage: "export",
+        key: Some('e'),
+        help: "export every target's latest saved version through the full process",
+    },
+    CommandSpec {
+        name: "inspect",
+        usage: "inspect",
+        key: Some('n'),
+        help: "check SAVE/replay consistency and summarize the audit",
+    },
+    CommandSpec {
+        name: "evaluate",
+        usage: "evaluate",
+        key: Some('v'),
+        help: "run the independent evaluator (full-byte and behavioral)",
+    },
+    CommandSpec {
+        name: "report",
+        usage: "report",
+        key: Some('r'),
+        help: "write the final report (text, JSON, JUnit XML) to the run directory",
+    },
+    CommandSpec {
+        name: "stop",
+        usage: "stop [full|observed]",
+        key: Some('s'),
+        help: "stop MCP processes (both by default)",
+    },
+    CommandSpec {
+        name: "host-config",
+        usage: "host-config [claude|codex|cursor]",
+        key: Some('h'),
+        help: "show the agent-host configuration for the observed process",
+    },
+];
+
+/// Default wait timeout when none is given.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(600);
+
+impl Command {
+    /// The command's table name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Init { .. } => "init",
+            Self::Launch { .. } => "launch",
+            Self::Preflight => "preflight",
+            Self::Agent { .. } => "agent",
+            Self::Wait { .. } => "wait",
+            Self::Export => "export",
+            Self::Inspect => "inspect",
+            Self::Evaluate => "evaluate",
+            Self::Report => "report",
+            Self::Stop { .. } => "stop",
+            Self::Record { .. } => "record",
+            Self::HostConfig { .. } => "host-config",
+        }
+    }
+
+    /// Parses one command line (script line or `:` input). Errors name the command's usage.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        let mut words = line.split_whitespace();
+        let name = words.next().ok_or_else(|| "empty command".to_owned())?;
+        let args: Vec<&str> = words.collect();
+        let spec = COMMANDS.iter().find(|c| c.name == name).ok_or_else(|| {
+            let names: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+            format!(
+                "unknown command `{name}`; commands are: {}",
+                names.join(", ")
+            )
+        })?;
+        let usage = || format!("usage: {}", spec.usage);
+        let process = |arg: Option<&&str>| -> Result<Option<ProcessKind>, String> {
+            match arg.copied() {
+                None | Some("all") => Ok(None),
+                Some("full") => Ok(Some(ProcessKind::Full)),
+                Some("observed") => Ok(Some(ProcessKind::Observed)),
+                Some(_) => Err(usage()),
+            }
+        };
+        let command = match name {
+            "init" => match args.as_slice() {
+                [] => Self::Init { reset: false },
+                ["--reset"] => Self::Init { reset: true },
+                _ => return Err(usage()),
+            },
+            "launch" if args.len() <= 1 => Self::Launch {
+                which: process(args.first())?,
+            },
+            "stop" if args.len() <= 1 => Self::Stop {
+                which: process(args.first())?,
+            },
+            "preflight" if args.is_empty() => Self::Preflight,
+            "agent" => match args.as_slice() {
+                [plan] => Self::Agent {
+                    plan: PathBuf::from(plan),
+                },
+                _ => return Err(usage()),
+            },
+            "wait" => {
+                let what = match args.first() {
+                    Some(&"ready") => WaitFor::Ready,
+                    Some(&"saved") => WaitFor::Saved,
+                    _ => return Err(usage()),
+                };
+                let timeout = match args.get(1) {
+                    None => DEFAULT_WAIT,
+                    Some(s) => match s.parse::<f64>() {
+                        Ok(v) if v.is_finite() && v > 0.0 => Duration::from_secs_f64(v),
+                        _ => {
+                            return Err(format!("wait: `{s}` is not a positive number of seconds"));
+                        }
+                    },
+                };
+                if args.len() > 2 {
+                    return Err(usage());
+                }
+                Self::Wait { what, timeout }
+            }
+            "export" if args.is_empty() => Self::Export,
+            "inspect" if args.is_empty() => Self::Inspect,
+            "evaluate" if args.is_empty() => Self::Evaluate,
+            "report" if args.is_empty() => Self::Report,
+            "record" => {
+                let (mut model, mut provider, mut reasoning) = (None, None, None);
+                for arg in &args {
+                    match arg.split_once('=') {
+                        Some(("model", v)) => model = Some(v.to_owned()),
+                        Some(("provider", v)) => provider = Some(v.to_owned()),
+                        Some(("reasoning", v)) => reasoning = Some(v.to_owned()),
+                        _ => return Err(usage()),
+                    }
+                }
+                Self::Record {
+                    model,
+                    provider,
+                    reasoning,
+                }
+            }
+            "host-config" => match args.as_slice() {
+                [] => Self::HostConfig { host: None },
+                [h] => Self::HostConfig {
+                    host: Some(Host::parse(h).ok_or_else(usage)?),
+                },
+                _ => return Err(usage()),
+            },
+            _ => return Err(usage()),
+        };
+        Ok(command)
+    }
+}
+
+/// Parses a `--script` file: one command per line; blank lines and `#` comments are skipped.
+/// Errors carry the 1-based line number.
+pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#')
+        })
+        .map(|(i, l)| {
+            Command::parse(l.trim())
+                .map(|c| (i + 1, c))
+                .map_err(|e| format!("line {}: {e}", i + 1))
+        })
+        .collect()
+}
+
+/// Completions for a partial `:` command line: command names with the typed prefix.
+pub fn complete(prefix: &str) -> Vec<&'static str> {
+    COMMANDS
+        .iter()
+        .map(|c| c.name)
+        .filter(|n| n.starts_with(prefix.trim_start()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_command_in_the_table() {
+        for spec in COMMANDS {
+            let line = match spec.name {
+                "agent" => "agent plan.jsonl".to_owned(),
+                "wait" => "wait ready 5".to_owned(),
+                other => other.to_owned(),
+            };
+            let cmd = Command::parse(&line).unwrap();
+            assert_eq!(cmd.name(), spec.name);
+        }
+    }
+
+    #[test]
+    fn unknown_command_lists_the_known_ones() {
+        let err = Command::parse("deploy").unwrap_err();
+        assert!(
+            err.contains("unknown command `deploy`") && err.contains("preflight"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_arguments_show_usage() {
+        assert_eq!(
+            Command::parse("launch everything").unwrap_err(),
+            "usage: launch [full|observed]"
+        );
+        assert!(
+            Command::parse("wait ready -1")
+                .unwrap_err()
+                .contains("positive")
+        );
+    }
+
+    #[test]
+    fn script_errors_name_the_line() {
+        let err = parse_script("# demo\ninit\n\nbogus\n").unwrap_err();
+        assert!(err.starts_with("line 4:"), "{err}");
+    }
+
+    #[test]
+    fn completion_matches_prefixes() {
+        assert_eq!(complete("ex"), vec!["export"]);
+        assert_eq!(complete("h"), vec!["host-config"]);
+    }
+}

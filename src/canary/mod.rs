@@ -1,0 +1,761 @@
+//! The canary procedure (SPEC C1–C7): the step runner shared by the interactive console and
+//! `--script`. One [`Canary`] owns a run directory, the two MCP processes and what the run has
+//! learned so far; [`Canary::execute`] runs one [`Command`] and returns its one-line outcome.
+
+pub mod client;
+pub mod command;
+pub mod plan;
+pub mod report;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use self::client::{LaunchSpec, McpProcess, observed_env};
+use self::command::{Command, Host, ProcessKind, WaitFor};
+use crate::evaluate::Evaluation;
+use crate::evidence::{AgentIdentity, InitialTarget, JsonlLog, RunDir, RunManifest};
+use crate::fixtures::FixtureManifest;
+use crate::mcp::{FULL_ONLY_TOOLS, OBSERVED_TOOLS};
+use crate::telemetry::{PerfEvent, unix_ms_now};
+
+/// W6: startup readiness ceiling; preflight waits this long (plus slack) for `worker_ready`.
+pub const READINESS_WAIT: Duration = Duration::from_secs(10);
+
+/// The result of one step: `ok` and a one-line summary (U5).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct StepOutcome {
+    pub command: String,
+    pub ok: bool,
+    pub summary: String,
+    pub elapsed_ms: u64,
+}
+
+/// One target's row as the run knows it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TargetRow {
+    pub name: String,
+    pub language: String,
+    pub initial_sha256: String,
+    pub version: u64,
+    pub revision: u64,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub current_sha256: String,
+    pub exported_sha256: Option<String>,
+    pub replay_consistent: Option<bool>,
+    pub full_byte: Option<bool>,
+    pub behavioral: Option<bool>,
+    pub notes: Vec<String>,
+}
+
+/// Options fixed for the life of a run.
+#[derive(Debug, Clone)]
+pub struct CanaryOptions {
+    /// The `patchdiff` executable used for child processes (`patchdiff mcp`, `patchdiff evaluate`).
+    pub exe: PathBuf,
+    pub manifest: PathBuf,
+    /// Where run directories are created.
+    pub runs_root: PathBuf,
+    /// `PATCHDIFF_DATABASE_URL` to use instead of the per-run database.
+    pub database_url: Option<String>,
+}
+
+/// A live canary run.
+pub struct Canary {
+    pub options: CanaryOptions,
+    pub run: RunDir,
+    pub manifest: FixtureManifest,
+    pub full: Option<McpProcess>,
+    pub observed: Option<McpProcess>,
+    pub identity: AgentIdentity,
+    pub targets: Vec<TargetRow>,
+    pub steps: Vec<StepOutcome>,
+    pub evaluation: Option<Evaluation>,
+    started_ms: f64,
+    manifest_written: bool,
+    transcript: JsonlLog,
+    /// Exit statuses of processes that stopped, by kind (U1).
+    pub exits: BTreeMap<&'static str, String>,
+}
+
+/// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
+pub fn new_run_id() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(days as i64);
+    format!(
+        "r-{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        std::process::id()
+    )
+}
+
+/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+impl Canary {
+    /// Creates the run directory and loads the fixture manifest. Nothing is started yet.
+    pub fn create(options: CanaryOptions) -> anyhow::Result<Self> {
+        let manifest = FixtureManifest::load(&options.manifest)?;
+        let run = RunDir::create(&options.runs_root, &new_run_id())?;
+        let transcript = JsonlLog::open(&run.transcript())?;
+        let targets = manifest
+            .fixtures
+            .iter()
+            .map(|f| TargetRow {
+                name: f.target.clone(),
+                language: f.language.clone(),
+                initial_sha256: f.sha256.clone(),
+                ..TargetRow::default()
+            })
+            .collect();
+        Ok(Self {
+            options,
+            run,
+            manifest,
+            full: None,
+            observed: None,
+            identity: AgentIdentity::default(),
+            targets,
+            steps: Vec::new(),
+            evaluation: None,
+            started_ms: unix_ms_now(),
+            manifest_written: false,
+            transcript,
+            exits: BTreeMap::new(),
+        })
+    }
+
+    /// `PATCHDIFF_DATABASE_URL` for the run's processes: the operator's, else the run's own file.
+    pub fn database_url(&self) -> String {
+        self.options
+            .database_url
+            .clone()
+            .unwrap_or_else(|| format!("sqlite://{}", self.run.database().display()))
+    }
+
+    /// The database file the run's processes use.
+    pub fn database_path(&self) -> PathBuf {
+        crate::config::parse_database_url(&self.database_url())
+            .unwrap_or_else(|_| self.run.database())
+    }
+
+    /// Runs one command. Never panics on bad input; failures come back as `ok: false` with a
+    /// summary naming what failed.
+    pub async fn execute(&mut self, command: &Command) -> StepOutcome {
+        let started = Instant::now();
+        let result = match command {
+            Command::Record {
+                model,
+                provider,
+                reasoning,
+            } => self.record(model, provider, reasoning),
+            Command::Init { reset } => self.init(*reset).await,
+            Command::Launch { which } => self.launch(*which).await,
+            Command::Preflight => self.preflight().await,
+            Command::Agent { plan } => self.agent(plan).await,
+            Command::Wait { what, timeout } => self.wait(*what, *timeout).await,
+            Command::Export => self.export().await,
+            Command::Inspect => self.inspect().await,
+            Command::Evaluate => self.evaluate().await,
+            Command::Report => self.report(),
+            Command::Stop { which } => {
+                self.stop(*which).await;
+                Ok("stopped".to_owned())
+            }
+            Command::HostConfig { host } => Ok(format!(
+                "agent-host configuration for the observed process ({})",
+                host.map_or("claude, codex, cursor", |h| h.as_str())
+            )),
+        };
+        let (ok, summary) = match result {
+            Ok(s) => (true, s),
+            Err(e) => (false, format!("{e:#}")),
+        };
+        let outcome = StepOutcome {
+            command: command.name().to_owned(),
+            ok,
+            summary,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        self.steps.push(outcome.clone());
+        outcome
+    }
+
+    fn record(
+        &mut self,
+        model: &Option<String>,
+        provider: &Option<String>,
+        reasoning: &Option<String>,
+    ) -> anyhow::Result<String> {
+        if self.manifest_written {
+            anyhow::bail!(
+                "the run manifest is already written (it is append-only, E2); record before init"
+            );
+        }
+        for (slot, value) in [
+            (&mut self.identity.model, model),
+            (&mut self.identity.provider, provider),
+            (&mut self.identity.reasoning, reasoning),
+        ] {
+            if value.is_some() {
+                slot.clone_from(value);
+            }
+        }
+        Ok(format!(
+            "model {} · provider {} · reasoning {}",
+            self.identity.model.as_deref().unwrap_or("-"),
+            self.identity.provider.as_deref().unwrap_or("-"),
+            self.identity.reasoning.as_deref().unwrap_or("-")
+        ))
+    }
+
+    fn launch_spec(&self, kind: ProcessKind) -> LaunchSpec {
+        let mut env = match kind {
+            ProcessKind::Observed => {
+                observed_env(&self.database_path(), &self.run.perf_events(kind.as_str()))
+            }
+            // The trusted process only initializes, exports and audits: it needs no resident
+            // worker, so it runs discovery one-shot if ever asked.
+            ProcessKind::Full => vec![
+                ("PATCHDIFF_MCP_PROFILE".into(), "full".into()),
+                ("PATCHDIFF_WAYMARK_MODE".into(), "oneshot".into()),
+                (
+                    "PATCHDIFF_PERF_EVENTS".into(),
+                    self.run.perf_events("full").display().to_string(),
+                ),
+            ],
+        };
+        env.retain(|(k, _)| k != "PATCHDIFF_DATABASE_URL");
+        env.push(("PATCHDIFF_DATABASE_URL".into(), self.database_url()));
+        env.push((
+            "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+            self.run.wire_log(kind.as_str()).display().to_string(),
+        ));
+        // Operator-level settings the child still honours (P1): node binary and worker dir.
+        for var in [
+            "PATCHDIFF_NODE_BINARY",
+            "PATCHDIFF_WAYMARK_DIR",
+            "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS",
+            "PATCHDIFF_STATE_DIR",
+            "PATCHDIFF_DATA_DIR",
+        ] {
+            if let Ok(v) = std::env::var(var) {
+                env.push((var.into(), v));
+            }
+        }
+        LaunchSpec {
+            kind,
+            exe: self.options.exe.clone(),
+            env,
+            stderr: self.run.stderr_log(kind.as_str()),
+        }
+    }
+
+    fn slot(&mut self, kind: ProcessKind) -> &mut Option<McpProcess> {
+        match kind {
+            ProcessKind::Full => &mut self.full,
+            ProcessKind::Observed => &mut self.observed,
+        }
+    }
+
+    async fn launch_one(&mut self, kind: ProcessKind) -> anyhow::Result<String> {
+        if let Some(old) = self.slot(kind).take() {
+            old.stop().await;
+        }
+        let spec = self.launch_spec(kind);
+        let process = McpProcess::launch(&spec).await?;
+        let pid = process.pid.map_or("?".to_owned(), |p| p.to_string());
+        *self.slot(kind) = Some(process);
+        Ok(format!("{} pid {pid}", kind.as_str()))
+    }
+
+    async fn launch(&mut self, which: Option<ProcessKind>) -> anyhow::Result<String> {
+        let kinds = match which {
+            Some(k) => vec![k],
+            None => vec![ProcessKind::Full, ProcessKind::Observed],
+        };
+        let mut parts = Vec::new();
+        for kind in kinds {
+            parts.push(self.launch_one(kind).await?);
+        }
+        Ok(parts.join(" · "))
+    }
+
+    async fn ensure_full(&mut self) -> anyhow::Result<&McpProcess> {
+        if self.full.is_none() {
+            self.launch_one(ProcessKind::Full).await?;
+        }
+        self.full
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("the full-profile process is not running"))
+    }
+
+    fn observed(&self) -> anyhow::Result<&McpProcess> {
+        self.observed.as_ref().ok_or_else(|| {
+            anyhow::anyhow!("the observed-profile process is not running; run `launch observed`")
+        })
+    }
+
+    async fn init(&mut self, reset: bool) -> anyhow::Result<String> {
+        // C1: authenticate every fixture before initializing any.
+        let fixtures = self.manifest.authenticate_originals()?;
+        self.ensure_full().await?;
+        let full = self
+            .full
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no full process"))?;
+        let mut initial = Vec::new();
+        for (fixture, _) in &fixtures {
+            let path = std::fs::canonicalize(self.manifest.resolve(&fixture.original))?;
+            let reply = full
+                .call_ok(
+                    "patchdiff_init_target",
+                    json!({
+                        "target": fixture.target, "fixture": path, "sha256": fixture.sha256,
+                        "language": fixture.language, "reset": reset,
+                    }),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("target `{}`: {}", fixture.target, e.message))?;
+            initial.push(InitialTarget {
+                target: fixture.target.clone(),
+                language: fixture.language.clone(),
+                sha256: reply["sha256"].as_str().unwrap_or_default().to_owned(),
+                version: reply["version"].as_u64().unwrap_or_default(),
+            });
+        }
+        for row in &mut self.targets {
+            if let Some(t) = initial.iter().find(|t| t.target == row.name) {
+                row.current_sha256 = t.sha256.clone();
+                row.version = t.version;
+            }
+        }
+        if !self.manifest_written {
+            self.write_manifest(initial)?;
+        }
+        Ok(format!(
+            "{} targets at version 0 · fixture hashes verified",
+            fixtures.len()
+        ))
+    }
+
+    fn write_manifest(&mut self, initial_targets: Vec<InitialTarget>) -> anyhow::Result<()> {
+        let (source_sha, source_sha_origin) = crate::evidence::source_sha();
+        let observed = self.launch_spec(ProcessKind::Observed);
+        let manifest = RunManifest {
+            run_id: self.run.run_id.clone(),
+            started_ms: self.started_ms,
+            written_ms: unix_ms_now(),
+            source_sha,
+            source_sha_origin,
+            agent: self.identity.clone(),
+            initial_targets,
+            configuration: json!({
+                "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+                "fixture_manifest": self.options.manifest,
+                "executable": self.options.exe,
+            }),
+            gate2: "closed".to_owned(),
+        };
+        self.run.write_manifest(&manifest)?;
+        self.manifest_written = true;
+        Ok(())
+    }
+
+    async fn preflight(&mut self) -> anyhow::Result<String> {
+        // C3, in order: exact tool list; boundary refusal; worker ready; fresh targets.
+        let observed = self.observed()?;
+        let mut names = observed.tool_names().await?;
+        names.sort();
+        let mut expected: Vec<String> = OBSERVED_TOOLS.iter().map(|s| s.to_string()).collect();
+        expected.sort();
+        if names != expected {
+            anyhow::bail!(
+                "tools/list on the observed process is {} tools [{}], expected exactly the six [{}]",
+                names.len(),
+                names.join(", "),
+                expected.join(", ")
+            );
+        }
+        let probe = FULL_ONLY_TOOLS[0];
+        match observed.call(probe, json!({})).await {
+            Err(_) => {}
+            Ok(reply) => anyhow::bail!(
+                "the observed process answered `{probe}` (is_error={}) instead of refusing it at the profile boundary",
+                reply.is_error
+            ),
+        }
+        let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
+        let full = self.ensure_full().await?;
+        let mut stale = Vec::new();
+        for row in &self.targets {
+            let t = full
+                .call_ok("patchdiff_read_target", json!({"target": row.name}))
+                .await?;
+            let audit = full
+                .call_ok("patchdiff_audit", json!({"target": row.name}))
+                .await?;
+            let attempts = attempts_of(&audit);
+            if t["version"].as_u64() != Some(0)
+                || t["revision"].as_u64() != Some(0)
+                || attempts != 0
+            {
+                stale.push(format!(
+                    "{} (version {}, revision {}, attempts {attempts})",
+                    row.name, t["version"], t["revision"]
+                ));
+            }
+        }
+        if !stale.is_empty() {
+            anyhow::bail!("targets are not fresh: {}", stale.join(", "));
+        }
+        Ok(format!(
+            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
+            self.targets.len()
+        ))
+    }
+
+    /// Waits for the observed process's `worker_ready` perf event; returns its readiness time.
+    async fn wait_worker_ready(&self, limit: Duration) -> anyhow::Result<u64> {
+        let path = self.run.perf_events(ProcessKind::Observed.as_str());
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for line in text.lines() {
+                    if let Ok(ev) = serde_json::from_str::<PerfEvent>(line) {
+                        if ev.name == "worker_ready" {
+                            return Ok(ev.duration_ms.round() as u64);
+                        }
+                    }
+                }
+            }
+            if Instant::now() >= deadline {
+                anyhow::bail!(
+                    "the observed process's worker did not report ready within {} s (see {})",
+                    limit.as_secs(),
+                    self.run.stderr_log("observed").display()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn agent(&mut self, plan_path: &Path) -> anyhow::Result<String> {
+        let steps = plan::load_plan(plan_path).map_err(anyhow::Error::msg)?;
+        let observed = self.observed()?;
+        let outcome = plan::run_plan(observed, &steps, &self.transcript, |_, _| {}).await;
+        if !outcome.deviations.is_empty() {
+            anyhow::bail!(
+                "{} of {} calls deviated from the plan: {}",
+                outcome.deviations.len(),
+                outcome.calls,
+                outcome.deviations.join(" | ")
+            );
+        }
+        Ok(format!(
+            "{} calls · {} expected rejections · plan {}",
+            outcome.calls,
+            outcome.errors_expected,
+            plan_path.display()
+        ))
+    }
+
+    async fn wait(&mut self, what: WaitFor, timeout: Duration) -> anyhow::Result<String> {
+        match what {
+            WaitFor::Ready => {
+                let ms = self.wait_worker_ready(timeout).await?;
+                Ok(format!("worker ready {ms} ms"))
+            }
+            WaitFor::Saved => {
+                let deadline = Instant::now() + timeout;
+                loop {
+                    let full = self.ensure_full().await?;
+                    let mut unsaved = Vec::new();
+                    for row in &self.targets {
+                        let t = full
+                            .call_ok("patchdiff_read_target", json!({"target": row.name}))
+                            .await?;
+                        if t["version"].as_u64().unwrap_or(0) == 0 {
+                            unsaved.push(row.name.clone());
+                        }
+                    }
+                    if unsaved.is_empty() {
+                        return Ok("every target saved".to_owned());
+                    }
+                    if Instant::now() >= deadline {
+                        anyhow::bail!("timed out; not yet saved: {}", unsaved.join(", "));
+                    }
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    }
+
+    async fn export(&mut self) -> anyhow::Result<String> {
+        let dir = self.run.exports();
+        crate::evidence::create_private_dir(&dir)?;
+        self.ensure_full().await?;
+        let full = self
+            .full
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no full process"))?;
+        let mut lines = Vec::new();
+        for fixture in &self.manifest.fixtures {
+            let dest = dir.join(&fixture.module_file);
+            let reply = full
+                .call_ok(
+                    "patchdiff_export_target",
+                    json!({"target": fixture.target, "dest": dest}),
+                )
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("export of `{}` failed: {}", fixture.target, e.message)
+                })?;
+            if let Some(row) = self.targets.iter_mut().find(|r| r.name == fixture.target) {
+                row.exported_sha256 = reply["sha256"].as_str().map(str::to_owned);
+                row.version = reply["version"].as_u64().unwrap_or(row.version);
+            }
+            lines.push(format!("{} v{}", fixture.target, reply["version"]));
+        }
+        Ok(format!("{} → {}", lines.join(" · "), dir.display()))
+    }
+
+    async fn inspect(&mut self) -> anyhow::Result<String> {
+        self.ensure_full().await?;
+        let full = self
+            .full
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("no full process"))?;
+        let mut problems = Vec::new();
+        let (mut attempts_total, mut rejected_total, mut worker_errors) = (0, 0, 0);
+        for i in 0..self.targets.len() {
+            let name = self.targets[i].name.clone();
+            let fixture = self
+                .manifest
+                .fixture(&name)
+                .ok_or_else(|| anyhow::anyhow!("target `{name}` is not in the manifest"))?;
+            let original = std::fs::read(self.manifest.resolve(&fixture.original))?;
+            let t = full
+                .call_ok("patchdiff_read_target", json!({"target": name}))
+                .await?;
+            let audit = full
+                .call_ok("patchdiff_audit", json!({"target": name}))
+                .await?;
+            let consistency = report::replay_consistency(full, &name, &original, &t).await;
+            let row = &mut self.targets[i];
+            row.version = t["version"].as_u64().unwrap_or(0);
+            row.revision = t["revision"].as_u64().unwrap_or(0);
+            row.current_sha256 = t["sha256"].as_str().unwrap_or_default().to_owned();
+            row.accepted = audit["attempts"]["accepted"].as_u64().unwrap_or(0);
+            row.rejected = audit["attempts"]["rejected"].as_u64().unwrap_or(0);
+            attempts_total += row.accepted + row.rejected;
+            rejected_total += row.rejected;
+            worker_errors += audit["worker_errors"]
+                .as_object()
+                .map(|m| m.values().filter_map(Value::as_u64).sum::<u64>())
+                .unwrap_or(0);
+            match consistency {
+                Ok(()) => row.replay_consistent = Some(true),
+                Err(e) => {
+                    row.replay_consistent = Some(false);
+                    row.notes.push(e.clone());
+                    problems.push(format!("{name}: {e}"));
+                }
+            }
+        }
+        if !problems.is_empty() {
+            anyhow::bail!("SAVE/replay inconsistent: {}", problems.join("; "));
+        }
+        Ok(format!(
+            "SAVE/replay consistent for {} targets · {attempts_total} attempts, {rejected_total} rejected · {worker_errors} worker errors",
+            self.targets.len()
+        ))
+    }
+
+    async fn evaluate(&mut self) -> anyhow::Result<String> {
+        // C6: a separate process that reads only the exports and the fixture manifest.
+        let output = tokio::process::Command::new(&self.options.exe)
+            .arg("evaluate")
+            .arg("--manifest")
+            .arg(&self.options.manifest)
+            .arg("--exports")
+            .arg(self.run.exports())
+            .arg("--json")
+            .output()
+            .await?;
+        let evaluation: Evaluation = serde_json::from_slice(&output.stdout).map_err(|e| {
+            anyhow::anyhow!(
+                "the evaluator did not produce a report ({e}): {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+        })?;
+        for verdict in &evaluation.targets {
+            if let Some(row) = self.targets.iter_mut().find(|r| r.name == verdict.name) {
+                row.full_byte = Some(verdict.full_byte);
+                row.behavioral = Some(verdict.behavioral);
+                row.notes.extend(verdict.notes.iter().cloned());
+            }
+        }
+        let failed: Vec<&str> = evaluation
+            .targets
+            .iter()
+            .filter(|t| !t.passed())
+            .map(|t| t.name.as_str())
+            .collect();
+        let summary = format!(
+            "{}/{} targets pass full-byte and behavioral",
+            evaluation.passed, evaluation.total
+        );
+        self.evaluation = Some(evaluation);
+        if failed.is_empty() {
+            Ok(summary)
+        } else {
+            anyhow::bail!("{summary}; failed: {}", failed.join(", "))
+        }
+    }
+
+    fn report(&mut self) -> anyhow::Result<String> {
+        let report = self.build_report();
+        report::write_reports(&self.run, &report)?;
+        if report.passed {
+            Ok(format!("report written to {}", self.run.path.display()))
+        } else {
+            anyhow::bail!(
+                "the canary did not pass (report in {}): {}",
+                self.run.path.display(),
+                report.failure_summary()
+            )
+        }
+    }
+
+    /// The report as of now.
+    pub fn build_report(&self) -> report::Report {
+        report::Report::build(self)
+    }
+
+    /// Stops the named processes (both by default), recording their exit.
+    pub async fn stop(&mut self, which: Option<ProcessKind>) {
+        let kinds = match which {
+            Some(k) => vec![k],
+            None => vec![ProcessKind::Observed, ProcessKind::Full],
+        };
+        for kind in kinds {
+            if let Some(p) = self.slot(kind).take() {
+                p.stop().await;
+                self.exits
+                    .insert(kind.as_str(), "stopped by operator".into());
+            }
+        }
+    }
+
+    /// The agent-host configuration for the observed process (SPEC C4, issue 5).
+    pub fn host_config(&self, host: Option<Host>) -> String {
+        let env = observed_env(&self.database_path(), &self.run.perf_events("observed"));
+        let exe = self.options.exe.display().to_string();
+        host_config_text(host, &exe, &env)
+    }
+}
+
+/// Renders the host configuration for one host, or all three.
+pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)]) -> String {
+    let env_json: serde_json::Map<String, Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let claude = || {
+        let v = json!({"mcpServers": {"patchdiff": {"type": "stdio", "command": exe, "args": ["mcp"], "env": env_json}}});
+        format!(
+            "# Claude Code: .mcp.json\n{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        )
+    };
+    let cursor = || {
+        let v = json!({"mcpServers": {"patchdiff": {"command": exe, "args": ["mcp"], "env": env_json}}});
+        format!(
+            "# Cursor: .cursor/mcp.json\n{}\n",
+            serde_json::to_string_pretty(&v).unwrap_or_default()
+        )
+    };
+    let codex = || {
+        let mut t = format!(
+            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\n\n[mcp_servers.patchdiff.env]\n",
+            toml_string(exe)
+        );
+        for (k, v) in env {
+            t.push_str(&format!("{k} = {}\n", toml_string(v)));
+        }
+        t
+    };
+    match host {
+        Some(Host::Claude) => claude(),
+        Some(Host::Codex) => codex(),
+        Some(Host::Cursor) => cursor(),
+        None => format!("{}\n{}\n{}", claude(), codex(), cursor()),
+    }
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+/// Total attempts in an audit result.
+fn attempts_of(audit: &Value) -> u64 {
+    audit["attempts"]["total"].as_u64().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates_are_correct() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
+    }
+
+    #[test]
+    fn host_config_for_codex_is_valid_toml_with_the_seed_settings() {
+        let env = observed_env(Path::new("/tmp/pd.sqlite"), Path::new("/tmp/perf.jsonl"));
+        let text = host_config_text(Some(Host::Codex), "/usr/bin/patchdiff", &env);
+        let body: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let parsed: toml::Table = body.parse().unwrap();
+        let server = &parsed["mcp_servers"]["patchdiff"];
+        assert_eq!(server["command"].as_str(), Some("/usr/bin/patchdiff"));
+        assert_eq!(
+            server["env"]["PATCHDIFF_MCP_PROFILE"].as_str(),
+            Some("observed")
+        );
+        assert_eq!(
+            server["env"]["PATCHDIFF_STRICT_OBSERVATION_MODE"].as_str(),
+            Some("1")
+        );
+        assert_eq!(
+            server["env"]["PATCHDIFF_WAYMARK_MODE"].as_str(),
+            Some("resident")
+        );
+    }
+}

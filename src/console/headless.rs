@@ -1,0 +1,108 @@
+//! Headless console (`patchdiff console --script FILE`, SPEC U3, U5): runs the same commands as
+//! the interactive console, one progress line per step, and a final report.
+//!
+//! Exit codes: 0 every step succeeded and every target passed; 1 a step or the canary failed;
+//! 2 the script or the options were invalid (nothing was run).
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::canary::command::{Command, parse_script};
+use crate::canary::{Canary, CanaryOptions};
+
+/// Exit code: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit code: a step failed or a target did not pass.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: invalid script or options; nothing ran.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Runs `script` headless. Progress goes to stdout, or to stderr when `json` is set (stdout then
+/// carries only the JSON report).
+pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
+    let mut progress: Box<dyn Write> = if json {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let commands = match std::fs::read_to_string(script)
+        .map_err(|e| format!("cannot read script {}: {e}", script.display()))
+        .and_then(|text| parse_script(&text).map_err(|e| format!("{}: {e}", script.display())))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("patchdiff: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let mut canary = match Canary::create(options) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("patchdiff: cannot start the canary: {e:#}");
+            return EXIT_USAGE;
+        }
+    };
+    let _ = writeln!(
+        progress,
+        "patchdiff canary {} · evidence {}",
+        canary.run.run_id,
+        canary.run.path.display()
+    );
+    let total = commands.len();
+    let mut failed = false;
+    for (i, (_, command)) in commands.iter().enumerate() {
+        // After a failure only `report` still runs, so the report names what failed.
+        if failed && !matches!(command, Command::Report) {
+            let _ = writeln!(
+                progress,
+                "[{}/{total}] {:<11} skipped",
+                i + 1,
+                command.name()
+            );
+            continue;
+        }
+        let outcome = canary.execute(command).await;
+        let _ = writeln!(
+            progress,
+            "[{}/{total}] {:<11} {:<4} {}",
+            i + 1,
+            outcome.command,
+            if outcome.ok { "ok" } else { "FAIL" },
+            outcome.summary
+        );
+        if let (Command::HostConfig { host }, true) = (command, outcome.ok) {
+            let _ = writeln!(progress, "{}", canary.host_config(*host));
+        }
+        failed |= !outcome.ok;
+    }
+    canary.stop(None).await;
+    let report = canary.build_report();
+    if json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => eprintln!("patchdiff: cannot serialize the report: {e}"),
+        }
+    } else {
+        let passing = report
+            .targets
+            .iter()
+            .filter(|t| t.full_byte && t.behavioral)
+            .count();
+        let _ = writeln!(
+            progress,
+            "{} · {passing}/{} targets pass both checks · report {}",
+            if report.passed && !failed {
+                "PASSED"
+            } else {
+                "FAILED"
+            },
+            report.targets.len(),
+            canary.run.report("txt").display()
+        );
+    }
+    if failed || !report.passed {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    }
+}

@@ -1,0 +1,119 @@
+//! Tool argument types (SPEC M6). Field names are a stable public contract: agents' prompts and
+//! operators' scripts depend on them. Descriptions are what an agent reads in `tools/list`.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TargetArg {
+    /// Target name, e.g. `calendar`.
+    pub target: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FindOccurrencesArgs {
+    /// Target name.
+    pub target: String,
+    /// Exact text to find (case-sensitive, may span lines). Every occurrence is returned with
+    /// UTF-8 byte offsets, 1-based line and column, and its innermost structural scope.
+    pub text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LineRange {
+    /// First line, 1-based.
+    pub start: usize,
+    /// Last line, 1-based, inclusive.
+    pub end: usize,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ObserveScopeArgs {
+    /// Target name.
+    pub target: String,
+    /// Qualified name of a structural scope, e.g. `Calendar.addWindow` or `parse_line`. Give
+    /// either `scope` or `lines`.
+    #[serde(default)]
+    pub scope: Option<String>,
+    /// An explicit line range to observe instead of a named scope.
+    #[serde(default)]
+    pub lines: Option<LineRange>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OperationArg {
+    /// The `observation_id` returned by `patchdiff_observe_scope` for the scope this edit lies in.
+    #[serde(default)]
+    pub observation_id: Option<String>,
+    /// Text to replace; must occur exactly once inside the observed scope. Include enough
+    /// surrounding context to make it unique.
+    pub old_text: String,
+    /// Replacement text.
+    pub new_text: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubmitArgs {
+    /// Target name.
+    pub target: String,
+    /// Your idempotency key for this submission. Retrying with the same key and the same content
+    /// returns the same receipt; reusing a key for different content is refused.
+    pub request_key: String,
+    /// The target revision your observations were made at (the `revision` you were shown).
+    pub base_revision: u64,
+    /// Optional SHA-256 of the target content at `base_revision`, as an extra guard.
+    #[serde(default)]
+    pub expected_sha256: Option<String>,
+    /// The edits, applied atomically: all or none.
+    pub operations: Vec<OperationArg>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayArgs {
+    /// Target name.
+    pub target: String,
+    /// Cursor returned as `next_cursor` by a previous call; omit to start at the beginning.
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Page size (default 100, at most 1000).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InitTargetArgs {
+    /// Target name to create.
+    pub target: String,
+    /// Path of the fixture file holding the original bytes.
+    pub fixture: String,
+    /// Expected SHA-256 (hex) of the fixture bytes; a mismatch refuses the target.
+    pub sha256: String,
+    /// Language of the target (`javascript`, `typescript`, `python`, `rust`).
+    pub language: String,
+    /// Wipe an existing target's history and re-initialize it. Without this, a target that has
+    /// any history is refused (C1: canary targets must be fresh).
+    #[serde(default)]
+    pub reset: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportTargetArgs {
+    /// Target name.
+    pub target: String,
+    /// Absolute destination file path. The latest saved version is written there (0600); an
+    /// existing file is refused.
+    pub dest: String,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}

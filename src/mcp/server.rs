@@ -1,0 +1,574 @@
+//! The MCP server (SPEC M1–M6): tool handlers over the store and the Waymark worker, with the
+//! profile boundary enforced before any handler runs.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::params::*;
+use crate::config::Profile;
+use crate::kernel;
+use crate::store::{
+    EditStore, ObserveRange, OperationRequest, SqliteStore, StoreError, Submission,
+};
+use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
+use crate::waymark::{DiscoveryError, Language, Scope, Waymark};
+
+/// M2: the observed profile advertises exactly these six tools.
+pub const OBSERVED_TOOLS: [&str; 6] = [
+    "patchdiff_read_target",
+    "patchdiff_find_occurrences",
+    "patchdiff_observe_scope",
+    "patchdiff_submit_observed_operations",
+    "patchdiff_save",
+    "patchdiff_replay",
+];
+
+/// M3: tools only the trusted full profile adds.
+pub const FULL_ONLY_TOOLS: [&str; 4] = [
+    "patchdiff_init_target",
+    "patchdiff_export_target",
+    "patchdiff_audit",
+    "patchdiff_worker_status",
+];
+
+/// The tool names a profile exposes, in listing order.
+pub fn profile_tools(profile: Profile) -> Vec<&'static str> {
+    let mut tools = OBSERVED_TOOLS.to_vec();
+    if profile == Profile::Full {
+        tools.extend(FULL_ONLY_TOOLS);
+    }
+    tools
+}
+
+/// Everything a server process shares across calls.
+#[derive(Clone)]
+pub struct PatchdiffServer {
+    tool_router: ToolRouter<Self>,
+    profile: Profile,
+    strict: bool,
+    store: Arc<SqliteStore>,
+    /// `None` in the workspace profile (W13: it never starts the worker).
+    waymark: Option<Waymark>,
+    recorder: Recorder,
+    telemetry: TelemetryStatus,
+}
+
+/// A domain failure returned to the agent as an `isError` tool result (M5).
+struct DomainError {
+    code: String,
+    message: String,
+}
+
+impl DomainError {
+    fn new(code: &str, message: impl Into<String>) -> Self {
+        Self {
+            code: code.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+impl From<StoreError> for DomainError {
+    fn from(e: StoreError) -> Self {
+        Self {
+            code: e.code().to_owned(),
+            message: e.to_string(),
+        }
+    }
+}
+
+type ToolResult = Result<CallToolResult, ErrorData>;
+
+/// Structured content plus a text copy (M5).
+fn ok_result(value: impl Serialize) -> ToolResult {
+    let value = serde_json::to_value(value)
+        .map_err(|e| ErrorData::internal_error(format!("cannot serialize result: {e}"), None))?;
+    Ok(CallToolResult::structured(value))
+}
+
+fn domain_error(err: DomainError) -> ToolResult {
+    let structured = json!({ "error": { "code": err.code, "message": err.message } });
+    let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
+        "{}: {}",
+        err.code, err.message
+    ))]);
+    result.structured_content = Some(structured);
+    Ok(result)
+}
+
+fn respond<T: Serialize>(outcome: Result<T, DomainError>) -> ToolResult {
+    match outcome {
+        Ok(value) => ok_result(value),
+        Err(e) => domain_error(e),
+    }
+}
+
+impl PatchdiffServer {
+    /// Builds a server for `profile`. Tools outside the profile are removed from the router, so
+    /// they are neither listed nor callable (M2).
+    pub fn new(
+        profile: Profile,
+        strict: bool,
+        store: Arc<SqliteStore>,
+        waymark: Option<Waymark>,
+        recorder: Recorder,
+        telemetry: TelemetryStatus,
+    ) -> Self {
+        let mut tool_router = Self::tool_router();
+        let allowed = profile_tools(profile);
+        let all: Vec<String> = tool_router
+            .list_all()
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        for name in all {
+            if !allowed.contains(&name.as_str()) {
+                tool_router.remove_route(&name);
+            }
+        }
+        Self {
+            tool_router,
+            profile,
+            strict,
+            store,
+            waymark,
+            recorder,
+            telemetry,
+        }
+    }
+
+    /// Runs blocking store work off the async executor.
+    async fn blocking<T, F>(&self, f: F) -> Result<T, DomainError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| DomainError::new("INTERNAL", format!("store task failed: {e}")))?
+            .map_err(DomainError::from)
+    }
+
+    /// Runs discovery on `content`, recording worker errors in the target's audit (W8).
+    async fn discover(
+        &self,
+        target: &str,
+        language: &str,
+        content: &str,
+    ) -> Result<Vec<Scope>, DomainError> {
+        let Some(waymark) = &self.waymark else {
+            return Err(DomainError::new(
+                "WORKER_UNAVAILABLE",
+                "structural scopes need the Waymark worker, which the workspace profile never \
+                 starts; observe by `lines` instead",
+            ));
+        };
+        let language: Language = language.parse().map_err(|_| {
+            DomainError::new(
+                "UNSUPPORTED_LANGUAGE",
+                format!("target `{target}` is in `{language}`, which discovery does not parse; observe by `lines`"),
+            )
+        })?;
+        match waymark.discover(language, content).await {
+            Ok(discovery) => Ok(discovery.scopes),
+            Err(DiscoveryError::Worker(e)) => {
+                let code = e.code.as_str().to_owned();
+                let message = e.message.clone();
+                let t = target.to_owned();
+                let (c, m) = (code.clone(), message.clone());
+                // Best effort: the audit records worker errors; the call fails either way.
+                let _ = self
+                    .blocking(move |s| s.record_worker_error(&t, &c, &m))
+                    .await;
+                Err(DomainError::new(
+                    &code,
+                    format!("{message}; the discovery was not retried — call again"),
+                ))
+            }
+            Err(DiscoveryError::Domain(d)) => Err(DomainError::new(
+                "DISCOVERY_FAILED",
+                format!("{d}; observe by `lines` instead"),
+            )),
+        }
+    }
+}
+
+/// The innermost scope containing `[start, end)` (UTF-8 bytes), if any.
+fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope> {
+    scopes
+        .iter()
+        .filter(|s| s.start_byte <= start && end <= s.end_byte)
+        .min_by_key(|s| s.end_byte - s.start_byte)
+}
+
+#[tool_router]
+impl PatchdiffServer {
+    #[tool(
+        description = "Read a target's current content with its version (per save), revision (per accepted submission), SHA-256 and language."
+    )]
+    async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
+        respond(
+            self.blocking(move |s| s.read_target(&args.target))
+                .await
+                .map(|t| {
+                    json!({
+                        "target": t.name, "version": t.version, "revision": t.revision,
+                        "sha256": t.sha256, "language": t.language, "content": t.content,
+                    })
+                }),
+        )
+    }
+
+    #[tool(
+        description = "Find every occurrence of exact text in a target. Each has start_byte/end_byte (UTF-8 byte offsets), line and column (1-based; column in UTF-8 bytes, column_utf16 in UTF-16 units) and the innermost structural scope (or null)."
+    )]
+    async fn patchdiff_find_occurrences(
+        &self,
+        Parameters(args): Parameters<FindOccurrencesArgs>,
+    ) -> ToolResult {
+        let outcome = async {
+            if args.text.is_empty() {
+                return Err(DomainError::new("EMPTY_TEXT", "`text` must not be empty"));
+            }
+            let target = args.target.clone();
+            let t = self.blocking(move |s| s.read_target(&target)).await?;
+            let scopes = match &self.waymark {
+                Some(_) => self.discover(&t.name, &t.language, &t.content).await?,
+                None => Vec::new(),
+            };
+            let mut occurrences = Vec::new();
+            for start in kernel::find_all(&t.content, &args.text) {
+                let end = start + args.text.len();
+                let pos = kernel::position_of(&t.content, start)
+                    .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
+                let scope = innermost_scope(&scopes, start, end).map(|s| {
+                    json!({"kind": s.kind, "name": s.name, "start_line": s.start_line, "end_line": s.end_line})
+                });
+                occurrences.push(json!({
+                    "start_byte": start, "end_byte": end, "line": pos.line,
+                    "column": pos.column_utf8 + 1, "column_utf16": pos.column_utf16 + 1,
+                    "scope": scope,
+                }));
+            }
+            Ok(json!({ "target": t.name, "revision": t.revision, "occurrences": occurrences }))
+        }
+        .await;
+        respond(outcome)
+    }
+
+    #[tool(
+        description = "Observe a structural scope (by qualified name such as `Calendar.addWindow`) or an explicit line range before editing inside it. Returns observation_id, the revision it was seen at, the scope's range, its text and SHA-256. Submissions must name an observation whose scope is unchanged."
+    )]
+    async fn patchdiff_observe_scope(
+        &self,
+        Parameters(args): Parameters<ObserveScopeArgs>,
+    ) -> ToolResult {
+        let outcome = async {
+            let target = args.target.clone();
+            let t = self.blocking(move |s| s.read_target(&target)).await?;
+            let range = match (&args.scope, &args.lines) {
+                (Some(name), None) => {
+                    let scopes = self.discover(&t.name, &t.language, &t.content).await?;
+                    let found = scopes.iter().find(|s| &s.name == name).ok_or_else(|| {
+                        let known: Vec<&str> =
+                            scopes.iter().take(40).map(|s| s.name.as_str()).collect();
+                        DomainError::new(
+                            "UNKNOWN_SCOPE",
+                            format!(
+                                "no scope named `{name}` in target `{}`; scopes are: {}",
+                                t.name,
+                                known.join(", ")
+                            ),
+                        )
+                    })?;
+                    ObserveRange {
+                        kind: found.kind.clone(),
+                        name: Some(found.name.clone()),
+                        start_byte: found.start_byte,
+                        end_byte: found.end_byte,
+                    }
+                }
+                (None, Some(lines)) => {
+                    let (start_byte, end_byte) =
+                        kernel::line_range_to_bytes(&t.content, lines.start, lines.end)
+                            .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
+                    ObserveRange {
+                        kind: "lines".into(),
+                        name: None,
+                        start_byte,
+                        end_byte,
+                    }
+                }
+                _ => {
+                    return Err(DomainError::new(
+                        "INVALID_ARGUMENTS",
+                        "give exactly one of `scope` (a qualified name) or `lines` {start, end}",
+                    ));
+                }
+            };
+            let (name, revision) = (t.name.clone(), t.revision);
+            self.blocking(move |s| s.observe(&name, revision, range))
+                .await
+        }
+        .await;
+        respond(outcome)
+    }
+
+    #[tool(
+        description = "Submit edits inside observed scopes. Each operation replaces old_text (which must occur exactly once inside its observed scope) with new_text. Atomic and idempotent per request_key. Returns a receipt: outcome accepted or rejected, the new revision and SHA-256, corrections when your base revision was stale, and reasons when rejected."
+    )]
+    async fn patchdiff_submit_observed_operations(
+        &self,
+        Parameters(args): Parameters<SubmitArgs>,
+    ) -> ToolResult {
+        let strict = self.strict;
+        let mut span = self.recorder.span("submission");
+        span.id("target", args.target.clone())
+            .id("request_key", args.request_key.clone());
+        let submission = Submission {
+            request_key: args.request_key,
+            base_revision: args.base_revision,
+            expected_sha256: args.expected_sha256,
+            operations: args
+                .operations
+                .into_iter()
+                .map(|o| OperationRequest {
+                    observation_id: o.observation_id,
+                    old_text: o.old_text,
+                    new_text: o.new_text,
+                })
+                .collect(),
+        };
+        let target = args.target;
+        let outcome = self
+            .blocking(move |s| s.submit(&target, &submission, strict))
+            .await;
+        match outcome {
+            Ok(receipt) => {
+                let accepted = receipt.outcome == crate::store::Outcome::Accepted;
+                span.attr("outcome", if accepted { "accepted" } else { "rejected" });
+                span.finish(Outcome::Ok);
+                let text = if accepted {
+                    format!("accepted at revision {}", receipt.revision)
+                } else {
+                    format!("rejected: {}", receipt.reasons.join("; "))
+                };
+                let value = serde_json::to_value(&receipt).map_err(|e| {
+                    ErrorData::internal_error(format!("cannot serialize receipt: {e}"), None)
+                })?;
+                let mut result = if accepted {
+                    CallToolResult::success(vec![ContentBlock::text(text)])
+                } else {
+                    CallToolResult::error(vec![ContentBlock::text(text)])
+                };
+                result.structured_content = Some(value);
+                Ok(result)
+            }
+            Err(e) => {
+                span.finish(Outcome::Failed);
+                domain_error(e)
+            }
+        }
+    }
+
+    #[tool(
+        description = "Save the target: its current accepted revision becomes a new version. Export takes the latest saved version, so save when you are done."
+    )]
+    async fn patchdiff_save(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
+        respond(self.blocking(move |s| s.save(&args.target)).await)
+    }
+
+    #[tool(
+        description = "Read the target's journal of accepted edits and saves in order, a page at a time. Pass the returned next_cursor as `after` while has_more is true."
+    )]
+    async fn patchdiff_replay(&self, Parameters(args): Parameters<ReplayArgs>) -> ToolResult {
+        respond(
+            self.blocking(move |s| s.replay(&args.target, args.after.as_deref(), args.limit))
+                .await,
+        )
+    }
+
+    #[tool(
+        description = "Operator only. Initialize a target at version 0 from fixture bytes whose SHA-256 must match `sha256`. Refuses a target that has history unless `reset` is true."
+    )]
+    async fn patchdiff_init_target(
+        &self,
+        Parameters(args): Parameters<InitTargetArgs>,
+    ) -> ToolResult {
+        let outcome = async {
+            let bytes = std::fs::read(&args.fixture).map_err(|e| {
+                DomainError::new(
+                    "FIXTURE_UNREADABLE",
+                    format!("cannot read fixture {}: {e}", args.fixture),
+                )
+            })?;
+            self.blocking(move |s| {
+                s.init_target(&args.target, &args.language, &bytes, &args.sha256, args.reset)
+            })
+            .await
+            .map(|t| json!({"target": t.name, "version": t.version, "revision": t.revision, "sha256": t.sha256, "language": t.language}))
+        }
+        .await;
+        respond(outcome)
+    }
+
+    #[tool(
+        description = "Operator only. Write the target's latest saved version to `dest` (absolute path, must not exist)."
+    )]
+    async fn patchdiff_export_target(
+        &self,
+        Parameters(args): Parameters<ExportTargetArgs>,
+    ) -> ToolResult {
+        let outcome = async {
+            let dest = PathBuf::from(&args.dest);
+            if !dest.is_absolute() {
+                return Err(DomainError::new(
+                    "INVALID_DEST",
+                    format!("`dest` must be an absolute path, got `{}`", args.dest),
+                ));
+            }
+            let target = args.target.clone();
+            let saved = self.blocking(move |s| s.saved(&target)).await?;
+            write_export(&dest, saved.content.as_bytes()).map_err(|e| {
+                DomainError::new(
+                    "EXPORT_FAILED",
+                    format!("cannot write {}: {e}", dest.display()),
+                )
+            })?;
+            Ok(json!({
+                "target": saved.target, "version": saved.version, "revision": saved.revision,
+                "sha256": saved.sha256, "path": dest,
+            }))
+        }
+        .await;
+        respond(outcome)
+    }
+
+    #[tool(
+        description = "Operator only. The target's audit: attempts accepted and rejected, receipts, saves, rejections by reason, worker errors by code."
+    )]
+    async fn patchdiff_audit(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
+        respond(self.blocking(move |s| s.audit(&args.target)).await)
+    }
+
+    #[tool(
+        description = "Operator only. The Waymark worker's status (mode, generation, pid, readiness, queue, launches, retirements) and the telemetry status receipt."
+    )]
+    async fn patchdiff_worker_status(&self, Parameters(_): Parameters<NoArgs>) -> ToolResult {
+        let worker = self.waymark.as_ref().map(|w| w.status());
+        ok_result(json!({
+            "profile": self.profile.as_str(),
+            "strict_observation_mode": self.strict,
+            "worker": worker,
+            "telemetry": self.telemetry,
+        }))
+    }
+}
+
+/// Writes an export file exclusively (0600); never overwrites.
+fn write_export(dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    if let Some(parent) = dest.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    crate::evidence::write_new_private(dest, bytes)
+}
+
+impl ServerHandler for PatchdiffServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("patchdiff", env!("CARGO_PKG_VERSION")))
+            .with_instructions(format!(
+                "patchdiff {} profile. Observe a scope (patchdiff_observe_scope) before submitting \
+                 edits inside it; every submission carries a request_key and gets a receipt; save \
+                 when done.",
+                self.profile.as_str()
+            ))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult {
+            result_type: Some(ResultType::COMPLETE),
+            tools: self.tool_router.list_all(),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: None,
+            cache_scope: None,
+        })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.tool_router.get(name).cloned()
+    }
+
+    /// M2: the profile boundary. A tool outside the profile is refused here, before any work,
+    /// as a JSON-RPC error naming the profile.
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        if !self.tool_router.has_route(&request.name) {
+            let known = FULL_ONLY_TOOLS.contains(&request.name.as_ref())
+                || OBSERVED_TOOLS.contains(&request.name.as_ref());
+            self.recorder.record(
+                crate::telemetry::PerfEvent::point("profile_refusal")
+                    .outcome(Outcome::Failed)
+                    .id("tool", request.name.to_string())
+                    .attr("profile", self.profile.as_str()),
+            );
+            let message = if known {
+                format!(
+                    "tool `{}` is not available in the {} profile; available tools: {}",
+                    request.name,
+                    self.profile.as_str(),
+                    profile_tools(self.profile).join(", ")
+                )
+            } else {
+                format!(
+                    "unknown tool `{}`; the {} profile provides: {}",
+                    request.name,
+                    self.profile.as_str(),
+                    profile_tools(self.profile).join(", ")
+                )
+            };
+            return Err(ErrorData::invalid_params(
+                message,
+                Some(
+                    json!({"code": "PROFILE_BOUNDARY", "profile": self.profile.as_str(), "tool": request.name}),
+                ),
+            ));
+        }
+        let mut span = self.recorder.span("mcp_call");
+        span.id("tool", request.name.to_string());
+        let tcc = ToolCallContext::new(self, request, context);
+        let result = self.tool_router.call(tcc).await;
+        let failed = match &result {
+            Ok(CallToolResponse::Complete(r)) => r.is_error == Some(true),
+            _ => true,
+        };
+        span.finish(if failed { Outcome::Failed } else { Outcome::Ok });
+        result
+    }
+}
+
+/// Serializes a value for logs and tests.
+pub fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
