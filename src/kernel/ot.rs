@@ -119,7 +119,11 @@ fn map_point(p: usize, edits: &[EditShape], end_side: bool) -> usize {
         } else if e.end <= p {
             delta += change;
         } else if e.start < p {
-            inside = Some(if end_side { e.start + e.new_len } else { e.start });
+            inside = Some(if end_side {
+                e.start + e.new_len
+            } else {
+                e.start
+            });
         }
     }
     match inside {

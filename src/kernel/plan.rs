@@ -67,7 +67,9 @@ pub enum Plan {
         new_content: String,
         corrections: Vec<Correction>,
     },
-    Reject { reasons: Vec<Rejection> },
+    Reject {
+        reasons: Vec<Rejection>,
+    },
 }
 
 impl PlanInput<'_> {
