@@ -1,1 +1,260 @@
 //! Store: SQLite schema, migrations, chunked records, the per-target serialization boundary (SPEC K3–K7).
+//!
+//! [`EditStore`] is the backend-neutral interface (SQLite now, PostgreSQL later);
+//! [`SqliteStore`] implements it. Every public method is one transaction; writes use
+//! `BEGIN IMMEDIATE` on a WAL database with a busy timeout, so saves, submissions and
+//! observations of a target pass one serialization boundary — also across OS processes sharing
+//! the file (K5). Acceptance commits the journal entry, the new revision and the receipt
+//! together before returning (K3). Large content and journal text are split into chunk rows of
+//! at most [`RECORD_BOUND_BYTES`] including framing (K7).
+
+mod chunks;
+mod schema;
+mod sqlite;
+
+pub use crate::kernel::types::*;
+pub use sqlite::SqliteStore;
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::kernel::KernelError;
+
+/// K7: no stored row exceeds this many bytes (512 KiB), framing included. Content snapshots and
+/// journal text are split into chunk rows of at most [`CHUNK_PAYLOAD_BYTES`] of payload.
+pub const RECORD_BOUND_BYTES: usize = 512 * 1024;
+/// K7: bytes reserved for a chunk row's framing (keys, SQLite record header): 1 KiB.
+pub const RECORD_FRAMING_RESERVE_BYTES: usize = 1024;
+/// K7: payload bytes per chunk row (`RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES`).
+pub const CHUNK_PAYLOAD_BYTES: usize = RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES;
+/// K6: replay page size when `limit` is not given.
+pub const REPLAY_DEFAULT_LIMIT: u32 = 100;
+/// K6: largest replay page (entries); a larger `limit` is `OUT_OF_RANGE`.
+pub const REPLAY_MAX_LIMIT: u32 = 1000;
+/// K6: a replay page stops adding entries once it carries this many bytes of `new_text`
+/// (8 MiB); a single larger entry is still returned alone.
+pub const REPLAY_PAGE_TEXT_BYTES: usize = 8 * 1024 * 1024;
+/// K5: how long a writer waits for another writer's transaction (also another process's) before
+/// failing with `STORAGE` (busy): 10 000 ms.
+pub const BUSY_TIMEOUT_MS: u64 = 10_000;
+/// A content snapshot is written after this many accepted edits without one (bounds the work a
+/// cold reader does to rebuild the current content).
+pub const SNAPSHOT_EVERY_EDITS: u64 = 1024;
+/// … or once journal text since the last snapshot exceeds max(content length, this) bytes
+/// (1 MiB), so snapshots cost amortized O(1) per journal byte.
+pub const SNAPSHOT_MIN_BYTES: u64 = 1024 * 1024;
+/// Worker error messages are stored truncated to this many bytes (4 KiB).
+pub const MAX_WORKER_ERROR_MESSAGE_BYTES: usize = 4096;
+
+/// Stable error codes of the store (K8). `as_str()` gives the wire spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    /// No target has that name.
+    UnknownTarget,
+    /// Fixture bytes are not valid UTF-8 (C1).
+    InvalidUtf8,
+    /// Fixture bytes do not hash to the expected SHA-256 (C1).
+    FixtureHashMismatch,
+    /// Init without reset on a target that has attempts, observations or saves (C1).
+    TargetNotFresh,
+    /// A request key reused with different submission content (K4).
+    RequestKeyConflict,
+    /// `observe` named a revision that is no longer current.
+    RevisionMoved,
+    /// An operation names an observation that does not exist for this target.
+    UnknownObservation,
+    /// More than [`crate::kernel::MAX_OPERATIONS`] operations.
+    TooManyOperations,
+    /// Offsets, line ranges, revisions or limits outside what exists / is allowed.
+    OutOfRange,
+    /// Other malformed input (empty request key or old_text, bad names, bad hash syntax).
+    InvalidInput,
+    /// Operations carry more than [`crate::kernel::MAX_SUBMISSION_TEXT_BYTES`] of text.
+    SubmissionTooLarge,
+    /// A replay cursor that this store did not issue.
+    InvalidCursor,
+    /// A submission JSON document that does not parse.
+    MalformedJson,
+    /// The database failed (I/O, busy beyond the timeout, corruption, newer schema).
+    Storage,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::UnknownTarget => "UNKNOWN_TARGET",
+            ErrorCode::InvalidUtf8 => "INVALID_UTF8",
+            ErrorCode::FixtureHashMismatch => "FIXTURE_HASH_MISMATCH",
+            ErrorCode::TargetNotFresh => "TARGET_NOT_FRESH",
+            ErrorCode::RequestKeyConflict => "REQUEST_KEY_CONFLICT",
+            ErrorCode::RevisionMoved => "REVISION_MOVED",
+            ErrorCode::UnknownObservation => "UNKNOWN_OBSERVATION",
+            ErrorCode::TooManyOperations => "TOO_MANY_OPERATIONS",
+            ErrorCode::OutOfRange => "OUT_OF_RANGE",
+            ErrorCode::InvalidInput => "INVALID_INPUT",
+            ErrorCode::SubmissionTooLarge => "SUBMISSION_TOO_LARGE",
+            ErrorCode::InvalidCursor => "INVALID_CURSOR",
+            ErrorCode::MalformedJson => "MALFORMED_JSON",
+            ErrorCode::Storage => "STORAGE",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for ErrorCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// A store error: a stable [`ErrorCode`] and a message that tells an agent how to recover.
+/// Returning one means nothing was changed (K8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, thiserror::Error)]
+#[error("{code}: {message}")]
+pub struct StoreError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl StoreError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+    pub(crate) fn unknown_target(name: &str) -> Self {
+        Self::new(
+            ErrorCode::UnknownTarget,
+            format!(
+                "no target named {name:?}; list the targets or initialize it from its fixture first"
+            ),
+        )
+    }
+    pub(crate) fn storage(context: &str, e: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorCode::Storage,
+            format!("{context}: {e}; nothing was changed, retry the same request"),
+        )
+    }
+}
+
+impl From<KernelError> for StoreError {
+    fn from(e: KernelError) -> Self {
+        let code = match e.code {
+            "TOO_MANY_OPERATIONS" => ErrorCode::TooManyOperations,
+            "SUBMISSION_TOO_LARGE" => ErrorCode::SubmissionTooLarge,
+            "OUT_OF_RANGE" | "NOT_CHAR_BOUNDARY" => ErrorCode::OutOfRange,
+            _ => ErrorCode::InvalidInput,
+        };
+        Self::new(code, e.message)
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        Self::storage("database error", e)
+    }
+}
+
+/// Parses a submission from JSON (K8: malformed JSON is `MALFORMED_JSON`, naming the problem).
+pub fn parse_submission(json: &str) -> Result<Submission, StoreError> {
+    serde_json::from_str(json).map_err(|e| {
+        StoreError::new(
+            ErrorCode::MalformedJson,
+            format!(
+                "submission is not valid JSON of shape {{request_key, base_revision, expected_sha256?, operations: [{{observation_id?, old_text, new_text}}]}}: {e}"
+            ),
+        )
+    })
+}
+
+/// The edit store (K1–K8), implemented by [`SqliteStore`]; a PostgreSQL backend follows the same
+/// contract. Every method is atomic: on `Err` nothing changed.
+pub trait EditStore: Send + Sync {
+    /// C1/K8: installs `content` as target `name` at version 0, revision 0.
+    ///
+    /// Errors: `INVALID_UTF8` (names the target and the first bad byte), `FIXTURE_HASH_MISMATCH`
+    /// (names the target, expected and actual hashes), `TARGET_NOT_FRESH` (the target has
+    /// attempts, observations or saves and `reset` is false), `INVALID_INPUT` (empty/oversize
+    /// name or language, malformed hash). `reset` wipes the target's whole history.
+    fn init_target(
+        &self,
+        name: &str,
+        language: &str,
+        content: &[u8],
+        expected_sha256: &str,
+        reset: bool,
+    ) -> Result<TargetState, StoreError>;
+
+    /// K1: the current accepted revision. Errors: `UNKNOWN_TARGET`.
+    fn read_target(&self, name: &str) -> Result<TargetState, StoreError>;
+
+    /// K2: records that the caller saw `range` of the content at `at_revision`.
+    ///
+    /// Errors: `REVISION_MOVED` (`at_revision` is not current: read and discover again),
+    /// `OUT_OF_RANGE` (bytes past the end, reversed, or inside a character), `INVALID_INPUT`
+    /// (empty kind, kind/name over 1024 bytes), `UNKNOWN_TARGET`.
+    fn observe(
+        &self,
+        name: &str,
+        at_revision: u64,
+        range: ObserveRange,
+    ) -> Result<Observation, StoreError>;
+
+    /// K3/K4: decides and records one attempt; returns its receipt (accepted or rejected).
+    ///
+    /// A retry with the same `request_key` and identical submission returns the stored receipt
+    /// (byte-identical JSON) before anything else is checked. Errors (nothing recorded):
+    /// `REQUEST_KEY_CONFLICT`, `INVALID_INPUT`, `TOO_MANY_OPERATIONS`, `SUBMISSION_TOO_LARGE`,
+    /// `OUT_OF_RANGE` (base_revision ahead of current), `UNKNOWN_OBSERVATION`, `UNKNOWN_TARGET`,
+    /// `STORAGE`.
+    fn submit(
+        &self,
+        name: &str,
+        submission: &Submission,
+        strict: bool,
+    ) -> Result<Receipt, StoreError>;
+
+    /// K4: the stored receipt JSON for `request_key`, if that key was used on this target.
+    fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError>;
+
+    /// K6: makes the current revision version `version + 1`. Errors: `UNKNOWN_TARGET`.
+    fn save(&self, name: &str) -> Result<SaveResult, StoreError>;
+
+    /// The latest saved version's bytes (version 0 = fixture bytes). Errors: `UNKNOWN_TARGET`.
+    fn saved(&self, name: &str) -> Result<SavedContent, StoreError>;
+
+    /// A given saved version's bytes. Errors: `UNKNOWN_TARGET`, `OUT_OF_RANGE` (no such version).
+    fn saved_version(&self, name: &str, version: u64) -> Result<SavedContent, StoreError>;
+
+    /// K6: journal entries after cursor `after` (None = from the start, which is the `init`
+    /// entry), at most `limit` (default [`REPLAY_DEFAULT_LIMIT`], 1..=[`REPLAY_MAX_LIMIT`]) and
+    /// about [`REPLAY_PAGE_TEXT_BYTES`] of text. `next_cursor` is the last returned entry's
+    /// cursor (or `after` when the page is empty).
+    ///
+    /// Errors: `INVALID_CURSOR`, `OUT_OF_RANGE` (limit 0 or over the maximum), `UNKNOWN_TARGET`.
+    fn replay(
+        &self,
+        name: &str,
+        after: Option<&str>,
+        limit: Option<u32>,
+    ) -> Result<ReplayPage, StoreError>;
+
+    /// C5: attempt, receipt, save, rejection and worker-error counts. Errors: `UNKNOWN_TARGET`.
+    fn audit(&self, name: &str) -> Result<Audit, StoreError>;
+
+    /// W8: records a worker error against a target (message truncated to
+    /// [`MAX_WORKER_ERROR_MESSAGE_BYTES`]). Errors: `UNKNOWN_TARGET`, `INVALID_INPUT` (empty code).
+    fn record_worker_error(&self, name: &str, code: &str, message: &str) -> Result<(), StoreError>;
+
+    /// All targets, by name.
+    fn list_targets(&self) -> Result<Vec<TargetSummary>, StoreError>;
+}
