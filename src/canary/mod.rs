@@ -301,10 +301,15 @@ impl Canary {
         Ok(parts.join(" · "))
     }
 
-    async fn ensure_full(&mut self) -> anyhow::Result<&McpProcess> {
+    /// Starts the full-profile process if it is not running (C2: it does init/export/audit).
+    async fn ensure_full(&mut self) -> anyhow::Result<()> {
         if self.full.is_none() {
             self.launch_one(ProcessKind::Full).await?;
         }
+        Ok(())
+    }
+
+    fn full(&self) -> anyhow::Result<&McpProcess> {
         self.full
             .as_ref()
             .ok_or_else(|| anyhow::anyhow!("the full-profile process is not running"))
@@ -406,7 +411,8 @@ impl Canary {
             ),
         }
         let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
-        let full = self.ensure_full().await?;
+        self.ensure_full().await?;
+        let full = self.full()?;
         let mut stale = Vec::new();
         for row in &self.targets {
             let t = full
@@ -489,7 +495,8 @@ impl Canary {
             WaitFor::Saved => {
                 let deadline = Instant::now() + timeout;
                 loop {
-                    let full = self.ensure_full().await?;
+                    self.ensure_full().await?;
+                    let full = self.full()?;
                     let mut unsaved = Vec::new();
                     for row in &self.targets {
                         let t = full
@@ -616,11 +623,11 @@ impl Canary {
                 row.notes.extend(verdict.notes.iter().cloned());
             }
         }
-        let failed: Vec<&str> = evaluation
+        let failed: Vec<String> = evaluation
             .targets
             .iter()
             .filter(|t| !t.passed())
-            .map(|t| t.name.as_str())
+            .map(|t| t.name.clone())
             .collect();
         let summary = format!(
             "{}/{} targets pass full-byte and behavioral",

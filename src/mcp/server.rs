@@ -83,8 +83,8 @@ impl DomainError {
 impl From<StoreError> for DomainError {
     fn from(e: StoreError) -> Self {
         Self {
-            code: e.code().to_owned(),
-            message: e.to_string(),
+            code: e.code.as_str().to_owned(),
+            message: e.message,
         }
     }
 }
