@@ -8,14 +8,18 @@ through `patchdiff mcp` (observed profile) and a real MCP client.
     python3 assets/canary/simulate_plan.py --run-checks     # ... and the behavioral checks
     python3 assets/canary/simulate_plan.py PLAN.jsonl       # one plan; prints per-target verdicts
     python3 assets/canary/simulate_plan.py --export DIR     # write DIR/<plan>/<target>/<module_file>
+    python3 assets/canary/simulate_plan.py --tree-sitter integrations/waymark
+                      # resolve scope names with the pinned tree-sitter grammars (ts_scopes.mjs)
+                      # instead of the built-in locator, and report where the two disagree
 
 Semantics modelled (plain strings, UTF-8 bytes):
 - `${step.field}` substitution: a JSON string that is exactly `${step.field}` becomes that field's
   JSON value (type kept); inside a longer string it is replaced textually.
 - Targets start at the fixture's original bytes, version 0, revision 0.
 - observe_scope by qualified name locates the scope with a small per-language locator (Python:
-  indentation; JavaScript and Rust: brace matching) and fails on an unknown name; by `lines` it
-  takes the 1-based inclusive line range.
+  indentation; JavaScript and Rust: brace matching), or with `--tree-sitter` through the real
+  grammars, and fails on an unknown or ambiguous name; by `lines` it takes the 1-based inclusive
+  line range.
 - submit (strict observation mode): every operation names a live observation of this target,
   whose scope has not been edited since it was observed; `old_text` must occur exactly once in
   the whole file (stricter than the server's "exactly once inside the scope", as an
@@ -41,6 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE.parent / "fixtures"
 
+BENIGN_LEAD = re.compile(r"(?:export\s+)?(?:default\s+)?(?:(?:const|let|var)\s+)?")
 PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_.-]+?)\.([A-Za-z0-9_]+)\}")
 
 
@@ -189,7 +194,7 @@ def _brace_scope(text: str, parts: list[str], language: str,
     vis = r"(?:pub(?:\([a-z]+\))?\s+)?"
     if rust:
         pats = [rf"{vis}(?:const\s+)?(?:async\s+)?(?:unsafe\s+)?fn\s+{name}\b",
-                rf"impl(?:<[^>]*>)?\s+{name}\b", rf"{vis}(?:struct|enum|trait|mod)\s+{name}\b"]
+                rf"impl(?:<[^>]*>)?\s+(?:[\w:]+(?:<[^>]*>)?\s+for\s+)?{name}\b", rf"{vis}(?:struct|enum|trait|mod)\s+{name}\b"]
     else:
         pats = [rf"(?:export\s+)?(?:default\s+)?class\s+{name}\b",
                 rf"(?:export\s+)?(?:async\s+)?function\*?\s+{name}\s*\(",
@@ -252,8 +257,29 @@ class Observation:
         self.stale = False
 
 
+def tree_sitter_scopes(waymark: Path, language: str, content: str) -> list[dict]:
+    """Scopes from ts_scopes.mjs, with byte offsets converted to str indexes."""
+    ext = {"javascript": ".js", "python": ".py", "rust": ".rs"}[language]
+    with tempfile.TemporaryDirectory(prefix="pd-scopes-") as tmp:
+        path = Path(tmp) / ("source" + ext)
+        path.write_bytes(content.encode("utf-8"))
+        proc = subprocess.run(["node", str(HERE / "ts_scopes.mjs"), str(waymark), language, str(path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise ToolError(f"tree-sitter discovery failed: {proc.stderr.strip()}")
+    data = content.encode("utf-8")
+    scopes = json.loads(proc.stdout)
+    for scope in scopes:
+        scope["start"] = len(data[:scope["start_byte"]].decode("utf-8"))
+        scope["end"] = len(data[:scope["end_byte"]].decode("utf-8"))
+    return scopes
+
+
 class Simulator:
-    def __init__(self, manifest: dict) -> None:
+    def __init__(self, manifest: dict, waymark: Path | None = None, log=print) -> None:
+        self.waymark = waymark
+        self.log = log
+        self.disagreements = 0
         self.targets = {fx["target"]: Target(fx) for fx in manifest["fixtures"]}
         self.observations: dict[str, Observation] = {}
         self.receipts: dict[str, tuple[str, dict]] = {}
@@ -296,10 +322,26 @@ class Simulator:
     def tool_observe_scope(self, args: dict) -> dict:
         t = self.target(args)
         if "scope" in args:
-            span = locate_scope(t.content, args["scope"], t.fx["language"])
+            name = args["scope"]
+            span = locate_scope(t.content, name, t.fx["language"])
+            kind = "scope"
+            if self.waymark is not None:
+                found = [s for s in tree_sitter_scopes(self.waymark, t.fx["language"], t.content)
+                         if s["name"] == name]
+                if len(found) != 1:
+                    raise ToolError(f"{t.fx['target']}: {len(found)} tree-sitter scopes named {name!r}")
+                ts_span, kind = (found[0]["start"], found[0]["end"]), found[0]["kind"]
+                # Benign: the built-in locator includes `export`/`const` keywords before the
+                # declaration and the `;` after a brace-less arrow function.
+                benign = span is not None and span[0] <= ts_span[0] and span[1] >= ts_span[1] and \
+                    BENIGN_LEAD.fullmatch(t.content[span[0]:ts_span[0]]) is not None and \
+                    t.content[ts_span[1]:span[1]] in ("", ";")
+                if not benign:
+                    self.disagreements += 1
+                    self.log(f"  note: built-in locator {span} and tree-sitter {ts_span} disagree on {name}")
+                span = ts_span
             if span is None:
-                raise ToolError(f"{t.fx['target']}: no scope named {args['scope']!r}")
-            kind, name = "scope", args["scope"]
+                raise ToolError(f"{t.fx['target']}: no scope named {name!r}")
         elif "lines" in args:
             first, last = args["lines"]["start"], args["lines"]["end"]
             offsets = _line_starts(t.content)
@@ -419,8 +461,8 @@ def is_subset(expect, actual) -> bool:
     return expect == actual
 
 
-def replay(plan_path: Path, manifest: dict, log=print) -> Simulator:
-    sim = Simulator(manifest)
+def replay(plan_path: Path, manifest: dict, log=print, waymark: Path | None = None) -> Simulator:
+    sim = Simulator(manifest, waymark, log)
     results: dict[str, dict] = {}
     for number, raw in enumerate(plan_path.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip():
@@ -482,6 +524,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("plans", nargs="*", type=Path, help="plans to replay (default: demo and wrong)")
     ap.add_argument("--run-checks", action="store_true", help="also run each target's behavioral check")
     ap.add_argument("--export", type=Path, help="write saved contents to DIR/<plan>/<target>/<module_file>")
+    ap.add_argument("--tree-sitter", dest="waymark", type=Path, metavar="WAYMARK_DIR",
+                    help="resolve scope names with the tree-sitter grammars in WAYMARK_DIR/node_modules")
     opts = ap.parse_args(argv)
     manifest = json.loads((FIXTURES / "manifest.json").read_text(encoding="utf-8"))
 
@@ -493,11 +537,14 @@ def main(argv: list[str]) -> int:
     for plan, want in plans.items():
         print(f"{plan.name}:")
         try:
-            sim = replay(plan, manifest)
+            sim = replay(plan, manifest, waymark=opts.waymark)
         except PlanError as err:
             print(f"  PLAN ERROR: {err}")
             ok = False
             continue
+        if sim.disagreements:
+            print(f"  FAIL: {sim.disagreements} scope(s) located differently by tree-sitter")
+            ok = False
         differ = differing_targets(sim)
         for name in sim.targets:
             print(f"  {name:<12} {'differs from expected' if name in differ else 'matches expected bytes'}")
