@@ -38,12 +38,16 @@ class Plan:
         self.names: set[str] = set()
         self.keys: set[str] = set()
 
-    def _add(self, name: str, tool: str, args: dict, expect: dict | None = None) -> None:
+    def _add(self, name: str, tool: str, args: dict, expect: dict | None = None,
+             expect_error: bool = False) -> None:
         assert name not in self.names, f"duplicate step name {name}"
         self.names.add(name)
         call = {"step": name, "tool": tool, "args": args}
         if expect is not None:
             call["expect"] = expect
+        # A rejected receipt comes back as an isError result carrying the receipt (M5).
+        if expect_error:
+            call["expect_error"] = True
         self.calls.append(call)
 
     def read(self, name: str, target: str) -> None:
@@ -88,7 +92,7 @@ class Plan:
                 {"observation_id": f"${{{observation}.observation_id}}", "old_text": old, "new_text": new}
                 for old, new in ops
             ],
-        }, {"outcome": outcome})
+        }, {"outcome": outcome}, expect_error=(outcome == "rejected"))
 
     def save(self, name: str, target: str) -> None:
         self._add(name, "patchdiff_save", {"target": target},

@@ -476,6 +476,9 @@ def replay(plan_path: Path, manifest: dict, log=print, waymark: Path | None = No
             result, error = sim.call(call["tool"], args), None
         except ToolError as err:
             result, error = {"error": str(err)}, str(err)
+        if error is None and result.get("outcome") == "rejected":
+            # The server returns a rejected receipt as an isError result (M5).
+            error = "; ".join(result.get("reasons", []))
         if call.get("expect_error"):
             if error is None:
                 raise PlanError(f"line {number} ({step}): expected an error result, got {result}")

@@ -29,7 +29,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         .map_err(|e| format!("cannot read script {}: {e}", script.display()))
         .and_then(|text| parse_script(&text).map_err(|e| format!("{}: {e}", script.display())))
     {
-        Ok(c) => c,
+        Ok(c) => resolve_paths(c, script.parent().unwrap_or(Path::new("."))),
         Err(e) => {
             eprintln!("patchdiff: {e}");
             return EXIT_USAGE;
@@ -105,4 +105,21 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     } else {
         EXIT_OK
     }
+}
+
+/// Relative paths in a script (agent plans) are relative to the script's own directory, so a
+/// script runs the same from any working directory.
+fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usize, Command)> {
+    commands
+        .into_iter()
+        .map(|(line, command)| match command {
+            Command::Agent { plan } if plan.is_relative() => (
+                line,
+                Command::Agent {
+                    plan: script_dir.join(plan),
+                },
+            ),
+            other => (line, other),
+        })
+        .collect()
 }
