@@ -1,0 +1,361 @@
+// Waymark discovery core (SPEC W1, W2): structural scopes of one source text.
+//
+// Both the resident worker (waymark_worker.mjs) and the one-shot runner (waymark_oneshot.mjs)
+// call this module, so both modes use the same pinned engine (web-tree-sitter 0.25.10 and the
+// grammar packages pinned in package-lock.json). Only module/grammar initialization is cached;
+// nothing about documents, symbols or results is kept between calls (W2).
+//
+// A scope is {kind, name, start_byte, end_byte, start_line, end_line}:
+//   - kind: class | function | method | interface | enum | struct | impl | trait | module
+//   - name: the qualified name, enclosing scope names joined with "." (`Calendar.addWindow`)
+//   - start_byte/end_byte: UTF-8 byte offsets into the source, end exclusive. tree-sitter reports
+//     UTF-16 indices of the JS string; they are converted here.
+//   - start_line/end_line: 1-based, inclusive. A node that ends at column 0 of a line (after a
+//     trailing newline) ends on the line before.
+// Scopes are sorted by start_byte, then larger (enclosing) first.
+
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { performance } from "node:perf_hooks";
+import { Language, Parser } from "web-tree-sitter";
+
+const require = createRequire(import.meta.url);
+
+/** The languages this core discovers, with their grammar wasm files. */
+export const LANGUAGES = Object.freeze({
+  javascript: "tree-sitter-javascript/tree-sitter-javascript.wasm",
+  typescript: "tree-sitter-typescript/tree-sitter-typescript.wasm",
+  python: "tree-sitter-python/tree-sitter-python.wasm",
+  rust: "tree-sitter-rust/tree-sitter-rust.wasm",
+});
+
+/** A small sample per language, parsed once at startup to warm up the JIT (FACTS: 9-24 ms). */
+const WARMUP_SAMPLES = Object.freeze({
+  javascript:
+    "class Calendar {\n  addWindow(w) { return this.w.push(w); }\n}\nfunction parseLine(l) { return l.split(','); }\nconst f = (x) => { return x * 2; };\n",
+  typescript:
+    "interface Window { start: number }\nenum Color { Red }\nclass Calendar {\n  addWindow(w: Window): void { this.w.push(w); }\n}\nexport function parseLine(l: string): string[] { return l.split(','); }\n",
+  python:
+    "class RateLimiter:\n    @property\n    def allow(self):\n        return True\n\ndef parse_line(line):\n    return line.split(',')\n",
+  rust:
+    "struct RateLimiter { n: u32 }\nimpl RateLimiter {\n    fn allow(&mut self) -> bool { self.n += 1; true }\n}\ntrait T { fn t(&self); }\nenum E { A }\nmod m { fn inner() {} }\nfn parse_line(l: &str) -> Vec<&str> { l.split(',').collect() }\n",
+});
+
+let parserInit = null;
+const languageCache = new Map(); // language name -> Promise<Language> (grammar initialization only)
+
+function loadLanguage(language) {
+  const rel = LANGUAGES[language];
+  if (rel === undefined) {
+    throw new DiscoveryError("unsupported_language", `unsupported language: ${language}`);
+  }
+  let pending = languageCache.get(language);
+  if (pending === undefined) {
+    parserInit ??= Parser.init();
+    pending = parserInit.then(() => Language.load(readFileSync(require.resolve(rel))));
+    languageCache.set(language, pending);
+  }
+  return pending;
+}
+
+/** A discovery failure with a protocol error code (`parse_failed`, `unsupported_language`). */
+export class DiscoveryError extends Error {
+  constructor(code, message) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/**
+ * Loads the grammars of `languages` (default: all four) and parses a warm-up sample with each.
+ * Returns {warmup_ms, languages}. Call before reporting ready.
+ */
+export async function initEngine(languages = Object.keys(LANGUAGES), { warmUp = true } = {}) {
+  const started = performance.now();
+  const engine = await createEngine(languages);
+  if (warmUp) {
+    for (const language of languages) {
+      engine.discover(language, WARMUP_SAMPLES[language]);
+    }
+  }
+  return { engine, warmup_ms: performance.now() - started, languages: [...languages] };
+}
+
+/**
+ * Creates an engine over the loaded grammars of `languages`. `engine.discover(language, source)`
+ * returns {scopes, parse_ms, has_error}; it throws DiscoveryError for a language not loaded or a
+ * parse that yields no tree.
+ */
+export async function createEngine(languages = Object.keys(LANGUAGES)) {
+  const loaded = new Map();
+  for (const language of languages) {
+    loaded.set(language, await loadLanguage(language));
+  }
+  const parser = new Parser();
+  return {
+    languages: [...loaded.keys()],
+    discover(language, source) {
+      const grammar = loaded.get(language);
+      if (grammar === undefined) {
+        throw new DiscoveryError("unsupported_language", `language not loaded: ${language}`);
+      }
+      const started = performance.now();
+      parser.setLanguage(grammar);
+      parser.reset();
+      const tree = parser.parse(source);
+      if (tree === null) {
+        throw new DiscoveryError("parse_failed", "the parser returned no tree");
+      }
+      try {
+        const scopes = collectScopes(language, tree, source);
+        return { scopes, parse_ms: performance.now() - started, has_error: tree.rootNode.hasError };
+      } finally {
+        tree.delete();
+      }
+    },
+  };
+}
+
+/** Convenience: discover scopes with a lazily created engine for all languages. */
+let sharedEngine = null;
+export async function discoverScopes(language, source) {
+  sharedEngine ??= createEngine();
+  const engine = await sharedEngine;
+  return engine.discover(language, source).scopes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offsets: UTF-16 code units (JS string indices) -> UTF-8 bytes.
+
+function makeOffsetMapper(source) {
+  if (Buffer.byteLength(source, "utf8") === source.length) {
+    return (index) => index; // pure ASCII: identical
+  }
+  const n = source.length;
+  const map = new Uint32Array(n + 1);
+  let bytes = 0;
+  for (let i = 0; i < n; i++) {
+    map[i] = bytes;
+    const c = source.charCodeAt(i);
+    if (c < 0x80) {
+      bytes += 1;
+    } else if (c < 0x800) {
+      bytes += 2;
+    } else if (c >= 0xd800 && c <= 0xdbff && i + 1 < n) {
+      const d = source.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) {
+        // A surrogate pair is 4 UTF-8 bytes; an index between the halves maps to the pair end.
+        bytes += 4;
+        map[i + 1] = bytes;
+        i += 1;
+        continue;
+      }
+      bytes += 3; // lone surrogate: encoded as U+FFFD (3 bytes)
+    } else {
+      bytes += 3;
+    }
+  }
+  map[n] = bytes;
+  return (index) => map[index];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scope collection.
+
+const FUNCTION_VALUES = new Set([
+  "arrow_function",
+  "function_expression",
+  "function",
+  "generator_function",
+  "generator_function_expression",
+]);
+const CLASS_VALUES = new Set(["class", "class_expression"]);
+
+function fieldText(node, field) {
+  const child = node.childForFieldName(field);
+  return child === null ? null : child.text;
+}
+
+// JS/TS: `const f = () => {}` / `let g = function () {}` / `const C = class {}`.
+function jsDeclarator(node) {
+  const nameNode = node.childForFieldName("name");
+  const value = node.childForFieldName("value");
+  if (nameNode === null || value === null || nameNode.type !== "identifier") return null;
+  let kind;
+  if (FUNCTION_VALUES.has(value.type)) kind = "function";
+  else if (CLASS_VALUES.has(value.type)) kind = "class";
+  else return null;
+  // A declaration with a single declarator covers `const ... ;` as a whole.
+  let range = node;
+  const parent = node.parent;
+  if (
+    parent !== null &&
+    (parent.type === "lexical_declaration" || parent.type === "variable_declaration") &&
+    parent.namedChildren.filter((c) => c !== null && c.type === "variable_declarator").length === 1
+  ) {
+    range = parent;
+  }
+  return { kind, name: nameNode.text, range };
+}
+
+// JS `field_definition` (property) / TS `public_field_definition` (name) holding a function.
+function jsField(node) {
+  const value = node.childForFieldName("value");
+  if (value === null || !FUNCTION_VALUES.has(value.type)) return null;
+  const name = fieldText(node, "property") ?? fieldText(node, "name");
+  if (name === null) return null;
+  return { kind: "method", name, range: node };
+}
+
+function named(kind) {
+  return (node) => {
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind, name, range: node };
+  };
+}
+
+const JS_HANDLERS = {
+  function_declaration: named("function"),
+  generator_function_declaration: named("function"),
+  class_declaration: named("class"),
+  abstract_class_declaration: named("class"),
+  method_definition: named("method"),
+  variable_declarator: jsDeclarator,
+  field_definition: jsField,
+  public_field_definition: jsField,
+  interface_declaration: named("interface"),
+  enum_declaration: named("enum"),
+  internal_module: named("module"),
+};
+
+function pythonDefinition(node, enclosingKind) {
+  const name = fieldText(node, "name");
+  if (name === null) return null;
+  if (node.type === "class_definition") return { kind: "class", name, range: node };
+  return { kind: enclosingKind === "class" ? "method" : "function", name, range: node };
+}
+
+const PYTHON_HANDLERS = {
+  class_definition: (node, enclosingKind) =>
+    node.parent?.type === "decorated_definition" ? null : pythonDefinition(node, enclosingKind),
+  function_definition: (node, enclosingKind) =>
+    node.parent?.type === "decorated_definition" ? null : pythonDefinition(node, enclosingKind),
+  // A decorated definition covers its decorators; kind and name come from the definition.
+  decorated_definition: (node, enclosingKind) => {
+    const def = node.childForFieldName("definition");
+    if (def === null) return null;
+    const scope = pythonDefinition(def, enclosingKind);
+    return scope === null ? null : { ...scope, range: node };
+  },
+};
+
+// `impl<T> fmt::Display for Vec<T>` -> `Vec`: the implemented type's name without generics.
+function rustTypeName(typeNode) {
+  let node = typeNode;
+  for (let i = 0; i < 8 && node !== null; i++) {
+    switch (node.type) {
+      case "generic_type":
+        node = node.childForFieldName("type");
+        continue;
+      case "reference_type":
+      case "pointer_type":
+        node = node.childForFieldName("type");
+        continue;
+      case "scoped_type_identifier":
+        node = node.childForFieldName("name");
+        continue;
+      default:
+        return node.text;
+    }
+  }
+  return typeNode.text;
+}
+
+const RUST_HANDLERS = {
+  function_item: (node, enclosingKind) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    const kind = enclosingKind === "impl" || enclosingKind === "trait" ? "method" : "function";
+    return { kind, name, range: node };
+  },
+  function_signature_item: (node, enclosingKind) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    const kind = enclosingKind === "impl" || enclosingKind === "trait" ? "method" : "function";
+    return { kind, name, range: node };
+  },
+  struct_item: named("struct"),
+  union_item: named("struct"),
+  enum_item: named("enum"),
+  trait_item: named("trait"),
+  impl_item: (node) => {
+    const type = node.childForFieldName("type");
+    return type === null ? null : { kind: "impl", name: rustTypeName(type), range: node };
+  },
+  mod_item: (node) => {
+    if (node.childForFieldName("body") === null) return null; // `mod foo;` has no scope here
+    return named("module")(node);
+  },
+};
+
+const HANDLERS = {
+  javascript: JS_HANDLERS,
+  typescript: JS_HANDLERS,
+  python: PYTHON_HANDLERS,
+  rust: RUST_HANDLERS,
+};
+
+function collectScopes(language, tree, source) {
+  const handlers = HANDLERS[language];
+  const toByte = makeOffsetMapper(source);
+  const scopes = [];
+  const stack = []; // enclosing scopes: {depth, qname, kind}
+  const cursor = tree.walk();
+  let depth = 0;
+  try {
+    for (;;) {
+      if (cursor.nodeIsNamed) {
+        const handler = handlers[cursor.nodeType];
+        if (handler !== undefined) {
+          const enclosing = stack.length > 0 ? stack[stack.length - 1] : null;
+          const found = handler(cursor.currentNode, enclosing === null ? null : enclosing.kind);
+          if (found !== null) {
+            const qname = enclosing === null ? found.name : `${enclosing.qname}.${found.name}`;
+            const r = found.range;
+            const startRow = r.startPosition.row;
+            const end = r.endPosition;
+            const endRow = end.column === 0 && end.row > startRow ? end.row - 1 : end.row;
+            scopes.push({
+              kind: found.kind,
+              name: qname,
+              start_byte: toByte(r.startIndex),
+              end_byte: toByte(r.endIndex),
+              start_line: startRow + 1,
+              end_line: endRow + 1,
+            });
+            stack.push({ depth, qname, kind: found.kind });
+          }
+        }
+      }
+      if (cursor.gotoFirstChild()) {
+        depth += 1;
+        continue;
+      }
+      let done = false;
+      while (!cursor.gotoNextSibling()) {
+        if (!cursor.gotoParent()) {
+          done = true;
+          break;
+        }
+        depth -= 1;
+      }
+      if (done) break;
+      // Scopes opened at this depth or deeper belong to nodes we have left.
+      while (stack.length > 0 && stack[stack.length - 1].depth >= depth) stack.pop();
+    }
+  } finally {
+    cursor.delete();
+  }
+  scopes.sort((a, b) => a.start_byte - b.start_byte || b.end_byte - a.end_byte);
+  return scopes;
+}

@@ -1,0 +1,86 @@
+// TEST ONLY: a Waymark worker that misbehaves on purpose, for faults the real worker cannot
+// produce (SPEC W4, W6, W9 tests). Selected by the supervisor config's worker script override;
+// the fault comes from `--fault NAME`:
+//   garbage          ready, then answers the first request with a frame that is not JSON
+//   unsolicited      ready, then immediately sends a result frame nobody asked for
+//   wrong_generation answers with generation + 1
+//   wrong_request    answers with request + 1
+//   stderr_flood     writes 1 MiB to stderr, then answers correctly
+//   hang             ready, then never answers
+//   no_ready         never reports ready
+//   balloon          on a request, allocates and touches 256 MiB, then never answers
+// Every mode keeps the W11 stdin-reader guard (exits when stdin closes).
+
+import { createEngine } from "../discovery_core.mjs";
+import {
+  ENGINE,
+  answer,
+  die,
+  parseArgs,
+  readFrames,
+  writeFrame,
+  writeRawFrame,
+} from "../worker_protocol.mjs";
+
+const args = parseArgs(process.argv.slice(2));
+const fault = args.get("fault");
+const generation = Number(args.get("generation"));
+const root = args.get("root");
+if (!root || !Number.isSafeInteger(generation)) die("missing --generation/--root", 2);
+
+const keep = [];
+const ready = () =>
+  writeFrame({ type: "ready", generation, pid: process.pid, mode: "resident", languages: ["javascript"], warmup_ms: 0, engine: ENGINE });
+
+switch (fault) {
+  case "no_ready":
+    readFrames(() => {});
+    break;
+  case "hang":
+    readFrames(() => {});
+    ready();
+    break;
+  case "garbage":
+    readFrames(() => writeRawFrame(Buffer.from([0xff, 0xfe, 0x00, 0x7b, 0x21])));
+    ready();
+    break;
+  case "unsolicited":
+    readFrames(() => {});
+    ready();
+    writeFrame({ type: "result", generation, request: 999, ok: true, scopes: [], parse_ms: 0 });
+    break;
+  case "wrong_generation":
+  case "wrong_request":
+    readFrames((req) =>
+      writeFrame({
+        type: "result",
+        generation: fault === "wrong_generation" ? generation + 1 : generation,
+        request: fault === "wrong_request" ? req.request + 1 : req.request,
+        ok: true,
+        scopes: [],
+        parse_ms: 0,
+      }),
+    );
+    ready();
+    break;
+  case "stderr_flood": {
+    const engine = await createEngine(["javascript"]);
+    readFrames((req) => {
+      const line = Buffer.alloc(1024, 0x78);
+      line[1023] = 0x0a;
+      for (let i = 0; i < 1024; i++) process.stderr.write(line);
+      answer(engine, root, generation, req);
+    });
+    ready();
+    break;
+  }
+  case "balloon":
+    readFrames(() => {
+      const mib = Buffer.alloc(1024 * 1024, 1);
+      for (let i = 0; i < 256; i++) keep.push(Buffer.from(mib));
+    });
+    ready();
+    break;
+  default:
+    die(`unknown --fault ${fault}`, 2);
+}

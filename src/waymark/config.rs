@@ -1,0 +1,439 @@
+//! Startup configuration of the Waymark worker (SPEC P1, P2, W1, W6, W9, W10). Read once from the
+//! environment; an invalid value refuses startup with an error naming the variable, the value and
+//! the accepted values.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::clock::Clock;
+
+/// `PATCHDIFF_WAYMARK_MODE`: `resident` (default) or `oneshot` (P1, W1).
+pub const ENV_MODE: &str = "PATCHDIFF_WAYMARK_MODE";
+/// `PATCHDIFF_NODE_BINARY`: the trusted Node executable (default `node` on `PATH`).
+pub const ENV_NODE_BINARY: &str = "PATCHDIFF_NODE_BINARY";
+/// `PATCHDIFF_WAYMARK_WORKERS`: only `1` is accepted.
+pub const ENV_WORKERS: &str = "PATCHDIFF_WAYMARK_WORKERS";
+/// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS`: active discovery timeout in milliseconds (W6; default
+/// 15000; positive and finite).
+pub const ENV_ACTIVE_TIMEOUT_MS: &str = "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS";
+/// `PATCHDIFF_WAYMARK_DIR`: the `integrations/waymark` directory holding the worker scripts.
+pub const ENV_SCRIPT_DIR: &str = "PATCHDIFF_WAYMARK_DIR";
+/// `PATCHDIFF_WAYMARK_WORK_ROOT`: where generation roots and request files live (default: a
+/// per-user directory under the system temp dir).
+pub const ENV_WORK_ROOT: &str = "PATCHDIFF_WAYMARK_WORK_ROOT";
+
+/// W6: default active discovery timeout (15 s).
+pub const DEFAULT_ACTIVE_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Resident worker script inside the script dir.
+pub const RESIDENT_SCRIPT: &str = "waymark_worker.mjs";
+/// One-shot runner script inside the script dir.
+pub const ONESHOT_SCRIPT: &str = "waymark_oneshot.mjs";
+
+/// W1: how discoveries are run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaymarkMode {
+    /// One Node child kept alive across discoveries (default).
+    Resident,
+    /// A Node child per discovery.
+    Oneshot,
+}
+
+impl WaymarkMode {
+    /// `resident` or `oneshot`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Resident => "resident",
+            Self::Oneshot => "oneshot",
+        }
+    }
+}
+
+impl fmt::Display for WaymarkMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// P2: an invalid startup value. Names the variable, the value and what is accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{variable}={value:?} is invalid: {problem}; accepted: {accepted}")]
+pub struct ConfigError {
+    pub variable: &'static str,
+    pub value: String,
+    pub accepted: String,
+    pub problem: String,
+}
+
+impl ConfigError {
+    fn new(variable: &'static str, value: &str, accepted: &str, problem: impl Into<String>) -> Self {
+        Self {
+            variable,
+            value: value.to_owned(),
+            accepted: accepted.to_owned(),
+            problem: problem.into(),
+        }
+    }
+}
+
+/// Ceilings and limits, each with its SPEC default. Tests lower them; the product uses
+/// [`WaymarkLimits::default`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaymarkLimits {
+    /// W6: ordinary admission ceiling (2 s).
+    pub admission: Duration,
+    /// W6: startup readiness ceiling (7 s).
+    pub readiness: Duration,
+    /// W6: the outer allowance is the active timeout plus this (13 s).
+    pub outer_extra: Duration,
+    /// W7: how long a lock-holding caller waits for an already-ready worker (250 ms).
+    pub lock_wait: Duration,
+    /// W5: waiting requests beyond the active one (8).
+    pub max_waiting: usize,
+    /// W9: RSS limit in bytes (1 GiB).
+    pub rss_limit_bytes: u64,
+    /// W9: RSS sampling period (100 ms).
+    pub rss_interval: Duration,
+    /// W9: Node `--max-old-space-size` in MiB (768).
+    pub max_old_space_mib: u32,
+    /// W10: requests per generation before graceful retirement (10,000).
+    pub max_requests: u64,
+    /// W10: generation age before graceful retirement (60 min).
+    pub max_age: Duration,
+    /// W10: launches allowed in any rolling window (3).
+    pub max_launches: usize,
+    /// W10: the rolling launch window (1 min).
+    pub launch_window: Duration,
+    /// W3: child stderr captured per generation, bytes (64 KiB).
+    pub stderr_cap_bytes: usize,
+    /// W11: how long a graceful retirement waits for the child to exit after its stdin closes
+    /// before killing its process group (2 s; part of the bounded cleanup in the outer allowance).
+    pub graceful_exit: Duration,
+}
+
+impl Default for WaymarkLimits {
+    fn default() -> Self {
+        Self {
+            admission: Duration::from_secs(2),
+            readiness: Duration::from_secs(7),
+            outer_extra: Duration::from_secs(13),
+            lock_wait: Duration::from_millis(250),
+            max_waiting: 8,
+            rss_limit_bytes: 1024 * 1024 * 1024,
+            rss_interval: Duration::from_millis(100),
+            max_old_space_mib: 768,
+            max_requests: 10_000,
+            max_age: Duration::from_secs(60 * 60),
+            max_launches: 3,
+            launch_window: Duration::from_secs(60),
+            stderr_cap_bytes: 64 * 1024,
+            graceful_exit: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Waymark configuration (P1, W1, W6, W9, W10).
+#[derive(Debug, Clone)]
+pub struct WaymarkConfig {
+    /// W1: resident (default) or oneshot.
+    pub mode: WaymarkMode,
+    /// P1: absolute path of the trusted Node executable.
+    pub node_binary: PathBuf,
+    /// Directory holding `discovery_core.mjs` and the entry scripts (`integrations/waymark`).
+    pub script_dir: PathBuf,
+    /// Directory for generation roots (manifests, request files); created 0700 on first launch.
+    pub work_root: PathBuf,
+    /// W6: active discovery timeout (default 15 s; positive, finite).
+    pub active_timeout: Duration,
+    /// Ceilings and limits (SPEC defaults).
+    pub limits: WaymarkLimits,
+    /// Test override of the entry script (e.g. the test-only fault worker). `None`: the mode's
+    /// script in `script_dir`.
+    pub worker_script: Option<PathBuf>,
+    /// Extra arguments passed to the entry script after the standard ones (tests).
+    pub worker_args: Vec<String>,
+    /// Policy clock for generation age and the launch window (W10).
+    pub clock: Clock,
+}
+
+impl WaymarkConfig {
+    /// A configuration with SPEC defaults for everything but the paths.
+    pub fn new(
+        mode: WaymarkMode,
+        node_binary: PathBuf,
+        script_dir: PathBuf,
+        work_root: PathBuf,
+    ) -> Self {
+        Self {
+            mode,
+            node_binary,
+            script_dir,
+            work_root,
+            active_timeout: DEFAULT_ACTIVE_TIMEOUT,
+            limits: WaymarkLimits::default(),
+            worker_script: None,
+            worker_args: Vec::new(),
+            clock: Clock::system(),
+        }
+    }
+
+    /// Reads `PATCHDIFF_WAYMARK_MODE`, `PATCHDIFF_NODE_BINARY`, `PATCHDIFF_WAYMARK_WORKERS` and
+    /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS` (P1, P2, W1, W6). Errors name the variable, the value
+    /// and the accepted values; nothing is started.
+    pub fn from_env(script_dir: PathBuf, work_root: PathBuf) -> Result<Self, ConfigError> {
+        Self::from_lookup(script_dir, work_root, |name| std::env::var_os(name))
+    }
+
+    /// [`WaymarkConfig::from_env`] over an arbitrary variable lookup (tests pass a map).
+    pub fn from_lookup(
+        script_dir: PathBuf,
+        work_root: PathBuf,
+        lookup: impl Fn(&str) -> Option<OsString>,
+    ) -> Result<Self, ConfigError> {
+        let text = |name: &'static str| -> Result<Option<String>, ConfigError> {
+            match lookup(name) {
+                None => Ok(None),
+                Some(v) => v.into_string().map(Some).map_err(|v| {
+                    ConfigError::new(
+                        name,
+                        &v.to_string_lossy(),
+                        "UTF-8 text",
+                        "the value is not UTF-8",
+                    )
+                }),
+            }
+        };
+        let mode = match text(ENV_MODE)?.as_deref() {
+            None | Some("resident") => WaymarkMode::Resident,
+            Some("oneshot") => WaymarkMode::Oneshot,
+            Some(other) => {
+                return Err(ConfigError::new(
+                    ENV_MODE,
+                    other,
+                    "resident, oneshot",
+                    "unknown Waymark mode",
+                ));
+            }
+        };
+        if let Some(workers) = text(ENV_WORKERS)? {
+            if workers != "1" {
+                return Err(ConfigError::new(
+                    ENV_WORKERS,
+                    &workers,
+                    "1",
+                    "exactly one Waymark worker is supported",
+                ));
+            }
+        }
+        let active_timeout = match text(ENV_ACTIVE_TIMEOUT_MS)? {
+            None => DEFAULT_ACTIVE_TIMEOUT,
+            Some(v) => parse_active_timeout_ms(&v)?,
+        };
+        let node_value = lookup(ENV_NODE_BINARY);
+        let path_var = lookup("PATH");
+        let node_binary = resolve_node_binary(node_value.as_deref(), path_var.as_deref())?;
+        let mut config = Self::new(mode, node_binary, script_dir, work_root);
+        config.active_timeout = active_timeout;
+        Ok(config)
+    }
+
+    /// `PATCHDIFF_WAYMARK_DIR` if set, else this checkout's `integrations/waymark`.
+    pub fn default_script_dir() -> PathBuf {
+        match std::env::var_os(ENV_SCRIPT_DIR) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark")),
+        }
+    }
+
+    /// `PATCHDIFF_WAYMARK_WORK_ROOT` if set, else `<temp dir>/patchdiff-waymark-<uid>`.
+    pub fn default_work_root() -> PathBuf {
+        match std::env::var_os(ENV_WORK_ROOT) {
+            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+            _ => std::env::temp_dir().join(format!(
+                "patchdiff-waymark-{}",
+                // SAFETY: getuid has no preconditions and cannot fail.
+                unsafe { libc::getuid() }
+            )),
+        }
+    }
+
+    /// W6: the outer discovery allowance, active timeout + 13 s (28 s by default).
+    pub fn outer_allowance(&self) -> Duration {
+        self.active_timeout.saturating_add(self.limits.outer_extra)
+    }
+
+    /// The entry script the supervisor starts for this mode (or the test override).
+    pub fn entry_script(&self) -> PathBuf {
+        match &self.worker_script {
+            Some(script) => script.clone(),
+            None => self.script_dir.join(match self.mode {
+                WaymarkMode::Resident => RESIDENT_SCRIPT,
+                WaymarkMode::Oneshot => ONESHOT_SCRIPT,
+            }),
+        }
+    }
+}
+
+/// W6: parses an active timeout in milliseconds; zero, negative, NaN and infinite are refused.
+pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
+    const ACCEPTED: &str = "a positive, finite number of milliseconds (default 15000)";
+    let ms: f64 = value.trim().parse().map_err(|_| {
+        ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number")
+    })?;
+    if !ms.is_finite() || ms <= 0.0 {
+        return Err(ConfigError::new(
+            ENV_ACTIVE_TIMEOUT_MS,
+            value,
+            ACCEPTED,
+            "must be positive and finite",
+        ));
+    }
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| {
+        ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range")
+    })
+}
+
+/// P1: resolves `PATCHDIFF_NODE_BINARY` (or `node`) to an absolute path of an executable file.
+/// A value containing `/` is a path (made absolute); a bare name is searched on `path_var`.
+pub fn resolve_node_binary(
+    value: Option<&std::ffi::OsStr>,
+    path_var: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, ConfigError> {
+    const ACCEPTED: &str = "an executable file: an absolute or relative path, or a name on PATH";
+    let raw = value.filter(|v| !v.is_empty()).unwrap_or("node".as_ref());
+    let shown = raw.to_string_lossy().into_owned();
+    let candidate = Path::new(raw);
+    let found = if candidate.components().count() > 1 || candidate.is_absolute() {
+        Some(candidate.to_path_buf())
+    } else {
+        path_var.and_then(|paths| {
+            std::env::split_paths(paths)
+                .map(|dir| dir.join(candidate))
+                .find(|p| is_executable_file(p))
+        })
+    };
+    let Some(path) = found else {
+        return Err(ConfigError::new(
+            ENV_NODE_BINARY,
+            &shown,
+            ACCEPTED,
+            "not found on PATH",
+        ));
+    };
+    let absolute = std::fs::canonicalize(&path).map_err(|e| {
+        ConfigError::new(ENV_NODE_BINARY, &shown, ACCEPTED, format!("cannot resolve: {e}"))
+    })?;
+    if !is_executable_file(&absolute) {
+        return Err(ConfigError::new(
+            ENV_NODE_BINARY,
+            &shown,
+            ACCEPTED,
+            "not an executable regular file",
+        ));
+    }
+    Ok(absolute)
+}
+
+fn is_executable_file(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path)
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
+        let mut map: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), OsString::from(v)))
+            .collect();
+        map.entry("PATH".into())
+            .or_insert_with(|| std::env::var_os("PATH").unwrap_or_default());
+        move |k| map.get(k).cloned()
+    }
+
+    fn load(vars: &[(&str, &str)]) -> Result<WaymarkConfig, ConfigError> {
+        WaymarkConfig::from_lookup("/s".into(), "/w".into(), lookup(vars))
+    }
+
+    #[test]
+    fn defaults_follow_the_spec_figures() {
+        let l = WaymarkLimits::default();
+        assert_eq!(l.admission, Duration::from_secs(2));
+        assert_eq!(l.readiness, Duration::from_secs(7));
+        assert_eq!(l.lock_wait, Duration::from_millis(250));
+        assert_eq!(l.max_waiting, 8);
+        assert_eq!(l.rss_limit_bytes, 1 << 30);
+        assert_eq!(l.rss_interval, Duration::from_millis(100));
+        assert_eq!(l.max_old_space_mib, 768);
+        assert_eq!(l.max_requests, 10_000);
+        assert_eq!(l.max_age, Duration::from_secs(3600));
+        assert_eq!(l.max_launches, 3);
+        assert_eq!(l.launch_window, Duration::from_secs(60));
+        assert_eq!(l.stderr_cap_bytes, 65_536);
+        let c = load(&[]).expect("defaults");
+        assert_eq!(c.mode, WaymarkMode::Resident);
+        assert_eq!(c.active_timeout, Duration::from_secs(15));
+        assert_eq!(c.outer_allowance(), Duration::from_secs(28));
+        assert!(c.node_binary.is_absolute());
+    }
+
+    #[test]
+    fn unknown_mode_refuses_startup_naming_variable_value_and_accepted() {
+        let e = load(&[(ENV_MODE, "turbo")]).expect_err("refused");
+        assert_eq!(e.variable, ENV_MODE);
+        assert_eq!(e.value, "turbo");
+        let text = e.to_string();
+        assert!(text.contains("PATCHDIFF_WAYMARK_MODE") && text.contains("resident, oneshot"));
+        assert_eq!(
+            load(&[(ENV_MODE, "oneshot")]).expect("oneshot").mode,
+            WaymarkMode::Oneshot
+        );
+    }
+
+    #[test]
+    fn workers_other_than_one_refuse_startup() {
+        for v in ["0", "2", "", "one"] {
+            let e = load(&[(ENV_WORKERS, v)]).expect_err("refused");
+            assert_eq!(e.variable, ENV_WORKERS);
+        }
+        assert!(load(&[(ENV_WORKERS, "1")]).is_ok());
+    }
+
+    #[test]
+    fn active_timeout_must_be_positive_and_finite() {
+        for v in ["0", "-5", "NaN", "inf", "-inf", "abc", "1e400"] {
+            let e = load(&[(ENV_ACTIVE_TIMEOUT_MS, v)]).expect_err(v);
+            assert_eq!(e.variable, ENV_ACTIVE_TIMEOUT_MS, "{v}");
+        }
+        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "2500")]).expect("ok");
+        assert_eq!(c.active_timeout, Duration::from_millis(2500));
+        assert_eq!(c.outer_allowance(), Duration::from_millis(15_500));
+    }
+
+    #[test]
+    fn node_binary_must_be_an_executable_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("not-exec");
+        std::fs::write(&plain, "x").expect("write");
+        let shown = plain.to_string_lossy().into_owned();
+        let e = load(&[(ENV_NODE_BINARY, &shown)]).expect_err("not executable");
+        assert_eq!(e.variable, ENV_NODE_BINARY);
+        assert_eq!(e.value, shown);
+        let missing = dir.path().join("missing").to_string_lossy().into_owned();
+        assert!(load(&[(ENV_NODE_BINARY, &missing)]).is_err());
+        let e = load(&[(ENV_NODE_BINARY, "definitely-not-a-node-binary")]).expect_err("absent");
+        assert!(e.problem.contains("PATH"));
+        let dir_path = dir.path().to_string_lossy().into_owned();
+        assert!(load(&[(ENV_NODE_BINARY, &dir_path)]).is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! Process ownership helpers (SPEC W9, W11, W12): process creation identity (pid + start time),
+//! liveness checks, process-group kill, RSS sampling and the capped stderr capture.
+
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+/// A process's creation identity: its pid and its start time (Linux: clock ticks since boot,
+/// field 22 of `/proc/<pid>/stat`; elsewhere: seconds since the epoch). A pid whose start time
+/// differs has been reused (W12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    pub start_time: u64,
+}
+
+impl ProcessIdentity {
+    /// The identity of a running process, if it can be read.
+    pub fn of(pid: u32) -> Option<Self> {
+        process_start_time(pid).map(|start_time| Self { pid, start_time })
+    }
+
+    /// This process.
+    pub fn current() -> Option<Self> {
+        Self::of(std::process::id())
+    }
+}
+
+/// What a recorded identity says about a process now (W12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Liveness {
+    /// Running, same creation identity.
+    Alive,
+    /// No such process (or only a zombie left).
+    Dead,
+    /// The pid runs a different process (start time differs).
+    Reused,
+    /// Cannot tell (e.g. no permission to read it).
+    Unknown,
+}
+
+/// Checks `identity` against the running system.
+pub fn liveness(identity: ProcessIdentity) -> Liveness {
+    match read_stat(identity.pid) {
+        StatRead::Missing => Liveness::Dead,
+        StatRead::Unreadable => Liveness::Unknown,
+        StatRead::Stat { state, start_time } => {
+            if start_time != identity.start_time {
+                Liveness::Reused
+            } else if state == 'Z' || state == 'X' {
+                Liveness::Dead
+            } else {
+                Liveness::Alive
+            }
+        }
+    }
+}
+
+/// True when `pid` names a running (non-zombie) process.
+pub fn is_running(pid: u32) -> bool {
+    matches!(read_stat(pid), StatRead::Stat { state, .. } if state != 'Z' && state != 'X')
+}
+
+enum StatRead {
+    Missing,
+    Unreadable,
+    Stat { state: char, start_time: u64 },
+}
+
+#[cfg(target_os = "linux")]
+fn read_stat(pid: u32) -> StatRead {
+    let text = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StatRead::Missing,
+        Err(_) => return StatRead::Unreadable,
+    };
+    // `pid (comm) state ppid ...`: comm may contain spaces and parentheses; split after the last ')'.
+    let Some(close) = text.rfind(')') else {
+        return StatRead::Unreadable;
+    };
+    let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    // fields[0] is field 3 (state); start time is field 22 -> index 19.
+    let state = fields.first().and_then(|s| s.chars().next());
+    let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
+    match (state, start) {
+        (Some(state), Some(start_time)) => StatRead::Stat { state, start_time },
+        _ => StatRead::Unreadable,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn read_stat(pid: u32) -> StatRead {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+    let Ok(mut sys) = System::new() else {
+        return StatRead::Unreadable;
+    };
+    let p = Pid::from_u32(pid);
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[p]), true, ProcessRefreshKind::nothing());
+    match sys.process(p) {
+        None => StatRead::Missing,
+        Some(proc_) => StatRead::Stat {
+            state: 'R',
+            start_time: proc_.start_time(),
+        },
+    }
+}
+
+/// Start time of `pid` (see [`ProcessIdentity`]), if it runs and can be read.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    match read_stat(pid) {
+        StatRead::Stat { start_time, .. } => Some(start_time),
+        _ => None,
+    }
+}
+
+/// W11: SIGKILLs the process group led by `pgid` (the child runs in its own group). A group that
+/// no longer exists is not an error.
+pub fn kill_group(pgid: u32) -> Result<(), nix::Error> {
+    let Ok(raw) = i32::try_from(pgid) else {
+        return Err(nix::Error::EINVAL);
+    };
+    if raw <= 1 {
+        return Err(nix::Error::EINVAL);
+    }
+    match nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(raw),
+        nix::sys::signal::Signal::SIGKILL,
+    ) {
+        Ok(()) | Err(nix::Error::ESRCH) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// W9: samples RSS of one process with `sysinfo`.
+pub struct RssSampler {
+    system: Option<sysinfo::System>,
+}
+
+impl Default for RssSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RssSampler {
+    /// A sampler (no processes loaded yet).
+    pub fn new() -> Self {
+        Self {
+            system: sysinfo::System::new().ok(),
+        }
+    }
+
+    /// Resident set size of `pid` in bytes, or `None` when it is gone or unreadable.
+    pub fn rss_bytes(&mut self, pid: u32) -> Option<u64> {
+        use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate};
+        let system = self.system.as_mut()?;
+        let p = Pid::from_u32(pid);
+        system.refresh_processes_specifics(
+            ProcessesToUpdate::Some(&[p]),
+            true,
+            ProcessRefreshKind::nothing().with_memory(),
+        );
+        system.process(p).map(|proc_| proc_.memory())
+    }
+}
+
+/// W3: stderr of one generation, capped (64 KiB by default). Bytes past the cap are read and
+/// counted but not kept, so the child never blocks on a full pipe.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StderrBuffer {
+    /// The first `cap` bytes.
+    pub bytes: Vec<u8>,
+    /// All bytes the child wrote.
+    pub total_bytes: u64,
+    /// True when `total_bytes` exceeds what was kept.
+    pub truncated: bool,
+}
+
+/// Reads `stderr` to its end into `buffer`, keeping at most `cap` bytes.
+pub async fn capture_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    buffer: Arc<Mutex<StderrBuffer>>,
+    cap: usize,
+) {
+    let mut chunk = vec![0u8; 8192];
+    loop {
+        match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let mut b = buffer.lock().unwrap_or_else(|e| e.into_inner());
+                b.total_bytes += n as u64;
+                let room = cap.saturating_sub(b.bytes.len());
+                let keep = room.min(n);
+                b.bytes.extend_from_slice(&chunk[..keep]);
+                if keep < n {
+                    b.truncated = true;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_identity_is_alive_and_a_different_start_time_is_reuse() {
+        let me = ProcessIdentity::current().expect("own identity");
+        assert_eq!(liveness(me), Liveness::Alive);
+        let reused = ProcessIdentity {
+            start_time: me.start_time + 1,
+            ..me
+        };
+        assert_eq!(liveness(reused), Liveness::Reused);
+    }
+
+    #[test]
+    fn an_exited_and_reaped_process_is_dead() {
+        let mut child = std::process::Command::new("true").spawn().expect("spawn true");
+        let pid = child.id();
+        let start = process_start_time(pid).unwrap_or(0);
+        child.wait().expect("wait");
+        assert_eq!(
+            liveness(ProcessIdentity {
+                pid,
+                start_time: start
+            }),
+            Liveness::Dead
+        );
+    }
+
+    #[test]
+    fn rss_of_this_process_is_positive() {
+        let mut s = RssSampler::new();
+        assert!(s.rss_bytes(std::process::id()).unwrap_or(0) > 0);
+    }
+}

@@ -1,0 +1,355 @@
+//! The admission queue (SPEC W5, W6, W7): one active request, at most eight waiting, strictly
+//! FIFO. A waiter that is not admitted within its ceiling (2 s ordinary, 250 ms for lock holders)
+//! leaves the queue with [`AdmissionError::Expired`]. A dropped waiter leaves the queue at once,
+//! and a slot handed to a waiter that is already gone passes to the next one.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+/// Queue depth after a change: `active` is 0 or 1, `waiting` 0..=max.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    pub active: usize,
+    pub waiting: usize,
+}
+
+/// Why admission failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmissionError {
+    /// W5: `max_waiting` requests already wait.
+    Full { waiting: usize },
+    /// W6/W7: not admitted within the ceiling.
+    Expired { ceiling: Duration },
+    /// The queue was closed (supervisor shutdown).
+    Closed,
+}
+
+type DepthListener = Arc<dyn Fn(QueueDepth) + Send + Sync>;
+
+struct Inner {
+    active: bool,
+    closed: bool,
+    waiting: VecDeque<(u64, oneshot::Sender<()>)>,
+    next_ticket: u64,
+}
+
+/// FIFO admission with one active slot (see module docs).
+#[derive(Clone)]
+pub struct AdmissionQueue {
+    inner: Arc<Mutex<Inner>>,
+    max_waiting: usize,
+    listener: DepthListener,
+}
+
+/// The active slot. Dropping it admits the next waiter.
+pub struct Permit {
+    queue: AdmissionQueue,
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.queue.release();
+    }
+}
+
+/// Removes a waiter that gives up (expiry or cancellation); passes on a slot it was handed.
+struct WaitGuard<'a> {
+    queue: &'a AdmissionQueue,
+    ticket: u64,
+    armed: bool,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let removed = {
+            let mut inner = self.queue.lock();
+            let before = inner.waiting.len();
+            inner.waiting.retain(|(t, _)| *t != self.ticket);
+            inner.waiting.len() != before
+        };
+        if removed {
+            self.queue.notify();
+        } else {
+            // The slot was handed to us just as we gave up: pass it on.
+            self.queue.release();
+        }
+    }
+}
+
+impl AdmissionQueue {
+    /// A queue with one active slot and `max_waiting` waiting places; `listener` is called after
+    /// every depth change.
+    pub fn new(max_waiting: usize, listener: DepthListener) -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(Inner {
+                active: false,
+                closed: false,
+                waiting: VecDeque::new(),
+                next_ticket: 0,
+            })),
+            max_waiting,
+            listener,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Current depth.
+    pub fn depth(&self) -> QueueDepth {
+        let inner = self.lock();
+        QueueDepth {
+            active: usize::from(inner.active),
+            waiting: inner.waiting.len(),
+        }
+    }
+
+    fn notify(&self) {
+        let depth = self.depth();
+        (self.listener)(depth);
+    }
+
+    /// Waits (FIFO) for the active slot, at most `ceiling`.
+    pub async fn admit(&self, ceiling: Duration) -> Result<Permit, AdmissionError> {
+        let (ticket, rx) = {
+            let mut inner = self.lock();
+            if inner.closed {
+                return Err(AdmissionError::Closed);
+            }
+            if !inner.active && inner.waiting.is_empty() {
+                inner.active = true;
+                drop(inner);
+                self.notify();
+                return Ok(Permit {
+                    queue: self.clone(),
+                });
+            }
+            if inner.waiting.len() >= self.max_waiting {
+                return Err(AdmissionError::Full {
+                    waiting: inner.waiting.len(),
+                });
+            }
+            let (tx, rx) = oneshot::channel();
+            let ticket = inner.next_ticket;
+            inner.next_ticket += 1;
+            inner.waiting.push_back((ticket, tx));
+            (ticket, rx)
+        };
+        self.notify();
+        let mut guard = WaitGuard {
+            queue: self,
+            ticket,
+            armed: true,
+        };
+        match tokio::time::timeout(ceiling, rx).await {
+            Ok(Ok(())) => {
+                guard.armed = false;
+                Ok(Permit {
+                    queue: self.clone(),
+                })
+            }
+            Ok(Err(_)) => {
+                // Sender dropped without a handoff: the queue was closed.
+                guard.armed = false;
+                Err(AdmissionError::Closed)
+            }
+            Err(_) => {
+                let handed = {
+                    let mut inner = self.lock();
+                    let before = inner.waiting.len();
+                    inner.waiting.retain(|(t, _)| *t != ticket);
+                    inner.waiting.len() == before
+                };
+                guard.armed = false;
+                if handed {
+                    // Admitted at the deadline: the handoff happened before we looked.
+                    return Ok(Permit {
+                        queue: self.clone(),
+                    });
+                }
+                self.notify();
+                Err(AdmissionError::Expired { ceiling })
+            }
+        }
+    }
+
+    /// Releases the active slot to the first live waiter, or frees it.
+    fn release(&self) {
+        {
+            let mut inner = self.lock();
+            loop {
+                match inner.waiting.pop_front() {
+                    Some((_, tx)) => {
+                        if tx.send(()).is_ok() {
+                            break; // stays active, now held by that waiter
+                        }
+                    }
+                    None => {
+                        inner.active = false;
+                        break;
+                    }
+                }
+            }
+        }
+        self.notify();
+    }
+
+    /// Closes the queue: waiters get [`AdmissionError::Closed`], new admissions are refused. The
+    /// current permit stays valid until dropped.
+    pub fn close(&self) {
+        let drained: Vec<_> = {
+            let mut inner = self.lock();
+            inner.closed = true;
+            inner.waiting.drain(..).collect()
+        };
+        drop(drained);
+        self.notify();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn queue() -> AdmissionQueue {
+        AdmissionQueue::new(8, Arc::new(|_| {}))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn queue_rejects_ninth_waiting_request() {
+        let q = queue();
+        let _active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let mut waiters = Vec::new();
+        for _ in 0..8 {
+            let q2 = q.clone();
+            waiters.push(tokio::spawn(
+                async move { q2.admit(Duration::from_secs(2)).await },
+            ));
+        }
+        while q.depth().waiting < 8 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            q.admit(Duration::from_secs(2)).await.err(),
+            Some(AdmissionError::Full { waiting: 8 })
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_request_expires_at_exactly_the_admission_ceiling() {
+        let q = queue();
+        let _active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let started = tokio::time::Instant::now();
+        let err = q.admit(Duration::from_secs(2)).await.err();
+        assert_eq!(
+            err,
+            Some(AdmissionError::Expired {
+                ceiling: Duration::from_secs(2)
+            })
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(
+            q.depth(),
+            QueueDepth {
+                active: 1,
+                waiting: 0
+            }
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn admission_is_strictly_fifo() {
+        let q = queue();
+        let active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..5 {
+            let q2 = q.clone();
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let p = q2.admit(Duration::from_secs(60)).await.expect("admitted");
+                order.lock().expect("lock").push(i);
+                drop(p);
+            }));
+            while q.depth().waiting < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        drop(active);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(*order.lock().expect("lock"), vec![0, 1, 2, 3, 4]);
+        assert_eq!(q.depth(), QueueDepth { active: 0, waiting: 0 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelled_waiter_frees_its_place_and_never_strands_the_slot() {
+        let q = queue();
+        let active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let q2 = q.clone();
+        let cancelled = tokio::spawn(async move { q2.admit(Duration::from_secs(60)).await });
+        while q.depth().waiting < 1 {
+            tokio::task::yield_now().await;
+        }
+        cancelled.abort();
+        let _ = cancelled.await;
+        assert_eq!(q.depth().waiting, 0);
+        drop(active);
+        assert_eq!(q.depth().active, 0);
+        let _p = q.admit(Duration::from_millis(1)).await.expect("free slot");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lock_holder_ceiling_is_250_ms_in_the_same_fifo() {
+        let q = queue();
+        let _active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let started = tokio::time::Instant::now();
+        let err = q.admit(Duration::from_millis(250)).await.err();
+        assert!(matches!(err, Some(AdmissionError::Expired { .. })));
+        assert_eq!(started.elapsed(), Duration::from_millis(250));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn close_fails_waiters_and_refuses_new_admissions() {
+        let q = queue();
+        let _active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let q2 = q.clone();
+        let waiter = tokio::spawn(async move { q2.admit(Duration::from_secs(60)).await });
+        while q.depth().waiting < 1 {
+            tokio::task::yield_now().await;
+        }
+        q.close();
+        assert_eq!(
+            waiter.await.expect("join").err(),
+            Some(AdmissionError::Closed)
+        );
+        assert_eq!(
+            q.admit(Duration::from_secs(1)).await.err(),
+            Some(AdmissionError::Closed)
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn depth_changes_are_reported() {
+        let seen = Arc::new(AtomicUsize::new(0));
+        let s2 = seen.clone();
+        let q = AdmissionQueue::new(
+            8,
+            Arc::new(move |_| {
+                s2.fetch_add(1, Ordering::SeqCst);
+            }),
+        );
+        let p = q.admit(Duration::from_secs(1)).await.expect("active");
+        drop(p);
+        assert_eq!(seen.load(Ordering::SeqCst), 2);
+    }
+}

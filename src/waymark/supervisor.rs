@@ -1,0 +1,1402 @@
+//! The Waymark supervisor (SPEC W1–W11): owns the Node child(ren), admits requests through the
+//! FIFO queue, enforces the phase ceilings, matches generation and request ids, writes and
+//! removes owned request files, samples RSS, retires generations and reports status and
+//! lifecycle events (T5).
+//!
+//! Invariants:
+//! - at most one request is active (W5), so at most one frame is outstanding per generation;
+//! - any protocol fault, death, RSS breach or active timeout retires the generation (kill, reap,
+//!   remove its root) and the failed discovery is never retried or switched to the other mode
+//!   (W4);
+//! - a generation root is removed only after its child has been killed or has exited (W11).
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use futures::{SinkExt, StreamExt};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::{oneshot, watch};
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+
+use super::codec::{FrameCodec, FrameError, MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME};
+use super::config::{WaymarkConfig, WaymarkMode};
+use super::error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
+use super::process::{ProcessIdentity, RssSampler, StderrBuffer, capture_stderr, kill_group};
+use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage, WorkerMessage};
+use super::queue::{AdmissionError, AdmissionQueue, QueueDepth};
+use super::stale::{self, Manifest, StaleReport};
+use super::{Discovery, Language};
+use crate::telemetry::{Outcome, PerfEvent, Recorder, Span};
+
+type WorkerCodec = FrameCodec<WorkerMessage, SupervisorMessage>;
+
+/// Retirement reasons (W4, W9, W10, W11), as reported in status and `worker_retired` events.
+pub mod reason {
+    pub const WORKER_EXITED: &str = "worker_exited";
+    pub const INVALID_FRAMING: &str = "invalid_framing";
+    pub const UNSOLICITED_DATA: &str = "unsolicited_data";
+    pub const WRONG_GENERATION: &str = "wrong_generation";
+    pub const WRONG_REQUEST_ID: &str = "wrong_request_id";
+    pub const PIPE_FAILED: &str = "pipe_failed";
+    pub const RSS_LIMIT: &str = "rss_limit";
+    pub const ACTIVE_TIMEOUT: &str = "active_timeout";
+    pub const STARTUP_TIMEOUT: &str = "startup_timeout";
+    pub const REQUEST_LIMIT: &str = "request_limit";
+    pub const AGE_LIMIT: &str = "age_limit";
+    pub const CANCELLED: &str = "cancelled";
+    pub const SHUTDOWN: &str = "shutdown";
+    pub const ONESHOT_COMPLETE: &str = "oneshot_complete";
+}
+
+/// How many retirements and stderr captures status keeps (most recent).
+const HISTORY: usize = 32;
+const STDERR_HISTORY: usize = 8;
+/// Every Nth RSS sample (N × 100 ms) becomes a `worker_rss` event; all go to the memory file.
+const RSS_EVENT_EVERY: u64 = 10;
+/// Bound on reaping a killed child (W11; part of the outer allowance's cleanup).
+const REAP_BOUND: Duration = Duration::from_secs(3);
+
+/// One generation retirement (W4, W10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Retirement {
+    pub generation: u64,
+    pub reason: String,
+    /// Requests the generation answered.
+    pub requests: u64,
+}
+
+/// W3: the captured stderr of one generation (first 64 KiB).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StderrCapture {
+    pub generation: u64,
+    pub bytes: Vec<u8>,
+    /// Everything the child wrote, in bytes (may exceed `bytes.len()`).
+    pub total_bytes: u64,
+    pub truncated: bool,
+}
+
+/// A snapshot of the worker for status endpoints and the console (T5, U2).
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerStatus {
+    pub mode: WaymarkMode,
+    /// The current generation id (resident), or the latest one started (oneshot).
+    pub generation: Option<u64>,
+    pub pid: Option<u32>,
+    /// True when a resident generation is ready to take a request.
+    pub ready: bool,
+    /// Age of the current generation in milliseconds (policy clock).
+    pub age_ms: Option<u64>,
+    /// Requests answered by the current generation (W10 limit: `max_requests`).
+    pub requests_served: u64,
+    /// Requests answered since startup, all generations.
+    pub requests_served_total: u64,
+    /// W5: 0 or 1.
+    pub active: usize,
+    /// W5: 0..=8.
+    pub waiting: usize,
+    pub max_waiting: usize,
+    /// W10: resident launches within the rolling window (limit `max_launches`).
+    pub launches_in_last_minute: usize,
+    pub max_launches: usize,
+    /// Child processes started since startup (both modes).
+    pub launches_total: u64,
+    /// Most recent retirements, oldest first (at most 32).
+    pub retirements: Vec<Retirement>,
+    /// P1: the resolved Node executable.
+    pub node_binary: PathBuf,
+    /// W9: latest RSS sample of the current child, bytes.
+    pub rss_bytes: Option<u64>,
+    pub rss_limit_bytes: u64,
+    pub active_timeout_ms: u64,
+    /// W12: the startup sweep's report, once it ran.
+    pub stale_roots: Option<StaleReport>,
+    /// The ready generation's engine (`web-tree-sitter@0.25.10`).
+    pub engine: Option<String>,
+    pub shut_down: bool,
+}
+
+#[derive(Debug, Clone)]
+enum ReadyState {
+    Starting,
+    Ready(ReadyFrame),
+    Failed(WorkerError),
+}
+
+struct Pending {
+    request: u64,
+    tx: oneshot::Sender<Result<ResultFrame, WorkerError>>,
+}
+
+struct Generation {
+    id: u64,
+    mode: WaymarkMode,
+    pid: u32,
+    root: PathBuf,
+    /// Policy-clock start (W10 age).
+    started: Instant,
+    spawned_wall: std::time::Instant,
+    ready: watch::Sender<ReadyState>,
+    writer: tokio::sync::Mutex<Option<FramedWrite<ChildStdin, WorkerCodec>>>,
+    pending: Mutex<Option<Pending>>,
+    served: AtomicU64,
+    retired: Mutex<Option<String>>,
+    child: Mutex<Option<Child>>,
+    stderr: Arc<Mutex<StderrBuffer>>,
+    stderr_done: watch::Sender<bool>,
+    cancel: CancellationToken,
+    cleaned: watch::Sender<bool>,
+    last_rss: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Generation {
+    fn is_retired(&self) -> bool {
+        lock(&self.retired).is_some()
+    }
+
+    fn is_ready(&self) -> bool {
+        !self.is_retired() && matches!(*self.ready.borrow(), ReadyState::Ready(_))
+    }
+
+    fn stderr_capture(&self) -> StderrCapture {
+        let b = lock(&self.stderr);
+        StderrCapture {
+            generation: self.id,
+            bytes: b.bytes.clone(),
+            total_bytes: b.total_bytes,
+            truncated: b.truncated,
+        }
+    }
+
+    fn stderr_tail(&self, max: usize) -> String {
+        let b = lock(&self.stderr);
+        let start = b.bytes.len().saturating_sub(max);
+        String::from_utf8_lossy(&b.bytes[start..]).trim().to_owned()
+    }
+}
+
+impl Drop for Generation {
+    fn drop(&mut self) {
+        // Last-resort cleanup when the owner vanished without shutdown (W11).
+        self.cancel.cancel();
+        if let Some(child) = self.child.get_mut().map(Option::take).unwrap_or(None) {
+            let _ = kill_group(self.pid);
+            drop(child); // kill_on_drop; tokio reaps orphans
+        }
+        if !*self.cleaned.borrow() {
+            let _ = std::fs::remove_dir_all(&self.root);
+        }
+    }
+}
+
+struct State {
+    shut_down: bool,
+    current: Option<Arc<Generation>>,
+    live: HashMap<u64, Arc<Generation>>,
+    latest: Option<(u64, u32)>,
+    next_generation: u64,
+    launches: VecDeque<Instant>,
+    launches_total: u64,
+    retirements: VecDeque<Retirement>,
+    requests_served_total: u64,
+    stderr_history: VecDeque<StderrCapture>,
+    stale: Option<StaleReport>,
+}
+
+struct Inner {
+    config: WaymarkConfig,
+    recorder: Recorder,
+    queue: AdmissionQueue,
+    state: Mutex<State>,
+    next_request: AtomicU64,
+    own: Option<ProcessIdentity>,
+    this: Weak<Inner>,
+}
+
+/// The Waymark worker handle (W1–W13). Cheap to clone (an `Arc` inside); `Send + Sync`.
+#[derive(Clone)]
+pub struct Waymark {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Waymark {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Waymark")
+            .field("mode", &self.inner.config.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Waymark {
+    /// Builds the supervisor. Starts nothing: resident mode launches on [`Waymark::prewarm`] or
+    /// the first discovery (W13: a health-only owner never starts a child).
+    pub fn new(config: WaymarkConfig, recorder: crate::telemetry::Recorder) -> Self {
+        let depth_recorder = recorder.clone();
+        let queue = AdmissionQueue::new(
+            config.limits.max_waiting,
+            Arc::new(move |d: QueueDepth| {
+                depth_recorder.record(
+                    PerfEvent::point("worker_queue_depth")
+                        .attr("active", d.active)
+                        .attr("waiting", d.waiting),
+                );
+            }),
+        );
+        let inner = Arc::new_cyclic(|this| Inner {
+            config,
+            recorder,
+            queue,
+            state: Mutex::new(State {
+                shut_down: false,
+                current: None,
+                live: HashMap::new(),
+                latest: None,
+                next_generation: 1,
+                launches: VecDeque::new(),
+                launches_total: 0,
+                retirements: VecDeque::new(),
+                requests_served_total: 0,
+                stderr_history: VecDeque::new(),
+                stale: None,
+            }),
+            next_request: AtomicU64::new(1),
+            own: ProcessIdentity::current(),
+            this: this.clone(),
+        });
+        Self { inner }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &WaymarkConfig {
+        &self.inner.config
+    }
+
+    /// W13: resident mode starts the child and waits until it is ready (admission 2 s, readiness
+    /// 7 s). Oneshot mode only runs the stale-root sweep. Errors: `QUEUE_*`, `RESTART_LIMIT`,
+    /// `SPAWN`, `STARTUP_TIMEOUT`, `PROTOCOL` (died before ready), `CANCELLED` (shut down).
+    pub async fn prewarm(&self) -> Result<(), WorkerError> {
+        let inner = &self.inner;
+        inner.check_open()?;
+        inner.sweep_once();
+        if inner.config.mode == WaymarkMode::Oneshot {
+            return Ok(());
+        }
+        let _permit = inner
+            .admit(inner.config.limits.admission, &mut inner.span("phase_admission", None))
+            .await?;
+        let mut span = inner.span("phase_readiness", None);
+        span.attr("ceiling_ms", ms(inner.config.limits.readiness))
+            .attr("prewarm", true);
+        let result = inner.ensure_resident().await;
+        span.finish(outcome(result.is_ok()));
+        result.map(|_| ())
+    }
+
+    /// Discovers the structural scopes of `source` (W1–W6): admission (FIFO, 2 s), readiness
+    /// (launch if needed, 7 s), active (configured, default 15 s), all within the outer allowance
+    /// (active + 13 s). Worker errors carry `WAYMARK_WORKER_*` codes; a parse failure, output
+    /// over 2 MiB or active timeout is a [`DomainFailure`]. Never retried, never switched to the
+    /// other mode (W4).
+    pub async fn discover(
+        &self,
+        language: Language,
+        source: &str,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner.discover(language, source, false).await
+    }
+
+    /// W7: for a caller holding its target's lock. Waits at most 250 ms, in the same FIFO, for an
+    /// already-ready resident worker and never starts a child: with none ready (always, in
+    /// oneshot mode) it fails with `WAYMARK_WORKER_NOT_READY`; not admitted in time:
+    /// `WAYMARK_WORKER_QUEUE_EXPIRED`.
+    pub async fn discover_holding_lock(
+        &self,
+        language: Language,
+        source: &str,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner.discover(language, source, true).await
+    }
+
+    /// A snapshot for status endpoints and the console (starts nothing).
+    pub fn status(&self) -> WorkerStatus {
+        self.inner.status()
+    }
+
+    /// W3: stderr captured from live and recent generations (each capped at 64 KiB), oldest
+    /// first.
+    pub fn stderr_captures(&self) -> Vec<StderrCapture> {
+        let st = lock(&self.inner.state);
+        let mut out: Vec<StderrCapture> = st.stderr_history.iter().cloned().collect();
+        let mut live: Vec<_> = st.live.values().map(|g| g.stderr_capture()).collect();
+        live.sort_by_key(|c| c.generation);
+        for c in live {
+            if !out.iter().any(|o| o.generation == c.generation) {
+                out.push(c);
+            }
+        }
+        out
+    }
+
+    /// W12: runs the stale-root sweep now (it also runs once before the first launch).
+    pub fn sweep_stale_roots(&self) -> StaleReport {
+        self.inner.sweep()
+    }
+
+    /// W11: stops admitting, fails waiting requests (`CANCELLED`), retires every generation
+    /// (stdin closed, up to 2 s to exit, then its process group is killed), reaps the children
+    /// and removes their roots. Idempotent.
+    pub async fn shutdown(&self) {
+        let gens = self.inner.begin_shutdown();
+        for g in &gens {
+            self.inner.retire(g, reason::SHUTDOWN, "the supervisor is shutting down", true);
+        }
+        let bound = self.inner.config.limits.graceful_exit + REAP_BOUND;
+        for g in gens {
+            let mut cleaned = g.cleaned.subscribe();
+            let _ = tokio::time::timeout(bound, cleaned.wait_for(|c| *c)).await;
+        }
+    }
+
+    /// W11: synchronous best-effort shutdown for exit paths (atexit, guard drop): kills every
+    /// child's process group and removes owned roots without waiting to reap.
+    pub fn shutdown_now(&self) {
+        let gens = self.inner.begin_shutdown();
+        for g in gens {
+            self.inner
+                .retire(&g, reason::SHUTDOWN, "the supervisor is shutting down", false);
+            let child = lock(&g.child).take();
+            let _ = kill_group(g.pid);
+            drop(child);
+            let _ = std::fs::remove_dir_all(&g.root);
+            g.cleaned.send_replace(true);
+            lock(&self.inner.state).live.remove(&g.id);
+        }
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn outcome(ok: bool) -> Outcome {
+    if ok { Outcome::Ok } else { Outcome::Failed }
+}
+
+fn error_for_reason(reason: &str, generation: u64, detail: &str) -> WorkerError {
+    let code = match reason {
+        reason::RSS_LIMIT => WorkerErrorCode::RssLimit,
+        reason::SHUTDOWN | reason::CANCELLED => WorkerErrorCode::Cancelled,
+        reason::STARTUP_TIMEOUT => WorkerErrorCode::StartupTimeout,
+        _ => WorkerErrorCode::Protocol,
+    };
+    WorkerError::new(
+        code,
+        format!("worker generation {generation} retired ({reason}): {detail}"),
+    )
+}
+
+/// Retires a generation if a request future is dropped mid-flight (cancellation, W4/T4).
+struct RequestGuard {
+    inner: Arc<Inner>,
+    worker: Arc<Generation>,
+    dir: PathBuf,
+    armed: bool,
+}
+
+impl Drop for RequestGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.inner.retire(
+                &self.worker,
+                reason::CANCELLED,
+                "the discovery was cancelled mid-request",
+                false,
+            );
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+impl Inner {
+    fn arc(&self) -> Option<Arc<Inner>> {
+        self.this.upgrade()
+    }
+
+    fn span(&self, name: &str, request: Option<u64>) -> Span {
+        let mut s = self.recorder.span(name);
+        if let Some(r) = request {
+            s.id("request", r);
+        }
+        s
+    }
+
+    fn check_open(&self) -> Result<(), WorkerError> {
+        if lock(&self.state).shut_down {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
+        Ok(())
+    }
+
+    fn begin_shutdown(&self) -> Vec<Arc<Generation>> {
+        let gens: Vec<_> = {
+            let mut st = lock(&self.state);
+            st.shut_down = true;
+            st.live.values().cloned().collect()
+        };
+        self.queue.close();
+        gens
+    }
+
+    fn sweep(&self) -> StaleReport {
+        let report = stale::sweep(&self.config.work_root, self.own);
+        if !report.removed.is_empty() || !report.kept.is_empty() {
+            self.recorder.record(
+                PerfEvent::point("worker_stale_roots")
+                    .outcome(outcome(report.kept.is_empty()))
+                    .attr("removed", report.removed.len())
+                    .attr("kept", report.kept.len())
+                    .attr(
+                        "kept_roots",
+                        serde_json::to_value(&report.kept).unwrap_or(Value::Null),
+                    ),
+            );
+        }
+        lock(&self.state).stale = Some(report.clone());
+        report
+    }
+
+    fn sweep_once(&self) {
+        if lock(&self.state).stale.is_none() {
+            self.sweep();
+        }
+    }
+
+    async fn admit(
+        &self,
+        ceiling: Duration,
+        span: &mut Span,
+    ) -> Result<super::queue::Permit, WorkerError> {
+        span.attr("ceiling_ms", ms(ceiling));
+        let result = self.queue.admit(ceiling).await;
+        let mapped = result.map_err(|e| match e {
+            AdmissionError::Full { waiting } => WorkerError::new(
+                WorkerErrorCode::QueueFull,
+                format!("{waiting} requests are already waiting (W5 limit); retry later"),
+            ),
+            AdmissionError::Expired { ceiling } => WorkerError::new(
+                WorkerErrorCode::QueueExpired,
+                format!(
+                    "not admitted within {} ms (W6/W7); the worker is busy",
+                    ceiling.as_millis()
+                ),
+            ),
+            AdmissionError::Closed => WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker is shutting down",
+            ),
+        });
+        if let Err(e) = &mapped {
+            span.attr("code", e.code.as_str());
+        }
+        mapped
+    }
+
+    fn status(&self) -> WorkerStatus {
+        let now = self.config.clock.now();
+        let depth = self.queue.depth();
+        let st = lock(&self.state);
+        let window = self.config.limits.launch_window;
+        let launches = st
+            .launches
+            .iter()
+            .filter(|t| now.saturating_duration_since(**t) < window)
+            .count();
+        let engine = st.current.as_ref().and_then(|g| match &*g.ready.borrow() {
+            ReadyState::Ready(r) => Some(r.engine.clone()),
+            _ => None,
+        });
+        let (generation, pid, ready, age_ms, served, rss) = match &st.current {
+            Some(g) => (
+                Some(g.id),
+                Some(g.pid),
+                g.is_ready(),
+                Some(ms(now.saturating_duration_since(g.started))),
+                g.served.load(Ordering::SeqCst),
+                Some(g.last_rss.load(Ordering::SeqCst)).filter(|r| *r > 0),
+            ),
+            None => (
+                st.latest.map(|(g, _)| g),
+                None,
+                false,
+                None,
+                0,
+                None,
+            ),
+        };
+        WorkerStatus {
+            mode: self.config.mode,
+            generation,
+            pid,
+            ready,
+            age_ms,
+            requests_served: served,
+            requests_served_total: st.requests_served_total,
+            active: depth.active,
+            waiting: depth.waiting,
+            max_waiting: self.config.limits.max_waiting,
+            launches_in_last_minute: launches,
+            max_launches: self.config.limits.max_launches,
+            launches_total: st.launches_total,
+            retirements: st.retirements.iter().cloned().collect(),
+            node_binary: self.config.node_binary.clone(),
+            rss_bytes: rss,
+            rss_limit_bytes: self.config.limits.rss_limit_bytes,
+            active_timeout_ms: ms(self.config.active_timeout),
+            stale_roots: st.stale.clone(),
+            engine,
+            shut_down: st.shut_down,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Discovery
+
+    async fn discover(
+        &self,
+        language: Language,
+        source: &str,
+        lock_holder: bool,
+    ) -> Result<Discovery, DiscoveryError> {
+        let request = self.next_request.fetch_add(1, Ordering::SeqCst);
+        let mut total = self.span("discovery_total", Some(request));
+        total
+            .attr("language", language.as_str())
+            .attr("bytes", source.len())
+            .attr("mode", self.config.mode.as_str())
+            .attr("lock_holder", lock_holder);
+        let outer = self.config.outer_allowance();
+        let mut outer_span = self.span("phase_outer", Some(request));
+        outer_span.attr("ceiling_ms", ms(outer));
+        let result = match tokio::time::timeout(
+            outer,
+            self.discover_phases(request, language, source, lock_holder),
+        )
+        .await
+        {
+            Ok(r) => r,
+            Err(_) => Err(DiscoveryError::Worker(WorkerError::new(
+                WorkerErrorCode::OuterTimeout,
+                format!(
+                    "discovery exceeded the outer allowance of {} ms (W6)",
+                    outer.as_millis()
+                ),
+            ))),
+        };
+        outer_span.finish(outcome(result.is_ok()));
+        match &result {
+            Ok(d) => {
+                total
+                    .attr("scopes", d.scopes.len())
+                    .attr("parse_ms", d.parse_ms);
+            }
+            Err(DiscoveryError::Worker(e)) => {
+                total.attr("code", e.code.as_str());
+            }
+            Err(DiscoveryError::Domain(d)) => {
+                total.attr("code", d.code());
+            }
+        }
+        total.finish(outcome(result.is_ok()));
+        result
+    }
+
+    async fn discover_phases(
+        &self,
+        request: u64,
+        language: Language,
+        source: &str,
+        lock_holder: bool,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.check_open()?;
+        let not_ready = || {
+            WorkerError::new(
+                WorkerErrorCode::NotReady,
+                "no ready Waymark worker; a caller holding a target lock never starts one (W7): \
+                 discover before taking the lock, or prewarm the worker",
+            )
+        };
+        if lock_holder && !self.current_ready() {
+            return Err(not_ready().into());
+        }
+        let ceiling = if lock_holder {
+            self.config.limits.lock_wait
+        } else {
+            self.config.limits.admission
+        };
+        let permit = self
+            .admit(ceiling, &mut self.span("phase_admission", Some(request)))
+            .await?;
+
+        let mut readiness = self.span("phase_readiness", Some(request));
+        readiness.attr("ceiling_ms", ms(self.config.limits.readiness));
+        let ready = if lock_holder {
+            lock(&self.state)
+                .current
+                .clone()
+                .filter(|g| g.is_ready())
+                .ok_or_else(not_ready)
+        } else {
+            match self.config.mode {
+                WaymarkMode::Resident => self.ensure_resident().await,
+                WaymarkMode::Oneshot => self.start_oneshot(language).await,
+            }
+        };
+        if let Ok(g) = &ready {
+            readiness.id("generation", g.id);
+        }
+        readiness.finish(outcome(ready.is_ok()));
+        let worker = ready?;
+
+        let mut active = self.span("phase_active", Some(request));
+        active
+            .id("generation", worker.id)
+            .attr("ceiling_ms", ms(self.config.active_timeout));
+        let result = self.run_request(&worker, request, language, source).await;
+        active.finish(outcome(result.is_ok()));
+        if worker.mode == WaymarkMode::Oneshot {
+            self.retire(&worker, reason::ONESHOT_COMPLETE, "one-shot discovery done", true);
+        }
+        drop(permit);
+        result
+    }
+
+    fn current_ready(&self) -> bool {
+        lock(&self.state)
+            .current
+            .as_ref()
+            .is_some_and(|g| g.is_ready())
+    }
+
+    /// Resident: the current generation, ready; launches one when there is none (W10 limits).
+    async fn ensure_resident(&self) -> Result<Arc<Generation>, WorkerError> {
+        let existing = lock(&self.state).current.clone();
+        if let Some(worker) = existing {
+            let age = self.config.clock.now().saturating_duration_since(worker.started);
+            if age >= self.config.limits.max_age {
+                self.retire(
+                    &worker,
+                    reason::AGE_LIMIT,
+                    "generation reached its maximum age",
+                    true,
+                );
+            } else if !worker.is_retired() {
+                self.wait_ready(&worker).await?;
+                return Ok(worker);
+            }
+        }
+        let worker = self.launch(None).await?;
+        self.wait_ready(&worker).await?;
+        Ok(worker)
+    }
+
+    async fn start_oneshot(&self, language: Language) -> Result<Arc<Generation>, WorkerError> {
+        let worker = self.launch(Some(language)).await?;
+        if let Err(e) = self.wait_ready(&worker).await {
+            self.retire(&worker, reason::STARTUP_TIMEOUT, &e.message, false);
+            return Err(e);
+        }
+        Ok(worker)
+    }
+
+    async fn wait_ready(&self, worker: &Arc<Generation>) -> Result<(), WorkerError> {
+        let ceiling = self.config.limits.readiness;
+        let mut rx = worker.ready.subscribe();
+        let waited = tokio::time::timeout(
+            ceiling,
+            rx.wait_for(|s| !matches!(s, ReadyState::Starting)),
+        )
+        .await
+        .map(|r| r.map(|s| s.clone()));
+        match waited {
+            Err(_) => {
+                let detail = format!(
+                    "not ready within {} ms (W6 readiness ceiling)",
+                    ceiling.as_millis()
+                );
+                self.retire(worker, reason::STARTUP_TIMEOUT, &detail, false);
+                Err(WorkerError::new(
+                    WorkerErrorCode::StartupTimeout,
+                    format!("worker generation {}: {detail}", worker.id),
+                ))
+            }
+            Ok(Err(_)) => Err(WorkerError::new(
+                WorkerErrorCode::Protocol,
+                format!("worker generation {} vanished during startup", worker.id),
+            )),
+            Ok(Ok(ReadyState::Ready(_))) => Ok(()),
+            Ok(Ok(ReadyState::Failed(mut e))) => {
+                // A child that died during startup usually said why on stderr.
+                let mut done = worker.stderr_done.subscribe();
+                let _ = tokio::time::timeout(Duration::from_millis(500), done.wait_for(|d| *d))
+                    .await;
+                let tail = worker.stderr_tail(600);
+                if !tail.is_empty() {
+                    e.message = format!("{}; stderr: {tail}", e.message);
+                }
+                Err(e)
+            }
+            Ok(Ok(ReadyState::Starting)) => Err(WorkerError::new(
+                WorkerErrorCode::Protocol,
+                "readiness wait ended while starting",
+            )),
+        }
+    }
+
+    /// Starts a child (resident generation or one-shot runner) after the W10 launch checks.
+    async fn launch(&self, language: Option<Language>) -> Result<Arc<Generation>, WorkerError> {
+        self.sweep_once();
+        let limits = &self.config.limits;
+        let now = self.config.clock.now();
+        let id = {
+            let mut st = lock(&self.state);
+            if st.shut_down {
+                return Err(WorkerError::new(
+                    WorkerErrorCode::Cancelled,
+                    "the Waymark worker has been shut down",
+                ));
+            }
+            if language.is_none() {
+                while st
+                    .launches
+                    .front()
+                    .is_some_and(|t| now.saturating_duration_since(*t) >= limits.launch_window)
+                {
+                    st.launches.pop_front();
+                }
+                if st.launches.len() >= limits.max_launches {
+                    let oldest = st.launches.front().copied().unwrap_or(now);
+                    let wait = limits
+                        .launch_window
+                        .saturating_sub(now.saturating_duration_since(oldest));
+                    return Err(WorkerError::new(
+                        WorkerErrorCode::RestartLimit,
+                        format!(
+                            "{} launches in the last {} s (W10 limit {}); next launch allowed in {} ms",
+                            st.launches.len(),
+                            limits.launch_window.as_secs(),
+                            limits.max_launches,
+                            wait.as_millis()
+                        ),
+                    ));
+                }
+                st.launches.push_back(now);
+            }
+            st.launches_total += 1;
+            let id = st.next_generation;
+            st.next_generation += 1;
+            id
+        };
+
+        let spawn_err = |what: &str, e: &dyn std::fmt::Display| {
+            WorkerError::new(WorkerErrorCode::Spawn, format!("{what}: {e}"))
+        };
+        let work_root = &self.config.work_root;
+        stale::create_private_dir(work_root)
+            .map_err(|e| spawn_err(&format!("cannot create {}", work_root.display()), &e))?;
+        let random = uuid::Uuid::new_v4().simple().to_string();
+        let root = work_root.join(format!(
+            "{}{}-g{}-{}",
+            stale::ROOT_PREFIX,
+            std::process::id(),
+            id,
+            &random[..8]
+        ));
+        stale::create_private_dir(&root)
+            .map_err(|e| spawn_err(&format!("cannot create {}", root.display()), &e))?;
+        let own = self.own.unwrap_or(ProcessIdentity {
+            pid: std::process::id(),
+            start_time: 0,
+        });
+        let mut manifest = Manifest {
+            format: stale::MANIFEST_FORMAT,
+            generation: id,
+            owner: own,
+            child: None,
+            created_unix_ms: crate::telemetry::unix_ms_now() as u64,
+        };
+        if let Err(e) = stale::write_manifest(&root, &manifest) {
+            let _ = std::fs::remove_dir_all(&root);
+            return Err(spawn_err("cannot write the ownership manifest", &e));
+        }
+
+        let script = self.config.entry_script();
+        let mut cmd = tokio::process::Command::new(&self.config.node_binary);
+        cmd.arg(format!("--max-old-space-size={}", limits.max_old_space_mib))
+            .arg(&script)
+            .arg("--generation")
+            .arg(id.to_string())
+            .arg("--root")
+            .arg(&root);
+        if let Some(l) = language {
+            cmd.arg("--language").arg(l.as_str());
+        }
+        cmd.args(&self.config.worker_args)
+            .current_dir(&self.config.script_dir)
+            .env_remove("NODE_OPTIONS")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0); // W11: own process group
+        let spawned_wall = std::time::Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&root);
+                return Err(spawn_err(
+                    &format!(
+                        "cannot start {} {}",
+                        self.config.node_binary.display(),
+                        script.display()
+                    ),
+                    &e,
+                ));
+            }
+        };
+        let pid = child.id().unwrap_or(0);
+        manifest.child = ProcessIdentity::of(pid);
+        let _ = stale::write_manifest(&root, &manifest);
+
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = kill_group(pid);
+            let _ = std::fs::remove_dir_all(&root);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Spawn,
+                "child pipes were not created",
+            ));
+        };
+        let codec = || WorkerCodec::new(MAX_RESPONSE_FRAME, MAX_REQUEST_FRAME);
+        let worker = Arc::new(Generation {
+            id,
+            mode: if language.is_some() {
+                WaymarkMode::Oneshot
+            } else {
+                WaymarkMode::Resident
+            },
+            pid,
+            root,
+            started: now,
+            spawned_wall,
+            ready: watch::Sender::new(ReadyState::Starting),
+            writer: tokio::sync::Mutex::new(Some(FramedWrite::new(stdin, codec()))),
+            pending: Mutex::new(None),
+            served: AtomicU64::new(0),
+            retired: Mutex::new(None),
+            child: Mutex::new(Some(child)),
+            stderr: Arc::new(Mutex::new(StderrBuffer::default())),
+            stderr_done: watch::Sender::new(false),
+            cancel: CancellationToken::new(),
+            cleaned: watch::Sender::new(false),
+            last_rss: AtomicU64::new(0),
+        });
+        let launches_in_window = {
+            let mut st = lock(&self.state);
+            st.live.insert(id, worker.clone());
+            st.latest = Some((id, pid));
+            if language.is_none() {
+                st.current = Some(worker.clone());
+            }
+            st.launches.len()
+        };
+        self.recorder.record(
+            PerfEvent::point("worker_launch")
+                .id("generation", id)
+                .attr("pid", pid)
+                .attr("mode", worker.mode.as_str())
+                .attr("launches_in_window", launches_in_window)
+                .attr("script", script.display().to_string()),
+        );
+
+        let weak = self.this.clone();
+        let g = worker.clone();
+        tokio::spawn(read_loop(weak, g, FramedRead::new(stdout, codec())));
+        let g = worker.clone();
+        let cap = limits.stderr_cap_bytes;
+        tokio::spawn(async move {
+            capture_stderr(stderr, g.stderr.clone(), cap).await;
+            g.stderr_done.send_replace(true);
+        });
+        tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
+        Ok(worker)
+    }
+
+    async fn run_request(
+        &self,
+        worker: &Arc<Generation>,
+        request: u64,
+        language: Language,
+        source: &str,
+    ) -> Result<Discovery, DiscoveryError> {
+        let Some(this) = self.arc() else {
+            return Err(WorkerError::new(WorkerErrorCode::Cancelled, "supervisor dropped").into());
+        };
+        let token = uuid::Uuid::new_v4().simple().to_string();
+        let dir = worker.root.join(&token);
+        let mut guard = RequestGuard {
+            inner: this,
+            worker: worker.clone(),
+            dir: dir.clone(),
+            armed: true,
+        };
+        // W3: after admission, the source goes into an owned request file.
+        let owned = source.as_bytes().to_vec();
+        let file_dir = dir.clone();
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, String)> {
+            stale::create_private_dir(&file_dir)?;
+            stale::write_private_atomic(&file_dir.join("source"), &owned)?;
+            Ok((owned.len() as u64, hex::encode(Sha256::digest(&owned))))
+        })
+        .await;
+        let (bytes, sha256) = match written {
+            Ok(Ok(v)) => v,
+            Ok(Err(e)) => {
+                guard.armed = false;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(WorkerError::new(
+                    WorkerErrorCode::Cleanup,
+                    format!("cannot write the request file in {}: {e}", dir.display()),
+                )
+                .into());
+            }
+            Err(e) => {
+                guard.armed = false;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(WorkerError::new(
+                    WorkerErrorCode::Cancelled,
+                    format!("request file writer stopped: {e}"),
+                )
+                .into());
+            }
+        };
+
+        let (tx, rx) = oneshot::channel();
+        *lock(&worker.pending) = Some(Pending { request, tx });
+        if let Some(why) = lock(&worker.retired).clone() {
+            lock(&worker.pending).take();
+            guard.armed = false;
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(error_for_reason(&why, worker.id, "retired before the request was sent").into());
+        }
+        let frame = SupervisorMessage::Discover(DiscoverFrame {
+            generation: worker.id,
+            request,
+            language,
+            token,
+            bytes,
+            sha256,
+        });
+        let sent = {
+            let mut writer = worker.writer.lock().await;
+            match writer.as_mut() {
+                Some(w) => w.send(frame).await.map_err(|e| e.to_string()),
+                None => Err("the worker's stdin is closed".to_owned()),
+            }
+        };
+        let mut ipc = self.span("ipc_read", Some(request));
+        ipc.id("generation", worker.id);
+        if let Err(e) = sent {
+            ipc.attr("error", e.clone());
+            ipc.finish(Outcome::Failed);
+            self.retire(worker, reason::PIPE_FAILED, &e, false);
+            guard.armed = false;
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(error_for_reason(reason::PIPE_FAILED, worker.id, &e).into());
+        }
+
+        let active = self.config.active_timeout;
+        let answer = tokio::time::timeout(active, rx).await;
+        let frame = match answer {
+            Ok(Ok(Ok(frame))) => {
+                ipc.finish(Outcome::Ok);
+                frame
+            }
+            Ok(Ok(Err(e))) => {
+                ipc.attr("code", e.code.as_str());
+                ipc.finish(Outcome::Failed);
+                guard.armed = false;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(e.into());
+            }
+            Ok(Err(_)) => {
+                ipc.finish(Outcome::Failed);
+                guard.armed = false;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(WorkerError::new(
+                    WorkerErrorCode::Protocol,
+                    format!("worker generation {} dropped request {request}", worker.id),
+                )
+                .into());
+            }
+            Err(_) => {
+                ipc.attr("timeout_ms", ms(active));
+                ipc.finish(Outcome::Failed);
+                self.retire(
+                    worker,
+                    reason::ACTIVE_TIMEOUT,
+                    &format!("request {request} exceeded {} ms", active.as_millis()),
+                    false,
+                );
+                guard.armed = false;
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(DomainFailure::ActiveTimeout { timeout: active }.into());
+            }
+        };
+        guard.armed = false;
+        let removed = std::fs::remove_dir_all(&dir);
+        let served = worker.served.fetch_add(1, Ordering::SeqCst) + 1;
+        lock(&self.state).requests_served_total += 1;
+        if worker.mode == WaymarkMode::Resident {
+            let age = self.config.clock.now().saturating_duration_since(worker.started);
+            if served >= self.config.limits.max_requests {
+                self.retire(
+                    worker,
+                    reason::REQUEST_LIMIT,
+                    &format!("served {served} requests"),
+                    true,
+                );
+            } else if age >= self.config.limits.max_age {
+                self.retire(worker, reason::AGE_LIMIT, "reached its maximum age", true);
+            }
+        }
+        if let Err(e) = removed {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cleanup,
+                format!("cannot remove request directory {}: {e}", dir.display()),
+            )
+            .into());
+        }
+        map_result(frame)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Retirement (W4, W9, W10, W11)
+
+    /// Retires `worker` once: fails its pending request, records the retirement, stops its tasks and
+    /// starts cleanup (graceful: close stdin, wait up to `graceful_exit`, then kill; otherwise
+    /// kill the process group now), then reaps and removes the generation root.
+    fn retire(&self, worker: &Arc<Generation>, why: &str, detail: &str, graceful: bool) -> bool {
+        {
+            let mut r = lock(&worker.retired);
+            if r.is_some() {
+                return false;
+            }
+            *r = Some(why.to_owned());
+        }
+        let error = error_for_reason(why, worker.id, detail);
+        if let Some(p) = lock(&worker.pending).take() {
+            let _ = p.tx.send(Err(error.clone()));
+        }
+        worker.ready.send_if_modified(|s| {
+            if matches!(s, ReadyState::Starting) {
+                *s = ReadyState::Failed(error.clone());
+                true
+            } else {
+                false
+            }
+        });
+        let requests = worker.served.load(Ordering::SeqCst);
+        {
+            let mut st = lock(&self.state);
+            if st.current.as_ref().is_some_and(|c| c.id == worker.id) {
+                st.current = None;
+            }
+            if why != reason::ONESHOT_COMPLETE {
+                st.retirements.push_back(Retirement {
+                    generation: worker.id,
+                    reason: why.to_owned(),
+                    requests,
+                });
+                while st.retirements.len() > HISTORY {
+                    st.retirements.pop_front();
+                }
+            }
+        }
+        let expected = matches!(
+            why,
+            reason::ONESHOT_COMPLETE | reason::REQUEST_LIMIT | reason::AGE_LIMIT | reason::SHUTDOWN
+        );
+        if !expected {
+            tracing::warn!(generation = worker.id, reason = why, detail, "Waymark generation retired");
+        }
+        self.recorder.record(
+            PerfEvent::point("worker_retired")
+                .id("generation", worker.id)
+                .outcome(outcome(expected))
+                .attr("reason", why)
+                .attr("requests", requests)
+                .attr("pid", worker.pid)
+                .attr("mode", worker.mode.as_str())
+                .attr("detail", detail),
+        );
+        worker.cancel.cancel();
+        if !graceful {
+            let _ = kill_group(worker.pid);
+        }
+        let weak = self.this.clone();
+        let g = worker.clone();
+        let graceful_exit = self.config.limits.graceful_exit;
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn(cleanup(weak, g, graceful, graceful_exit));
+            }
+            Err(_) => {
+                let child = lock(&g.child).take();
+                let _ = kill_group(g.pid);
+                drop(child);
+                let _ = std::fs::remove_dir_all(&g.root);
+                g.cleaned.send_replace(true);
+                lock(&self.state).live.remove(&g.id);
+            }
+        }
+        true
+    }
+
+    fn emit_ready(&self, worker: &Generation, ready: &ReadyFrame) {
+        let mut e = PerfEvent::point("worker_ready")
+            .id("generation", worker.id)
+            .attr("pid", worker.pid)
+            .attr("warmup_ms", ready.warmup_ms)
+            .attr("mode", worker.mode.as_str())
+            .attr("engine", ready.engine.clone());
+        e.duration_ms = worker.spawned_wall.elapsed().as_secs_f64() * 1000.0;
+        self.recorder.record(e);
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let gens: Vec<_> = {
+            let st = self.state.get_mut().unwrap_or_else(|e| e.into_inner());
+            st.live.drain().map(|(_, g)| g).collect()
+        };
+        for g in gens {
+            g.cancel.cancel();
+            let child = lock(&g.child).take();
+            let _ = kill_group(g.pid);
+            drop(child);
+            let _ = std::fs::remove_dir_all(&g.root);
+            g.cleaned.send_replace(true);
+        }
+    }
+}
+
+fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
+    if frame.ok {
+        let Some(scopes) = frame.scopes else {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Protocol,
+                "worker result has ok=true but no scopes",
+            )
+            .into());
+        };
+        return Ok(Discovery {
+            scopes,
+            parse_ms: frame.parse_ms.unwrap_or(0.0),
+        });
+    }
+    let (code, message) = frame
+        .error
+        .map(|e| (e.code, e.message))
+        .unwrap_or_else(|| ("parse_failed".into(), "no error detail".into()));
+    match code.as_str() {
+        "parse_failed" | "unsupported_language" => {
+            Err(DomainFailure::ParseFailed { message }.into())
+        }
+        "output_too_large" => Err(DomainFailure::OutputTooLarge { message }.into()),
+        "integrity_mismatch" => Err(WorkerError::new(
+            WorkerErrorCode::Integrity,
+            format!("the worker rejected the request file: {message}"),
+        )
+        .into()),
+        other => Err(WorkerError::new(
+            WorkerErrorCode::Protocol,
+            format!("unknown worker error code {other:?}: {message}"),
+        )
+        .into()),
+    }
+}
+
+/// Reads worker frames for one generation; any protocol fault retires it (W4).
+async fn read_loop(
+    weak: Weak<Inner>,
+    worker: Arc<Generation>,
+    mut reader: FramedRead<ChildStdout, WorkerCodec>,
+) {
+    loop {
+        let next = tokio::select! {
+            _ = worker.cancel.cancelled() => return,
+            n = reader.next() => n,
+        };
+        let Some(inner) = weak.upgrade() else { return };
+        let fault = |why: &str, detail: String| {
+            inner.retire(&worker, why, &detail, false);
+        };
+        match next {
+            None => {
+                return fault(reason::WORKER_EXITED, "the worker closed its stdout".into());
+            }
+            Some(Err(e)) => {
+                let why = match e {
+                    FrameError::Io(_) => reason::PIPE_FAILED,
+                    _ => reason::INVALID_FRAMING,
+                };
+                return fault(why, e.to_string());
+            }
+            Some(Ok(WorkerMessage::Ready(ready))) => {
+                if !matches!(*worker.ready.borrow(), ReadyState::Starting) {
+                    return fault(reason::UNSOLICITED_DATA, "a second ready frame".into());
+                }
+                if ready.generation != worker.id {
+                    return fault(
+                        reason::WRONG_GENERATION,
+                        format!("ready for generation {}", ready.generation),
+                    );
+                }
+                inner.emit_ready(&worker, &ready);
+                worker.ready.send_replace(ReadyState::Ready(ready));
+            }
+            Some(Ok(WorkerMessage::Result(result))) => {
+                let expected = lock(&worker.pending).as_ref().map(|p| p.request);
+                let Some(expected) = expected else {
+                    return fault(
+                        reason::UNSOLICITED_DATA,
+                        format!("result for request {} with none outstanding", result.request),
+                    );
+                };
+                if result.generation != worker.id {
+                    return fault(
+                        reason::WRONG_GENERATION,
+                        format!("result for generation {}", result.generation),
+                    );
+                }
+                if result.request != expected {
+                    return fault(
+                        reason::WRONG_REQUEST_ID,
+                        format!("expected request {expected}, got {}", result.request),
+                    );
+                }
+                if let Some(p) = lock(&worker.pending).take() {
+                    let _ = p.tx.send(Ok(result));
+                }
+            }
+        }
+    }
+}
+
+/// W9: samples the child's RSS every 100 ms; a breach retires the generation.
+async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
+    let (interval, limit) = match weak.upgrade() {
+        Some(inner) => (
+            inner.config.limits.rss_interval,
+            inner.config.limits.rss_limit_bytes,
+        ),
+        None => return,
+    };
+    let mut sampler = RssSampler::new();
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    let mut n: u64 = 0;
+    loop {
+        tokio::select! {
+            _ = worker.cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(rss) = sampler.rss_bytes(worker.pid) else {
+            continue;
+        };
+        let Some(inner) = weak.upgrade() else { return };
+        worker.last_rss.store(rss, Ordering::SeqCst);
+        let mut ids = Map::new();
+        ids.insert("generation".into(), worker.id.into());
+        inner.recorder.record_memory(worker.pid, rss, ids);
+        let breach = rss > limit;
+        if breach || n % RSS_EVENT_EVERY == 0 {
+            inner.recorder.record(
+                PerfEvent::point("worker_rss")
+                    .id("generation", worker.id)
+                    .outcome(outcome(!breach))
+                    .attr("rss_bytes", rss)
+                    .attr("limit_bytes", limit),
+            );
+        }
+        if breach {
+            inner.retire(
+                &worker,
+                reason::RSS_LIMIT,
+                &format!("sampled RSS {rss} bytes exceeds the {limit}-byte limit (W9)"),
+                false,
+            );
+            return;
+        }
+        n += 1;
+    }
+}
+
+/// Kills or gracefully stops the child, reaps it, removes the generation root (W11).
+async fn cleanup(weak: Weak<Inner>, worker: Arc<Generation>, graceful: bool, graceful_exit: Duration) {
+    let child = lock(&worker.child).take();
+    if let Some(mut child) = child {
+        if graceful {
+            drop(worker.writer.lock().await.take()); // close stdin: the worker exits (W11 guard)
+            if tokio::time::timeout(graceful_exit, child.wait()).await.is_err() {
+                let _ = kill_group(worker.pid);
+            }
+        } else {
+            let _ = kill_group(worker.pid);
+        }
+        let _ = tokio::time::timeout(REAP_BOUND, child.wait()).await;
+    }
+    drop(worker.writer.lock().await.take());
+    let mut stderr_done = worker.stderr_done.subscribe();
+    let _ = tokio::time::timeout(Duration::from_millis(500), stderr_done.wait_for(|d| *d)).await;
+    let removed = match std::fs::remove_dir_all(&worker.root) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    };
+    worker.cleaned.send_replace(true);
+    if let Some(inner) = weak.upgrade() {
+        if let Err(e) = &removed {
+            inner.recorder.record(
+                PerfEvent::point("worker_cleanup")
+                    .id("generation", worker.id)
+                    .outcome(Outcome::Failed)
+                    .attr("code", WorkerErrorCode::Cleanup.as_str())
+                    .attr("error", e.to_string()),
+            );
+        }
+        let capture = worker.stderr_capture();
+        let mut st = lock(&inner.state);
+        st.live.remove(&worker.id);
+        st.stderr_history.push_back(capture);
+        while st.stderr_history.len() > STDERR_HISTORY {
+            st.stderr_history.pop_front();
+        }
+    }
+}
