@@ -195,8 +195,10 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
 
 /// Diagnostics go to stderr (stdout carries the MCP protocol).
 fn init_tracing() -> Option<()> {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
                 .unwrap_or_else(|_| "warn".into()),

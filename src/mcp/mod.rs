@@ -76,6 +76,10 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating database directory {}", parent.display()))?;
     }
+    // E1: the database holds evidence too; create it private before SQLite opens it (its WAL
+    // and shared-memory files inherit the mode).
+    crate::evidence::open_append_private(&options.database)
+        .with_context(|| format!("creating database {}", options.database.display()))?;
     let store = SqliteStore::open(&options.database)
         .with_context(|| format!("opening database {}", options.database.display()))?;
     let waymark = options
