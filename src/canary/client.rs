@@ -97,9 +97,12 @@ impl McpProcess {
             .spawn()?;
         let pid = transport.id();
         let client = ().serve(transport).await.map_err(|e| {
+            let said = std::fs::read_to_string(&spec.stderr).unwrap_or_default();
+            let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
             anyhow::anyhow!(
-                "the {} MCP process did not complete the MCP handshake: {e}; see {}",
+                "the {} MCP process did not complete the MCP handshake ({e}); it said: {} (full stderr: {})",
                 spec.kind.as_str(),
+                if last.is_empty() { "nothing" } else { last },
                 spec.stderr.display()
             )
         })?;

@@ -1,0 +1,267 @@
+//! The headless canary end to end through the real binary (SPEC C1–C7, U5): the bundled demo
+//! passes 5/5, a wrong agent fails naming its target, and bad fixtures or a broken observed
+//! process stop the run at the step that failed.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Runs `patchdiff console --script SCRIPT --runs-dir RUNS [extra…]` with a private state dir.
+fn run_script(runs: &Path, script: &Path, extra: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_patchdiff"));
+    cmd.arg("console")
+        .arg("--script")
+        .arg(script)
+        .arg("--runs-dir")
+        .arg(runs)
+        .args(extra)
+        .env("PATCHDIFF_STATE_DIR", runs.join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("patchdiff runs")
+}
+
+fn report_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not a JSON report ({e}):\n{}\nstderr:\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn the_only_run(runs: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+#[test]
+fn demo_canary_passes_both_checks_on_all_five_targets() {
+    let runs = tempfile::tempdir().unwrap();
+    let output = run_script(
+        runs.path(),
+        &repo().join("assets/canary/demo.canary"),
+        &["--json"],
+        &[],
+    );
+    let report = report_json(&output);
+    assert!(
+        output.status.success(),
+        "stderr:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let targets = report["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 5);
+    for t in targets {
+        assert_eq!(t["full_byte"], true, "{t}");
+        assert_eq!(t["behavioral"], true, "{t}");
+        assert_eq!(t["replay_consistent"], true, "{t}");
+    }
+    assert_eq!(report["passed"], true);
+    assert_eq!(report["gate2"], "closed");
+
+    // E1: the evidence is where the report says, private, and complete.
+    let run = the_only_run(runs.path());
+    assert_eq!(report["run_dir"], run.display().to_string());
+    assert_eq!(
+        std::fs::metadata(&run).unwrap().permissions().mode() & 0o777,
+        0o700
+    );
+    for file in [
+        "manifest.json",
+        "observed.mcp.jsonl",
+        "full.mcp.jsonl",
+        "observed.perf.jsonl",
+        "transcript.jsonl",
+        "report.txt",
+        "report.json",
+        "report.junit.xml",
+        "store.sqlite",
+    ] {
+        let meta = std::fs::metadata(run.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{file}");
+    }
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["agent"]["model"], "scripted-demo");
+    assert_eq!(manifest["initial_targets"].as_array().unwrap().len(), 5);
+    assert_eq!(manifest["source_sha"].as_str().unwrap().len(), 40);
+    // One progress line per step on stderr in --json mode (U5).
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    for (i, step) in [
+        "record",
+        "init",
+        "launch",
+        "preflight",
+        "agent",
+        "export",
+        "inspect",
+        "evaluate",
+        "report",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let prefix = format!("[{}/9] {step}", i + 1);
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with(&prefix) && l.contains(" ok ")),
+            "{prefix} in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn wrong_agent_fails_the_run_and_the_report_names_the_target() {
+    let runs = tempfile::tempdir().unwrap();
+    let output = run_script(
+        runs.path(),
+        &repo().join("assets/canary/wrong.canary"),
+        &["--json"],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let report = report_json(&output);
+    assert_eq!(report["passed"], false);
+    let failing: Vec<&str> = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["full_byte"] != true || t["behavioral"] != true)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(failing, vec!["chess"]);
+    let text = std::fs::read_to_string(the_only_run(runs.path()).join("report.txt")).unwrap();
+    assert!(text.contains("chess") && text.contains("FAIL"), "{text}");
+}
+
+/// Copies the bundled fixtures to a scratch directory and writes an init-only script there.
+fn scratch_fixtures(dir: &Path) -> (PathBuf, PathBuf) {
+    let src = repo().join("assets/fixtures");
+    let dst = dir.join("fixtures");
+    copy_dir(&src, &dst);
+    let script = dir.join("init.canary");
+    std::fs::write(&script, "init\nlaunch observed\n").unwrap();
+    (dst.join("manifest.json"), script)
+}
+
+fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), &to).unwrap();
+        }
+    }
+}
+
+#[test]
+fn tampered_fixture_is_refused_by_name_and_nothing_is_initialized() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, script) = scratch_fixtures(dir.path());
+    let chess = manifest.parent().unwrap().join("chess/original.py");
+    let mut bytes = std::fs::read(&chess).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&chess, bytes).unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(
+        &runs,
+        &script,
+        &["--manifest", manifest.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let init_line = stdout
+        .lines()
+        .find(|l| l.starts_with("[1/2] init"))
+        .unwrap();
+    assert!(
+        init_line.contains("FAIL") && init_line.contains("fixture `chess`"),
+        "{init_line}"
+    );
+    assert!(stdout.contains("[2/2] launch      skipped"), "{stdout}");
+    // Authentication happens before any process starts: no database was even created.
+    assert!(!the_only_run(&runs).join("store.sqlite").exists());
+}
+
+#[test]
+fn missing_fixture_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manifest, script) = scratch_fixtures(dir.path());
+    std::fs::remove_file(manifest.parent().unwrap().join("limiter/original.rs")).unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(
+        &runs,
+        &script,
+        &["--manifest", manifest.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("fixture `limiter`: cannot read"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn observed_process_that_will_not_start_fails_the_launch_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("launch.canary");
+    std::fs::write(&script, "launch observed\npreflight\n").unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(
+        &runs,
+        &script,
+        &[],
+        &[("PATCHDIFF_NODE_BINARY", "/nonexistent/node")],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("[1/2] launch"))
+        .unwrap();
+    assert!(line.contains("FAIL") && line.contains("observed"), "{line}");
+    // The child's own error (P2) is in its captured stderr, naming the variable.
+    let stderr = std::fs::read_to_string(the_only_run(&runs).join("observed.stderr.log")).unwrap();
+    assert!(stderr.contains("PATCHDIFF_NODE_BINARY"), "{stderr}");
+}
+
+#[test]
+fn invalid_script_exits_2_naming_the_line_and_runs_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("bad.canary");
+    std::fs::write(&script, "init\nlaunch everything\n").unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 2") && stderr.contains("usage: launch"),
+        "{stderr}"
+    );
+    assert!(
+        !runs.exists(),
+        "no run directory for a script that did not parse"
+    );
+}

@@ -1,0 +1,198 @@
+//! The MCP server through a real `rmcp` client over a real `patchdiff mcp` child (SPEC M2, M3,
+//! M5, K4): exact tool lists per profile, the profile boundary, and idempotent receipts.
+
+use std::path::Path;
+
+use patchdiff::canary::client::{LaunchSpec, McpProcess};
+use patchdiff::canary::command::ProcessKind;
+use patchdiff::fixtures::{FixtureManifest, bundled_manifest_path};
+use patchdiff::mcp::{FULL_ONLY_TOOLS, OBSERVED_TOOLS};
+use serde_json::json;
+
+async fn launch(dir: &Path, kind: ProcessKind, profile: &str) -> McpProcess {
+    let spec = LaunchSpec {
+        kind,
+        exe: env!("CARGO_BIN_EXE_patchdiff").into(),
+        env: vec![
+            ("PATCHDIFF_MCP_PROFILE".into(), profile.into()),
+            ("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "1".into()),
+            (
+                "PATCHDIFF_DATABASE_URL".into(),
+                format!("sqlite://{}", dir.join("pd.sqlite").display()),
+            ),
+            (
+                "PATCHDIFF_STATE_DIR".into(),
+                dir.join("state").display().to_string(),
+            ),
+        ],
+        stderr: dir.join(format!("{profile}.stderr.log")),
+    };
+    McpProcess::launch(&spec)
+        .await
+        .expect("patchdiff mcp starts")
+}
+
+fn sorted(names: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    v.sort();
+    v
+}
+
+#[tokio::test]
+async fn observed_profile_lists_exactly_the_six_tools() {
+    let dir = tempfile::tempdir().unwrap();
+    let observed = launch(dir.path(), ProcessKind::Observed, "observed").await;
+    let mut names = observed.tool_names().await.unwrap();
+    names.sort();
+    assert_eq!(names, sorted(&OBSERVED_TOOLS));
+    observed.stop().await;
+}
+
+#[tokio::test]
+async fn full_profile_adds_init_export_audit_and_worker_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = launch(dir.path(), ProcessKind::Full, "full").await;
+    let mut names = full.tool_names().await.unwrap();
+    names.sort();
+    let all: Vec<&str> = OBSERVED_TOOLS
+        .iter()
+        .chain(FULL_ONLY_TOOLS.iter())
+        .copied()
+        .collect();
+    assert_eq!(names, sorted(&all));
+    full.stop().await;
+}
+
+#[tokio::test]
+async fn observed_profile_refuses_full_profile_tools_at_the_boundary() {
+    let dir = tempfile::tempdir().unwrap();
+    let observed = launch(dir.path(), ProcessKind::Observed, "observed").await;
+    for tool in FULL_ONLY_TOOLS {
+        let err = observed
+            .call(tool, json!({"target": "x"}))
+            .await
+            .unwrap_err();
+        assert!(
+            err.message
+                .contains("not available in the observed profile"),
+            "{tool}: {}",
+            err.message
+        );
+    }
+    let err = observed.call("rm_rf", json!({})).await.unwrap_err();
+    assert!(
+        err.message.contains("unknown tool `rm_rf`"),
+        "{}",
+        err.message
+    );
+    // Refused before any work: nothing was created, so reading any target fails as unknown.
+    let reply = observed
+        .call("patchdiff_read_target", json!({"target": "x"}))
+        .await
+        .unwrap();
+    assert!(reply.is_error);
+    observed.stop().await;
+}
+
+/// Initializes the bundled `calendar` fixture through a full-profile process.
+async fn init_calendar(full: &McpProcess) -> serde_json::Value {
+    let manifest = FixtureManifest::load(&bundled_manifest_path()).unwrap();
+    let fixture = manifest.fixture("calendar").unwrap();
+    full.call_ok(
+        "patchdiff_init_target",
+        json!({
+            "target": "calendar",
+            "fixture": manifest.resolve(&fixture.original),
+            "sha256": fixture.sha256,
+            "language": fixture.language,
+        }),
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn request_key_retry_returns_the_identical_receipt() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = launch(dir.path(), ProcessKind::Full, "full").await;
+    init_calendar(&full).await;
+    let obs = full
+        .call_ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "scope": "Calendar.isInMaintenance"}),
+        )
+        .await
+        .unwrap();
+    let text = obs["text"].as_str().unwrap();
+    let line = text.lines().nth(1).unwrap().to_owned();
+    let submit = json!({
+        "target": "calendar",
+        "request_key": "retry-1",
+        "base_revision": obs["revision"],
+        "operations": [{
+            "observation_id": obs["observation_id"],
+            "old_text": line,
+            "new_text": format!("{line} // reviewed"),
+        }],
+    });
+    let first = full
+        .call_ok("patchdiff_submit_observed_operations", submit.clone())
+        .await
+        .unwrap();
+    assert_eq!(first["outcome"], "accepted", "{first}");
+    let second = full
+        .call_ok("patchdiff_submit_observed_operations", submit.clone())
+        .await
+        .unwrap();
+    assert_eq!(
+        first, second,
+        "a retry must return the stored receipt unchanged"
+    );
+    let target = full
+        .call_ok("patchdiff_read_target", json!({"target": "calendar"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        target["revision"], 1,
+        "the retry must not apply the edit twice"
+    );
+
+    let mut conflicting = submit;
+    conflicting["operations"][0]["new_text"] = json!("// something else");
+    let reply = full
+        .call("patchdiff_submit_observed_operations", conflicting)
+        .await
+        .unwrap();
+    assert!(reply.is_error);
+    assert_eq!(reply.structured["error"]["code"], "REQUEST_KEY_CONFLICT");
+    full.stop().await;
+}
+
+#[tokio::test]
+async fn ambiguous_old_text_is_an_is_error_receipt_naming_the_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = launch(dir.path(), ProcessKind::Full, "full").await;
+    init_calendar(&full).await;
+    let obs = full
+        .call_ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "scope": "rangesOverlap"}),
+        )
+        .await
+        .unwrap();
+    let reply = full
+        .call(
+            "patchdiff_submit_observed_operations",
+            json!({
+                "target": "calendar", "request_key": "amb-1", "base_revision": obs["revision"],
+                "operations": [{"observation_id": obs["observation_id"], "old_text": "<=", "new_text": "<"}],
+            }),
+        )
+        .await
+        .unwrap();
+    assert!(reply.is_error, "a rejected receipt is an isError result");
+    assert_eq!(reply.structured["outcome"], "rejected");
+    let reasons = reply.structured["reasons"].to_string();
+    assert!(reasons.contains("occurs 2 times"), "{reasons}");
+    full.stop().await;
+}
