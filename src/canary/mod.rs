@@ -448,10 +448,10 @@ impl Canary {
         loop {
             if let Ok(text) = std::fs::read_to_string(&path) {
                 for line in text.lines() {
-                    if let Ok(ev) = serde_json::from_str::<PerfEvent>(line) {
-                        if ev.name == "worker_ready" {
-                            return Ok(ev.duration_ms.round() as u64);
-                        }
+                    if let Ok(ev) = serde_json::from_str::<PerfEvent>(line)
+                        && ev.name == "worker_ready"
+                    {
+                        return Ok(ev.duration_ms.round() as u64);
                     }
                 }
             }

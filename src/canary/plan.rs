@@ -61,10 +61,11 @@ pub fn load_plan(path: &Path) -> Result<Vec<PlanStep>, String> {
 pub fn substitute(value: &Value, results: &HashMap<String, Value>) -> Result<Value, String> {
     Ok(match value {
         Value::String(s) => {
-            if let Some(inner) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}')) {
-                if !inner.contains("${") && !inner.contains('}') {
-                    return lookup(inner, results);
-                }
+            if let Some(inner) = s.strip_prefix("${").and_then(|r| r.strip_suffix('}'))
+                && !inner.contains("${")
+                && !inner.contains('}')
+            {
+                return lookup(inner, results);
             }
             let mut out = String::new();
             let mut rest = s.as_str();
