@@ -47,6 +47,20 @@ struct Cached {
     content: String,
 }
 
+/// One `journal` row as read by replay.
+struct JournalRow {
+    entry_id: i64,
+    kind: String,
+    revision: i64,
+    version: i64,
+    attempt_id: Option<String>,
+    request_key: Option<String>,
+    sha256: String,
+    edits: String,
+    text_len: i64,
+    chunk_count: i64,
+}
+
 #[derive(Debug, Clone)]
 struct TargetRow {
     id: i64,
@@ -1049,43 +1063,32 @@ impl EditStore for SqliteStore {
         self.with(|inner| {
             let tx = inner.conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let rows: Vec<(
-                i64,
-                String,
-                i64,
-                i64,
-                Option<String>,
-                Option<String>,
-                String,
-                String,
-                i64,
-                i64,
-            )> = tx
+            let rows: Vec<JournalRow> = tx
                 .prepare_cached(
                     "SELECT entry_id, kind, revision, version, attempt_id, request_key, sha256, \
                      edits, text_len, chunk_count FROM journal \
                      WHERE target_id = ?1 AND entry_id > ?2 ORDER BY entry_id LIMIT ?3",
                 )?
                 .query_map(params![t.id, after_id, limit as i64 + 1], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                        r.get(7)?,
-                        r.get(8)?,
-                        r.get(9)?,
-                    ))
+                    Ok(JournalRow {
+                        entry_id: r.get(0)?,
+                        kind: r.get(1)?,
+                        revision: r.get(2)?,
+                        version: r.get(3)?,
+                        attempt_id: r.get(4)?,
+                        request_key: r.get(5)?,
+                        sha256: r.get(6)?,
+                        edits: r.get(7)?,
+                        text_len: r.get(8)?,
+                        chunk_count: r.get(9)?,
+                    })
                 })?
                 .collect::<Result<_, _>>()?;
             let mut entries = Vec::new();
             let mut text_bytes = 0usize;
             let mut has_more = false;
             for (n, row) in rows.into_iter().enumerate() {
-                let (
+                let JournalRow {
                     entry_id,
                     kind,
                     revision,
@@ -1096,7 +1099,7 @@ impl EditStore for SqliteStore {
                     edits,
                     text_len,
                     chunk_count,
-                ) = row;
+                } = row;
                 if n as u32 == limit
                     || (!entries.is_empty()
                         && text_bytes + text_len as usize > REPLAY_PAGE_TEXT_BYTES)
