@@ -530,3 +530,27 @@ fn bad_replay_cursor_and_limits_are_errors() {
         ErrorCode::OutOfRange
     );
 }
+
+#[test]
+fn database_from_a_newer_schema_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pd.sqlite");
+    drop(SqliteStore::open(&path).unwrap());
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let e = SqliteStore::open(&path).err().unwrap();
+    assert_eq!(e.code, ErrorCode::Storage);
+    assert!(e.message.contains("newer"), "{}", e.message);
+}
+
+#[test]
+fn reopening_keeps_targets_and_migrations_apply_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pd.sqlite");
+    let store = SqliteStore::open(&path).unwrap();
+    init(&store, "t", "abc");
+    drop(store);
+    let again = SqliteStore::open(&path).unwrap();
+    assert_eq!(again.read_target("t").unwrap().content, "abc");
+}

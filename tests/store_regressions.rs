@@ -161,6 +161,12 @@ fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
             .unwrap();
         assert!(max as usize <= CHUNK_PAYLOAD_BYTES, "{table}: {max}");
     }
+    let inline: Option<i64> = conn
+        .query_row("SELECT max(length(inline_text)) FROM journal", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(inline.unwrap_or(0) as usize <= INLINE_TEXT_BYTES);
     for (table, cols) in [("journal", "edits"), ("attempts", "receipt")] {
         let max: i64 = conn
             .query_row(

@@ -29,6 +29,17 @@ use crate::kernel::{
     plan_submission, position_of, sha256_hex, validate_submission,
 };
 
+/// How commits reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous = FULL`: an acknowledged commit survives process kill and power loss (K3).
+    #[default]
+    Full,
+    /// `synchronous = OFF`: survives a process kill but not an OS crash. For bulk-loading
+    /// benches and tests only; never for a serving process.
+    NoSync,
+}
+
 /// SQLite-backed [`EditStore`]. `Send + Sync`; share it behind an `Arc`.
 pub struct SqliteStore {
     inner: Mutex<Inner>,
@@ -59,6 +70,7 @@ struct JournalRow {
     edits: String,
     text_len: i64,
     chunk_count: i64,
+    inline_text: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone)]
@@ -152,13 +164,25 @@ fn split_text(shapes: &[EditShape], text: &str) -> Result<Vec<TextEdit>, StoreEr
     Ok(out)
 }
 
+/// An entry's concatenated text: inline in the journal row, or from its chunk rows (K7).
 fn load_entry_text(
     conn: &Connection,
     entry_id: i64,
+    inline: Option<Vec<u8>>,
     text_len: usize,
     chunk_count: i64,
 ) -> Result<String, StoreError> {
-    let bytes = chunks::read(conn, ChunkTable::Journal, entry_id, text_len, chunk_count)?;
+    let bytes = match inline {
+        Some(b) if b.len() == text_len => b,
+        Some(_) => {
+            return Err(StoreError::new(
+                ErrorCode::Storage,
+                format!("journal entry {entry_id} has a damaged inline text"),
+            ));
+        }
+        None if text_len == 0 => Vec::new(),
+        None => chunks::read(conn, ChunkTable::Journal, entry_id, text_len, chunk_count)?,
+    };
     utf8(bytes, "journal text")
 }
 
@@ -196,20 +220,20 @@ fn write_snapshot(
     content: &str,
     sha256: &str,
 ) -> Result<i64, StoreError> {
+    let chunk_count = content.len().div_ceil(CHUNK_PAYLOAD_BYTES) as i64;
     conn.prepare_cached(
         "INSERT INTO snapshots (target_id, revision, sha256, byte_len, chunk_count) \
-         VALUES (?1, ?2, ?3, ?4, 0)",
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![
         target_id,
         i(revision),
         sha256,
-        content.len() as i64
+        content.len() as i64,
+        chunk_count
     ])?;
     let id = conn.last_insert_rowid();
-    let n = chunks::write(conn, ChunkTable::Snapshot, id, content.as_bytes())?;
-    conn.prepare_cached("UPDATE snapshots SET chunk_count = ?1 WHERE id = ?2")?
-        .execute(params![n, id])?;
+    chunks::write(conn, ChunkTable::Snapshot, id, content.as_bytes())?;
     Ok(id)
 }
 
@@ -247,9 +271,16 @@ fn insert_journal(
     edits: &[TextEdit],
 ) -> Result<i64, StoreError> {
     let text: String = edits.iter().map(|e| e.new_text.as_str()).collect();
+    let inline = text.len() <= INLINE_TEXT_BYTES;
+    let chunk_count = if inline {
+        0
+    } else {
+        text.len().div_ceil(CHUNK_PAYLOAD_BYTES) as i64
+    };
     conn.prepare_cached(
         "INSERT INTO journal (target_id, kind, revision, version, attempt_id, request_key, \
-         sha256, edits, text_len, chunk_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
+         sha256, edits, text_len, chunk_count, inline_text) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         target_id,
@@ -260,13 +291,13 @@ fn insert_journal(
         request_key,
         sha256,
         encode_edits(edits),
-        text.len() as i64
+        text.len() as i64,
+        chunk_count,
+        inline.then_some(text.as_bytes())
     ])?;
     let id = conn.last_insert_rowid();
-    if !text.is_empty() {
-        let n = chunks::write(conn, ChunkTable::Journal, id, text.as_bytes())?;
-        conn.prepare_cached("UPDATE journal SET chunk_count = ?1 WHERE entry_id = ?2")?
-            .execute(params![n, id])?;
+    if !inline {
+        chunks::write(conn, ChunkTable::Journal, id, text.as_bytes())?;
     }
     Ok(id)
 }
@@ -311,31 +342,29 @@ fn content_at(
         return Ok(content);
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT entry_id, revision, sha256, edits, text_len, chunk_count FROM journal \
+        "SELECT entry_id, revision, sha256, edits, text_len, chunk_count, inline_text FROM journal \
          WHERE target_id = ?1 AND kind = 'edit' AND revision > ?2 AND revision <= ?3 \
          ORDER BY revision",
     )?;
-    let rows: Vec<(i64, i64, String, String, i64, i64)> = stmt
-        .query_map(params![t.id, i(at), i(revision)], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
-        .collect::<Result<_, _>>()?;
+    let mut rows = stmt.query(params![t.id, i(at), i(revision)])?;
     let mut last_sha = String::new();
-    for (entry_id, rev, sha, edits, text_len, n) in rows {
+    while let Some(r) = rows.next()? {
+        let (entry_id, rev, sha, edits, text_len, n): (i64, i64, String, String, i64, i64) = (
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        );
+        let inline: Option<Vec<u8>> = r.get(6)?;
         if rev as u64 != at + 1 {
             return Err(StoreError::new(
                 ErrorCode::Storage,
                 format!("journal of {} skips from revision {at} to {rev}", t.name),
             ));
         }
-        let text = load_entry_text(conn, entry_id, text_len as usize, n)?;
+        let text = load_entry_text(conn, entry_id, inline, text_len as usize, n)?;
         let edits = split_text(&decode_edits(&edits)?, &text)?;
         content = apply_edits(&content, &edits)
             .map_err(|e| StoreError::storage("replaying the journal", e))?;
@@ -452,6 +481,12 @@ impl SqliteStore {
     ///
     /// Errors: `STORAGE` (cannot open, not a database, schema newer than this build).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::Full)
+    }
+
+    /// [`open`](Self::open) with an explicit [`Durability`]; only benches and bulk loaders use
+    /// anything but [`Durability::Full`].
+    pub fn open_with(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         let ctx = format!("opening database {}", path.display());
         let mut conn = Connection::open(path).map_err(|e| StoreError::storage(&ctx, e))?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
@@ -465,7 +500,11 @@ impl SqliteStore {
                 format!("{ctx}: could not enable WAL (journal_mode is {mode})"),
             ));
         }
-        conn.pragma_update(None, "synchronous", "FULL")
+        let synchronous = match durability {
+            Durability::Full => "FULL",
+            Durability::NoSync => "OFF",
+        };
+        conn.pragma_update(None, "synchronous", synchronous)
             .map_err(|e| StoreError::storage(&ctx, e))?;
         schema::migrate(&mut conn)?;
         Ok(Self {
@@ -1066,7 +1105,7 @@ impl EditStore for SqliteStore {
             let rows: Vec<JournalRow> = tx
                 .prepare_cached(
                     "SELECT entry_id, kind, revision, version, attempt_id, request_key, sha256, \
-                     edits, text_len, chunk_count FROM journal \
+                     edits, text_len, chunk_count, inline_text FROM journal \
                      WHERE target_id = ?1 AND entry_id > ?2 ORDER BY entry_id LIMIT ?3",
                 )?
                 .query_map(params![t.id, after_id, limit as i64 + 1], |r| {
@@ -1081,6 +1120,7 @@ impl EditStore for SqliteStore {
                         edits: r.get(7)?,
                         text_len: r.get(8)?,
                         chunk_count: r.get(9)?,
+                        inline_text: r.get(10)?,
                     })
                 })?
                 .collect::<Result<_, _>>()?;
@@ -1099,6 +1139,7 @@ impl EditStore for SqliteStore {
                     edits,
                     text_len,
                     chunk_count,
+                    inline_text,
                 } = row;
                 if n as u32 == limit
                     || (!entries.is_empty()
@@ -1112,12 +1153,14 @@ impl EditStore for SqliteStore {
                     "edit" => JournalKind::Edit,
                     _ => JournalKind::Save,
                 };
-                let operations = if text_len > 0 || kind == JournalKind::Edit {
-                    let text = if text_len > 0 {
-                        load_entry_text(&tx, entry_id, text_len as usize, chunk_count)?
-                    } else {
-                        String::new()
-                    };
+                let operations = if kind == JournalKind::Edit {
+                    let text = load_entry_text(
+                        &tx,
+                        entry_id,
+                        inline_text,
+                        text_len as usize,
+                        chunk_count,
+                    )?;
                     split_text(&decode_edits(&edits)?, &text)?
                         .into_iter()
                         .map(|e| JournalOperation {

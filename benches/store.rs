@@ -1,0 +1,309 @@
+//! Store benchmark (not a test): `cargo bench --bench store`.
+//!
+//! Prints, in one run:
+//! - durable submission commit latency p50/p99 (WAL, `synchronous = FULL`, one fsync'd
+//!   transaction per submission, measured around the whole `submit` call) for 1 KB and 100 KB
+//!   targets;
+//! - replay throughput (journal entries/s, paging with `replay` and applying each entry to the
+//!   content) over a 100,000-entry journal of a 1 KB target;
+//! - the same figures for a baseline that rewrites the whole content per submission (and
+//!   journals whole contents), and our ratio against it.
+//!
+//! Environment: `STORE_BENCH_SUBMISSIONS` (default 300 per size), `STORE_BENCH_JOURNAL`
+//! (default 100000), `STORE_BENCH_DIR` (default: a temporary directory on the target disk).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
+use patchdiff::store::{
+    Durability, EditStore, JournalKind, OperationRequest, SqliteStore, Submission,
+};
+use rusqlite::{Connection, TransactionBehavior, params};
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A target of about `size` bytes with one counter marker `<<M:0>>` in the middle.
+fn fixture(size: usize) -> String {
+    let line = "  const value = compute(alpha, beta); // 界\n";
+    let half = line.repeat(size / 2 / line.len());
+    format!("function f() {{\n{half}  <<M:0>>\n{half}}}\n")
+}
+
+fn submission(i: usize, base: u64) -> Submission {
+    Submission {
+        request_key: format!("bench-{i}"),
+        base_revision: base,
+        expected_sha256: None,
+        operations: vec![OperationRequest {
+            observation_id: None,
+            old_text: format!("<<M:{i}>>"),
+            new_text: format!("<<M:{}>>", i + 1),
+        }],
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// The baseline: one row holds the whole content; every submission reads it, applies the
+/// edit, rewrites it and journals the whole new content, in one durable transaction.
+struct Baseline {
+    conn: Connection,
+}
+
+impl Baseline {
+    fn open(path: &Path, durable: bool) -> Baseline {
+        let conn = Connection::open(path).unwrap();
+        conn.busy_timeout(Duration::from_secs(10)).unwrap();
+        let _: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .unwrap();
+        conn.pragma_update(None, "synchronous", if durable { "FULL" } else { "OFF" })
+            .unwrap();
+        conn.execute_batch(
+            "CREATE TABLE IF NOT EXISTS content (name TEXT PRIMARY KEY, revision INTEGER, data BLOB, sha256 TEXT);
+             CREATE TABLE IF NOT EXISTS journal (id INTEGER PRIMARY KEY, name TEXT, revision INTEGER, data BLOB);",
+        )
+        .unwrap();
+        Baseline { conn }
+    }
+
+    fn init(&self, name: &str, content: &str) {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO content VALUES (?1, 0, ?2, ?3)",
+                params![name, content.as_bytes(), sha256_hex(content)],
+            )
+            .unwrap();
+    }
+
+    fn submit(&mut self, name: &str, old: &str, new: &str) -> (u64, String) {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .unwrap();
+        let (rev, data): (i64, Vec<u8>) = tx
+            .query_row(
+                "SELECT revision, data FROM content WHERE name = ?1",
+                params![name],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let content = String::from_utf8(data).unwrap();
+        let at = content.find(old).unwrap();
+        let mut next = String::with_capacity(content.len() + new.len());
+        next.push_str(&content[..at]);
+        next.push_str(new);
+        next.push_str(&content[at + old.len()..]);
+        let sha = sha256_hex(&next);
+        tx.execute(
+            "UPDATE content SET revision = ?2, data = ?3, sha256 = ?4 WHERE name = ?1",
+            params![name, rev + 1, next.as_bytes(), sha],
+        )
+        .unwrap();
+        tx.execute(
+            "INSERT INTO journal (name, revision, data) VALUES (?1, ?2, ?3)",
+            params![name, rev + 1, next.as_bytes()],
+        )
+        .unwrap();
+        tx.commit().unwrap();
+        (rev as u64 + 1, sha)
+    }
+
+    /// Replays the journal in pages of 1000; returns (entries, last content).
+    fn replay(&self, name: &str) -> (usize, String) {
+        let mut after = 0i64;
+        let mut n = 0;
+        let mut content = String::new();
+        loop {
+            let mut stmt = self
+                .conn
+                .prepare_cached(
+                    "SELECT id, data FROM journal WHERE name = ?1 AND id > ?2 ORDER BY id LIMIT 1000",
+                )
+                .unwrap();
+            let rows: Vec<(i64, Vec<u8>)> = stmt
+                .query_map(params![name, after], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .collect::<Result<_, _>>()
+                .unwrap();
+            if rows.is_empty() {
+                break;
+            }
+            for (id, data) in rows {
+                content = String::from_utf8(data).unwrap();
+                after = id;
+                n += 1;
+            }
+        }
+        (n, content)
+    }
+}
+
+fn commit_latencies_ours(dir: &Path, size: usize, count: usize) -> Vec<Duration> {
+    let store = SqliteStore::open(&dir.join(format!("ours-{size}.sqlite"))).unwrap();
+    let content = fixture(size);
+    store
+        .init_target(
+            "t",
+            "javascript",
+            content.as_bytes(),
+            &sha256_hex(&content),
+            true,
+        )
+        .unwrap();
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let s = submission(i, i as u64);
+        let t0 = Instant::now();
+        let r = store.submit("t", &s, false).unwrap();
+        out.push(t0.elapsed());
+        assert_eq!(r.revision, i as u64 + 1, "{:?}", r.reasons);
+    }
+    out.sort();
+    out
+}
+
+fn commit_latencies_baseline(dir: &Path, size: usize, count: usize) -> Vec<Duration> {
+    let mut b = Baseline::open(&dir.join(format!("baseline-{size}.sqlite")), true);
+    b.init("t", &fixture(size));
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let t0 = Instant::now();
+        b.submit("t", &format!("<<M:{i}>>"), &format!("<<M:{}>>", i + 1));
+        out.push(t0.elapsed());
+    }
+    out.sort();
+    out
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; ignore arguments.
+    let count = env_usize("STORE_BENCH_SUBMISSIONS", 300);
+    let journal = env_usize("STORE_BENCH_JOURNAL", 100_000);
+    let tmp = match std::env::var("STORE_BENCH_DIR") {
+        Ok(d) => tempfile::tempdir_in(d).unwrap(),
+        Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
+    };
+    let dir = tmp.path();
+    println!("store bench: {count} durable submissions per size; replay over {journal} entries");
+    println!("database dir: {}", dir.display());
+    println!();
+    println!("submission commit latency (WAL, synchronous=FULL, ms)");
+    println!(
+        "{:>8} {:>12} {:>12} {:>14} {:>14} {:>10}",
+        "target", "ours p50", "ours p99", "baseline p50", "baseline p99", "p50 ratio"
+    );
+    for size in [1024usize, 100 * 1024] {
+        let ours = commit_latencies_ours(dir, size, count);
+        let base = commit_latencies_baseline(dir, size, count);
+        let (o50, o99) = (percentile(&ours, 0.5), percentile(&ours, 0.99));
+        let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+        println!(
+            "{:>8} {:>12.3} {:>12.3} {:>14.3} {:>14.3} {:>9.2}x",
+            format!("{} KB", size / 1024),
+            ms(o50),
+            ms(o99),
+            ms(b50),
+            ms(b99),
+            ms(b50) / ms(o50)
+        );
+    }
+
+    // Replay: build a `journal`-entry history on a 1 KB target (bulk-loaded without fsync; the
+    // replay read path is what is measured), then page through it from the start.
+    let content = fixture(1024);
+    let store =
+        SqliteStore::open_with(&dir.join("ours-replay.sqlite"), Durability::NoSync).unwrap();
+    store
+        .init_target(
+            "t",
+            "javascript",
+            content.as_bytes(),
+            &sha256_hex(&content),
+            true,
+        )
+        .unwrap();
+    let t0 = Instant::now();
+    for i in 0..journal {
+        store.submit("t", &submission(i, i as u64), false).unwrap();
+    }
+    let load_ours = t0.elapsed();
+    let mut base = Baseline::open(&dir.join("baseline-replay.sqlite"), false);
+    base.init("t", &content);
+    let t0 = Instant::now();
+    for i in 0..journal {
+        base.submit("t", &format!("<<M:{i}>>"), &format!("<<M:{}>>", i + 1));
+    }
+    let load_base = t0.elapsed();
+
+    let t0 = Instant::now();
+    let mut replayed = store.saved_version("t", 0).unwrap().content;
+    let mut cursor: Option<String> = None;
+    let mut entries = 0usize;
+    loop {
+        let page = store.replay("t", cursor.as_deref(), Some(1000)).unwrap();
+        for e in &page.entries {
+            if e.kind == JournalKind::Edit {
+                let edits: Vec<TextEdit> = e
+                    .operations
+                    .iter()
+                    .map(|o| TextEdit {
+                        start: o.start_byte,
+                        end: o.end_byte,
+                        new_text: o.new_text.clone(),
+                    })
+                    .collect();
+                replayed = apply_edits(&replayed, &edits).unwrap();
+                entries += 1;
+            }
+        }
+        cursor = page.next_cursor;
+        if !page.has_more {
+            break;
+        }
+    }
+    let replay_ours = t0.elapsed();
+    assert_eq!(replayed, store.read_target("t").unwrap().content);
+    let t0 = Instant::now();
+    let (base_entries, base_content) = base.replay("t");
+    let replay_base = t0.elapsed();
+    assert_eq!(base_content, replayed);
+    let ours_rate = entries as f64 / replay_ours.as_secs_f64();
+    let base_rate = base_entries as f64 / replay_base.as_secs_f64();
+    let size = |p: &str| {
+        std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0)
+            + std::fs::metadata(dir.join(format!("{p}-wal")))
+                .map(|m| m.len())
+                .unwrap_or(0)
+    };
+    println!();
+    println!("replay over a {journal}-entry journal (1 KB target)");
+    println!(
+        "  ours:     {entries} entries in {:.3} s = {:.0} entries/s (database {:.1} MB; loaded in {:.1} s)",
+        replay_ours.as_secs_f64(),
+        ours_rate,
+        size("ours-replay.sqlite") as f64 / 1e6,
+        load_ours.as_secs_f64()
+    );
+    println!(
+        "  baseline: {base_entries} entries in {:.3} s = {:.0} entries/s (database {:.1} MB; loaded in {:.1} s)",
+        replay_base.as_secs_f64(),
+        base_rate,
+        size("baseline-replay.sqlite") as f64 / 1e6,
+        load_base.as_secs_f64()
+    );
+    println!("  ratio (ours / baseline): {:.2}x", ours_rate / base_rate);
+}
