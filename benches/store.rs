@@ -5,12 +5,13 @@
 //!   transaction per submission, measured around the whole `submit` call) for 1 KB and 100 KB
 //!   targets;
 //! - replay throughput (journal entries/s, paging with `replay` and applying each entry to the
-//!   content) over a 100,000-entry journal of a 1 KB target;
+//!   content) over a 100,000-entry journal of a 1 KB target, and over a 5,000-entry journal of a
+//!   100 KB target (the baseline journals whole contents: 100,000 × 100 KB would be 10 GB);
 //! - the same figures for a baseline that rewrites the whole content per submission (and
 //!   journals whole contents), and our ratio against it.
 //!
 //! Environment: `STORE_BENCH_SUBMISSIONS` (default 300 per size), `STORE_BENCH_JOURNAL`
-//! (default 100000), `STORE_BENCH_DIR` (default: a temporary directory on the target disk).
+//! (default 100000), `STORE_BENCH_JOURNAL_100KB` (default 5000), `STORE_BENCH_DIR` (default: a temporary directory on the target disk).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -193,6 +194,7 @@ fn main() {
     // `cargo bench` passes `--bench`; ignore arguments.
     let count = env_usize("STORE_BENCH_SUBMISSIONS", 300);
     let journal = env_usize("STORE_BENCH_JOURNAL", 100_000);
+    let large_journal = env_usize("STORE_BENCH_JOURNAL_100KB", 5_000);
     let tmp = match std::env::var("STORE_BENCH_DIR") {
         Ok(d) => tempfile::tempdir_in(d).unwrap(),
         Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
@@ -204,7 +206,7 @@ fn main() {
     println!("submission commit latency (WAL, synchronous=FULL, ms)");
     println!(
         "{:>8} {:>12} {:>12} {:>14} {:>14} {:>10}",
-        "target", "ours p50", "ours p99", "baseline p50", "baseline p99", "p50 ratio"
+        "target", "ours p50", "ours p99", "baseline p50", "baseline p99", "base/ours p50"
     );
     for size in [1024usize, 100 * 1024] {
         let ours = commit_latencies_ours(dir, size, count);
@@ -222,11 +224,29 @@ fn main() {
         );
     }
 
-    // Replay: build a `journal`-entry history on a 1 KB target (bulk-loaded without fsync; the
-    // replay read path is what is measured), then page through it from the start.
-    let content = fixture(1024);
-    let store =
-        SqliteStore::open_with(&dir.join("ours-replay.sqlite"), Durability::NoSync).unwrap();
+    println!();
+    println!("replay (page through the whole journal with limit 1000 and apply every entry)");
+    replay_case(dir, 1024, journal);
+    replay_case(dir, 100 * 1024, large_journal);
+}
+
+/// Bytes of a database file plus its WAL, after a truncating checkpoint.
+fn db_bytes(path: &Path) -> u64 {
+    if let Ok(c) = Connection::open(path) {
+        let _ = c.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+    }
+    let wal = path.with_extension("sqlite-wal");
+    std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        + std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0)
+}
+
+/// Builds a `journal`-entry history on a target of `size` bytes in both stores (bulk-loaded
+/// without fsync: the replay read path is what is measured), then pages through it.
+fn replay_case(dir: &Path, size: usize, journal: usize) {
+    let content = fixture(size);
+    let ours_path = dir.join(format!("ours-replay-{size}.sqlite"));
+    let base_path = dir.join(format!("baseline-replay-{size}.sqlite"));
+    let store = SqliteStore::open_with(&ours_path, Durability::NoSync).unwrap();
     store
         .init_target(
             "t",
@@ -236,18 +256,14 @@ fn main() {
             true,
         )
         .unwrap();
-    let t0 = Instant::now();
     for i in 0..journal {
         store.submit("t", &submission(i, i as u64), false).unwrap();
     }
-    let load_ours = t0.elapsed();
-    let mut base = Baseline::open(&dir.join("baseline-replay.sqlite"), false);
+    let mut base = Baseline::open(&base_path, false);
     base.init("t", &content);
-    let t0 = Instant::now();
     for i in 0..journal {
         base.submit("t", &format!("<<M:{i}>>"), &format!("<<M:{}>>", i + 1));
     }
-    let load_base = t0.elapsed();
 
     let t0 = Instant::now();
     let mut replayed = store.saved_version("t", 0).unwrap().content;
@@ -277,33 +293,26 @@ fn main() {
     }
     let replay_ours = t0.elapsed();
     assert_eq!(replayed, store.read_target("t").unwrap().content);
+    drop(store);
     let t0 = Instant::now();
     let (base_entries, base_content) = base.replay("t");
     let replay_base = t0.elapsed();
+    drop(base);
     assert_eq!(base_content, replayed);
     let ours_rate = entries as f64 / replay_ours.as_secs_f64();
     let base_rate = base_entries as f64 / replay_base.as_secs_f64();
-    let size = |p: &str| {
-        std::fs::metadata(dir.join(p)).map(|m| m.len()).unwrap_or(0)
-            + std::fs::metadata(dir.join(format!("{p}-wal")))
-                .map(|m| m.len())
-                .unwrap_or(0)
-    };
-    println!();
-    println!("replay over a {journal}-entry journal (1 KB target)");
+    println!("  {journal}-entry journal, {} KB target:", size / 1024);
     println!(
-        "  ours:     {entries} entries in {:.3} s = {:.0} entries/s (database {:.1} MB; loaded in {:.1} s)",
-        replay_ours.as_secs_f64(),
+        "    ours:     {:>9.0} entries/s ({:.3} s; database {:.1} MB)",
         ours_rate,
-        size("ours-replay.sqlite") as f64 / 1e6,
-        load_ours.as_secs_f64()
+        replay_ours.as_secs_f64(),
+        db_bytes(&ours_path) as f64 / 1e6
     );
     println!(
-        "  baseline: {base_entries} entries in {:.3} s = {:.0} entries/s (database {:.1} MB; loaded in {:.1} s)",
-        replay_base.as_secs_f64(),
+        "    baseline: {:>9.0} entries/s ({:.3} s; database {:.1} MB)",
         base_rate,
-        size("baseline-replay.sqlite") as f64 / 1e6,
-        load_base.as_secs_f64()
+        replay_base.as_secs_f64(),
+        db_bytes(&base_path) as f64 / 1e6
     );
-    println!("  ratio (ours / baseline): {:.2}x", ours_rate / base_rate);
+    println!("    ratio (ours / baseline): {:.2}x", ours_rate / base_rate);
 }

@@ -554,3 +554,12 @@ fn reopening_keeps_targets_and_migrations_apply_once() {
     let again = SqliteStore::open(&path).unwrap();
     assert_eq!(again.read_target("t").unwrap().content, "abc");
 }
+
+#[test]
+fn store_is_send_and_sync_and_usable_as_a_trait_object() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SqliteStore>();
+    let (_dir, store) = fresh();
+    let dynamic: std::sync::Arc<dyn EditStore> = std::sync::Arc::new(store);
+    assert!(dynamic.list_targets().unwrap().is_empty());
+}

@@ -368,3 +368,51 @@ fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once() {
     assert_eq!(store.read_target("t").unwrap().content, expected);
     assert_eq!(store.audit("t").unwrap().attempts.accepted, total);
 }
+
+#[test]
+fn a_read_started_after_an_acknowledgement_always_includes_that_edit() {
+    // Review P1 (live view missing an acknowledged edit): a reader on another connection, with
+    // its own warm content cache, must never be shown a revision older than one already acked.
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (dir, writer) = fresh();
+    init(&writer, "t", "<<END>>");
+    let reader = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    reader.read_target("t").unwrap(); // warm the reader's cache at revision 0
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let reads = {
+        let (acked, done) = (acked.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !done.load(Ordering::SeqCst) {
+                let floor = acked.load(Ordering::SeqCst);
+                let t = reader.read_target("t").unwrap();
+                assert!(
+                    t.revision >= floor,
+                    "read revision {} after ack of {floor}",
+                    t.revision
+                );
+                let expected: String = (0..t.revision)
+                    .map(|i| format!("[{i}]"))
+                    .collect::<String>()
+                    + "<<END>>";
+                assert_eq!(t.content, expected);
+                assert_eq!(t.sha256, sha256_hex(&t.content));
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..60u64 {
+        let s = sub(
+            &format!("k{i}"),
+            i,
+            &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+        );
+        let r = writer.submit("t", &s, false).unwrap();
+        assert_eq!(r.outcome, Outcome::Accepted);
+        acked.store(r.revision, Ordering::SeqCst);
+    }
+    done.store(true, Ordering::SeqCst);
+    assert!(reads.join().unwrap() > 0);
+}
