@@ -153,8 +153,17 @@ impl Baseline {
     }
 }
 
-fn commit_latencies_ours(dir: &Path, size: usize, count: usize) -> Vec<Duration> {
-    let store = SqliteStore::open(&dir.join(format!("ours-{size}.sqlite"))).unwrap();
+fn commit_latencies_ours(dir: &Path, size: usize, count: usize, durable: bool) -> Vec<Duration> {
+    let durability = if durable {
+        Durability::Full
+    } else {
+        Durability::NoSync
+    };
+    let store = SqliteStore::open_with(
+        &dir.join(format!("ours-{size}-{durable}.sqlite")),
+        durability,
+    )
+    .unwrap();
     let content = fixture(size);
     store
         .init_target(
@@ -177,8 +186,16 @@ fn commit_latencies_ours(dir: &Path, size: usize, count: usize) -> Vec<Duration>
     out
 }
 
-fn commit_latencies_baseline(dir: &Path, size: usize, count: usize) -> Vec<Duration> {
-    let mut b = Baseline::open(&dir.join(format!("baseline-{size}.sqlite")), true);
+fn commit_latencies_baseline(
+    dir: &Path,
+    size: usize,
+    count: usize,
+    durable: bool,
+) -> Vec<Duration> {
+    let mut b = Baseline::open(
+        &dir.join(format!("baseline-{size}-{durable}.sqlite")),
+        durable,
+    );
     b.init("t", &fixture(size));
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
@@ -203,28 +220,35 @@ fn main() {
     println!("store bench: {count} durable submissions per size; replay over {journal} entries");
     println!("database dir: {}", dir.display());
     println!();
-    println!("submission commit latency (WAL, synchronous=FULL, ms)");
-    println!(
-        "{:>8} {:>12} {:>12} {:>14} {:>14} {:>10}",
-        "target", "ours p50", "ours p99", "baseline p50", "baseline p99", "base/ours p50"
-    );
-    for size in [1024usize, 100 * 1024] {
-        let ours = commit_latencies_ours(dir, size, count);
-        let base = commit_latencies_baseline(dir, size, count);
-        let (o50, o99) = (percentile(&ours, 0.5), percentile(&ours, 0.99));
-        let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+    for durable in [true, false] {
+        if durable {
+            println!("submission commit latency, durable (WAL, synchronous=FULL), ms");
+        } else {
+            println!(
+                "submission commit latency without fsync (synchronous=OFF: CPU + SQLite cost), ms"
+            );
+        }
         println!(
-            "{:>8} {:>12.3} {:>12.3} {:>14.3} {:>14.3} {:>9.2}x",
-            format!("{} KB", size / 1024),
-            ms(o50),
-            ms(o99),
-            ms(b50),
-            ms(b99),
-            ms(b50) / ms(o50)
+            "{:>8} {:>12} {:>12} {:>14} {:>14} {:>14}",
+            "target", "ours p50", "ours p99", "baseline p50", "baseline p99", "base/ours p50"
         );
+        for size in [1024usize, 100 * 1024] {
+            let ours = commit_latencies_ours(dir, size, count, durable);
+            let base = commit_latencies_baseline(dir, size, count, durable);
+            let (o50, o99) = (percentile(&ours, 0.5), percentile(&ours, 0.99));
+            let (b50, b99) = (percentile(&base, 0.5), percentile(&base, 0.99));
+            println!(
+                "{:>8} {:>12.3} {:>12.3} {:>14.3} {:>14.3} {:>13.2}x",
+                format!("{} KB", size / 1024),
+                ms(o50),
+                ms(o99),
+                ms(b50),
+                ms(b99),
+                ms(b50) / ms(o50)
+            );
+        }
+        println!();
     }
-
-    println!();
     println!("replay (page through the whole journal with limit 1000 and apply every entry)");
     replay_case(dir, 1024, journal);
     replay_case(dir, 100 * 1024, large_journal);
