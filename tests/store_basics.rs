@@ -92,6 +92,22 @@ fn identical_retry_returns_byte_identical_receipt_and_changes_nothing() {
 }
 
 #[test]
+fn recovery_alone_returns_the_stored_receipt_or_conflict_without_submitting() {
+    let (_dir, store) = fresh();
+    init(&store, "t", "abc");
+    let s = sub("key", 0, &[(None, "b", "B")]);
+    assert_eq!(store.recover_receipt("t", &s).unwrap(), None);
+    let first = store.submit("t", &s, false).unwrap();
+    assert_eq!(store.recover_receipt("t", &s).unwrap(), Some(first));
+    let other = sub("key", 0, &[(None, "c", "C")]);
+    assert_eq!(
+        store.recover_receipt("t", &other).unwrap_err().code,
+        ErrorCode::RequestKeyConflict
+    );
+    assert_eq!(store.audit("t").unwrap().attempts.total, 1);
+}
+
+#[test]
 fn stale_base_is_transformed_and_correction_reported() {
     let (_dir, store) = fresh();
     init(&store, "t", "one two three");

@@ -228,6 +228,17 @@ pub trait EditStore: Send + Sync {
         strict: bool,
     ) -> Result<Receipt, StoreError>;
 
+    /// K4/W7: request-key recovery on its own, for callers that want it before doing any other
+    /// work (discovery, locking): `Some(receipt)` for an identical retry (the stored receipt),
+    /// `None` when the key is unused on this target. Request keys are scoped per target.
+    ///
+    /// Errors: `REQUEST_KEY_CONFLICT` (key used for different content), `UNKNOWN_TARGET`.
+    fn recover_receipt(
+        &self,
+        name: &str,
+        submission: &Submission,
+    ) -> Result<Option<Receipt>, StoreError>;
+
     /// K4: the stored receipt JSON for `request_key`, if that key was used on this target.
     fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError>;
 

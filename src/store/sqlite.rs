@@ -439,6 +439,13 @@ fn lookup_receipt(
     }
 }
 
+/// K4: identity of a submission's content (SHA-256 of its canonical JSON, key included).
+fn submission_sha256(submission: &Submission) -> Result<String, StoreError> {
+    Ok(sha256_hex(
+        serde_json::to_vec(submission).map_err(|e| StoreError::storage("submission", e))?,
+    ))
+}
+
 fn load_observation(
     conn: &Connection,
     target_id: i64,
@@ -808,9 +815,7 @@ impl EditStore for SqliteStore {
         submission: &Submission,
         strict: bool,
     ) -> Result<Receipt, StoreError> {
-        let submission_sha = sha256_hex(
-            serde_json::to_vec(submission).map_err(|e| StoreError::storage("submission", e))?,
-        );
+        let submission_sha = submission_sha256(submission)?;
         self.with(|inner| {
             let Inner { conn, cache } = inner;
             // K4 first: recovery needs no lock, no validation and no discovery.
@@ -972,6 +977,24 @@ impl EditStore for SqliteStore {
                 },
             );
             Ok(receipt)
+        })
+    }
+
+    fn recover_receipt(
+        &self,
+        name: &str,
+        submission: &Submission,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let submission_sha = submission_sha256(submission)?;
+        self.with(|inner| {
+            let t = target_row(&inner.conn, name)?;
+            lookup_receipt(
+                &inner.conn,
+                t.id,
+                name,
+                &submission.request_key,
+                &submission_sha,
+            )
         })
     }
 
