@@ -383,6 +383,29 @@ fn content_at(
     Ok(content)
 }
 
+/// Makes sure the cache holds `t`'s current content (rebuilding it if needed) and borrows it.
+fn ensure_cached<'c>(
+    conn: &Connection,
+    cache: &'c mut HashMap<i64, Cached>,
+    t: &TargetRow,
+) -> Result<&'c str, StoreError> {
+    let hit = cache
+        .get(&t.id)
+        .is_some_and(|c| c.incarnation == t.incarnation && c.revision == t.revision);
+    if !hit {
+        let content = content_at(conn, cache, t, t.revision)?;
+        cache.insert(
+            t.id,
+            Cached {
+                incarnation: t.incarnation.clone(),
+                revision: t.revision,
+                content,
+            },
+        );
+    }
+    Ok(&cache[&t.id].content)
+}
+
 fn check_name(what: &str, value: &str) -> Result<(), StoreError> {
     if value.is_empty() || value.len() > MAX_NAME_BYTES {
         return Err(StoreError::new(
@@ -699,27 +722,18 @@ impl EditStore for SqliteStore {
             let Inner { conn, cache } = inner;
             let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let content = content_at(&tx, cache, &t, t.revision)?;
+            let content = ensure_cached(&tx, cache, &t)?.to_owned();
             tx.finish()?;
-            let state = TargetState {
-                name: t.name.clone(),
-                language: t.language.clone(),
+            Ok(TargetState {
+                name: t.name,
+                language: t.language,
                 version: t.version,
                 revision: t.revision,
-                sha256: t.sha256.clone(),
-                content: content.clone(),
-                initial_sha256: t.initial_sha256.clone(),
+                sha256: t.sha256,
+                content,
+                initial_sha256: t.initial_sha256,
                 saved_revision: t.saved_revision,
-            };
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision: t.revision,
-                    content,
-                },
-            );
-            Ok(state)
+            })
         })
     }
 
@@ -754,16 +768,16 @@ impl EditStore for SqliteStore {
                     ),
                 ));
             }
-            let content = content_at(&tx, cache, &t, t.revision)?;
-            check_range(&content, range.start_byte, range.end_byte).map_err(|e| {
+            let content = ensure_cached(&tx, cache, &t)?;
+            check_range(content, range.start_byte, range.end_byte).map_err(|e| {
                 StoreError::new(
                     ErrorCode::OutOfRange,
                     format!("scope of target {name}: {}", e.message),
                 )
             })?;
             let text = content[range.start_byte..range.end_byte].to_owned();
-            let start_line = position_of(&content, range.start_byte)?.line;
-            let end_line = last_line_of(&content, range.start_byte, range.end_byte)?;
+            let start_line = position_of(content, range.start_byte)?.line;
+            let end_line = last_line_of(content, range.start_byte, range.end_byte)?;
             let sha256 = sha256_hex(&text);
             let observation_id = uuid::Uuid::new_v4().to_string();
             tx.prepare_cached(
@@ -784,14 +798,6 @@ impl EditStore for SqliteStore {
                 sha256
             ])?;
             tx.commit()?;
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision: t.revision,
-                    content,
-                },
-            );
             Ok(Observation {
                 observation_id,
                 revision: t.revision,
@@ -862,12 +868,14 @@ impl EditStore for SqliteStore {
                 .min()
                 .unwrap_or(base);
             let steps = load_steps(&tx, t.id, steps_from, t.revision)?;
-            let current = content_at(&tx, cache, &t, t.revision)?;
+            ensure_cached(&tx, cache, &t)?;
+            let cached: &HashMap<i64, Cached> = cache;
+            let current: &str = &cached[&t.id].content;
             let base_owned;
             let base_content: &str = if base == t.revision {
-                &current
+                current
             } else {
-                base_owned = content_at(&tx, cache, &t, base)?;
+                base_owned = content_at(&tx, cached, &t, base)?;
                 &base_owned
             };
             let plan = plan_submission(&PlanInput {
@@ -875,7 +883,7 @@ impl EditStore for SqliteStore {
                 submission,
                 strict,
                 base_content,
-                current_content: &current,
+                current_content: current,
                 current_revision: t.revision,
                 steps_from,
                 steps: &steps,
@@ -967,15 +975,16 @@ impl EditStore for SqliteStore {
                 json
             ])?;
             tx.commit()?;
-            let (revision, content) = new_cache.unwrap_or((t.revision, current));
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision,
-                    content,
-                },
-            );
+            if let Some((revision, content)) = new_cache {
+                cache.insert(
+                    t.id,
+                    Cached {
+                        incarnation: t.incarnation,
+                        revision,
+                        content,
+                    },
+                );
+            }
             Ok(receipt)
         })
     }
@@ -1027,9 +1036,9 @@ impl EditStore for SqliteStore {
             let snapshot_id = match existing {
                 Some(id) => id,
                 None => {
-                    let content = content_at(&tx, cache, &t, t.revision)?;
+                    let content = ensure_cached(&tx, cache, &t)?;
                     fresh_snapshot = true;
-                    write_snapshot(&tx, t.id, t.revision, &content, &t.sha256)?
+                    write_snapshot(&tx, t.id, t.revision, content, &t.sha256)?
                 }
             };
             let version = t.version + 1;
