@@ -416,3 +416,44 @@ fn a_read_started_after_an_acknowledgement_always_includes_that_edit() {
     done.store(true, Ordering::SeqCst);
     assert!(reads.join().unwrap() > 0);
 }
+
+#[test]
+fn cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_still_transform() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pd.sqlite");
+    let store = SqliteStore::open_with(&path, Durability::NoSync).unwrap();
+    init(&store, "t", "keep <<END>>");
+    let n = SNAPSHOT_EVERY_EDITS + 100;
+    for i in 0..n {
+        let s = sub(
+            &format!("k{i}"),
+            i,
+            &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+        );
+        assert_eq!(
+            store.submit("t", &s, false).unwrap().outcome,
+            Outcome::Accepted
+        );
+    }
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let snapshots: i64 = conn
+        .query_row("SELECT count(*) FROM snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert!(snapshots >= 2, "{snapshots} snapshots");
+    drop(conn);
+    let expected: String =
+        "keep ".to_owned() + &(0..n).map(|i| format!("[{i}]")).collect::<String>() + "<<END>>";
+    let cold = SqliteStore::open(&path).unwrap();
+    assert_eq!(cold.read_target("t").unwrap().content, expected);
+    // A base from before every periodic snapshot: located at revision 0, carried over n steps.
+    let r = cold
+        .submit("t", &sub("stale", 0, &[(None, "keep", "KEPT")]), false)
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+    assert!(r.corrections.is_empty(), "nothing before `keep` moved");
+    assert_eq!(
+        cold.read_target("t").unwrap().content,
+        expected.replacen("keep", "KEPT", 1)
+    );
+}
