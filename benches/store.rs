@@ -208,10 +208,18 @@ fn commit_latencies_baseline(
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; ignore arguments.
-    let count = env_usize("STORE_BENCH_SUBMISSIONS", 300);
-    let journal = env_usize("STORE_BENCH_JOURNAL", 100_000);
-    let large_journal = env_usize("STORE_BENCH_JOURNAL_100KB", 5_000);
+    // `cargo bench` passes `--bench`. Without it (`cargo test --all-targets` runs this binary
+    // too) do a quick smoke run with tiny counts so the test suite stays fast.
+    let bench_mode = std::env::args().any(|a| a == "--bench");
+    let scale = |full: usize, smoke: usize| if bench_mode { full } else { smoke };
+    let count = env_usize("STORE_BENCH_SUBMISSIONS", scale(300, 5));
+    let journal = env_usize("STORE_BENCH_JOURNAL", scale(100_000, 200));
+    let large_journal = env_usize("STORE_BENCH_JOURNAL_100KB", scale(5_000, 20));
+    if !bench_mode {
+        println!(
+            "store bench: smoke run (no --bench argument); run `cargo bench --bench store` for figures"
+        );
+    }
     let tmp = match std::env::var("STORE_BENCH_DIR") {
         Ok(d) => tempfile::tempdir_in(d).unwrap(),
         Err(_) => tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap(),
