@@ -579,3 +579,15 @@ fn store_is_send_and_sync_and_usable_as_a_trait_object() {
     let dynamic: std::sync::Arc<dyn EditStore> = std::sync::Arc::new(store);
     assert!(dynamic.list_targets().unwrap().is_empty());
 }
+
+#[test]
+fn oversize_submission_text_is_submission_too_large_and_nothing_is_recorded() {
+    let (_dir, store) = fresh();
+    init(&store, "t", "abc");
+    let big = "x".repeat(patchdiff::kernel::MAX_SUBMISSION_TEXT_BYTES);
+    let e = store
+        .submit("t", &sub("k", 0, &[(None, "a", &big)]), false)
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::SubmissionTooLarge);
+    assert_eq!(store.audit("t").unwrap().attempts.total, 0);
+}
