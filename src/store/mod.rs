@@ -13,7 +13,7 @@ mod schema;
 mod sqlite;
 
 pub use crate::kernel::types::*;
-pub use sqlite::SqliteStore;
+pub use sqlite::{Durability, SqliteStore};
 
 use std::fmt;
 
@@ -28,6 +28,11 @@ pub const RECORD_BOUND_BYTES: usize = 512 * 1024;
 pub const RECORD_FRAMING_RESERVE_BYTES: usize = 1024;
 /// K7: payload bytes per chunk row (`RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES`).
 pub const CHUNK_PAYLOAD_BYTES: usize = RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES;
+/// K7: journal text (an entry's concatenated `new_text`s) of at most this many bytes (256 KiB)
+/// is stored inline in its journal row, whose other columns stay under 8 KiB (≤ 64 operations,
+/// 256-byte request key), so the row stays under [`RECORD_BOUND_BYTES`]; longer text is split
+/// into chunk rows.
+pub const INLINE_TEXT_BYTES: usize = 256 * 1024;
 /// K6: replay page size when `limit` is not given.
 pub const REPLAY_DEFAULT_LIMIT: u32 = 100;
 /// K6: largest replay page (entries); a larger `limit` is `OUT_OF_RANGE`.
@@ -222,6 +227,17 @@ pub trait EditStore: Send + Sync {
         submission: &Submission,
         strict: bool,
     ) -> Result<Receipt, StoreError>;
+
+    /// K4/W7: request-key recovery on its own, for callers that want it before doing any other
+    /// work (discovery, locking): `Some(receipt)` for an identical retry (the stored receipt),
+    /// `None` when the key is unused on this target. Request keys are scoped per target.
+    ///
+    /// Errors: `REQUEST_KEY_CONFLICT` (key used for different content), `UNKNOWN_TARGET`.
+    fn recover_receipt(
+        &self,
+        name: &str,
+        submission: &Submission,
+    ) -> Result<Option<Receipt>, StoreError>;
 
     /// K4: the stored receipt JSON for `request_key`, if that key was used on this target.
     fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError>;
