@@ -84,12 +84,16 @@ pub enum ErrorCode {
     MalformedJson,
     /// The database failed (I/O, busy beyond the timeout, corruption, newer schema).
     Storage,
+    /// W7/W8: the post-edit validator could not run (a worker error such as
+    /// `WAYMARK_WORKER_NOT_READY`); the transaction rolled back and no attempt was recorded.
+    ValidationUnavailable,
 }
 
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::UnknownTarget => "UNKNOWN_TARGET",
+            ErrorCode::ValidationUnavailable => "VALIDATION_UNAVAILABLE",
             ErrorCode::InvalidUtf8 => "INVALID_UTF8",
             ErrorCode::FixtureHashMismatch => "FIXTURE_HASH_MISMATCH",
             ErrorCode::TargetNotFresh => "TARGET_NOT_FRESH",
@@ -181,6 +185,22 @@ pub fn parse_submission(json: &str) -> Result<Submission, StoreError> {
     })
 }
 
+/// A post-edit validator's verdict (W7, W8); see [`EditStore::submit_validated`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Validation {
+    /// The new content validated: commit the attempt as accepted.
+    Passed,
+    /// A domain result (parse failure, output over 2 MiB, active timeout): the attempt is
+    /// recorded as rejected with reason code `VALIDATION_FAILED` and this message.
+    Failed { code: String, message: String },
+    /// The validator could not run (a worker error): roll back, record nothing.
+    Unavailable { code: String, message: String },
+}
+
+/// A post-edit validator: `(language, new_content) -> Validation`. It runs while the store
+/// holds its write lock, so it must be bounded (W7: at most 250 ms waiting for a ready worker).
+pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
+
 /// The edit store (K1–K8), implemented by [`SqliteStore`]; a PostgreSQL backend follows the same
 /// contract. Every method is atomic: on `Err` nothing changed.
 pub trait EditStore: Send + Sync {
@@ -226,6 +246,23 @@ pub trait EditStore: Send + Sync {
         name: &str,
         submission: &Submission,
         strict: bool,
+    ) -> Result<Receipt, StoreError> {
+        self.submit_validated(name, submission, strict, &|_, _| Validation::Passed)
+    }
+
+    /// [`EditStore::submit`] with a post-edit validator (W7, W8) that runs inside the target's
+    /// serialization boundary, after the kernel accepted the plan and before anything commits.
+    /// It receives the target's language and the content the accepted edits would produce.
+    /// [`Validation::Failed`] records a failed validation attempt (a rejected receipt with
+    /// reason code `VALIDATION_FAILED`); [`Validation::Unavailable`] rolls back and returns
+    /// `VALIDATION_UNAVAILABLE`, recording nothing. Request-key recovery runs first and never
+    /// calls the validator.
+    fn submit_validated(
+        &self,
+        name: &str,
+        submission: &Submission,
+        strict: bool,
+        validator: Validator<'_>,
     ) -> Result<Receipt, StoreError>;
 
     /// K4/W7: request-key recovery on its own, for callers that want it before doing any other

@@ -25,8 +25,8 @@ use super::schema;
 use super::*;
 use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
-    EditShape, MAX_NAME_BYTES, ObservationRecord, Plan, PlanInput, TextEdit, apply_edits,
-    plan_submission, position_of, sha256_hex, validate_submission,
+    EditShape, MAX_NAME_BYTES, ObservationRecord, Plan, PlanInput, Rejection, TextEdit,
+    apply_edits, plan_submission, position_of, sha256_hex, validate_submission,
 };
 
 /// How commits reach the disk.
@@ -815,11 +815,12 @@ impl EditStore for SqliteStore {
         })
     }
 
-    fn submit(
+    fn submit_validated(
         &self,
         name: &str,
         submission: &Submission,
         strict: bool,
+        validator: Validator<'_>,
     ) -> Result<Receipt, StoreError> {
         let submission_sha = submission_sha256(submission)?;
         self.with(|inner| {
@@ -889,6 +890,28 @@ impl EditStore for SqliteStore {
                 steps: &steps,
                 observations: &observations,
             });
+            // W7/W8: validate what an accepted plan would produce, under the lock.
+            let plan = match plan {
+                Plan::Accept { ref new_content, .. } => match validator(&t.language, new_content) {
+                    Validation::Passed => plan,
+                    Validation::Failed { code, message } => Plan::Reject {
+                        reasons: vec![Rejection {
+                            code: "VALIDATION_FAILED",
+                            message: format!(
+                                "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
+                                t.language
+                            ),
+                        }],
+                    },
+                    Validation::Unavailable { code, message } => {
+                        return Err(StoreError::new(
+                            ErrorCode::ValidationUnavailable,
+                            format!("{code}: {message}; nothing was recorded, submit again with the same request_key"),
+                        ));
+                    }
+                },
+                reject => reject,
+            };
             let attempt_id = uuid::Uuid::new_v4().to_string();
             let mut receipt = Receipt {
                 target: name.to_owned(),
