@@ -191,8 +191,8 @@ async fn domain_failures_are_is_error_results_with_recovery_advice() {
     assert_eq!(receipt["outcome"], "rejected");
     let reason = receipt["reasons"][0].as_str().unwrap_or_default();
     assert!(
-        reason
-            .contains("old_text occurs 2 times in scope Calendar.addWindow; include more context"),
+        reason.contains("old_text occurs 2 times in scope")
+            && reason.contains("Calendar.addWindow; include more context"),
         "{reason}"
     );
     assert!(texts(&r).iter().any(|t| t.contains(reason)));

@@ -557,6 +557,16 @@ impl ServerHandler for PatchdiffServer {
                 ),
             ));
         }
+        // M5: malformed arguments are protocol misuse, refused before any handler runs.
+        if let Err(detail) = super::params::validate(&request.name, request.arguments.as_ref()) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "invalid arguments for `{}`: {detail}; see the tool's inputSchema",
+                    request.name
+                ),
+                Some(json!({"code": "INVALID_ARGUMENTS", "tool": request.name})),
+            ));
+        }
         let mut span = self.recorder.span("mcp_call");
         span.id("tool", request.name.to_string());
         let tcc = ToolCallContext::new(self, request, context);

@@ -149,7 +149,8 @@ async def observed_checks(cfg, session):
         "ambiguous old_text is an isError receipt with advice",
         r.is_error
         and r.structured_content["outcome"] == "rejected"
-        and "occurs 2 times in scope Calendar.addWindow; include more context" in reasons[0],
+        and "occurs 2 times in scope" in reasons[0]
+        and "Calendar.addWindow; include more context" in reasons[0],
         r,
     )
 
