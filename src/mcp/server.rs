@@ -539,13 +539,13 @@ impl ServerHandler for PatchdiffServer {
                     .id("tool", request.name.to_string())
                     .attr("profile", self.profile.as_str()),
             );
-            let why = if known {
-                "it belongs to the trusted full profile"
+            let (noun, why) = if known {
+                ("tool", "it belongs to the trusted full profile")
             } else {
-                "no such tool exists"
+                ("unknown tool", "no such tool exists")
             };
             let message = format!(
-                "tool `{}` is not available in the {} profile ({why}); available tools: {}",
+                "{noun} `{}` is not available in the {} profile ({why}); available tools: {}",
                 request.name,
                 self.profile.as_str(),
                 profile_tools(self.profile).join(", ")
