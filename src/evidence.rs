@@ -241,24 +241,27 @@ pub struct InitialTarget {
     pub version: u64,
 }
 
-/// The executed source SHA and where it came from: the git checkout that holds the binary's
-/// sources, else the SHA embedded at build time (`PATCHDIFF_BUILD_SHA`), else `unknown`.
+/// The executed source SHA and where it came from (E1): the SHA embedded at build time
+/// (`PATCHDIFF_BUILD_SHA`, see `build.rs`: the commit the binary was built from), else the git
+/// checkout that holds the binary's sources (`git rev-parse HEAD`), else `unknown`. When both
+/// exist and differ, the origin says so (the checkout moved after the build).
 pub fn source_sha() -> (String, String) {
-    let out = std::process::Command::new("git")
+    let checkout = std::process::Command::new("git")
         .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
         .stderr(std::process::Stdio::null())
-        .output();
-    if let Ok(out) = out {
-        if out.status.success() {
-            let sha = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-            if !sha.is_empty() {
-                return (sha, "git rev-parse HEAD".to_owned());
-            }
-        }
-    }
-    match option_env!("PATCHDIFF_BUILD_SHA") {
-        Some(sha) => (sha.to_owned(), "embedded at build".to_owned()),
-        None => ("unknown".to_owned(), "unavailable".to_owned()),
+        .output()
+        .ok()
+        .filter(|out| out.status.success())
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .filter(|sha| !sha.is_empty());
+    match (option_env!("PATCHDIFF_BUILD_SHA"), checkout) {
+        (Some(built), Some(now)) if built != now => (
+            built.to_owned(),
+            format!("embedded at build; the checkout is now at {now}"),
+        ),
+        (Some(built), _) => (built.to_owned(), "embedded at build".to_owned()),
+        (None, Some(now)) => (now, "git rev-parse HEAD".to_owned()),
+        (None, None) => ("unknown".to_owned(), "unavailable".to_owned()),
     }
 }
 

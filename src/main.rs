@@ -62,6 +62,15 @@ struct McpArgs {
     /// using the current environment's database and exit.
     #[arg(long, value_name = "HOST")]
     print_host_config: Option<String>,
+    /// Serve Streamable HTTP on this loopback address (127.0.0.1:PORT, [::1]:PORT,
+    /// localhost:PORT; port 0 picks one) instead of stdio. Same as PATCHDIFF_MCP_HTTP.
+    /// Non-loopback addresses are refused. Every request needs the bearer token.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// With --http: write the random bearer token to this absolute path (0600, must not exist)
+    /// instead of printing it. Same as PATCHDIFF_MCP_HTTP_TOKEN_FILE.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    token_file: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -156,13 +165,27 @@ async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
 }
 
 async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
-    let options = match patchdiff::mcp::McpOptions::from_env(paths) {
+    let mut options = match patchdiff::mcp::McpOptions::from_env(paths) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("patchdiff mcp: {e}");
             return EXIT_USAGE;
         }
     };
+    if let Some(bind) = &args.http {
+        let token_file = args
+            .token_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .or_else(|| std::env::var(patchdiff::mcp::http::TOKEN_FILE_VARIABLE).ok());
+        match patchdiff::mcp::http::HttpOptions::parse(bind, token_file.as_deref()) {
+            Ok(http) => options.http = Some(http),
+            Err(e) => {
+                eprintln!("patchdiff mcp: --http: {e}");
+                return EXIT_USAGE;
+            }
+        }
+    }
     if let Some(host) = args.print_host_config {
         let Some(host) = Host::parse(&host) else {
             eprintln!(
@@ -177,20 +200,38 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             .map(PathBuf::from)
             .unwrap_or_else(|_| paths.state_dir.join("observed.perf.jsonl"));
         let env = patchdiff::canary::client::observed_env(&options.database, &perf);
-        print!(
-            "{}",
-            patchdiff::canary::host_config_text(Some(host), &exe, &env)
-        );
+        let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
+        // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
+        // goes` hint lines go to stderr, since JSON has no comments.
+        let (hint, body) = split_leading_comments(&text);
+        eprint!("{hint}");
+        print!("{body}");
         return 0;
     }
     let _log = init_tracing();
-    match patchdiff::mcp::serve_stdio(options).await {
+    let served = match options.http.clone() {
+        Some(http) => patchdiff::mcp::serve_http(options, http).await,
+        None => patchdiff::mcp::serve_stdio(options).await,
+    };
+    match served {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("patchdiff mcp: {e:#}");
             EXIT_FAILED
         }
     }
+}
+
+/// Splits leading `#` comment lines (a hint naming the host's config file) from the document.
+fn split_leading_comments(text: &str) -> (&str, &str) {
+    let mut cut = 0;
+    for line in text.split_inclusive('\n') {
+        if !line.starts_with('#') {
+            break;
+        }
+        cut += line.len();
+    }
+    text.split_at(cut)
 }
 
 /// Diagnostics go to stderr (stdout carries the MCP protocol).

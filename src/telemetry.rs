@@ -16,8 +16,46 @@ use serde_json::{Map, Value};
 
 /// T4: at most this many events are written to one perf-events file.
 pub const MAX_EVENTS: u64 = 200_000;
-/// T4: at most this many bytes are written to one perf-events file (64 MiB).
+/// T4: at most this many bytes are written to one perf-events file (64 MiB); the memory file
+/// has the same byte bound of its own.
 pub const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Bytes kept free below the byte bound for the one `telemetry_truncated` marker line.
+const MARKER_RESERVE: u64 = 256;
+
+/// The bounds of one recorder's files (T4). The product uses [`Limits::PRODUCT`]; tests may use
+/// smaller ones through [`Recorder::configure_with_limits`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Most events written to the events file (the truncation marker not counted).
+    pub max_events: u64,
+    /// Most bytes in the events file, marker included; also the memory file's bound. Must be
+    /// larger than 256 (the marker's reserve).
+    pub max_bytes: u64,
+}
+
+impl Limits {
+    /// T4: [`MAX_EVENTS`] events and [`MAX_EVENT_BYTES`] bytes.
+    pub const PRODUCT: Limits = Limits {
+        max_events: MAX_EVENTS,
+        max_bytes: MAX_EVENT_BYTES,
+    };
+}
+
+/// Live counters of a recorder (for the status receipt and tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecorderStats {
+    /// Events written to the events file.
+    pub written_events: u64,
+    /// Bytes written to the events file (marker included).
+    pub written_bytes: u64,
+    /// Events dropped because a bound was reached.
+    pub dropped_events: u64,
+    /// RSS samples written to the memory file.
+    pub memory_samples: u64,
+    /// Bytes written to the memory file.
+    pub memory_bytes: u64,
+}
 
 /// Outcome of a timed event (T4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,8 +143,13 @@ pub struct TelemetryStatus {
     pub invalid_reason: Option<String>,
     /// T2: whether RSS samples go to the memory file.
     pub memory_sampling_enabled: bool,
+    /// T1: the absolute events path (also reported when it was refused).
     pub events_path: Option<PathBuf>,
+    /// T2: `<events>.memory.jsonl` when sampling is on.
     pub memory_path: Option<PathBuf>,
+    /// T4: the bounds in force (absent when not recording).
+    #[serde(default)]
+    pub limits: Option<Limits>,
 }
 
 impl TelemetryStatus {
@@ -118,6 +161,7 @@ impl TelemetryStatus {
             memory_sampling_enabled: false,
             events_path: None,
             memory_path: None,
+            limits: None,
         }
     }
 
@@ -129,6 +173,7 @@ impl TelemetryStatus {
             memory_sampling_enabled: false,
             events_path,
             memory_path: None,
+            limits: None,
         }
     }
 }
@@ -136,9 +181,8 @@ impl TelemetryStatus {
 struct Sink {
     events: BufWriter<File>,
     memory: Option<BufWriter<File>>,
-    written_events: u64,
-    written_bytes: u64,
-    dropped: u64,
+    limits: Limits,
+    stats: RecorderStats,
 }
 
 /// A cheap-to-clone handle that records perf events (T1–T5). A disabled recorder drops
@@ -177,6 +221,16 @@ impl Recorder {
     /// `invalid_memory_configuration`). The events file is created 0600 and appended to; the
     /// memory file is `<events>.memory.jsonl`, created only when sampling is on.
     pub fn configure(events: Option<&Path>, memory: Option<&str>) -> (Self, TelemetryStatus) {
+        Self::configure_with_limits(events, memory, Limits::PRODUCT)
+    }
+
+    /// [`Recorder::configure`] with explicit file bounds (tests use small ones; the product
+    /// always uses [`Limits::PRODUCT`]).
+    pub fn configure_with_limits(
+        events: Option<&Path>,
+        memory: Option<&str>,
+        limits: Limits,
+    ) -> (Self, TelemetryStatus) {
         let Some(events) = events.filter(|p| !p.as_os_str().is_empty()) else {
             return (Self::disabled(), TelemetryStatus::off());
         };
@@ -212,9 +266,8 @@ impl Recorder {
                 let sink = Sink {
                     events: events_writer,
                     memory: memory_writer,
-                    written_events: 0,
-                    written_bytes: 0,
-                    dropped: 0,
+                    limits,
+                    stats: RecorderStats::default(),
                 };
                 (
                     Self {
@@ -228,6 +281,7 @@ impl Recorder {
                         memory_sampling_enabled: memory_sampling,
                         events_path: Some(events.to_path_buf()),
                         memory_path,
+                        limits: Some(limits),
                     },
                 )
             }
@@ -249,8 +303,17 @@ impl Recorder {
         self.sink.is_some()
     }
 
-    /// Records one event. Past [`MAX_EVENTS`] or [`MAX_EVENT_BYTES`] events are dropped and
-    /// counted; one `telemetry_truncated` marker line is written when the bound is first hit.
+    /// Live counters; all zero for a disabled recorder.
+    pub fn stats(&self) -> RecorderStats {
+        match &self.sink {
+            Some(sink) => sink.lock().unwrap_or_else(|e| e.into_inner()).stats,
+            None => RecorderStats::default(),
+        }
+    }
+
+    /// Records one event (T4). Past the recorder's [`Limits`] events are dropped and counted;
+    /// one `telemetry_truncated` marker line is written when a bound is first hit, so the file
+    /// never exceeds `max_bytes`.
     pub fn record(&self, event: PerfEvent) {
         if let Some(listener) = &self.listener {
             listener(&event);
@@ -261,35 +324,43 @@ impl Recorder {
         };
         line.push('\n');
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
-        let fits = sink.written_events < MAX_EVENTS
-            && sink.written_bytes + line.len() as u64 <= MAX_EVENT_BYTES - 256;
+        let limits = sink.limits;
+        let byte_room = limits.max_bytes.saturating_sub(MARKER_RESERVE);
+        let fits = sink.stats.written_events < limits.max_events
+            && sink.stats.written_bytes + line.len() as u64 <= byte_room;
         if !fits {
-            if sink.dropped == 0 {
+            if sink.stats.dropped_events == 0 {
                 let marker = PerfEvent::point("telemetry_truncated")
                     .outcome(Outcome::Failed)
-                    .attr("max_events", MAX_EVENTS)
-                    .attr("max_bytes", MAX_EVENT_BYTES);
-                if let Ok(m) = serde_json::to_string(&marker) {
-                    let _ = writeln!(sink.events, "{m}");
+                    .attr("max_events", limits.max_events)
+                    .attr("max_bytes", limits.max_bytes);
+                if let Ok(mut m) = serde_json::to_string(&marker) {
+                    m.push('\n');
+                    let len = m.len() as u64;
+                    if sink.stats.written_bytes + len <= limits.max_bytes
+                        && sink.events.write_all(m.as_bytes()).is_ok()
+                    {
+                        sink.stats.written_bytes += len;
+                    }
                     let _ = sink.events.flush();
                 }
             }
-            sink.dropped += 1;
+            sink.stats.dropped_events += 1;
             return;
         }
         if sink.events.write_all(line.as_bytes()).is_ok() {
-            sink.written_events += 1;
-            sink.written_bytes += line.len() as u64;
+            sink.stats.written_events += 1;
+            sink.stats.written_bytes += line.len() as u64;
         }
         let _ = sink.events.flush();
     }
 
     /// Writes one diagnostic RSS sample (bytes) for `pid` to the memory file, when sampling is on
-    /// (T2). Bounded by the same byte limit as events.
+    /// (T2). The memory file has its own byte bound (`max_bytes`); samples past it are dropped.
     pub fn record_memory(&self, pid: u32, rss_bytes: u64, ids: Map<String, Value>) {
         let Some(sink) = &self.sink else { return };
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
-        if sink.written_bytes >= MAX_EVENT_BYTES - 256 {
+        if sink.memory.is_none() {
             return;
         }
         let sample = serde_json::json!({
@@ -297,11 +368,16 @@ impl Recorder {
         });
         let line = format!("{sample}\n");
         let len = line.len() as u64;
-        if let Some(mem) = sink.memory.as_mut() {
-            if mem.write_all(line.as_bytes()).is_ok() {
-                let _ = mem.flush();
-                sink.written_bytes += len;
-            }
+        if sink.stats.memory_bytes + len > sink.limits.max_bytes {
+            return;
+        }
+        let written = match sink.memory.as_mut() {
+            Some(mem) => mem.write_all(line.as_bytes()).is_ok() && mem.flush().is_ok(),
+            None => false,
+        };
+        if written {
+            sink.stats.memory_bytes += len;
+            sink.stats.memory_samples += 1;
         }
     }
 

@@ -1,6 +1,7 @@
 //! The MCP server process (`patchdiff mcp`, SPEC M1–M6, W13): configuration from the
 //! environment, the stdio serving loop with the wire log (E1), and worker ownership across it.
 
+pub mod http;
 pub mod params;
 pub mod server;
 
@@ -29,6 +30,9 @@ pub struct McpOptions {
     pub waymark: Option<WaymarkConfig>,
     /// `PATCHDIFF_EVIDENCE_WIRE_LOG`: absolute path of the request/result log (E1).
     pub wire_log: Option<PathBuf>,
+    /// `PATCHDIFF_MCP_HTTP` (or `--http`): serve Streamable HTTP on a loopback address instead
+    /// of stdio (M1). `None`: stdio.
+    pub http: Option<http::HttpOptions>,
 }
 
 impl McpOptions {
@@ -57,20 +61,34 @@ impl McpOptions {
             }
             None => None,
         };
+        let http = match var(http::HTTP_VARIABLE) {
+            Some(bind) => Some(http::HttpOptions::parse(
+                &bind,
+                var(http::TOKEN_FILE_VARIABLE).as_deref(),
+            )?),
+            None => None,
+        };
         Ok(Self {
             profile,
             strict,
             database,
             waymark: profile.uses_worker().then_some(waymark),
             wire_log,
+            http,
         })
     }
 }
 
-/// Serves MCP over stdio until the client disconnects, owning the Waymark worker across the
-/// serving loop (W13): resident mode is prewarmed in the background, outside any target
-/// transaction; a failed prewarm is logged and does not stop request-key recovery.
-pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
+/// The server and the worker it owns, built from validated options.
+struct Served {
+    server: PatchdiffServer,
+    waymark: Option<Waymark>,
+}
+
+/// Opens the store, creates the worker handle (never for the workspace profile, W13) and starts
+/// the resident prewarm in the background, outside any target transaction; a failed prewarm is
+/// logged and does not stop request-key recovery.
+fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     let (recorder, telemetry) = Recorder::from_env();
     if let Some(parent) = options.database.parent() {
         std::fs::create_dir_all(parent)
@@ -104,6 +122,14 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
         recorder,
         telemetry,
     );
+    Ok(Served { server, waymark })
+}
+
+/// Serves MCP over stdio until the client disconnects, owning the Waymark worker across the
+/// serving loop (W13). With `wire_log` set, every message in both directions is appended to it
+/// exactly as it crossed the pipe (E1).
+pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
+    let Served { server, waymark } = build_server(&options)?;
     let (stdin, stdout) = rmcp::transport::stdio();
     let service = match &options.wire_log {
         Some(path) => {
@@ -121,4 +147,72 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     }
     served?;
     Ok(())
+}
+
+/// Serves MCP over Streamable HTTP (M1) on a loopback address until SIGINT/SIGTERM or stdin
+/// closes (so a parent that dies or closes the pipe takes the server down too).
+///
+/// Startup writes a fresh random bearer token to `token_file` (0600, created new) or, without
+/// one, prints it; then prints exactly one line on stdout:
+/// `patchdiff mcp: listening on http://ADDR/mcp` (ADDR with the resolved port), followed by
+/// `token: TOKEN` only when no token file was given. Owns the worker like [`serve_stdio`].
+pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let listener = http::HttpListener::bind(&http)
+        .await
+        .with_context(|| format!("binding {}", http.bind))?;
+    let token = http::new_token();
+    if let Some(path) = &http.token_file {
+        crate::evidence::write_new_private(path, token.as_bytes())
+            .with_context(|| format!("writing the bearer token to {}", path.display()))?;
+    }
+    let Served { server, waymark } = build_server(&options)?;
+    let mut banner = format!(
+        "patchdiff mcp: listening on http://{}{}\n",
+        listener.local_addr,
+        http::ENDPOINT
+    );
+    if http.token_file.is_none() {
+        banner.push_str(&format!("token: {token}\n"));
+    }
+    let mut stdout = tokio::io::stdout();
+    stdout.write_all(banner.as_bytes()).await?;
+    stdout.flush().await?;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_stop().await;
+        trigger.cancel();
+    });
+    let served = listener.serve(server, token, shutdown).await;
+    if let Some(w) = &waymark {
+        w.shutdown().await;
+    }
+    served.context("serving HTTP")
+}
+
+/// Resolves on SIGINT, SIGTERM or end of stdin.
+async fn wait_for_stop() {
+    use tokio::io::AsyncReadExt;
+    use tokio::signal::unix::{SignalKind, signal};
+    let stdin_closed = async {
+        let mut stdin = tokio::io::stdin();
+        let mut buf = [0u8; 256];
+        while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
+    };
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+                _ = stdin_closed => {}
+            }
+        }
+        Err(_) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = stdin_closed => {}
+            }
+        }
+    }
 }

@@ -117,3 +117,31 @@ pub struct ExportTargetArgs {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+/// Checks `arguments` against the argument type of `tool` before dispatch, so that malformed
+/// arguments (wrong types, missing required fields, unknown fields) are protocol misuse — a
+/// JSON-RPC `invalid_params` error (M5) — rather than a tool result. Returns the
+/// deserialization message (field and expected type) on failure. Unknown tools pass (the
+/// profile boundary handles them).
+pub fn validate(
+    tool: &str,
+    arguments: Option<&serde_json::Map<String, serde_json::Value>>,
+) -> Result<(), String> {
+    fn check<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<(), String> {
+        serde_json::from_value::<T>(v)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    let v = serde_json::Value::Object(arguments.cloned().unwrap_or_default());
+    match tool {
+        "patchdiff_read_target" | "patchdiff_save" | "patchdiff_audit" => check::<TargetArg>(v),
+        "patchdiff_find_occurrences" => check::<FindOccurrencesArgs>(v),
+        "patchdiff_observe_scope" => check::<ObserveScopeArgs>(v),
+        "patchdiff_submit_observed_operations" => check::<SubmitArgs>(v),
+        "patchdiff_replay" => check::<ReplayArgs>(v),
+        "patchdiff_init_target" => check::<InitTargetArgs>(v),
+        "patchdiff_export_target" => check::<ExportTargetArgs>(v),
+        "patchdiff_worker_status" => check::<NoArgs>(v),
+        _ => Ok(()),
+    }
+}

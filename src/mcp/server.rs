@@ -98,14 +98,26 @@ fn ok_result(value: impl Serialize) -> ToolResult {
     Ok(CallToolResult::structured(value))
 }
 
+/// An `isError` result (M5): structured `{"error": {code, message}}`, a JSON text copy of it and
+/// a one-line `CODE: message` summary an agent can act on.
 fn domain_error(err: DomainError) -> ToolResult {
     let structured = json!({ "error": { "code": err.code, "message": err.message } });
-    let mut result = CallToolResult::error(vec![ContentBlock::text(format!(
-        "{}: {}",
-        err.code, err.message
-    ))]);
+    let summary = format!("{}: {}", err.code, err.message);
+    Ok(with_copy(structured, true, Some(summary)))
+}
+
+/// A result whose first text block is the serialized structured content (the MCP backwards
+/// compatibility copy), optionally followed by a one-line human summary.
+fn with_copy(structured: Value, is_error: bool, summary: Option<String>) -> CallToolResult {
+    let mut content = vec![ContentBlock::text(structured.to_string())];
+    content.extend(summary.map(ContentBlock::text));
+    let mut result = if is_error {
+        CallToolResult::error(content)
+    } else {
+        CallToolResult::success(content)
+    };
     result.structured_content = Some(structured);
-    Ok(result)
+    result
 }
 
 fn respond<T: Serialize>(outcome: Result<T, DomainError>) -> ToolResult {
@@ -441,13 +453,7 @@ impl PatchdiffServer {
                 let value = serde_json::to_value(&receipt).map_err(|e| {
                     ErrorData::internal_error(format!("cannot serialize receipt: {e}"), None)
                 })?;
-                let mut result = if accepted {
-                    CallToolResult::success(vec![ContentBlock::text(text)])
-                } else {
-                    CallToolResult::error(vec![ContentBlock::text(text)])
-                };
-                result.structured_content = Some(value);
-                Ok(result)
+                Ok(with_copy(value, !accepted, Some(text)))
             }
             Err(e) => {
                 span.finish(Outcome::Failed);
@@ -537,7 +543,7 @@ impl PatchdiffServer {
     }
 
     #[tool(
-        description = "Operator only. The Waymark worker's status (mode, generation, pid, readiness, queue, launches, retirements) and the telemetry status receipt."
+        description = "Operator only. The Waymark worker's status (mode, generation, pid, readiness, queue, launches, retirements; null in the workspace profile) and the telemetry status receipt: recording, valid, invalid_reason, memory_sampling_enabled, events_path, memory_path, limits, and live counters (written/dropped events, memory samples)."
     )]
     async fn patchdiff_worker_status(&self, Parameters(_): Parameters<NoArgs>) -> ToolResult {
         let worker = self.waymark.as_ref().map(|w| w.status());
@@ -546,6 +552,7 @@ impl PatchdiffServer {
             "strict_observation_mode": self.strict,
             "worker": worker,
             "telemetry": self.telemetry,
+            "telemetry_counters": self.recorder.stats(),
         }))
     }
 }
@@ -597,34 +604,39 @@ impl ServerHandler for PatchdiffServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if !self.tool_router.has_route(&request.name) {
-            let known = FULL_ONLY_TOOLS.contains(&request.name.as_ref())
-                || OBSERVED_TOOLS.contains(&request.name.as_ref());
+            let known = FULL_ONLY_TOOLS.contains(&request.name.as_ref());
             self.recorder.record(
                 crate::telemetry::PerfEvent::point("profile_refusal")
                     .outcome(Outcome::Failed)
                     .id("tool", request.name.to_string())
                     .attr("profile", self.profile.as_str()),
             );
-            let message = if known {
-                format!(
-                    "tool `{}` is not available in the {} profile; available tools: {}",
-                    request.name,
-                    self.profile.as_str(),
-                    profile_tools(self.profile).join(", ")
-                )
+            let (noun, why) = if known {
+                ("tool", "it belongs to the trusted full profile")
             } else {
-                format!(
-                    "unknown tool `{}`; the {} profile provides: {}",
-                    request.name,
-                    self.profile.as_str(),
-                    profile_tools(self.profile).join(", ")
-                )
+                ("unknown tool", "no such tool exists")
             };
+            let message = format!(
+                "{noun} `{}` is not available in the {} profile ({why}); available tools: {}",
+                request.name,
+                self.profile.as_str(),
+                profile_tools(self.profile).join(", ")
+            );
             return Err(ErrorData::invalid_params(
                 message,
                 Some(
                     json!({"code": "PROFILE_BOUNDARY", "profile": self.profile.as_str(), "tool": request.name}),
                 ),
+            ));
+        }
+        // M5: malformed arguments are protocol misuse, refused before any handler runs.
+        if let Err(detail) = super::params::validate(&request.name, request.arguments.as_ref()) {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "invalid arguments for `{}`: {detail}; see the tool's inputSchema",
+                    request.name
+                ),
+                Some(json!({"code": "INVALID_ARGUMENTS", "tool": request.name})),
             ));
         }
         let mut span = self.recorder.span("mcp_call");

@@ -1,0 +1,57 @@
+//! Independent client: the official MCP Python SDK (pinned in `tests/requirements.txt`) drives
+//! the real binary over stdio and Streamable HTTP (`tests/python/sdk_client.py`). The SDK being
+//! absent is a failure with instructions, never a skip: CI installs it.
+
+mod mcp_support;
+
+use mcp_support::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn python_sdk_client_sees_the_contract() {
+    let env = TestEnv::new();
+    let (fixture, sha) = env.fixture("calendar.js", CALENDAR_JS);
+    // The HTTP server shares the database; the script initializes and edits the target over
+    // stdio first, then reads it over HTTP.
+    let http = HttpServer::start(&env, "observed").await;
+    let config = json!({
+        "exe": EXE,
+        "env": env.vars("observed"),
+        "fixture": fixture,
+        "sha256": sha,
+        "http": {"url": http.url, "token": http.token},
+    });
+    let config_path = env.path().join("sdk.json");
+    std::fs::write(&config_path, config.to_string()).expect("write config");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_client.py");
+    let out = tokio::process::Command::new("python3")
+        .arg(script)
+        .arg(&config_path)
+        .output()
+        .await
+        .expect("python3 must be on PATH to run the Python SDK client test");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}");
+    match out.status.code() {
+        Some(0) => {}
+        Some(3) => panic!(
+            "the official MCP Python SDK is not installed: run \
+             `python3 -m pip install -r tests/requirements.txt` (CI does).\n{stdout}"
+        ),
+        _ => panic!(
+            "Python SDK client failed ({})\n{stdout}\n{stderr}",
+            out.status
+        ),
+    }
+    for check in [
+        "ok: observed profile lists exactly six tools",
+        "ok: full-profile tool refused at the profile boundary",
+        "ok: ambiguous old_text is an isError receipt with advice",
+        "ok: malformed arguments (unknown field) are JSON-RPC invalid params",
+        "ok: HTTP tools/list is the observed six",
+    ] {
+        assert!(stdout.contains(check), "missing `{check}`");
+    }
+    http.stop().await;
+}
