@@ -182,6 +182,9 @@ impl Canary {
                 self.stop(*which).await;
                 Ok("stopped".to_owned())
             }
+            Command::Attach { .. } => Err(anyhow::anyhow!(
+                "`attach` works only in the interactive console (it watches a process, it runs no step)"
+            )),
             Command::HostConfig { host } => Ok(format!(
                 "agent-host configuration for the observed process ({})",
                 host.map_or("claude, codex, cursor", |h| h.as_str())
