@@ -108,7 +108,10 @@ impl JsonlTail {
                 self.partial.clear();
                 continue;
             }
-            if self.partial.is_empty() {
+            if self.partial.len() + piece.len() > MAX_LINE_BYTES {
+                self.partial.clear();
+                line(OVERSIZE_LINE);
+            } else if self.partial.is_empty() {
                 line(&String::from_utf8_lossy(piece));
             } else {
                 self.partial.extend_from_slice(piece);

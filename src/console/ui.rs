@@ -224,21 +224,7 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
     draw_header(frame, app, areas.header, &theme);
     for (pane, rect) in &areas.panes {
-        let focused = *pane == app.focus;
-        let block = Block::default().borders(Borders::ALL).title(Span::styled(
-            format!(" {}{} ", if focused { "▸ " } else { "" }, pane.title()),
-            theme.title(focused),
-        ));
-        let inner = block.inner(*rect);
-        frame.render_widget(block, *rect);
-        let lines = match pane {
-            Pane::Processes => processes(app, &theme),
-            Pane::Targets => targets(app, &theme, inner.width),
-            Pane::Worker => worker(app, &theme, inner.width),
-            Pane::Perf => perf(app, &theme, inner.height),
-            Pane::Evidence => evidence(app, &theme, inner.height),
-        };
-        frame.render_widget(Paragraph::new(lines), inner);
+        draw_pane(frame, app, *pane, *rect);
     }
     draw_status(frame, app, areas.status, &theme);
     draw_keys(frame, app, areas.keys, &theme);
@@ -256,6 +242,26 @@ pub fn draw(frame: &mut Frame, app: &App) {
             draw_overlay(frame, &format!("{title}  (Esc closes)"), &lines, *scroll)
         }
     }
+}
+
+/// Draws one pane (border, title, content) into `rect`.
+pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
+    let theme = Theme { color: app.color };
+    let focused = pane == app.focus;
+    let block = Block::default().borders(Borders::ALL).title(Span::styled(
+        format!(" {}{} ", if focused { "▸ " } else { "" }, pane.title()),
+        theme.title(focused),
+    ));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let lines = match pane {
+        Pane::Processes => processes(app, &theme),
+        Pane::Targets => targets(app, &theme, inner.width),
+        Pane::Worker => worker(app, &theme, inner.width),
+        Pane::Perf => perf(app, &theme, inner.height),
+        Pane::Evidence => evidence(app, &theme, inner.height),
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
 }
 
 fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
