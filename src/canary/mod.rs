@@ -182,6 +182,9 @@ impl Canary {
                 self.stop(*which).await;
                 Ok("stopped".to_owned())
             }
+            Command::Attach { .. } => Err(anyhow::anyhow!(
+                "`attach` works only in the interactive console (it watches a process, it runs no step)"
+            )),
             Command::HostConfig { host } => self.write_agent_brief().map(|brief| {
                 format!(
                     "agent-host configuration for the observed process ({}) · agent brief {}",
