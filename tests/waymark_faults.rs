@@ -275,3 +275,69 @@ async fn missing_worker_script_fails_to_spawn_without_retry() {
     assert_eq!(waymark.status().launches_total, 1);
     waymark.shutdown().await;
 }
+
+/// Paused time lands on the ceiling, give or take the timer wheel's 1 ms granularity.
+fn assert_ceiling(elapsed: Duration, ceiling: Duration) {
+    assert!(
+        elapsed >= ceiling && elapsed <= ceiling + Duration::from_millis(5),
+        "elapsed {elapsed:?}, ceiling {ceiling:?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Product-default ceilings on paused tokio time (W6). The child is started in real time; then
+// time is paused and tokio auto-advances to the next timer whenever the runtime is idle, so the
+// default ceilings are reached without waiting for them.
+
+#[tokio::test]
+async fn startup_readiness_ceiling_is_seven_seconds_on_paused_time() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, log) = start(support::fault_config("no_ready", work.path()));
+    tokio::time::pause();
+    let started = tokio::time::Instant::now();
+    let err = waymark.prewarm().await.expect_err("never ready");
+    assert_eq!(err.code, WorkerErrorCode::StartupTimeout, "{err}");
+    assert_ceiling(started.elapsed(), Duration::from_secs(7));
+    let readiness = log.named("phase_readiness");
+    assert_eq!(readiness[0].attrs["ceiling_ms"], 7000);
+    tokio::time::resume();
+    waymark.shutdown().await;
+}
+
+#[tokio::test]
+async fn active_timeout_default_is_fifteen_seconds_on_paused_time() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    waymark.prewarm().await.expect("prewarm in real time");
+    tokio::time::pause();
+    let started = tokio::time::Instant::now();
+    let result = waymark.discover(Language::JavaScript, JS).await;
+    assert!(
+        matches!(result, Err(DiscoveryError::Domain(DomainFailure::ActiveTimeout { timeout }))
+            if timeout == Duration::from_secs(15)),
+        "{result:?}"
+    );
+    assert_ceiling(started.elapsed(), Duration::from_secs(15));
+    let outer = log.named("phase_outer");
+    assert_eq!(outer[0].attrs["ceiling_ms"], 28_000, "outer = active + 13 s");
+    tokio::time::resume();
+    waymark.shutdown().await;
+}
+
+#[tokio::test]
+async fn admission_ceiling_is_two_seconds_on_paused_time() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    waymark.prewarm().await.expect("prewarm in real time");
+    let w = waymark.clone();
+    let _active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
+    log.wait_for(Duration::from_secs(5), |e| e.name == "phase_readiness" && e.ids.contains_key("request"))
+        .await;
+    tokio::time::pause();
+    let started = tokio::time::Instant::now();
+    let second = waymark.discover(Language::Python, PY).await;
+    assert_eq!(worker_code(&second), Some(WorkerErrorCode::QueueExpired), "{second:?}");
+    assert_ceiling(started.elapsed(), Duration::from_secs(2));
+    tokio::time::resume();
+    waymark.shutdown().await;
+}
