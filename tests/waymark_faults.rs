@@ -20,7 +20,9 @@ fn start(config: WaymarkConfig) -> (Waymark, EventLog) {
     (Waymark::new(config, log.recorder()), log)
 }
 
-fn worker_code(r: &Result<patchdiff::waymark::Discovery, DiscoveryError>) -> Option<WorkerErrorCode> {
+fn worker_code(
+    r: &Result<patchdiff::waymark::Discovery, DiscoveryError>,
+) -> Option<WorkerErrorCode> {
     match r {
         Err(DiscoveryError::Worker(e)) => Some(e.code),
         _ => None,
@@ -34,7 +36,10 @@ async fn assert_retired(waymark: &Waymark, log: &EventLog, reason: &str, pid: u3
     let status = waymark.status();
     assert_eq!(status.retirements.len(), 1, "{:?}", status.retirements);
     assert_eq!(status.retirements[0].reason, reason);
-    assert_eq!(status.launches_total, 1, "a failed discovery is never retried (W4)");
+    assert_eq!(
+        status.launches_total, 1,
+        "a failed discovery is never retried (W4)"
+    );
     support::wait_gone(pid, Duration::from_secs(5)).await;
     waymark.shutdown().await;
 }
@@ -48,15 +53,21 @@ async fn child_sigkill_mid_request_is_protocol_loss_and_retires_the_generation()
     let w = waymark.clone();
     let request = tokio::spawn(async move { w.discover(Language::JavaScript, JS).await });
     // The request is active once its readiness phase has ended; then kill the child.
-    log.wait_for(Duration::from_secs(5), |e| e.name == "phase_readiness" && e.ids.contains_key("request"))
-        .await;
+    log.wait_for(Duration::from_secs(5), |e| {
+        e.name == "phase_readiness" && e.ids.contains_key("request")
+    })
+    .await;
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(pid as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
     .expect("kill child");
     let result = request.await.expect("join");
-    assert_eq!(worker_code(&result), Some(WorkerErrorCode::Protocol), "{result:?}");
+    assert_eq!(
+        worker_code(&result),
+        Some(WorkerErrorCode::Protocol),
+        "{result:?}"
+    );
     let reason = log.retirement(Duration::from_secs(5)).await;
     assert!(
         reason == "worker_exited" || reason == "pipe_failed",
@@ -64,7 +75,8 @@ async fn child_sigkill_mid_request_is_protocol_loss_and_retires_the_generation()
     );
     let ipc = log.named("ipc_read");
     assert!(
-        ipc.iter().all(|e| e.outcome == patchdiff::telemetry::Outcome::Failed),
+        ipc.iter()
+            .all(|e| e.outcome == patchdiff::telemetry::Outcome::Failed),
         "T4: a pipe failure is a failed ipc_read"
     );
     assert_eq!(waymark.status().launches_total, 1, "never retried (W4)");
@@ -79,7 +91,11 @@ async fn garbage_frame_retires_the_generation() {
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(worker_code(&result), Some(WorkerErrorCode::Protocol), "{result:?}");
+    assert_eq!(
+        worker_code(&result),
+        Some(WorkerErrorCode::Protocol),
+        "{result:?}"
+    );
     assert_retired(&waymark, &log, "invalid_framing", pid).await;
 }
 
@@ -106,7 +122,11 @@ async fn wrong_generation_id_retires_the_generation() {
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(worker_code(&result), Some(WorkerErrorCode::Protocol), "{result:?}");
+    assert_eq!(
+        worker_code(&result),
+        Some(WorkerErrorCode::Protocol),
+        "{result:?}"
+    );
     assert_retired(&waymark, &log, "wrong_generation", pid).await;
 }
 
@@ -117,7 +137,11 @@ async fn wrong_request_id_retires_the_generation() {
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(worker_code(&result), Some(WorkerErrorCode::Protocol), "{result:?}");
+    assert_eq!(
+        worker_code(&result),
+        Some(WorkerErrorCode::Protocol),
+        "{result:?}"
+    );
     assert_retired(&waymark, &log, "wrong_request_id", pid).await;
 }
 
@@ -132,7 +156,10 @@ async fn stderr_flood_is_captured_up_to_64_kib_per_generation() {
     assert!(d.scopes.iter().any(|s| s.name == "Calendar.addWindow"));
     waymark.shutdown().await; // reaps; stderr is read to its end
     let captures = waymark.stderr_captures();
-    let c = captures.iter().find(|c| c.generation == 1).expect("capture");
+    let c = captures
+        .iter()
+        .find(|c| c.generation == 1)
+        .expect("capture");
     assert_eq!(c.bytes.len(), 64 * 1024);
     assert!(c.truncated);
     assert_eq!(c.total_bytes, 1024 * 1024);
@@ -168,7 +195,9 @@ async fn startup_past_the_readiness_ceiling_fails_with_startup_timeout() {
     let (waymark, log) = start(config);
     let err = waymark.prewarm().await.expect_err("never ready");
     assert_eq!(err.code, WorkerErrorCode::StartupTimeout, "{err}");
-    let pid = log.named("worker_launch")[0].attrs["pid"].as_u64().expect("pid") as u32;
+    let pid = log.named("worker_launch")[0].attrs["pid"]
+        .as_u64()
+        .expect("pid") as u32;
     assert_retired(&waymark, &log, "startup_timeout", pid).await;
 }
 
@@ -181,7 +210,11 @@ async fn rss_over_the_limit_kills_the_generation() {
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(worker_code(&result), Some(WorkerErrorCode::RssLimit), "{result:?}");
+    assert_eq!(
+        worker_code(&result),
+        Some(WorkerErrorCode::RssLimit),
+        "{result:?}"
+    );
     let breach = log
         .wait_for(Duration::from_secs(5), |e| {
             e.name == "worker_rss" && e.outcome == patchdiff::telemetry::Outcome::Failed
@@ -201,7 +234,9 @@ async fn ninth_waiting_request_is_refused_with_queue_full() {
     let mut tasks = Vec::new();
     for _ in 0..9 {
         let w = waymark.clone();
-        tasks.push(tokio::spawn(async move { w.discover(Language::Python, PY).await }));
+        tasks.push(tokio::spawn(async move {
+            w.discover(Language::Python, PY).await
+        }));
     }
     log.wait_for(Duration::from_secs(5), |e| {
         e.name == "worker_queue_depth" && e.attrs["active"] == 1 && e.attrs["waiting"] == 8
@@ -210,7 +245,11 @@ async fn ninth_waiting_request_is_refused_with_queue_full() {
     let status = waymark.status();
     assert_eq!((status.active, status.waiting), (1, 8));
     let tenth = waymark.discover(Language::Python, PY).await;
-    assert_eq!(worker_code(&tenth), Some(WorkerErrorCode::QueueFull), "{tenth:?}");
+    assert_eq!(
+        worker_code(&tenth),
+        Some(WorkerErrorCode::QueueFull),
+        "{tenth:?}"
+    );
     waymark.shutdown().await;
     let mut cancelled = 0;
     for t in tasks {
@@ -218,7 +257,10 @@ async fn ninth_waiting_request_is_refused_with_queue_full() {
             cancelled += 1;
         }
     }
-    assert_eq!(cancelled, 9, "shutdown fails the active and the eight waiting requests");
+    assert_eq!(
+        cancelled, 9,
+        "shutdown fails the active and the eight waiting requests"
+    );
 }
 
 #[tokio::test]
@@ -230,14 +272,24 @@ async fn waiting_request_expires_at_the_admission_ceiling() {
     waymark.prewarm().await.expect("prewarm");
     let w = waymark.clone();
     let active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
-    log.wait_for(Duration::from_secs(5), |e| e.name == "phase_active" || (e.name == "phase_readiness" && e.ids.contains_key("request")))
-        .await;
+    log.wait_for(Duration::from_secs(5), |e| {
+        e.name == "phase_active" || (e.name == "phase_readiness" && e.ids.contains_key("request"))
+    })
+    .await;
     let started = std::time::Instant::now();
     let second = waymark.discover(Language::Python, PY).await;
-    assert_eq!(worker_code(&second), Some(WorkerErrorCode::QueueExpired), "{second:?}");
+    assert_eq!(
+        worker_code(&second),
+        Some(WorkerErrorCode::QueueExpired),
+        "{second:?}"
+    );
     assert!(started.elapsed() >= Duration::from_millis(300));
     let admission = log.named("phase_admission");
-    assert!(admission.iter().any(|e| e.outcome == patchdiff::telemetry::Outcome::Failed));
+    assert!(
+        admission
+            .iter()
+            .any(|e| e.outcome == patchdiff::telemetry::Outcome::Failed)
+    );
     waymark.shutdown().await;
     assert_eq!(
         worker_code(&active.await.expect("join")),
@@ -252,13 +304,22 @@ async fn lock_holder_waits_at_most_250_ms_behind_a_busy_worker() {
     waymark.prewarm().await.expect("prewarm");
     let w = waymark.clone();
     let _active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
-    log.wait_for(Duration::from_secs(5), |e| e.name == "phase_readiness" && e.ids.contains_key("request"))
-        .await;
+    log.wait_for(Duration::from_secs(5), |e| {
+        e.name == "phase_readiness" && e.ids.contains_key("request")
+    })
+    .await;
     let started = std::time::Instant::now();
     let r = waymark.discover_holding_lock(Language::Python, PY).await;
     let waited = started.elapsed();
-    assert_eq!(worker_code(&r), Some(WorkerErrorCode::QueueExpired), "{r:?}");
-    assert!(waited >= Duration::from_millis(250) && waited < Duration::from_secs(2), "{waited:?}");
+    assert_eq!(
+        worker_code(&r),
+        Some(WorkerErrorCode::QueueExpired),
+        "{r:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(250) && waited < Duration::from_secs(2),
+        "{waited:?}"
+    );
     assert_eq!(waymark.status().launches_total, 1);
     waymark.shutdown().await;
 }
@@ -271,7 +332,10 @@ async fn missing_worker_script_fails_to_spawn_without_retry() {
     let (waymark, _log) = start(config);
     let err = waymark.prewarm().await.expect_err("node exits");
     assert_eq!(err.code, WorkerErrorCode::Protocol, "{err}");
-    assert!(err.message.contains("stderr"), "the child's own words are kept: {err}");
+    assert!(
+        err.message.contains("stderr"),
+        "the child's own words are kept: {err}"
+    );
     assert_eq!(waymark.status().launches_total, 1);
     waymark.shutdown().await;
 }
@@ -319,7 +383,10 @@ async fn active_timeout_default_is_fifteen_seconds_on_paused_time() {
     );
     assert_ceiling(started.elapsed(), Duration::from_secs(15));
     let outer = log.named("phase_outer");
-    assert_eq!(outer[0].attrs["ceiling_ms"], 28_000, "outer = active + 13 s");
+    assert_eq!(
+        outer[0].attrs["ceiling_ms"], 28_000,
+        "outer = active + 13 s"
+    );
     tokio::time::resume();
     waymark.shutdown().await;
 }
@@ -331,12 +398,18 @@ async fn admission_ceiling_is_two_seconds_on_paused_time() {
     waymark.prewarm().await.expect("prewarm in real time");
     let w = waymark.clone();
     let _active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
-    log.wait_for(Duration::from_secs(5), |e| e.name == "phase_readiness" && e.ids.contains_key("request"))
-        .await;
+    log.wait_for(Duration::from_secs(5), |e| {
+        e.name == "phase_readiness" && e.ids.contains_key("request")
+    })
+    .await;
     tokio::time::pause();
     let started = tokio::time::Instant::now();
     let second = waymark.discover(Language::Python, PY).await;
-    assert_eq!(worker_code(&second), Some(WorkerErrorCode::QueueExpired), "{second:?}");
+    assert_eq!(
+        worker_code(&second),
+        Some(WorkerErrorCode::QueueExpired),
+        "{second:?}"
+    );
     assert_ceiling(started.elapsed(), Duration::from_secs(2));
     tokio::time::resume();
     waymark.shutdown().await;

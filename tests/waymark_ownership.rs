@@ -40,8 +40,8 @@ async fn parent_sigkill_leaves_no_orphan_worker() {
         .unwrap_or_else(|| panic!("unexpected probe output {line:?}"));
     assert!(child > 0 && is_running(child));
     // The child runs in its own process group (W11), not the probe's.
-    let child_pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child as i32)))
-        .expect("child pgid");
+    let child_pgid =
+        nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child as i32))).expect("child pgid");
     assert_eq!(child_pgid.as_raw(), child as i32);
 
     nix::sys::signal::kill(
@@ -123,13 +123,24 @@ async fn stale_roots_dead_owner_and_reused_pid_are_removed_ambiguous_kept() {
         log.recorder(),
     );
     let report = waymark.sweep_stale_roots();
-    let removed: Vec<_> = report.removed.iter().map(|r| (r.path.clone(), r.reason.as_str())).collect();
+    let removed: Vec<_> = report
+        .removed
+        .iter()
+        .map(|r| (r.path.clone(), r.reason.as_str()))
+        .collect();
     assert_eq!(
         removed,
-        vec![(dead.clone(), "owner_dead"), (reused.clone(), "owner_pid_reused")]
+        vec![
+            (dead.clone(), "owner_dead"),
+            (reused.clone(), "owner_pid_reused")
+        ]
     );
     assert!(!dead.exists() && !reused.exists());
-    let kept: Vec<_> = report.kept.iter().map(|r| (r.path.clone(), r.reason.clone())).collect();
+    let kept: Vec<_> = report
+        .kept
+        .iter()
+        .map(|r| (r.path.clone(), r.reason.clone()))
+        .collect();
     assert_eq!(kept.len(), 3, "{kept:?}");
     assert_eq!(kept[0], (alive.clone(), "owner_alive".to_owned()));
     assert!(kept[1].0 == invalid && kept[1].1.starts_with("manifest_invalid"));
@@ -150,12 +161,21 @@ async fn nested_owner_guards_share_one_worker_and_the_last_release_cleans_up() {
         ))
     };
     let outer = OwnerGuard::acquire_with(make).expect("outer");
-    let inner = OwnerGuard::acquire_with(|| panic!("nested guards share the owner")).expect("inner");
-    inner.waymark().discover(Language::Python, PY).await.expect("discover");
+    let inner =
+        OwnerGuard::acquire_with(|| panic!("nested guards share the owner")).expect("inner");
+    inner
+        .waymark()
+        .discover(Language::Python, PY)
+        .await
+        .expect("discover");
     assert_eq!(outer.waymark().status().requests_served, 1, "same worker");
     let pid = outer.waymark().status().pid.expect("pid");
     let shared = patchdiff::waymark::owner::shared().expect("shared");
-    assert_eq!(shared.status().pid, Some(pid), "shared() returns the guard's worker");
+    assert_eq!(
+        shared.status().pid,
+        Some(pid),
+        "shared() returns the guard's worker"
+    );
     drop(shared);
     inner.release().await;
     assert!(is_running(pid), "the outer guard still owns it");

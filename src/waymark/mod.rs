@@ -119,6 +119,9 @@ mod tests {
         }
         let err = "go".parse::<Language>().expect_err("unknown");
         assert!(err.to_string().contains("\"go\""));
-        assert!(err.to_string().contains("javascript, typescript, python, rust"));
+        assert!(
+            err.to_string()
+                .contains("javascript, typescript, python, rust")
+        );
     }
 }
