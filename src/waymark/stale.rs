@@ -142,10 +142,10 @@ pub fn sweep(work_root: &Path, own: Option<ProcessIdentity>) -> StaleReport {
                 continue;
             }
         };
-        if let Some(child) = manifest.child {
-            if liveness(child) == Liveness::Alive {
-                let _ = kill_group(child.pid);
-            }
+        if let Some(child) = manifest.child
+            && liveness(child) == Liveness::Alive
+        {
+            let _ = kill_group(child.pid);
         }
         match std::fs::remove_dir_all(&path) {
             Ok(()) => report.removed.push(StaleRoot {

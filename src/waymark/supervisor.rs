@@ -1369,7 +1369,7 @@ async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
         ids.insert("generation".into(), worker.id.into());
         inner.recorder.record_memory(worker.pid, rss, ids);
         let breach = rss > limit;
-        if breach || n % RSS_EVENT_EVERY == 0 {
+        if breach || n.is_multiple_of(RSS_EVENT_EVERY) {
             inner.recorder.record(
                 PerfEvent::point("worker_rss")
                     .id("generation", worker.id)
