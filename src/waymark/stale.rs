@@ -41,6 +41,7 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes a private (0600) file atomically: a temp file in the same directory, then rename.
+/// Not fsynced: these files are ephemeral (request files) or re-validated on read (manifests).
 pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
@@ -51,7 +52,6 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
     }
     std::fs::rename(&tmp, path)
 }

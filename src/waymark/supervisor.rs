@@ -1337,6 +1337,9 @@ async fn read_loop(
                 if let Some(p) = lock(&worker.pending).take() {
                     let _ = p.tx.send(Ok(result));
                 }
+                if worker.mode == WaymarkMode::Oneshot {
+                    return; // its one answer is in; the runner exits and is retired as complete
+                }
             }
         }
     }
