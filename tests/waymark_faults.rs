@@ -414,3 +414,31 @@ async fn admission_ceiling_is_two_seconds_on_paused_time() {
     tokio::time::resume();
     waymark.shutdown().await;
 }
+
+#[tokio::test]
+async fn dropped_discovery_retires_the_generation_as_cancelled() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    waymark.prewarm().await.expect("prewarm");
+    let pid = waymark.status().pid.expect("pid");
+    let w = waymark.clone();
+    let request = tokio::spawn(async move { w.discover(Language::JavaScript, JS).await });
+    log.wait_for(Duration::from_secs(5), |e| {
+        e.name == "phase_readiness" && e.ids.contains_key("request")
+    })
+    .await;
+    request.abort();
+    let _ = request.await;
+    assert_eq!(log.retirement(Duration::from_secs(5)).await, "cancelled");
+    let total = log.named("discovery_total");
+    assert_eq!(total.len(), 1);
+    assert_eq!(total[0].outcome, patchdiff::telemetry::Outcome::Failed);
+    assert_eq!(
+        total[0].attrs["cancelled"], true,
+        "T4: cancellation is a failed outcome"
+    );
+    assert_eq!(waymark.status().active, 0, "the active slot was released");
+    support::wait_gone(pid, Duration::from_secs(5)).await;
+    waymark.shutdown().await;
+    assert!(support::roots(work.path()).is_empty());
+}

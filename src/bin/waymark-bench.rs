@@ -60,11 +60,9 @@ async fn run(waymark: &Waymark, source: &str, n: usize) -> Result<Run, String> {
 }
 
 fn config(mode: WaymarkMode, work_root: &std::path::Path) -> Result<WaymarkConfig, String> {
-    let mut c = WaymarkConfig::from_env(
-        WaymarkConfig::default_script_dir(),
-        work_root.to_path_buf(),
-    )
-    .map_err(|e| e.to_string())?;
+    let mut c =
+        WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), work_root.to_path_buf())
+            .map_err(|e| e.to_string())?;
     c.mode = mode;
     c.active_timeout = Duration::from_secs(60);
     Ok(c)
@@ -104,7 +102,11 @@ async fn bench() -> Result<(), String> {
     println!(
         "waymark-bench: node {}, JavaScript sources, debug-or-release = {}",
         resident.status().node_binary.display(),
-        if cfg!(debug_assertions) { "debug" } else { "release" }
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
     );
     println!(
         "{:>7} {:>7} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>9} | {:>9} {:>11} | {:>6} {:>6}",
@@ -157,7 +159,9 @@ async fn bench() -> Result<(), String> {
         let s2 = seen.clone();
         let recorder = Recorder::disabled().with_listener(Arc::new(move |e: &PerfEvent| {
             if e.name == "worker_ready" {
-                s2.lock().unwrap_or_else(|p| p.into_inner()).push(e.duration_ms);
+                s2.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(e.duration_ms);
             }
         }));
         let w = Waymark::new(config(WaymarkMode::Resident, &work)?, recorder);

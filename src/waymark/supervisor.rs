@@ -1444,3 +1444,54 @@ async fn cleanup(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: T) {}
+
+    /// The MCP server spawns discoveries on a multi-thread runtime: the handle must be
+    /// `Send + Sync` and every public future `Send`.
+    #[test]
+    fn waymark_handle_and_futures_are_send() {
+        let config = WaymarkConfig::new(
+            WaymarkMode::Resident,
+            PathBuf::from("/nonexistent/node"),
+            PathBuf::from("/nonexistent"),
+            PathBuf::from("/nonexistent"),
+        );
+        let w = Waymark::new(config, Recorder::disabled());
+        assert_send_sync(&w);
+        assert_send(w.discover(Language::Rust, ""));
+        assert_send(w.discover_holding_lock(Language::Rust, ""));
+        assert_send(w.prewarm());
+        assert_send(w.shutdown());
+        let status = w.status();
+        assert_eq!(status.generation, None, "status starts nothing (W13)");
+        assert_eq!(status.launches_total, 0);
+    }
+
+    #[test]
+    fn retirement_reasons_map_to_stable_worker_codes() {
+        let code = |r| error_for_reason(r, 1, "x").code;
+        assert_eq!(code(reason::RSS_LIMIT), WorkerErrorCode::RssLimit);
+        assert_eq!(code(reason::SHUTDOWN), WorkerErrorCode::Cancelled);
+        assert_eq!(code(reason::CANCELLED), WorkerErrorCode::Cancelled);
+        assert_eq!(
+            code(reason::STARTUP_TIMEOUT),
+            WorkerErrorCode::StartupTimeout
+        );
+        for r in [
+            reason::WORKER_EXITED,
+            reason::INVALID_FRAMING,
+            reason::UNSOLICITED_DATA,
+            reason::WRONG_GENERATION,
+            reason::WRONG_REQUEST_ID,
+            reason::PIPE_FAILED,
+        ] {
+            assert_eq!(code(r), WorkerErrorCode::Protocol, "{r}");
+        }
+    }
+}
