@@ -9,6 +9,28 @@
 //!   remove its root) and the failed discovery is never retried or switched to the other mode
 //!   (W4);
 //! - a generation root is removed only after its child has been killed or has exited (W11).
+//!
+//! Lifecycle events (T4, T5), recorded through [`Recorder`]; `ids` carry `generation` and/or
+//! `request` where known:
+//!
+//! | event | kind | ids | attrs |
+//! |---|---|---|---|
+//! | `worker_launch` | point | generation | pid, mode, launches_in_window, script |
+//! | `worker_ready` | spawn → ready frame | generation | pid, warmup_ms, mode, engine |
+//! | `worker_queue_depth` | point, on every change | – | active (0/1), waiting (0..8) |
+//! | `phase_admission` | span | request | ceiling_ms, code (on failure) |
+//! | `phase_readiness` | span | request, generation | ceiling_ms (prewarm: prewarm=true) |
+//! | `phase_active` | span | request, generation | ceiling_ms |
+//! | `phase_outer` | span | request | ceiling_ms |
+//! | `ipc_read` | one complete response wait | request, generation | code / timeout_ms / cancelled on failure |
+//! | `discovery_total` | span | request | language, bytes, mode, lock_holder, scopes, parse_ms, code |
+//! | `worker_retired` | point | generation | reason, requests, pid, mode, detail |
+//! | `worker_rss` | point, every 10th 100 ms sample and on breach (failed) | generation | rss_bytes, limit_bytes |
+//! | `worker_stale_roots` | point, when the sweep found roots | – | removed, kept, kept_roots |
+//! | `worker_cleanup` | point, failed root removal | generation | code, error |
+//!
+//! Every RSS sample also goes to the memory file via `Recorder::record_memory` (T2). A span
+//! dropped unfinished (cancellation) is recorded as failed with `cancelled: true`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
