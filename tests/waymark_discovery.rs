@@ -125,6 +125,18 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
     ] {
         assert!(!log.named(name).is_empty(), "no {name} event");
     }
+    // Every span of a successful discovery is finished with an ok outcome (none cancelled).
+    for e in log.all() {
+        assert_eq!(
+            e.outcome,
+            patchdiff::telemetry::Outcome::Ok,
+            "{} {:?} {:?}",
+            e.name,
+            e.ids,
+            e.attrs
+        );
+        assert!(!e.attrs.contains_key("cancelled"), "{}", e.name);
+    }
     let ipc = log.named("ipc_read");
     assert!(
         ipc.iter()

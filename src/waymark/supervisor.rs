@@ -314,12 +314,7 @@ impl Waymark {
         if inner.config.mode == WaymarkMode::Oneshot {
             return Ok(());
         }
-        let _permit = inner
-            .admit(
-                inner.config.limits.admission,
-                &mut inner.span("phase_admission", None),
-            )
-            .await?;
+        let _permit = inner.admit(inner.config.limits.admission, None).await?;
         let mut span = inner.span("phase_readiness", None);
         span.attr("ceiling_ms", ms(inner.config.limits.readiness))
             .attr("prewarm", true);
@@ -515,11 +510,13 @@ impl Inner {
         }
     }
 
+    /// Admission (W5–W7), recorded as `phase_admission` for `request`.
     async fn admit(
         &self,
         ceiling: Duration,
-        span: &mut Span,
+        request: Option<u64>,
     ) -> Result<super::queue::Permit, WorkerError> {
+        let mut span = self.span("phase_admission", request);
         span.attr("ceiling_ms", ms(ceiling));
         let result = self.queue.admit(ceiling).await;
         let mapped = result.map_err(|e| match e {
@@ -542,6 +539,7 @@ impl Inner {
         if let Err(e) = &mapped {
             span.attr("code", e.code.as_str());
         }
+        span.finish(outcome(mapped.is_ok()));
         mapped
     }
 
@@ -670,9 +668,7 @@ impl Inner {
         } else {
             self.config.limits.admission
         };
-        let permit = self
-            .admit(ceiling, &mut self.span("phase_admission", Some(request)))
-            .await?;
+        let permit = self.admit(ceiling, Some(request)).await?;
 
         let mut readiness = self.span("phase_readiness", Some(request));
         readiness.attr("ceiling_ms", ms(self.config.limits.readiness));
