@@ -95,7 +95,10 @@ async fn bench() -> Result<(), String> {
         ("1 MB", generate_js(1024 * 1024), n(15), n(6)),
     ];
 
-    let resident = Waymark::new(config(WaymarkMode::Resident, &work)?, Recorder::disabled());
+    let resident = Waymark::new(
+        config(WaymarkMode::Resident, &work)?,
+        Recorder::from_env().0,
+    );
     resident.prewarm().await.map_err(|e| e.to_string())?;
     let oneshot = Waymark::new(config(WaymarkMode::Oneshot, &work)?, Recorder::from_env().0);
 
