@@ -941,14 +941,14 @@ impl Inner {
             cleaned: watch::Sender::new(false),
             last_rss: AtomicU64::new(0),
         });
-        let launches_in_window = {
+        let (launches_in_window, shut_down) = {
             let mut st = lock(&self.state);
             st.live.insert(id, worker.clone());
             st.latest = Some((id, pid));
-            if language.is_none() {
+            if language.is_none() && !st.shut_down {
                 st.current = Some(worker.clone());
             }
-            st.launches.len()
+            (st.launches.len(), st.shut_down)
         };
         self.recorder.record(
             PerfEvent::point("worker_launch")
@@ -969,6 +969,14 @@ impl Inner {
             g.stderr_done.send_replace(true);
         });
         tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
+        if shut_down {
+            // Shutdown raced this launch: it saw no such generation, so retire it here.
+            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
         Ok(worker)
     }
 
