@@ -400,9 +400,11 @@ impl Waymark {
                 "the supervisor is shutting down",
                 false,
             );
-            let child = lock(&g.child).take();
-            let _ = kill_group(g.pid);
-            drop(child);
+            // Only a child not yet reaped keeps its pid (and group id) from being reused.
+            if let Some(child) = lock(&g.child).take() {
+                let _ = kill_group(g.pid);
+                drop(child);
+            }
             let _ = std::fs::remove_dir_all(&g.root);
             g.cleaned.send_replace(true);
             lock(&self.inner.state).live.remove(&g.id);
@@ -1212,7 +1214,11 @@ impl Inner {
         );
         worker.cancel.cancel();
         if !graceful {
-            let _ = kill_group(worker.pid);
+            // Holding the child slot: it cannot be reaped (and its pid reused) meanwhile.
+            let child = lock(&worker.child);
+            if child.is_some() {
+                let _ = kill_group(worker.pid);
+            }
         }
         let weak = self.this.clone();
         let g = worker.clone();
@@ -1222,9 +1228,10 @@ impl Inner {
                 handle.spawn(cleanup(weak, g, graceful, graceful_exit));
             }
             Err(_) => {
-                let child = lock(&g.child).take();
-                let _ = kill_group(g.pid);
-                drop(child);
+                if let Some(child) = lock(&g.child).take() {
+                    let _ = kill_group(g.pid);
+                    drop(child);
+                }
                 let _ = std::fs::remove_dir_all(&g.root);
                 g.cleaned.send_replace(true);
                 lock(&self.state).live.remove(&g.id);
@@ -1253,9 +1260,11 @@ impl Drop for Inner {
         };
         for g in gens {
             g.cancel.cancel();
-            let child = lock(&g.child).take();
-            let _ = kill_group(g.pid);
-            drop(child);
+            // Only a child not yet reaped keeps its pid (and group id) from being reused.
+            if let Some(child) = lock(&g.child).take() {
+                let _ = kill_group(g.pid);
+                drop(child);
+            }
             let _ = std::fs::remove_dir_all(&g.root);
             g.cleaned.send_replace(true);
         }
