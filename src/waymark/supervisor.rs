@@ -314,16 +314,7 @@ impl Waymark {
         if inner.config.mode == WaymarkMode::Oneshot {
             return Ok(());
         }
-<<<<<<< HEAD
-        let _permit = inner
-            .admit(
-                inner.config.limits.admission,
-                &mut inner.span("phase_admission", None),
-            )
-            .await?;
-=======
         let _permit = inner.admit(inner.config.limits.admission, None).await?;
->>>>>>> waymark
         let mut span = inner.span("phase_readiness", None);
         span.attr("ceiling_ms", ms(inner.config.limits.readiness))
             .attr("prewarm", true);
@@ -409,17 +400,11 @@ impl Waymark {
                 "the supervisor is shutting down",
                 false,
             );
-<<<<<<< HEAD
-            let child = lock(&g.child).take();
-            let _ = kill_group(g.pid);
-            drop(child);
-=======
             // Only a child not yet reaped keeps its pid (and group id) from being reused.
             if let Some(child) = lock(&g.child).take() {
                 let _ = kill_group(g.pid);
                 drop(child);
             }
->>>>>>> waymark
             let _ = std::fs::remove_dir_all(&g.root);
             g.cleaned.send_replace(true);
             lock(&self.inner.state).live.remove(&g.id);
