@@ -422,17 +422,25 @@ impl PatchdiffServer {
         let target = args.target;
         let validator = self.submission_validator();
         let worker_error = validator.worker_error.clone();
-        let outcome = self
-            .blocking(move |s| {
-                // K4/W7: request-key recovery first; it needs no discovery capacity.
-                if let Some(receipt) = s.recover_receipt(&target, &submission)? {
-                    return Ok(receipt);
-                }
+        let outcome = async {
+            // K4/W7: request-key recovery first; it needs no discovery capacity.
+            let (t, sub) = (target.clone(), submission.clone());
+            if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
+                return Ok(receipt);
+            }
+            // W7: the validation below holds the target's lock and so never starts a worker;
+            // make sure one is ready first, outside the lock (a failure surfaces as NOT_READY).
+            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready) {
+                let _ = w.prewarm().await;
+            }
+            self.blocking(move |s| {
                 s.submit_validated(&target, &submission, strict, &|language, content| {
                     validator.validate(language, content)
                 })
             })
-            .await;
+            .await
+        }
+        .await;
         // W8: a worker error during validation is recorded against the target's audit.
         if let Some(e) = worker_error.lock().ok().and_then(|mut g| g.take()) {
             let (t, c, m) = (span_target.clone(), e.code.as_str().to_owned(), e.message);
