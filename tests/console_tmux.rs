@@ -186,10 +186,10 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     let stty = loop {
-        if let Ok(s) = std::fs::read_to_string(&sttyfile) {
-            if !s.is_empty() {
-                break s;
-            }
+        if let Ok(s) = std::fs::read_to_string(&sttyfile)
+            && !s.is_empty()
+        {
+            break s;
         }
         assert!(Instant::now() < deadline, "stty -a did not run");
         std::thread::sleep(Duration::from_millis(20));

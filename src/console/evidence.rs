@@ -253,10 +253,10 @@ fn result_fields(structured: &Value) -> String {
             parts.push(format!("{f} {v}"));
         }
     }
-    if let Some(reasons) = structured.get("reasons").and_then(Value::as_array) {
-        if !reasons.is_empty() {
-            parts.push(format!("{} reasons", reasons.len()));
-        }
+    if let Some(reasons) = structured.get("reasons").and_then(Value::as_array)
+        && !reasons.is_empty()
+    {
+        parts.push(format!("{} reasons", reasons.len()));
     }
     parts.join(" · ")
 }
@@ -468,15 +468,15 @@ impl EvidenceView {
         self.summaries = lines
             .iter()
             .map(|l| {
-                if let Ok(v) = serde_json::from_str::<Value>(&l.text) {
-                    if let (Some(k), Some(t)) = (key_of(&v), tool_of(&v)) {
-                        if self.request_tools.len() >= KEYS_CAPACITY {
-                            self.request_tools.clear();
-                        }
-                        self.request_tools.insert(k, t.to_owned());
-                        if self.tools_seen.len() < TOOLS_CAPACITY {
-                            self.tools_seen.insert(t.to_owned());
-                        }
+                if let Ok(v) = serde_json::from_str::<Value>(&l.text)
+                    && let (Some(k), Some(t)) = (key_of(&v), tool_of(&v))
+                {
+                    if self.request_tools.len() >= KEYS_CAPACITY {
+                        self.request_tools.clear();
+                    }
+                    self.request_tools.insert(k, t.to_owned());
+                    if self.tools_seen.len() < TOOLS_CAPACITY {
+                        self.tools_seen.insert(t.to_owned());
                     }
                 }
                 summarize(&l.text, &self.request_tools).0
@@ -512,7 +512,7 @@ impl EvidenceView {
                     return;
                 }
                 let moved = earlier.len();
-                earlier.extend(self.lines.drain(..));
+                earlier.append(&mut self.lines);
                 earlier.truncate(rows);
                 self.set_lines(earlier);
                 self.selected = need.saturating_sub(moved);

@@ -485,11 +485,10 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
             ),
             theme.level(age_level),
         ),
-        Span::raw(format!(
-            "{}",
+        Span::raw(
             w.ready_after_ms
-                .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r))))
-        )),
+                .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r)))),
+        ),
     ]));
     let waiting_level = Level::of(m.queue_waiting as f64, QUEUE_WAITING_MAX as f64);
     out.push(Line::from(vec![
