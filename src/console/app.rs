@@ -15,6 +15,8 @@ use super::state::Monitor;
 use crate::canary::command::{COMMANDS, Command, complete};
 use crate::kernel::TargetSummary;
 
+/// Frame times kept.
+pub const FRAME_TIMES: usize = 4096;
 /// Status lines (step outcomes, notices) kept.
 pub const STATUS_CAPACITY: usize = 64;
 /// The C1 advice shown when init meets a target with history.
@@ -159,6 +161,8 @@ pub struct App {
     pub notice: Option<String>,
     /// Last terminal size (columns, rows), for mouse hit-testing.
     pub size: (u16, u16),
+    /// Recent frame times (ms: refresh + draw + flush), for the bench and diagnostics.
+    pub frame_ms: Ring<f64>,
 }
 
 impl App {
@@ -186,6 +190,7 @@ impl App {
             quit: false,
             notice: None,
             size: (80, 24),
+            frame_ms: Ring::new(FRAME_TIMES),
         }
     }
 

@@ -233,12 +233,15 @@ pub async fn run_loop<B: Backend>(
             if let Ok(size) = terminal.size() {
                 app.size = (size.width, size.height);
             }
+            let frame_started = Instant::now();
             fit_evidence(app);
             app.monitor.refresh();
             terminal
                 .draw(|f| ui::draw(f, app))
                 .map_err(|e| anyhow::anyhow!("cannot draw the console: {e}"))?;
             last_draw = Some(Instant::now());
+            app.frame_ms
+                .push(frame_started.elapsed().as_secs_f64() * 1000.0);
             dirty = false;
         }
     }
