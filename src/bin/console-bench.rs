@@ -54,7 +54,11 @@ fn event_line(i: u64, now_ms: f64) -> String {
     format!(
         "{{\"name\":\"{name}\",\"start_ms\":{now_ms:.3},\"duration_ms\":{:.3},\"outcome\":\"{}\",\"ids\":{{\"generation\":1,\"request\":{i}}},\"nested\":false,\"attrs\":{attrs},\"pid\":4242}}\n",
         (i % 997) as f64 / 10.0,
-        if i % 101 == 0 { "failed" } else { "ok" }
+        if i.is_multiple_of(101) {
+            "failed"
+        } else {
+            "ok"
+        }
     )
 }
 
