@@ -404,3 +404,39 @@ fn quit_keys_set_quit() {
     app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
     assert!(app.quit);
 }
+
+#[test]
+fn enter_on_an_evidence_line_pretty_prints_that_message() {
+    let mut app = live_app(true);
+    app.focus = Pane::Evidence;
+    app.on_key(key(KeyCode::Up));
+    assert!(!app.evidence.follow, "moving up leaves follow mode");
+    app.on_key(key(KeyCode::Enter));
+    let Overlay::Text { title, lines, .. } = &app.overlay else {
+        panic!("no detail overlay")
+    };
+    assert!(title.contains("@ byte"), "{title}");
+    assert!(lines.len() > 3 && lines[0] == "{", "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("\"direction\"")),
+        "{lines:?}"
+    );
+    let t = text(&render(&app, 120, 40));
+    assert!(t.contains("(Esc closes)"), "{t}");
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.overlay, Overlay::None);
+}
+
+#[test]
+fn slash_searches_the_evidence_log() {
+    let mut app = live_app(true);
+    app.focus = Pane::Evidence;
+    type_str(&mut app, "/patchdiff_save");
+    app.on_key(key(KeyCode::Enter));
+    assert!(
+        app.evidence.status.contains("found"),
+        "{}",
+        app.evidence.status
+    );
+    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+}
