@@ -212,6 +212,7 @@ pub async fn run_loop<B: Backend>(
         app.now_ms = unix_ms_now();
         if last_proc.elapsed() >= PROC_SAMPLE {
             last_proc = Instant::now();
+            remember_children(app);
             let pids = app.watched_pids();
             app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
             // Follow mode: re-read the log when it grew.
@@ -261,12 +262,38 @@ pub fn restore_terminal() {
     );
 }
 
-/// Raw mode + alternate screen, with a panic hook that restores the terminal first (U4).
+/// Pids of the MCP processes this console started, for the panic hook (U4). Their stdin
+/// closes when the console dies, which also stops them (W11); the hook does not wait for that.
+static CHILD_PIDS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn remember_children(app: &App) {
+    let pids: Vec<u32> = app
+        .canary
+        .iter()
+        .flat_map(|c| c.processes.iter().filter_map(|p| p.pid))
+        .collect();
+    let mut slot = CHILD_PIDS.lock().unwrap_or_else(|e| e.into_inner());
+    if *slot != pids {
+        *slot = pids;
+    }
+}
+
+/// Raw mode + alternate screen, with a panic hook that restores the terminal first and then
+/// sends SIGTERM to the MCP processes the console started (U4).
 fn enter_terminal() -> std::io::Result<Terminal<CrosstermBackend<Stdout>>> {
     use crossterm::{execute, terminal};
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore_terminal();
+        let pids = CHILD_PIDS.lock().map(|p| p.clone()).unwrap_or_default();
+        for pid in pids {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
         previous(info);
     }));
     terminal::enable_raw_mode()?;
