@@ -69,20 +69,28 @@ pub fn layout(area: Rect) -> Areas {
             (Pane::Evidence, evidence),
         ]);
     } else {
-        // Priority and the height each pane needs; dropped from the end when short.
+        // Priority, the height each pane wants and the least it can show something useful in;
+        // panes are dropped from the end of this list when even their minimum does not fit.
         let wanted = [
-            (Pane::Processes, 5u16),
-            (Pane::Targets, 8),
-            (Pane::Perf, 7),
-            (Pane::Worker, 11),
-            (Pane::Evidence, 6),
+            (Pane::Processes, 5u16, 5u16),
+            (Pane::Targets, 8, 4),
+            (Pane::Perf, 8, 4),
+            (Pane::Worker, 11, 6),
+            (Pane::Evidence, 8, 4),
         ];
         let mut left = body.height;
         let mut chosen: Vec<(Pane, u16)> = Vec::new();
-        for (pane, h) in wanted {
-            if h <= left {
-                chosen.push((pane, h));
-                left -= h;
+        for (pane, _, min) in wanted {
+            if min <= left {
+                chosen.push((pane, min));
+                left -= min;
+            }
+        }
+        for (pane, want, _) in wanted {
+            if let Some(slot) = chosen.iter_mut().find(|(p, _)| *p == pane) {
+                let extra = want.saturating_sub(slot.1).min(left);
+                slot.1 += extra;
+                left -= extra;
             }
         }
         if chosen.is_empty() {
@@ -257,7 +265,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
     let lines = match pane {
         Pane::Processes => processes(app, &theme),
         Pane::Targets => targets(app, &theme, inner.width),
-        Pane::Worker => worker(app, &theme, inner.width),
+        Pane::Worker => worker(app, &theme, inner.width, inner.height),
         Pane::Perf => perf(app, &theme, inner.height),
         Pane::Evidence => evidence(app, &theme, inner.height),
     };
@@ -463,7 +471,8 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
     out
 }
 
-fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
+/// The worker pane. Below 9 rows the four phase timers share one line (each keeps its word).
+fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<'a>> {
     let m = &app.monitor;
     let now = app.now_ms;
     let w = &m.worker;
@@ -504,7 +513,26 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         Span::styled(waiting_level.word(), theme.level(waiting_level)),
     ]));
     let bar_w = if width >= 70 { 12 } else { 6 };
-    for phase in Phase::ALL {
+    if height < 9 {
+        let mut spans = vec![Span::raw("phases ")];
+        for phase in Phase::ALL {
+            let t = m.phase(phase);
+            let (shown, live) = t.shown_ms(now);
+            let level = t.level(now);
+            spans.push(Span::raw(format!(
+                "{} {}{} ",
+                phase.label(),
+                if live { "▶" } else { "" },
+                secs(shown)
+            )));
+            spans.push(Span::styled(
+                format!("{} ", level.symbol()),
+                theme.level(level),
+            ));
+        }
+        out.push(Line::from(spans));
+    }
+    for phase in Phase::ALL.into_iter().filter(|_| height >= 9) {
         let t = m.phase(phase);
         let (shown, live) = t.shown_ms(now);
         let level = t.level(now);
