@@ -246,7 +246,9 @@ fn renders_at_every_size_without_panicking() {
     }
     // At 40×12 the most important panes are still there.
     let t = text(&render(&app, 40, 12));
-    assert!(t.contains("PROCESSES"), "{t}");
+    assert!(t.contains("PROCESSES") && t.contains("TARGETS"), "{t}");
+    snap!("whole_screen_40x12", t);
+    snap!("whole_screen_80x24", text(&render(&app, 80, 24)));
     let mut with_overlay = live_app(true);
     with_overlay.overlay = Overlay::Help { scroll: 3 };
     for (w, h) in [(1, 1), (5, 3), (40, 12)] {

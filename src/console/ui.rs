@@ -31,9 +31,9 @@ pub struct Areas {
     pub keys: Rect,
 }
 
-/// Computes the layout. Wide terminals (≥ 100 × 24) get the two-column screen of CONSOLE.md;
-/// narrower ones stack panes in one column, adding them by priority (processes, targets, perf,
-/// worker, evidence) while they fit, then showing them in the fixed order.
+/// Computes the layout. Wide terminals (≥ 100 × 25) get the two-column screen of CONSOLE.md;
+/// smaller ones stack panes in one column, adding them by priority (processes, targets, perf
+/// table, worker charts, evidence) while they fit, then showing them in the fixed screen order.
 pub fn layout(area: Rect) -> Areas {
     let [header, body, status, keys] = Layout::vertical([
         Constraint::Length(1),
@@ -69,28 +69,34 @@ pub fn layout(area: Rect) -> Areas {
             (Pane::Evidence, evidence),
         ]);
     } else {
-        // Priority, the height each pane wants and the least it can show something useful in;
-        // panes are dropped from the end of this list when even their minimum does not fit.
-        let wanted = [
-            (Pane::Processes, 5u16, 5u16),
-            (Pane::Targets, 8, 4),
-            (Pane::Perf, 8, 4),
-            (Pane::Worker, 11, 6),
-            (Pane::Evidence, 8, 4),
+        // Requests in priority order: a pane's first request must fit whole (its minimum),
+        // later ones grow it by what is left. Tables come before charts, so charts (the worker
+        // pane) drop first, then tables (CONSOLE.md).
+        let requests = [
+            (Pane::Processes, 5u16),
+            (Pane::Targets, 4),
+            (Pane::Targets, 4),
+            (Pane::Perf, 4),
+            (Pane::Worker, 6),
+            (Pane::Perf, 4),
+            (Pane::Worker, 5),
+            (Pane::Evidence, 4),
+            (Pane::Evidence, 4),
         ];
         let mut left = body.height;
         let mut chosen: Vec<(Pane, u16)> = Vec::new();
-        for (pane, _, min) in wanted {
-            if min <= left {
-                chosen.push((pane, min));
-                left -= min;
-            }
-        }
-        for (pane, want, _) in wanted {
-            if let Some(slot) = chosen.iter_mut().find(|(p, _)| *p == pane) {
-                let extra = want.saturating_sub(slot.1).min(left);
-                slot.1 += extra;
-                left -= extra;
+        for (pane, rows) in requests {
+            match chosen.iter_mut().find(|(p, _)| *p == pane) {
+                Some(slot) => {
+                    let extra = rows.min(left);
+                    slot.1 += extra;
+                    left -= extra;
+                }
+                None if rows <= left => {
+                    chosen.push((pane, rows));
+                    left -= rows;
+                }
+                None => {}
             }
         }
         if chosen.is_empty() {
