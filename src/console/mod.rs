@@ -112,6 +112,14 @@ pub fn proc_state(pid: u64) -> String {
 pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
     match event {
         AppEvent::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+            // Debug builds only: F12 panics when PATCHDIFF_CONSOLE_TEST_PANIC is set, so the
+            // end-to-end test can check the terminal is restored on panic (U4).
+            #[cfg(debug_assertions)]
+            if key.code == crossterm::event::KeyCode::F(12)
+                && std::env::var_os("PATCHDIFF_CONSOLE_TEST_PANIC").is_some()
+            {
+                panic!("test panic requested (F12 with PATCHDIFF_CONSOLE_TEST_PANIC set)");
+            }
             return app.on_key(key);
         }
         AppEvent::Term(TermEvent::Mouse(m)) => {
