@@ -97,14 +97,34 @@ impl Drop for Sources {
 }
 
 /// Reads `/proc/<pid>/stat`'s state letter (`R`, `S`, `Z`, …), or `gone`.
+/// For a zombie (exited, not yet reaped) the wait status follows: `Z exit 1`, `Z signal 9`.
 pub fn proc_state(pid: u64) -> String {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .unwrap_or("?")
-            .to_owned(),
+        Ok(stat) => parse_proc_stat(&stat),
         Err(_) => "gone".to_owned(),
+    }
+}
+
+/// Parses a `/proc/<pid>/stat` line into [`proc_state`]'s form.
+pub fn parse_proc_stat(stat: &str) -> String {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return "?".to_owned();
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first().copied().unwrap_or("?");
+    if state != "Z" {
+        return state.to_owned();
+    }
+    // `exit_code` (field 52, the last) is the raw wait status (Linux ≥ 3.5).
+    match fields.last().and_then(|v| v.parse::<i32>().ok()) {
+        Some(status) if fields.len() >= 50 => {
+            if status & 0x7f == 0 {
+                format!("Z exit {}", (status >> 8) & 0xff)
+            } else {
+                format!("Z signal {}", status & 0x7f)
+            }
+        }
+        _ => "Z".to_owned(),
     }
 }
 
@@ -465,4 +485,31 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         run.path.display()
     );
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(state: &str, exit_code: i32) -> String {
+        // pid (comm) state, then fields 4..=51 as zeros, then exit_code (field 52).
+        let middle = vec!["0"; 48].join(" ");
+        format!("4242 (patch diff) {state} {middle} {exit_code}")
+    }
+
+    #[test]
+    fn proc_stat_gives_state_and_a_zombies_exit_status() {
+        assert_eq!(parse_proc_stat(&stat("S", 0)), "S");
+        assert_eq!(parse_proc_stat(&stat("Z", 1 << 8)), "Z exit 1");
+        assert_eq!(parse_proc_stat(&stat("Z", 9)), "Z signal 9");
+        assert_eq!(parse_proc_stat("4242 (x) Z 1"), "Z");
+        assert_eq!(parse_proc_stat("garbage"), "?");
+    }
+
+    #[test]
+    fn signal_event_quits() {
+        let mut app = App::new(false, 0.0);
+        assert_eq!(apply_event(&mut app, AppEvent::Signal("SIGTERM")), None);
+        assert!(app.quit);
+    }
 }

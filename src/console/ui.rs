@@ -298,12 +298,14 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     frame.render_widget(Paragraph::new(Span::styled(text, theme.title(true))), area);
 }
 
-fn proc_word(app: &App, pid: Option<u64>) -> (Level, &'static str) {
+/// A process's state word from its sampled `/proc` state (U1: state and exit status).
+fn proc_word(app: &App, pid: Option<u64>) -> (Level, String) {
     match pid.and_then(|p| app.proc_state.get(&p)) {
-        None => (Level::Ok, "running"),
-        Some(s) if s == "Z" || s == "X" || s == "gone" => (Level::Limit, "exited"),
-        Some(s) if s == "T" => (Level::High, "stopped"),
-        Some(_) => (Level::Ok, "running"),
+        None => (Level::Ok, "running".into()),
+        Some(s) if s.starts_with("Z ") => (Level::Limit, format!("exited ({})", &s[2..])),
+        Some(s) if s == "Z" || s == "X" || s == "gone" => (Level::Limit, "exited".into()),
+        Some(s) if s == "T" || s == "t" => (Level::High, "stopped".into()),
+        Some(_) => (Level::Ok, "running".into()),
     }
 }
 
@@ -336,7 +338,7 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
                 let pid = app.attached_pid();
                 let (level, word) = match pid {
                     Some(_) => proc_word(app, pid),
-                    None => (Level::High, "no events yet"),
+                    None => (Level::High, "no events yet".to_owned()),
                 };
                 Line::from(vec![
                     Span::styled(format!("{} ", level.symbol()), theme.level(level)),
@@ -365,11 +367,18 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     let (level, word) = match &w.state {
         WorkerState::Ready => {
             let (l, word) = proc_word(app, w.pid);
-            (l, if word == "running" { "ready" } else { word })
+            (
+                l,
+                if word == "running" {
+                    "ready".into()
+                } else {
+                    word
+                },
+            )
         }
-        WorkerState::Starting => (Level::High, "starting"),
-        WorkerState::None => (Level::Ok, "not started"),
-        WorkerState::Retired(_) => (Level::High, "retired"),
+        WorkerState::Starting => (Level::High, "starting".into()),
+        WorkerState::None => (Level::Ok, "not started".into()),
+        WorkerState::Retired(r) => (Level::High, format!("retired ({r})")),
     };
     out.push(Line::from(vec![
         Span::styled(format!("{} ", level.symbol()), theme.level(level)),
