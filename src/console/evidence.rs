@@ -267,6 +267,31 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return (format!("(not JSON) {}", short(line, 120)), None);
     };
+    if let (Some(name), Some(start)) = (
+        v.get("name").and_then(Value::as_str),
+        v.get("start_ms").and_then(Value::as_f64),
+    ) {
+        // A perf-event line (T4).
+        let duration = v.get("duration_ms").and_then(Value::as_f64).unwrap_or(0.0);
+        let outcome = v.get("outcome").and_then(Value::as_str).unwrap_or("?");
+        let ids = v
+            .get("ids")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}={}",
+                            v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let line = format!("{} {name} {duration:.2} ms {outcome} {ids}", clock(start));
+        return (line.trim_end().to_owned(), None);
+    }
     let ts = v
         .get("ts_ms")
         .and_then(Value::as_f64)
@@ -748,6 +773,11 @@ mod tests {
             "00:00:01.500 ← ok patchdiff_save target chess · version 1 · revision 3"
         );
         assert!(summarize("garbage", &tools).0.starts_with("(not JSON)"));
+        let perf = r#"{"name":"ipc_read","start_ms":2000,"duration_ms":1.5,"outcome":"failed","ids":{"request":3}}"#;
+        assert_eq!(
+            summarize(perf, &tools).0,
+            "00:00:02.000 ipc_read 1.50 ms failed request=3"
+        );
     }
 
     #[test]

@@ -341,7 +341,8 @@ impl Drop for TerminalGuard {
 /// The interactive loop's command sink: commands go to the canary task; `attach` switches the
 /// data sources to a process an agent host started.
 struct Interactive {
-    commands: mpsc::Sender<Command>,
+    /// The canary task's queue; `None` in attach-only mode.
+    commands: Option<mpsc::Sender<Command>>,
     sources: Sources,
     tx: mpsc::Sender<AppEvent>,
 }
@@ -359,7 +360,18 @@ impl CommandSink for Interactive {
             );
             return;
         }
-        if let Err(e) = self.commands.try_send(command) {
+        let Some(commands) = &self.commands else {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(
+                false,
+                format!(
+                    "`{}` needs a canary; this console only watches (attach mode)",
+                    command.name()
+                ),
+            );
+            return;
+        };
+        if let Err(e) = commands.try_send(command) {
             app.queued = app.queued.saturating_sub(1);
             app.push_status(false, format!("command not queued: {e}"));
         }
@@ -395,7 +407,8 @@ pub fn attach(
         events: events.to_path_buf(),
         database: database.map(Path::to_path_buf),
     });
-    let mut logs = vec![("perf events".to_owned(), events.to_path_buf())];
+    // The wire log and transcript when they sit beside the events file (a run directory).
+    let mut logs = Vec::new();
     if let Some(dir) = events.parent() {
         for (label, name) in [
             ("observed requests/results", "observed.mcp.jsonl"),
@@ -407,6 +420,7 @@ pub fn attach(
             }
         }
     }
+    logs.push(("perf events".to_owned(), events.to_path_buf()));
     app.evidence = evidence::EvidenceView::new(logs);
     app.evidence.reload();
     app.push_status(true, format!("attached to {}", events.display()));
@@ -464,19 +478,11 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
     ]);
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {
-        commands: handle.commands.clone(),
+        commands: Some(handle.commands.clone()),
         sources,
         tx: tx.clone(),
     };
-    let input = spawn_terminal_input(tx.clone());
-    let signals = spawn_signals(tx.clone());
-    let result = {
-        let _guard = TerminalGuard;
-        let mut terminal = enter_terminal()?;
-        run_loop(&mut terminal, &mut app, &mut rx, &mut sink).await
-    };
-    input.abort();
-    signals.abort();
+    let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
     drop(sink);
     eprintln!("patchdiff: stopping child processes…");
     handle.shutdown().await;
@@ -484,6 +490,51 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         "patchdiff: console closed · evidence {}",
         run.path.display()
     );
+    result
+}
+
+/// Opens the interactive console in attach mode only (no canary, no child processes): it
+/// watches an observed process an agent host started, from its perf-events file `events`
+/// (and memory file) and its store `database`. Meant for `patchdiff console --attach-events
+/// PATH [--database PATH]`; `:attach` does the same from a running console.
+pub async fn run_attach(events: PathBuf, database: Option<PathBuf>) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
+    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut sink = Interactive {
+        commands: None,
+        sources: Sources::default(),
+        tx: tx.clone(),
+    };
+    attach(
+        &mut app,
+        &mut sink.sources,
+        &tx,
+        &events,
+        database.as_deref(),
+    );
+    run_terminal(&mut app, &tx, &mut rx, &mut sink).await
+}
+
+/// Terminal input, signals, raw mode and the loop; the terminal is restored on every exit.
+async fn run_terminal(
+    app: &mut App,
+    tx: &mpsc::Sender<AppEvent>,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut Interactive,
+) -> anyhow::Result<()> {
+    let input = spawn_terminal_input(tx.clone());
+    let signals = spawn_signals(tx.clone());
+    let result = {
+        let _guard = TerminalGuard;
+        match enter_terminal() {
+            Ok(mut terminal) => run_loop(&mut terminal, app, rx, sink).await,
+            Err(e) => Err(anyhow::anyhow!(
+                "cannot open the terminal for the console ({e}); use --script to run headless"
+            )),
+        }
+    };
+    input.abort();
+    signals.abort();
     result
 }
 
