@@ -26,7 +26,17 @@ const KEYS_CAPACITY: usize = 4096;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
     pub offset: u64,
+    /// Bytes the line occupies in the file, newline included (the text may be cut or have
+    /// invalid UTF-8 replaced, so its length can differ).
+    pub len: u64,
     pub text: String,
+}
+
+impl LogLine {
+    /// Offset of the next line.
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
 }
 
 fn cut(bytes: &[u8]) -> String {
@@ -60,7 +70,11 @@ pub fn read_forward(
         }
         let text = cut(&buf[..n - 1]);
         if keep(&text) {
-            out.push(LogLine { offset, text });
+            out.push(LogLine {
+                offset,
+                len: n as u64,
+                text,
+            });
         }
         offset += n as u64;
     }
@@ -119,6 +133,7 @@ pub fn read_backward(
                     if keep(&text) {
                         newest_first.push(LogLine {
                             offset: start + i as u64 + 1,
+                            len: (body_end - i) as u64,
                             text,
                         });
                     }
@@ -131,7 +146,11 @@ pub fn read_backward(
                 None if start == 0 => {
                     let text = cut(&data[..body_end]);
                     if keep(&text) {
-                        newest_first.push(LogLine { offset: 0, text });
+                        newest_first.push(LogLine {
+                            offset: 0,
+                            len: body_end as u64 + 1,
+                            text,
+                        });
                     }
                     end = 0;
                     done = true;
@@ -544,10 +563,7 @@ impl EvidenceView {
             }
         } else {
             let over = target as usize + 1 - self.lines.len();
-            let from = self
-                .lines
-                .last()
-                .map_or(self.top, |l| l.offset + l.text.len() as u64 + 1);
+            let from = self.lines.last().map_or(self.top, LogLine::end);
             if let Ok(later) = read_forward(&path, from, over, MAX_SCAN_BYTES, self.keep_fn()) {
                 let moved = later.len();
                 let mut all = std::mem::take(&mut self.lines);
@@ -621,10 +637,7 @@ impl EvidenceView {
         let Some(path) = self.path().map(Path::to_path_buf) else {
             return;
         };
-        let from = self
-            .lines
-            .get(self.selected)
-            .map_or(0, |l| l.offset + l.text.len() as u64 + 1);
+        let from = self.lines.get(self.selected).map_or(0, LogLine::end);
         let found = search_forward(&path, from, needle, MAX_SCAN_BYTES).and_then(|hit| match hit {
             None if from > 0 => search_forward(&path, 0, needle, MAX_SCAN_BYTES),
             other => Ok(other),
@@ -680,6 +693,23 @@ mod tests {
         // Offsets are line starts: reading forward from one gives the same line.
         let again = read_forward(&path, lines[1].offset, 1, MAX_SCAN_BYTES, |_| true).unwrap();
         assert_eq!(again[0], lines[1]);
+    }
+
+    #[test]
+    fn line_lengths_are_file_bytes_even_with_invalid_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        std::fs::write(&path, b"a\xff\xfe\nb\nc\n").unwrap();
+        let back = read_backward(&path, u64::MAX, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        let fwd = read_forward(&path, 0, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        assert_eq!(back, fwd);
+        assert_eq!(fwd[0].len, 4);
+        assert_eq!(fwd[0].end(), fwd[1].offset);
+        let mut view = EvidenceView::new(vec![("bad".into(), path)]);
+        view.rows = 1;
+        view.home();
+        view.move_by(1);
+        assert_eq!(view.lines[0].text, "b");
     }
 
     #[test]
