@@ -145,8 +145,10 @@ fn main() {
     let writer_path = events.clone();
     let writer = std::thread::spawn(move || write_events(&writer_path, PHASE));
     let started = Instant::now();
+    let cpu_load0 = cpu_seconds();
     let app = runtime.block_on(run_console(&events, PHASE, Duration::from_millis(500)));
     let elapsed = started.elapsed();
+    let cpu_load = cpu_seconds() - cpu_load0;
     let written = writer.join().expect("writer");
     let mut frames: Vec<f64> = app.frame_ms.iter().copied().collect();
     frames.sort_by(f64::total_cmp);
@@ -162,6 +164,12 @@ fn main() {
         elapsed.as_secs_f64(),
         app.monitor.ingested as f64 / PHASE.as_secs_f64(),
         app.monitor.malformed
+    );
+    println!(
+        "load: process CPU {:.2} s over {:.2} s wall = {:.0} % of one core (writer thread included)",
+        cpu_load,
+        elapsed.as_secs_f64(),
+        100.0 * cpu_load / elapsed.as_secs_f64()
     );
     println!(
         "load: {} frames at 200×60 · frame time p50 {:.2} ms · p99 {:.2} ms · max {:.2} ms",
