@@ -384,6 +384,22 @@ fn init_over_a_target_with_history_surfaces_the_not_fresh_advice() {
         status.contains("TARGET_NOT_FRESH") && status.contains(":init --reset"),
         "{status}"
     );
+    // The message as the canary really reports it (without the code) is recognised too.
+    app.notice = None;
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "init".into(),
+            ok: false,
+            summary: "target `calendar`: target calendar is not fresh (version 1, revision 2, 3 attempts, 2 observations); pass reset to wipe its history, or use another name".into(),
+            elapsed_ms: 4,
+        },
+        output: None,
+    });
+    assert!(
+        app.notice
+            .as_deref()
+            .is_some_and(|n| n.contains(":init --reset"))
+    );
     // A successful init clears it.
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {
