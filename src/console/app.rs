@@ -19,8 +19,8 @@ use crate::kernel::TargetSummary;
 pub const FRAME_TIMES: usize = 4096;
 /// Status lines (step outcomes, notices) kept.
 pub const STATUS_CAPACITY: usize = 64;
-/// The C1 advice shown (after the store's own message) when init meets a target with history.
-pub const NOT_FRESH_ADVICE: &str = "init refuses targets with history (C1): run `:init --reset` to wipe it, or use a fresh database";
+/// The C1 advice shown (before the store's own message) when init meets a target with history.
+pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: init refuses targets with history (C1); run `:init --reset` to wipe it, or use a fresh database";
 
 /// The panes focus moves between (Tab / Shift-Tab).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -216,7 +216,7 @@ impl App {
         // C1: the store's TARGET_NOT_FRESH refusal (the canary passes on its message, which
         // says "is not fresh"; the code itself may or may not be included).
         if !ok && (text.contains("TARGET_NOT_FRESH") || text.contains("is not fresh")) {
-            self.notice = Some(format!("TARGET_NOT_FRESH · {text} · {NOT_FRESH_ADVICE}"));
+            self.notice = Some(format!("{NOT_FRESH_ADVICE} · {text}"));
         }
         self.statuses.push(Status { ok, text });
     }
