@@ -458,3 +458,14 @@ fn slash_searches_the_evidence_log() {
     );
     assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
 }
+
+#[test]
+fn enter_on_processes_shows_the_step_log() {
+    let mut app = live_app(true);
+    app.on_key(key(KeyCode::Enter));
+    let Overlay::Text { title, lines, .. } = &app.overlay else {
+        panic!("no step log")
+    };
+    assert!(title.starts_with("step log"), "{title}");
+    assert!(lines[0].starts_with("✔ preflight ok"), "{lines:?}");
+}

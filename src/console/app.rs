@@ -64,7 +64,8 @@ impl Pane {
                 ("g/G", "top/end"),
             ],
             Pane::Perf => &[("↑↓", "scroll")],
-            Pane::Targets | Pane::Processes | Pane::Worker => &[],
+            Pane::Processes => &[("⏎", "step log")],
+            Pane::Targets | Pane::Worker => &[],
         }
     }
 
@@ -350,6 +351,22 @@ impl App {
                     }
                     _ => return false,
                 }
+                true
+            }
+            Pane::Processes if key.code == KeyCode::Enter => {
+                let mut lines: Vec<String> = self
+                    .statuses
+                    .iter()
+                    .map(|s| format!("{} {}", if s.ok { "✔" } else { "✖" }, s.text))
+                    .collect();
+                if lines.is_empty() {
+                    lines.push("no steps run yet".into());
+                }
+                self.overlay = Overlay::Text {
+                    title: format!("step log (last {STATUS_CAPACITY})"),
+                    lines,
+                    scroll: 0,
+                };
                 true
             }
             Pane::Perf => match key.code {
