@@ -23,16 +23,10 @@ fn text<'a>(source: &'a str, s: &Scope) -> &'a str {
 }
 
 async fn check_all_languages(waymark: &Waymark) {
-    let js = waymark
-        .discover(Language::JavaScript, JS)
-        .await
-        .expect("js");
+    let js = waymark.discover(Language::JavaScript, JS).await.expect("js");
     let cal = find(&js.scopes, "Calendar");
     assert_eq!(cal.kind, "class");
-    assert!(
-        text(JS, cal).starts_with("class Calendar {"),
-        "UTF-8 offsets"
-    );
+    assert!(text(JS, cal).starts_with("class Calendar {"), "UTF-8 offsets");
     assert_eq!((cal.start_line, cal.end_line), (2, 5));
     let add = find(&js.scopes, "Calendar.addWindow");
     assert_eq!(add.kind, "method");
@@ -45,25 +39,16 @@ async fn check_all_languages(waymark: &Waymark) {
     assert!(starts.windows(2).all(|w| w[0] <= w[1]), "sorted by start");
     assert!(js.parse_ms >= 0.0);
 
-    let ts = waymark
-        .discover(Language::TypeScript, TS)
-        .await
-        .expect("ts");
+    let ts = waymark.discover(Language::TypeScript, TS).await.expect("ts");
     assert_eq!(find(&ts.scopes, "Window").kind, "interface");
     assert_eq!(find(&ts.scopes, "Color").kind, "enum");
     assert_eq!(find(&ts.scopes, "Calendar.addWindow").kind, "method");
     assert_eq!(find(&ts.scopes, "parseLine").kind, "function");
 
-    let py = waymark
-        .discover(Language::Python, PY)
-        .await
-        .expect("python");
+    let py = waymark.discover(Language::Python, PY).await.expect("python");
     let allow = find(&py.scopes, "RateLimiter.allow");
     assert_eq!(allow.kind, "method");
-    assert!(
-        text(PY, allow).starts_with("@property"),
-        "decorators covered"
-    );
+    assert!(text(PY, allow).starts_with("@property"), "decorators covered");
     assert_eq!((allow.start_line, allow.end_line), (6, 8));
     assert_eq!(find(&py.scopes, "RateLimiter").kind, "class");
     assert_eq!(find(&py.scopes, "parse_line").kind, "function");
@@ -126,10 +111,7 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
         assert!(!log.named(name).is_empty(), "no {name} event");
     }
     let ipc = log.named("ipc_read");
-    assert!(
-        ipc.iter()
-            .all(|e| e.ids.contains_key("generation") && e.ids.contains_key("request"))
-    );
+    assert!(ipc.iter().all(|e| e.ids.contains_key("generation") && e.ids.contains_key("request")));
 
     // W11: shutdown reaps the child and removes every owned file.
     waymark.shutdown().await;
@@ -139,10 +121,7 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
         .discover(Language::Python, PY)
         .await
         .expect_err("shut down");
-    assert_eq!(
-        err.worker().map(|e| e.code),
-        Some(WorkerErrorCode::Cancelled)
-    );
+    assert_eq!(err.worker().map(|e| e.code), Some(WorkerErrorCode::Cancelled));
 }
 
 #[tokio::test]
@@ -153,10 +132,7 @@ async fn oneshot_mode_starts_a_child_per_discovery_with_the_same_results() {
         support::config(WaymarkMode::Oneshot, work.path()),
         log.recorder(),
     );
-    waymark
-        .prewarm()
-        .await
-        .expect("prewarm is a no-op in oneshot");
+    waymark.prewarm().await.expect("prewarm is a no-op in oneshot");
     assert_eq!(waymark.status().launches_total, 0);
     check_all_languages(&waymark).await;
     let status = waymark.status();
@@ -181,10 +157,7 @@ async fn lock_holder_never_spawns_a_child() {
         .discover_holding_lock(Language::Python, PY)
         .await
         .expect_err("no ready worker");
-    assert_eq!(
-        err.worker().map(|e| e.code),
-        Some(WorkerErrorCode::NotReady)
-    );
+    assert_eq!(err.worker().map(|e| e.code), Some(WorkerErrorCode::NotReady));
     assert_eq!(waymark.status().launches_total, 0);
     assert!(log.named("worker_launch").is_empty());
     assert!(support::roots(work.path()).is_empty());
@@ -208,10 +181,7 @@ async fn lock_holder_never_spawns_a_child() {
         .discover_holding_lock(Language::Python, PY)
         .await
         .expect_err("oneshot");
-    assert_eq!(
-        err.worker().map(|e| e.code),
-        Some(WorkerErrorCode::NotReady)
-    );
+    assert_eq!(err.worker().map(|e| e.code), Some(WorkerErrorCode::NotReady));
     assert_eq!(oneshot.status().launches_total, 0);
 }
 
@@ -232,20 +202,14 @@ async fn output_over_2_mib_is_a_domain_result_not_a_worker_error() {
         .await
         .expect_err("too large");
     assert!(
-        matches!(
-            err,
-            DiscoveryError::Domain(DomainFailure::OutputTooLarge { .. })
-        ),
+        matches!(err, DiscoveryError::Domain(DomainFailure::OutputTooLarge { .. })),
         "{err:?}"
     );
     // The generation is healthy and keeps serving.
     let status = waymark.status();
     assert!(status.ready);
     assert!(status.retirements.is_empty());
-    waymark
-        .discover(Language::JavaScript, JS)
-        .await
-        .expect("next");
+    waymark.discover(Language::JavaScript, JS).await.expect("next");
     waymark.shutdown().await;
 }
 
@@ -263,11 +227,7 @@ async fn generation_retires_gracefully_at_the_request_count() {
     assert_eq!(status.retirements.len(), 1);
     assert_eq!(status.retirements[0].reason, "request_limit");
     assert_eq!(status.retirements[0].requests, 2);
-    assert_eq!(
-        status.generation,
-        Some(1),
-        "latest generation until the next launch"
-    );
+    assert_eq!(status.generation, Some(1), "latest generation until the next launch");
     assert!(status.pid.is_none());
     support::wait_gone(pid1, Duration::from_secs(5)).await;
     waymark.discover(Language::Python, PY).await.expect("3");
@@ -284,29 +244,17 @@ async fn generation_retires_at_sixty_minutes_on_the_policy_clock() {
     let waymark = Waymark::new(config, EventLog::default().recorder());
     waymark.prewarm().await.expect("prewarm");
     clock.advance(Duration::from_secs(59 * 60));
-    waymark
-        .discover(Language::Rust, RS)
-        .await
-        .expect("young enough");
+    waymark.discover(Language::Rust, RS).await.expect("young enough");
     assert!(waymark.status().retirements.is_empty());
     clock.advance(Duration::from_secs(60));
     // Age reached during the next request: it is answered, then the generation retires.
-    waymark
-        .discover(Language::Rust, RS)
-        .await
-        .expect("answered");
+    waymark.discover(Language::Rust, RS).await.expect("answered");
     let status = waymark.status();
     assert_eq!(status.retirements.len(), 1);
     assert_eq!(status.retirements[0].reason, "age_limit");
-    waymark
-        .discover(Language::Rust, RS)
-        .await
-        .expect("new generation");
+    waymark.discover(Language::Rust, RS).await.expect("new generation");
     assert_eq!(waymark.status().generation, Some(2));
-    assert!(
-        waymark.status().age_ms.is_some_and(|a| a < 60_000),
-        "fresh generation"
-    );
+    assert!(waymark.status().age_ms.is_some_and(|a| a < 60_000), "fresh generation");
     waymark.shutdown().await;
 }
 
@@ -319,10 +267,7 @@ async fn fourth_launch_in_a_rolling_minute_is_refused() {
     config.limits.max_requests = 1; // every request retires its generation
     let waymark = Waymark::new(config, EventLog::default().recorder());
     for _ in 0..3 {
-        waymark
-            .discover(Language::Python, PY)
-            .await
-            .expect("launch ok");
+        waymark.discover(Language::Python, PY).await.expect("launch ok");
         clock.advance(Duration::from_secs(10));
     }
     assert_eq!(waymark.status().launches_in_last_minute, 3);
@@ -330,17 +275,11 @@ async fn fourth_launch_in_a_rolling_minute_is_refused() {
         .discover(Language::Python, PY)
         .await
         .expect_err("fourth launch");
-    assert_eq!(
-        err.worker().map(|e| e.code),
-        Some(WorkerErrorCode::RestartLimit)
-    );
+    assert_eq!(err.worker().map(|e| e.code), Some(WorkerErrorCode::RestartLimit));
     assert_eq!(waymark.status().launches_total, 3, "nothing was started");
     // 60 s after the first launch, one more is allowed.
     clock.advance(Duration::from_secs(30));
-    waymark
-        .discover(Language::Python, PY)
-        .await
-        .expect("window moved on");
+    waymark.discover(Language::Python, PY).await.expect("window moved on");
     assert_eq!(waymark.status().launches_total, 4);
     waymark.shutdown().await;
 }

@@ -71,12 +71,7 @@ pub struct ConfigError {
 }
 
 impl ConfigError {
-    fn new(
-        variable: &'static str,
-        value: &str,
-        accepted: &str,
-        problem: impl Into<String>,
-    ) -> Self {
+    fn new(variable: &'static str, value: &str, accepted: &str, problem: impl Into<String>) -> Self {
         Self {
             variable,
             value: value.to_owned(),
@@ -287,10 +282,9 @@ impl WaymarkConfig {
 /// W6: parses an active timeout in milliseconds; zero, negative, NaN and infinite are refused.
 pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
     const ACCEPTED: &str = "a positive, finite number of milliseconds (default 15000)";
-    let ms: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number"))?;
+    let ms: f64 = value.trim().parse().map_err(|_| {
+        ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number")
+    })?;
     if !ms.is_finite() || ms <= 0.0 {
         return Err(ConfigError::new(
             ENV_ACTIVE_TIMEOUT_MS,
@@ -299,8 +293,9 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
             "must be positive and finite",
         ));
     }
-    Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| {
+        ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range")
+    })
 }
 
 /// P1: resolves `PATCHDIFF_NODE_BINARY` (or `node`) to an absolute path of an executable file.
@@ -331,12 +326,7 @@ pub fn resolve_node_binary(
         ));
     };
     let absolute = std::fs::canonicalize(&path).map_err(|e| {
-        ConfigError::new(
-            ENV_NODE_BINARY,
-            &shown,
-            ACCEPTED,
-            format!("cannot resolve: {e}"),
-        )
+        ConfigError::new(ENV_NODE_BINARY, &shown, ACCEPTED, format!("cannot resolve: {e}"))
     })?;
     if !is_executable_file(&absolute) {
         return Err(ConfigError::new(

@@ -152,9 +152,6 @@ mod tests {
         );
         let e = WorkerError::new(WorkerErrorCode::RestartLimit, "three launches");
         assert_eq!(e.code().as_str(), "WAYMARK_WORKER_RESTART_LIMIT");
-        assert_eq!(
-            e.to_string(),
-            "WAYMARK_WORKER_RESTART_LIMIT: three launches"
-        );
+        assert_eq!(e.to_string(), "WAYMARK_WORKER_RESTART_LIMIT: three launches");
     }
 }

@@ -119,9 +119,6 @@ mod tests {
         }
         let err = "go".parse::<Language>().expect_err("unknown");
         assert!(err.to_string().contains("\"go\""));
-        assert!(
-            err.to_string()
-                .contains("javascript, typescript, python, rust")
-        );
+        assert!(err.to_string().contains("javascript, typescript, python, rust"));
     }
 }

@@ -97,11 +97,7 @@ fn read_stat(pid: u32) -> StatRead {
         return StatRead::Unreadable;
     };
     let p = Pid::from_u32(pid);
-    sys.refresh_processes_specifics(
-        ProcessesToUpdate::Some(&[p]),
-        true,
-        ProcessRefreshKind::nothing(),
-    );
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[p]), true, ProcessRefreshKind::nothing());
     match sys.process(p) {
         None => StatRead::Missing,
         Some(proc_) => StatRead::Stat {
@@ -223,9 +219,7 @@ mod tests {
 
     #[test]
     fn an_exited_and_reaped_process_is_dead() {
-        let mut child = std::process::Command::new("true")
-            .spawn()
-            .expect("spawn true");
+        let mut child = std::process::Command::new("true").spawn().expect("spawn true");
         let pid = child.id();
         let start = process_start_time(pid).unwrap_or(0);
         child.wait().expect("wait");

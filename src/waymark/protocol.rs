@@ -105,9 +105,6 @@ mod tests {
             "type":"result","generation":1,"request":2,"ok":false,
             "error":{"code":"parse_failed","message":"x"}}))
         .expect("result");
-        assert!(matches!(
-            r,
-            WorkerMessage::Result(ResultFrame { ok: false, .. })
-        ));
+        assert!(matches!(r, WorkerMessage::Result(ResultFrame { ok: false, .. })));
     }
 }

@@ -230,9 +230,9 @@ mod tests {
         let mut waiters = Vec::new();
         for _ in 0..8 {
             let q2 = q.clone();
-            waiters.push(tokio::spawn(async move {
-                q2.admit(Duration::from_secs(2)).await
-            }));
+            waiters.push(tokio::spawn(
+                async move { q2.admit(Duration::from_secs(2)).await },
+            ));
         }
         while q.depth().waiting < 8 {
             tokio::task::yield_now().await;
@@ -288,13 +288,7 @@ mod tests {
             t.await.expect("task");
         }
         assert_eq!(*order.lock().expect("lock"), vec![0, 1, 2, 3, 4]);
-        assert_eq!(
-            q.depth(),
-            QueueDepth {
-                active: 0,
-                waiting: 0
-            }
-        );
+        assert_eq!(q.depth(), QueueDepth { active: 0, waiting: 0 });
     }
 
     #[tokio::test(start_paused = true)]

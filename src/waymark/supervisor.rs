@@ -293,10 +293,7 @@ impl Waymark {
             return Ok(());
         }
         let _permit = inner
-            .admit(
-                inner.config.limits.admission,
-                &mut inner.span("phase_admission", None),
-            )
+            .admit(inner.config.limits.admission, &mut inner.span("phase_admission", None))
             .await?;
         let mut span = inner.span("phase_readiness", None);
         span.attr("ceiling_ms", ms(inner.config.limits.readiness))
@@ -362,8 +359,7 @@ impl Waymark {
     pub async fn shutdown(&self) {
         let gens = self.inner.begin_shutdown();
         for g in &gens {
-            self.inner
-                .retire(g, reason::SHUTDOWN, "the supervisor is shutting down", true);
+            self.inner.retire(g, reason::SHUTDOWN, "the supervisor is shutting down", true);
         }
         let bound = self.inner.config.limits.graceful_exit + REAP_BOUND;
         for g in gens {
@@ -377,12 +373,8 @@ impl Waymark {
     pub fn shutdown_now(&self) {
         let gens = self.inner.begin_shutdown();
         for g in gens {
-            self.inner.retire(
-                &g,
-                reason::SHUTDOWN,
-                "the supervisor is shutting down",
-                false,
-            );
+            self.inner
+                .retire(&g, reason::SHUTDOWN, "the supervisor is shutting down", false);
             let child = lock(&g.child).take();
             let _ = kill_group(g.pid);
             drop(child);
@@ -546,7 +538,14 @@ impl Inner {
                 g.served.load(Ordering::SeqCst),
                 Some(g.last_rss.load(Ordering::SeqCst)).filter(|r| *r > 0),
             ),
-            None => (st.latest.map(|(g, _)| g), None, false, None, 0, None),
+            None => (
+                st.latest.map(|(g, _)| g),
+                None,
+                false,
+                None,
+                0,
+                None,
+            ),
         };
         WorkerStatus {
             mode: self.config.mode,
@@ -679,12 +678,7 @@ impl Inner {
         let result = self.run_request(&worker, request, language, source).await;
         active.finish(outcome(result.is_ok()));
         if worker.mode == WaymarkMode::Oneshot {
-            self.retire(
-                &worker,
-                reason::ONESHOT_COMPLETE,
-                "one-shot discovery done",
-                true,
-            );
+            self.retire(&worker, reason::ONESHOT_COMPLETE, "one-shot discovery done", true);
         }
         drop(permit);
         result
@@ -701,11 +695,7 @@ impl Inner {
     async fn ensure_resident(&self) -> Result<Arc<Generation>, WorkerError> {
         let existing = lock(&self.state).current.clone();
         if let Some(worker) = existing {
-            let age = self
-                .config
-                .clock
-                .now()
-                .saturating_duration_since(worker.started);
+            let age = self.config.clock.now().saturating_duration_since(worker.started);
             if age >= self.config.limits.max_age {
                 self.retire(
                     &worker,
@@ -735,10 +725,12 @@ impl Inner {
     async fn wait_ready(&self, worker: &Arc<Generation>) -> Result<(), WorkerError> {
         let ceiling = self.config.limits.readiness;
         let mut rx = worker.ready.subscribe();
-        let waited =
-            tokio::time::timeout(ceiling, rx.wait_for(|s| !matches!(s, ReadyState::Starting)))
-                .await
-                .map(|r| r.map(|s| s.clone()));
+        let waited = tokio::time::timeout(
+            ceiling,
+            rx.wait_for(|s| !matches!(s, ReadyState::Starting)),
+        )
+        .await
+        .map(|r| r.map(|s| s.clone()));
         match waited {
             Err(_) => {
                 let detail = format!(
@@ -759,8 +751,8 @@ impl Inner {
             Ok(Ok(ReadyState::Failed(mut e))) => {
                 // A child that died during startup usually said why on stderr.
                 let mut done = worker.stderr_done.subscribe();
-                let _ =
-                    tokio::time::timeout(Duration::from_millis(500), done.wait_for(|d| *d)).await;
+                let _ = tokio::time::timeout(Duration::from_millis(500), done.wait_for(|d| *d))
+                    .await;
                 let tail = worker.stderr_tail(600);
                 if !tail.is_empty() {
                     e.message = format!("{}; stderr: {tail}", e.message);
@@ -1009,9 +1001,7 @@ impl Inner {
             lock(&worker.pending).take();
             guard.armed = false;
             let _ = std::fs::remove_dir_all(&dir);
-            return Err(
-                error_for_reason(&why, worker.id, "retired before the request was sent").into(),
-            );
+            return Err(error_for_reason(&why, worker.id, "retired before the request was sent").into());
         }
         let frame = SupervisorMessage::Discover(DiscoverFrame {
             generation: worker.id,
@@ -1082,11 +1072,7 @@ impl Inner {
         let served = worker.served.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&self.state).requests_served_total += 1;
         if worker.mode == WaymarkMode::Resident {
-            let age = self
-                .config
-                .clock
-                .now()
-                .saturating_duration_since(worker.started);
+            let age = self.config.clock.now().saturating_duration_since(worker.started);
             if served >= self.config.limits.max_requests {
                 self.retire(
                     worker,
@@ -1156,12 +1142,7 @@ impl Inner {
             reason::ONESHOT_COMPLETE | reason::REQUEST_LIMIT | reason::AGE_LIMIT | reason::SHUTDOWN
         );
         if !expected {
-            tracing::warn!(
-                generation = worker.id,
-                reason = why,
-                detail,
-                "Waymark generation retired"
-            );
+            tracing::warn!(generation = worker.id, reason = why, detail, "Waymark generation retired");
         }
         self.recorder.record(
             PerfEvent::point("worker_retired")
@@ -1305,10 +1286,7 @@ async fn read_loop(
                 let Some(expected) = expected else {
                     return fault(
                         reason::UNSOLICITED_DATA,
-                        format!(
-                            "result for request {} with none outstanding",
-                            result.request
-                        ),
+                        format!("result for request {} with none outstanding", result.request),
                     );
                 };
                 if result.generation != worker.id {
@@ -1381,20 +1359,12 @@ async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
 }
 
 /// Kills or gracefully stops the child, reaps it, removes the generation root (W11).
-async fn cleanup(
-    weak: Weak<Inner>,
-    worker: Arc<Generation>,
-    graceful: bool,
-    graceful_exit: Duration,
-) {
+async fn cleanup(weak: Weak<Inner>, worker: Arc<Generation>, graceful: bool, graceful_exit: Duration) {
     let child = lock(&worker.child).take();
     if let Some(mut child) = child {
         if graceful {
             drop(worker.writer.lock().await.take()); // close stdin: the worker exits (W11 guard)
-            if tokio::time::timeout(graceful_exit, child.wait())
-                .await
-                .is_err()
-            {
+            if tokio::time::timeout(graceful_exit, child.wait()).await.is_err() {
                 let _ = kill_group(worker.pid);
             }
         } else {

@@ -71,7 +71,11 @@ impl EventLog {
     }
 
     /// Waits until an event matching `pred` has been recorded (bounded by `within`).
-    pub async fn wait_for(&self, within: Duration, pred: impl Fn(&PerfEvent) -> bool) -> PerfEvent {
+    pub async fn wait_for(
+        &self,
+        within: Duration,
+        pred: impl Fn(&PerfEvent) -> bool,
+    ) -> PerfEvent {
         let found = tokio::time::timeout(within, async {
             loop {
                 let notified = self.notify.notified();
@@ -95,7 +99,9 @@ impl EventLog {
 
     /// Waits for a `worker_retired` event and returns its reason.
     pub async fn retirement(&self, within: Duration) -> String {
-        let e = self.wait_for(within, |e| e.name == "worker_retired").await;
+        let e = self
+            .wait_for(within, |e| e.name == "worker_retired")
+            .await;
         e.attrs["reason"].as_str().unwrap_or_default().to_owned()
     }
 }
@@ -121,10 +127,7 @@ pub async fn wait_gone(pid: u32, within: Duration) {
         }
     })
     .await;
-    assert!(
-        waited.is_ok(),
-        "process {pid} still running after {within:?}"
-    );
+    assert!(waited.is_ok(), "process {pid} still running after {within:?}");
 }
 
 /// Generation roots (`waymark-*`) left in `work_root`.
