@@ -42,7 +42,7 @@ enum Cmd {
 #[derive(clap::Args, Default)]
 struct ConsoleArgs {
     /// Run this script of console commands headless (one command per line; `#` comments) and
-    /// exit: 0 all passed, 1 a step or target failed, 2 invalid script or options.
+    /// exit: 0 every step succeeded, 1 a step failed (a target failing its checks fails `evaluate`), 2 invalid script or options.
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
     /// With --script: print the final report as JSON on stdout (progress goes to stderr).
@@ -54,6 +54,13 @@ struct ConsoleArgs {
     /// Directory for run evidence (default: <data dir>/runs).
     #[arg(long, value_name = "DIR")]
     runs_dir: Option<PathBuf>,
+    /// Watch an observed process an agent host started, through its perf-events file (the
+    /// absolute PATCHDIFF_PERF_EVENTS path it was given). Starts nothing.
+    #[arg(long, value_name = "EVENTS.jsonl", conflicts_with = "script")]
+    attach_events: Option<PathBuf>,
+    /// With --attach-events: the SQLite database that process uses, for the targets pane.
+    #[arg(long, value_name = "DATABASE.sqlite", requires = "attach_events")]
+    database: Option<PathBuf>,
 }
 
 #[derive(clap::Args)]
@@ -152,6 +159,15 @@ async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
             return EXIT_USAGE;
         }
     };
+    if let Some(events) = args.attach_events {
+        return match patchdiff::console::run_attach(events, args.database).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("patchdiff: {e:#}");
+                EXIT_FAILED
+            }
+        };
+    }
     match &args.script {
         Some(script) => patchdiff::console::headless::run_script(options, script, args.json).await,
         None => match patchdiff::console::run_interactive(options).await {
