@@ -105,14 +105,15 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         .clone()
         .map(|config| Waymark::new(config, recorder.clone()));
     if let Some(w) = &waymark
-        && w.status().mode == WaymarkMode::Resident {
-            let w = w.clone();
-            tokio::spawn(async move {
-                if let Err(e) = w.prewarm().await {
-                    tracing::warn!("waymark prewarm failed: {e}");
-                }
-            });
-        }
+        && w.status().mode == WaymarkMode::Resident
+    {
+        let w = w.clone();
+        tokio::spawn(async move {
+            if let Err(e) = w.prewarm().await {
+                tracing::warn!("waymark prewarm failed: {e}");
+            }
+        });
+    }
     let server = PatchdiffServer::new(
         options.profile,
         options.strict,
