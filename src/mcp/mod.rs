@@ -108,8 +108,13 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         if w.status().mode == WaymarkMode::Resident {
             let w = w.clone();
             tokio::spawn(async move {
-                if let Err(e) = w.prewarm().await {
-                    tracing::warn!("waymark prewarm failed: {e}");
+                match w.prewarm().await {
+                    Ok(()) => {}
+                    // The client left before the worker was ready: shutdown, not a failure.
+                    Err(e) if e.code == crate::waymark::error::WorkerErrorCode::Cancelled => {
+                        tracing::debug!("waymark prewarm cancelled by shutdown: {e}");
+                    }
+                    Err(e) => tracing::warn!("waymark prewarm failed: {e}"),
                 }
             });
         }
