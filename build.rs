@@ -24,17 +24,16 @@ fn main() {
     };
     // Rebuild when HEAD moves (a commit, a checkout). Uncommitted edits are not tracked here
     // (that would rebuild on every `git add`); the SHA names the commit the build started from.
-    if let Some(p) = git(&["rev-parse", "--git-path", "HEAD"]) {
-        if Path::new(&p).exists() {
-            println!("cargo:rerun-if-changed={p}");
-        }
+    if let Some(p) = git(&["rev-parse", "--git-path", "HEAD"])
+        && Path::new(&p).exists()
+    {
+        println!("cargo:rerun-if-changed={p}");
     }
-    if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"]) {
-        if let Some(p) = git(&["rev-parse", "--git-path", &head_ref]) {
-            if Path::new(&p).exists() {
-                println!("cargo:rerun-if-changed={p}");
-            }
-        }
+    if let Some(head_ref) = git(&["symbolic-ref", "-q", "HEAD"])
+        && let Some(p) = git(&["rev-parse", "--git-path", &head_ref])
+        && Path::new(&p).exists()
+    {
+        println!("cargo:rerun-if-changed={p}");
     }
     println!("cargo:rustc-env=PATCHDIFF_BUILD_SHA={sha}");
 }

@@ -49,7 +49,7 @@ impl McpOptions {
         // Validate worker settings for every profile (P2), but only keep them where used.
         let waymark =
             WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
-                .map_err(|e| ConfigError::new(&e.variable, &e.value, &e.accepted))?;
+                .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?;
         let wire_log = match var("PATCHDIFF_EVIDENCE_WIRE_LOG") {
             Some(p) if PathBuf::from(&p).is_absolute() => Some(PathBuf::from(p)),
             Some(p) => {
@@ -104,20 +104,20 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         .waymark
         .clone()
         .map(|config| Waymark::new(config, recorder.clone()));
-    if let Some(w) = &waymark {
-        if w.status().mode == WaymarkMode::Resident {
-            let w = w.clone();
-            tokio::spawn(async move {
-                match w.prewarm().await {
-                    Ok(()) => {}
-                    // The client left before the worker was ready: shutdown, not a failure.
-                    Err(e) if e.code == crate::waymark::error::WorkerErrorCode::Cancelled => {
-                        tracing::debug!("waymark prewarm cancelled by shutdown: {e}");
-                    }
-                    Err(e) => tracing::warn!("waymark prewarm failed: {e}"),
+    if let Some(w) = &waymark
+        && w.status().mode == WaymarkMode::Resident
+    {
+        let w = w.clone();
+        tokio::spawn(async move {
+            match w.prewarm().await {
+                Ok(()) => {}
+                // The client left before the worker was ready: shutdown, not a failure.
+                Err(e) if e.code == crate::waymark::error::WorkerErrorCode::Cancelled => {
+                    tracing::debug!("waymark prewarm cancelled by shutdown: {e}");
                 }
-            });
-        }
+                Err(e) => tracing::warn!("waymark prewarm failed: {e}"),
+            }
+        });
     }
     let server = PatchdiffServer::new(
         options.profile,
