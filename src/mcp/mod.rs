@@ -189,7 +189,13 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
         wait_for_stop().await;
         trigger.cancel();
     });
-    let served = listener.serve(server, token, shutdown).await;
+    let wire_log = match &options.wire_log {
+        Some(path) => Some(
+            JsonlLog::open(path).with_context(|| format!("opening wire log {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let served = listener.serve(server, token, shutdown, wire_log).await;
     if let Some(w) = &waymark {
         w.shutdown().await;
     }
