@@ -456,4 +456,27 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn sse_tee_logs_each_data_event_across_chunk_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = JsonlLog::open(&dir.path().join("sse.jsonl")).unwrap();
+        let mut tee = SseTee::new(log, Direction::Result);
+        let stream = b"id: 0\nretry: 3000\ndata:\n\ndata: {\"id\":1,\r\ndata: \"result\":{}}\n\n: keep-alive\n\ndata: {\"id\":2}\n\n";
+        for chunk in stream.chunks(5) {
+            tee.feed(chunk);
+        }
+        let text = std::fs::read_to_string(dir.path().join("sse.jsonl")).unwrap();
+        let messages: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<WireRecord>(l).unwrap().message)
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                serde_json::json!({"id": 1, "result": {}}),
+                serde_json::json!({"id": 2})
+            ]
+        );
+    }
 }
