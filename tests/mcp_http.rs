@@ -134,3 +134,50 @@ fn an_existing_token_file_is_never_overwritten() {
     assert_eq!(std::fs::read_to_string(&token_file).unwrap(), "old");
     assert!(String::from_utf8_lossy(&out.stderr).contains("token"));
 }
+
+#[tokio::test]
+async fn a_dev_null_stdin_does_not_stop_the_server_but_sigterm_does() {
+    use tokio::io::AsyncBufReadExt;
+    let env = TestEnv::new();
+    let token_file = env.path().join("token");
+    let mut child = tokio::process::Command::new(EXE)
+        .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.vars("workspace"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let banner = lines.next_line().await.expect("read").expect("banner");
+    let addr: std::net::SocketAddr = banner
+        .trim_start_matches("patchdiff mcp: listening on http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("address");
+    let token = std::fs::read_to_string(&token_file).expect("token");
+    let server = HttpServer {
+        child,
+        url: format!("http://{addr}/mcp"),
+        addr,
+        token,
+    };
+    let bearer = format!("Bearer {}", server.token);
+    let (status, text) = server.post(&[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 200, "still serving with stdin at EOF: {text}");
+    let pid = server.child.id().expect("pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let mut child = server.child;
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}
