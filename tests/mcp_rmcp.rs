@@ -196,3 +196,57 @@ async fn ambiguous_old_text_is_an_is_error_receipt_naming_the_count() {
     assert!(reasons.contains("occurs 2 times"), "{reasons}");
     full.stop().await;
 }
+
+#[tokio::test]
+async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
+    // W7/W8: the post-edit discovery's output exceeds the 2 MiB cap — a domain result, so the
+    // attempt is recorded as rejected (VALIDATION_FAILED) and nothing is applied.
+    let dir = tempfile::tempdir().unwrap();
+    let full = launch(dir.path(), ProcessKind::Full, "full").await;
+    init_calendar(&full).await;
+    let obs = full
+        .call_ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "scope": "rangesOverlap"}),
+        )
+        .await
+        .unwrap();
+    let flood: String = (0..60_000)
+        .map(|i| format!("function f{i}() {{}}\n"))
+        .collect();
+    let first_line = obs["text"]
+        .as_str()
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    let reply = full
+        .call(
+            "patchdiff_submit_observed_operations",
+            json!({
+                "target": "calendar", "request_key": "flood-1", "base_revision": obs["revision"],
+                "operations": [{"observation_id": obs["observation_id"], "old_text": first_line,
+                                "new_text": format!("{flood}{first_line}")}],
+            }),
+        )
+        .await
+        .unwrap();
+    assert!(reply.is_error);
+    assert_eq!(
+        reply.structured["outcome"], "rejected",
+        "{}",
+        reply.structured
+    );
+    assert_eq!(
+        reply.structured["reason_codes"],
+        json!(["VALIDATION_FAILED"])
+    );
+    let audit = full
+        .call_ok("patchdiff_audit", json!({"target": "calendar"}))
+        .await
+        .unwrap();
+    assert_eq!(audit["rejections"]["VALIDATION_FAILED"], 1, "{audit}");
+    assert_eq!(audit["revision"], 0, "nothing was applied");
+    full.stop().await;
+}

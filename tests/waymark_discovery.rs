@@ -125,6 +125,18 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
     ] {
         assert!(!log.named(name).is_empty(), "no {name} event");
     }
+    // Every span of a successful discovery is finished with an ok outcome (none cancelled).
+    for e in log.all() {
+        assert_eq!(
+            e.outcome,
+            patchdiff::telemetry::Outcome::Ok,
+            "{} {:?} {:?}",
+            e.name,
+            e.ids,
+            e.attrs
+        );
+        assert!(!e.attrs.contains_key("cancelled"), "{}", e.name);
+    }
     let ipc = log.named("ipc_read");
     assert!(
         ipc.iter()
@@ -290,21 +302,20 @@ async fn generation_retires_at_sixty_minutes_on_the_policy_clock() {
         .expect("young enough");
     assert!(waymark.status().retirements.is_empty());
     clock.advance(Duration::from_secs(60));
-    // Age reached during the next request: it is answered, then the generation retires.
+    // At 60 minutes the idle generation retires before taking the next request (gracefully: it
+    // has no active request), and a new generation answers.
     waymark
         .discover(Language::Rust, RS)
         .await
         .expect("answered");
     let status = waymark.status();
     assert_eq!(status.retirements.len(), 1);
+    assert_eq!(status.retirements[0].generation, 1);
     assert_eq!(status.retirements[0].reason, "age_limit");
-    waymark
-        .discover(Language::Rust, RS)
-        .await
-        .expect("new generation");
-    assert_eq!(waymark.status().generation, Some(2));
+    assert_eq!(status.retirements[0].requests, 1);
+    assert_eq!(status.generation, Some(2));
     assert!(
-        waymark.status().age_ms.is_some_and(|a| a < 60_000),
+        status.age_ms.is_some_and(|a| a < 60_000),
         "fresh generation"
     );
     waymark.shutdown().await;

@@ -17,7 +17,7 @@
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { performance } from "node:perf_hooks";
-import { Language, Parser } from "web-tree-sitter";
+import { Language, Parser, Query } from "web-tree-sitter";
 
 const require = createRequire(import.meta.url);
 
@@ -88,8 +88,11 @@ export async function initEngine(languages = Object.keys(LANGUAGES), { warmUp = 
  */
 export async function createEngine(languages = Object.keys(LANGUAGES)) {
   const loaded = new Map();
+  const queries = new Map();
   for (const language of languages) {
-    loaded.set(language, await loadLanguage(language));
+    const grammar = await loadLanguage(language);
+    loaded.set(language, grammar);
+    queries.set(language, scopeQuery(grammar, HANDLERS[language]));
   }
   const parser = new Parser();
   return {
@@ -107,7 +110,7 @@ export async function createEngine(languages = Object.keys(LANGUAGES)) {
         throw new DiscoveryError("parse_failed", "the parser returned no tree");
       }
       try {
-        const scopes = collectScopes(language, tree, source);
+        const scopes = collectScopes(language, queries.get(language), tree, source);
         return { scopes, parse_ms: performance.now() - started, has_error: tree.rootNode.hasError };
       } finally {
         tree.delete();
@@ -305,56 +308,57 @@ const HANDLERS = {
   rust: RUST_HANDLERS,
 };
 
-function collectScopes(language, tree, source) {
+// One query per grammar capturing every candidate scope node (@scope). The query runs inside the
+// wasm module, which is much faster than visiting every node from JS; the handlers then decide.
+function scopeQuery(grammar, handlers) {
+  const patterns = [];
+  for (const type of Object.keys(handlers)) {
+    const pattern =
+      type === "variable_declarator"
+        ? `(variable_declarator value: [${[...FUNCTION_VALUES, ...CLASS_VALUES].map((t) => `(${t})`).join(" ")}]) @scope`
+        : `(${type}) @scope`;
+    for (const candidate of [pattern, `(${type}) @scope`]) {
+      try {
+        new Query(grammar, candidate).delete(); // only node types this grammar has
+        patterns.push(candidate);
+        break;
+      } catch {
+        // not a node type (or value alternative) of this grammar
+      }
+    }
+  }
+  return new Query(grammar, patterns.join("\n"));
+}
+
+function collectScopes(language, query, tree, source) {
   const handlers = HANDLERS[language];
   const toByte = makeOffsetMapper(source);
+  const nodes = query.captures(tree.rootNode).map((c) => c.node);
+  // Outer before inner: by start, then by larger end.
+  nodes.sort((a, b) => a.startIndex - b.startIndex || b.endIndex - a.endIndex);
   const scopes = [];
-  const stack = []; // enclosing scopes: {depth, qname, kind}
-  const cursor = tree.walk();
-  let depth = 0;
-  try {
-    for (;;) {
-      if (cursor.nodeIsNamed) {
-        const handler = handlers[cursor.nodeType];
-        if (handler !== undefined) {
-          const enclosing = stack.length > 0 ? stack[stack.length - 1] : null;
-          const found = handler(cursor.currentNode, enclosing === null ? null : enclosing.kind);
-          if (found !== null) {
-            const qname = enclosing === null ? found.name : `${enclosing.qname}.${found.name}`;
-            const r = found.range;
-            const startRow = r.startPosition.row;
-            const end = r.endPosition;
-            const endRow = end.column === 0 && end.row > startRow ? end.row - 1 : end.row;
-            scopes.push({
-              kind: found.kind,
-              name: qname,
-              start_byte: toByte(r.startIndex),
-              end_byte: toByte(r.endIndex),
-              start_line: startRow + 1,
-              end_line: endRow + 1,
-            });
-            stack.push({ depth, qname, kind: found.kind });
-          }
-        }
-      }
-      if (cursor.gotoFirstChild()) {
-        depth += 1;
-        continue;
-      }
-      let done = false;
-      while (!cursor.gotoNextSibling()) {
-        if (!cursor.gotoParent()) {
-          done = true;
-          break;
-        }
-        depth -= 1;
-      }
-      if (done) break;
-      // Scopes opened at this depth or deeper belong to nodes we have left.
-      while (stack.length > 0 && stack[stack.length - 1].depth >= depth) stack.pop();
-    }
-  } finally {
-    cursor.delete();
+  const stack = []; // open enclosing scopes: {end, qname, kind} (UTF-16 indices)
+  for (const node of nodes) {
+    const handler = handlers[node.type];
+    if (handler === undefined) continue;
+    while (stack.length > 0 && stack[stack.length - 1].end <= node.startIndex) stack.pop();
+    const enclosing = stack.length > 0 ? stack[stack.length - 1] : null;
+    const found = handler(node, enclosing === null ? null : enclosing.kind);
+    if (found === null) continue;
+    const qname = enclosing === null ? found.name : `${enclosing.qname}.${found.name}`;
+    const r = found.range;
+    const startRow = r.startPosition.row;
+    const end = r.endPosition;
+    const endRow = end.column === 0 && end.row > startRow ? end.row - 1 : end.row;
+    scopes.push({
+      kind: found.kind,
+      name: qname,
+      start_byte: toByte(r.startIndex),
+      end_byte: toByte(r.endIndex),
+      start_line: startRow + 1,
+      end_line: endRow + 1,
+    });
+    stack.push({ end: r.endIndex, qname, kind: found.kind });
   }
   scopes.sort((a, b) => a.start_byte - b.start_byte || b.end_byte - a.end_byte);
   return scopes;

@@ -21,6 +21,7 @@ readFrames((request) => {
   if (answered) die("a one-shot runner answers one request");
   answered = true;
   answer(engine, root, generation, request);
-  process.exit(0);
+  // Exit once the answer has been handed to the pipe (a large frame drains asynchronously).
+  process.stdout.write(Buffer.alloc(0), () => process.exit(0));
 });
 writeFrame({ type: "ready", generation, pid: process.pid, mode: "oneshot", languages, warmup_ms, engine: ENGINE });

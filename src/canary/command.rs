@@ -90,6 +90,12 @@ pub enum Command {
     },
     /// Print the agent-host configuration for the observed process.
     HostConfig { host: Option<Host> },
+    /// Interactive console only: watch an observed process an agent host started, by tailing
+    /// its perf-events file (and memory file) and reading its store.
+    Attach {
+        events: PathBuf,
+        database: Option<PathBuf>,
+    },
 }
 
 /// One row of the command table.
@@ -176,6 +182,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         key: Some('h'),
         help: "show the agent-host configuration for the observed process",
     },
+    CommandSpec {
+        name: "attach",
+        usage: "attach EVENTS.jsonl [DATABASE.sqlite]",
+        key: None,
+        help: "interactive console: watch an observed process an agent host started (its perf events and store)",
+    },
 ];
 
 /// Default wait timeout when none is given.
@@ -197,6 +209,7 @@ impl Command {
             Self::Stop { .. } => "stop",
             Self::Record { .. } => "record",
             Self::HostConfig { .. } => "host-config",
+            Self::Attach { .. } => "attach",
         }
     }
 
@@ -287,6 +300,17 @@ impl Command {
                 },
                 _ => return Err(usage()),
             },
+            "attach" => match args.as_slice() {
+                [events] => Self::Attach {
+                    events: PathBuf::from(events),
+                    database: None,
+                },
+                [events, database] => Self::Attach {
+                    events: PathBuf::from(events),
+                    database: Some(PathBuf::from(database)),
+                },
+                _ => return Err(usage()),
+            },
             _ => return Err(usage()),
         };
         Ok(command)
@@ -329,6 +353,7 @@ mod tests {
             let line = match spec.name {
                 "agent" => "agent plan.jsonl".to_owned(),
                 "wait" => "wait ready 5".to_owned(),
+                "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
                 other => other.to_owned(),
             };
             let cmd = Command::parse(&line).unwrap();

@@ -182,10 +182,16 @@ impl Canary {
                 self.stop(*which).await;
                 Ok("stopped".to_owned())
             }
-            Command::HostConfig { host } => Ok(format!(
-                "agent-host configuration for the observed process ({})",
-                host.map_or("claude, codex, cursor", |h| h.as_str())
+            Command::Attach { .. } => Err(anyhow::anyhow!(
+                "`attach` works only in the interactive console (it watches a process, it runs no step)"
             )),
+            Command::HostConfig { host } => self.write_agent_brief().map(|brief| {
+                format!(
+                    "agent-host configuration for the observed process ({}) · agent brief {}",
+                    host.map_or("claude, codex, cursor", |h| h.as_str()),
+                    brief.display()
+                )
+            }),
         };
         let (ok, summary) = match result {
             Ok(s) => (true, s),
@@ -673,6 +679,33 @@ impl Canary {
                     .insert(kind.as_str(), "stopped by operator".into());
             }
         }
+    }
+
+    /// Writes `<run>/agent-brief.md` (once): the unchanged original task texts plus the target
+    /// mapping, which is all a real agent is given (C4). Returns its path.
+    pub fn write_agent_brief(&self) -> anyhow::Result<PathBuf> {
+        let path = self.run.path.join("agent-brief.md");
+        if path.exists() {
+            return Ok(path);
+        }
+        let mut brief = String::from(
+            "# Targets\n\nEdit these targets only through the patchdiff MCP tools. Observe a scope \
+             before editing inside it; save each target when you are done.\n\n\
+             | target | language | file |\n|---|---|---|\n",
+        );
+        for f in &self.manifest.fixtures {
+            brief.push_str(&format!(
+                "| `{}` | {} | `{}` |\n",
+                f.target, f.language, f.module_file
+            ));
+        }
+        for f in &self.manifest.fixtures {
+            let task = std::fs::read_to_string(self.manifest.resolve(&f.task))
+                .map_err(|e| anyhow::anyhow!("cannot read the task of `{}`: {e}", f.target))?;
+            brief.push_str(&format!("\n---\n\nTarget `{}`:\n\n{task}", f.target));
+        }
+        crate::evidence::write_new_private(&path, brief.as_bytes())?;
+        Ok(path)
     }
 
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).

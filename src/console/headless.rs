@@ -1,7 +1,8 @@
 //! Headless console (`patchdiff console --script FILE`, SPEC U3, U5): runs the same commands as
 //! the interactive console, one progress line per step, and a final report.
 //!
-//! Exit codes: 0 every step succeeded and every target passed; 1 a step or the canary failed;
+//! Exit codes: 0 every step succeeded (an `evaluate` step fails unless every target passes both
+//! checks); 1 a step failed;
 //! 2 the script or the options were invalid (nothing was run).
 
 use std::io::Write;
@@ -82,7 +83,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             Ok(text) => println!("{text}"),
             Err(e) => eprintln!("patchdiff: cannot serialize the report: {e}"),
         }
-    } else {
+    } else if canary.evaluation.is_some() {
         let passing = report
             .targets
             .iter()
@@ -99,12 +100,16 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             report.targets.len(),
             canary.run.report("txt").display()
         );
-    }
-    if failed || !report.passed {
-        EXIT_FAILED
     } else {
-        EXIT_OK
+        let ok = canary.steps.iter().filter(|s| s.ok).count();
+        let _ = writeln!(
+            progress,
+            "{} · {ok}/{total} steps ok · not evaluated",
+            if failed { "FAILED" } else { "DONE" }
+        );
     }
+    // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
+    if failed { EXIT_FAILED } else { EXIT_OK }
 }
 
 /// Relative paths in a script (agent plans) are relative to the script's own directory, so a

@@ -1,9 +1,430 @@
 //! The operator console (SPEC U1–U5): the interactive ratatui screen and the headless
 //! `--script` runner, both driving [`crate::canary::Canary`] through one command set.
+//!
+//! Structure (interactive): the canary task ([`runner`]) owns the `Canary`; the tailer and store
+//! poller ([`sources`]) read what processes wrote; a crossterm reader and signal handlers feed
+//! terminal input. All of them send one [`AppEvent`] enum into [`run_loop`], which updates
+//! [`app::App`] (state in [`state`], the evidence viewer in [`evidence`]) and redraws with the
+//! pure [`ui::draw`]. The loop is generic over the ratatui backend, so tests and the bench run
+//! it on `TestBackend`.
 
+pub mod app;
+pub mod evidence;
 pub mod headless;
+pub mod ring;
+pub mod runner;
+pub mod sources;
+pub mod state;
+pub mod tail;
+pub mod ui;
 
-/// Opens the interactive console (U1–U4).
-pub async fn run_interactive(_options: crate::canary::CanaryOptions) -> anyhow::Result<()> {
-    anyhow::bail!("the interactive console is not built yet; use --script")
+use std::io::Stdout;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossterm::event::{Event as TermEvent, EventStream, KeyEventKind};
+use futures::StreamExt;
+use ratatui::Terminal;
+use ratatui::backend::{Backend, CrosstermBackend};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use self::app::{App, Attached, Pane};
+use self::runner::RunnerEvent;
+use self::sources::{FileKind, SourceEvent};
+use crate::canary::command::Command;
+use crate::canary::{Canary, CanaryOptions};
+use crate::telemetry::{memory_path_for, unix_ms_now};
+
+/// Events into the UI loop; capacity of that channel.
+pub const EVENT_QUEUE: usize = 1024;
+/// The loop wakes this often to advance clocks and redraw if needed.
+pub const TICK: Duration = Duration::from_millis(100);
+/// A screen with nothing new is still redrawn this often (live timers, uptimes).
+pub const IDLE_REDRAW: Duration = Duration::from_millis(500);
+/// `/proc` is sampled this often for process states.
+pub const PROC_SAMPLE: Duration = Duration::from_millis(1000);
+
+/// Everything that reaches the UI loop.
+#[derive(Debug)]
+pub enum AppEvent {
+    Term(TermEvent),
+    Source(SourceEvent),
+    Runner(RunnerEvent),
+    /// SIGTERM, SIGINT or SIGHUP: quit, restoring the terminal and stopping children (U4).
+    Signal(&'static str),
+}
+
+/// Data-source tasks; replaced wholesale on `attach`, aborted on drop.
+#[derive(Default)]
+pub struct Sources {
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Sources {
+    /// Follows the perf-event files (`(source, path)`) and their memory files, and polls the
+    /// store at `database`.
+    pub fn start(
+        perf: &[(String, PathBuf)],
+        database: Option<PathBuf>,
+        tx: &mpsc::Sender<AppEvent>,
+    ) -> Self {
+        let mut files = Vec::new();
+        for (source, path) in perf {
+            files.push((source.clone(), path.clone(), FileKind::Perf));
+            if source == "observed" {
+                files.push((source.clone(), memory_path_for(path), FileKind::Memory));
+            }
+        }
+        let mut tasks = vec![sources::spawn_tailer(files, tx.clone(), AppEvent::Source)];
+        if let Some(db) = database {
+            tasks.push(sources::spawn_store_poller(
+                db,
+                tx.clone(),
+                AppEvent::Source,
+            ));
+        }
+        Self { tasks }
+    }
+}
+
+impl Drop for Sources {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// Reads `/proc/<pid>/stat`'s state letter (`R`, `S`, `Z`, …), or `gone`.
+pub fn proc_state(pid: u64) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_owned(),
+        Err(_) => "gone".to_owned(),
+    }
+}
+
+/// Applies one event to the app; returns a command for the canary task, if any.
+pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
+    match event {
+        AppEvent::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+            return app.on_key(key);
+        }
+        AppEvent::Term(TermEvent::Mouse(m)) => {
+            let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+            let panes = ui::layout(area).panes;
+            app.on_mouse(m, &panes);
+        }
+        AppEvent::Term(TermEvent::Resize(w, h)) => app.size = (w, h),
+        AppEvent::Term(_) => {}
+        AppEvent::Source(SourceEvent::Lines {
+            source,
+            kind,
+            lines,
+        }) => {
+            for l in &lines {
+                match kind {
+                    FileKind::Perf => app.monitor.ingest_line(&source, l),
+                    FileKind::Memory => app.monitor.ingest_memory_line(l),
+                }
+            }
+        }
+        AppEvent::Source(SourceEvent::Targets(r)) => match r {
+            Ok(t) => {
+                app.store_targets = t;
+                app.store_error = None;
+            }
+            Err(e) => app.store_error = Some(e),
+        },
+        AppEvent::Runner(e) => app.on_runner(e),
+        AppEvent::Signal(name) => {
+            app.push_status(false, format!("{name} received: quitting"));
+            app.quit = true;
+        }
+    }
+    None
+}
+
+/// Sets the evidence viewer's row count from the layout for `size` (before a redraw).
+fn fit_evidence(app: &mut App) {
+    let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
+    let rows = ui::layout(area)
+        .panes
+        .iter()
+        .find(|(p, _)| *p == Pane::Evidence)
+        .map_or(8, |(_, r)| r.height.saturating_sub(3) as usize);
+    if rows != app.evidence.rows {
+        app.evidence.rows = rows.max(1);
+        app.evidence.reload();
+    }
+}
+
+/// What the loop does with a command: send it to the canary task, or (for `attach`) switch the
+/// data sources itself.
+pub trait CommandSink {
+    fn send(&mut self, app: &mut App, command: Command);
+    /// Turns mouse capture on or off (U4: mouse optional). The default does nothing.
+    fn mouse(&mut self, _on: bool) {}
+}
+
+/// The interactive loop, generic over the backend (U4; tests use `TestBackend`). Returns when
+/// the app quits or the event channel closes. Redraws at most every [`TICK`] when something
+/// changed, and every [`IDLE_REDRAW`] otherwise.
+pub async fn run_loop<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut dyn CommandSink,
+) -> anyhow::Result<()> {
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut last_draw: Option<Instant> = None;
+    let mut last_proc = Instant::now() - PROC_SAMPLE;
+    let mut dirty = true;
+    let mut evidence_len = u64::MAX;
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { break };
+                if let Some(c) = apply_event(app, ev) { sink.send(app, c); }
+                // Drain what is already queued, bounded, before redrawing (batching per frame).
+                for _ in 0..EVENT_QUEUE {
+                    match rx.try_recv() {
+                        Ok(ev) => if let Some(c) = apply_event(app, ev) { sink.send(app, c); },
+                        Err(_) => break,
+                    }
+                }
+                dirty = true;
+            }
+            _ = tick.tick() => {}
+        }
+        if app.quit {
+            break;
+        }
+        if app.mouse_changed {
+            app.mouse_changed = false;
+            sink.mouse(app.mouse);
+        }
+        app.now_ms = unix_ms_now();
+        if last_proc.elapsed() >= PROC_SAMPLE {
+            last_proc = Instant::now();
+            let pids = app.watched_pids();
+            app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
+            // Follow mode: re-read the log when it grew.
+            if app.evidence.follow {
+                let len = app
+                    .evidence
+                    .path()
+                    .and_then(|p| std::fs::metadata(p).ok())
+                    .map_or(0, |m| m.len());
+                if len != evidence_len {
+                    evidence_len = len;
+                    app.evidence.reload();
+                    dirty = true;
+                }
+            }
+        }
+        let due = last_draw.is_none_or(|t| t.elapsed() >= IDLE_REDRAW);
+        if dirty || due {
+            if let Ok(size) = terminal.size() {
+                app.size = (size.width, size.height);
+            }
+            fit_evidence(app);
+            app.monitor.refresh();
+            terminal
+                .draw(|f| ui::draw(f, app))
+                .map_err(|e| anyhow::anyhow!("cannot draw the console: {e}"))?;
+            last_draw = Some(Instant::now());
+            dirty = false;
+        }
+    }
+    Ok(())
+}
+
+/// Restores the terminal: raw mode off, mouse capture off, main screen, cursor shown. Safe to
+/// call more than once (U4).
+pub fn restore_terminal() {
+    use crossterm::{cursor, event, execute, terminal};
+    let _ = terminal::disable_raw_mode();
+    let _ = execute!(
+        std::io::stdout(),
+        event::DisableMouseCapture,
+        terminal::LeaveAlternateScreen,
+        cursor::Show
+    );
+}
+
+/// Raw mode + alternate screen, with a panic hook that restores the terminal first (U4).
+fn enter_terminal() -> std::io::Result<Terminal<CrosstermBackend<Stdout>>> {
+    use crossterm::{execute, terminal};
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        restore_terminal();
+        previous(info);
+    }));
+    terminal::enable_raw_mode()?;
+    execute!(std::io::stdout(), terminal::EnterAlternateScreen)?;
+    Terminal::new(CrosstermBackend::new(std::io::stdout()))
+}
+
+/// Restores the terminal when dropped, also on early return and unwinding.
+struct TerminalGuard;
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        restore_terminal();
+    }
+}
+
+/// The interactive loop's command sink: commands go to the canary task; `attach` switches the
+/// data sources to a process an agent host started.
+struct Interactive {
+    commands: mpsc::Sender<Command>,
+    sources: Sources,
+    tx: mpsc::Sender<AppEvent>,
+}
+
+impl CommandSink for Interactive {
+    fn send(&mut self, app: &mut App, command: Command) {
+        if let Command::Attach { events, database } = &command {
+            app.queued = app.queued.saturating_sub(1);
+            attach(
+                app,
+                &mut self.sources,
+                &self.tx,
+                events,
+                database.as_deref(),
+            );
+            return;
+        }
+        if let Err(e) = self.commands.try_send(command) {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(false, format!("command not queued: {e}"));
+        }
+    }
+
+    fn mouse(&mut self, on: bool) {
+        use crossterm::{event, execute};
+        let _ = if on {
+            execute!(std::io::stdout(), event::EnableMouseCapture)
+        } else {
+            execute!(std::io::stdout(), event::DisableMouseCapture)
+        };
+    }
+}
+
+/// Switches the console to watching `events` (and the store at `database`): a fresh monitor,
+/// the file tailed from its start, the evidence viewer on that file.
+pub fn attach(
+    app: &mut App,
+    sources: &mut Sources,
+    tx: &mpsc::Sender<AppEvent>,
+    events: &Path,
+    database: Option<&Path>,
+) {
+    *sources = Sources::start(
+        &[("observed".to_owned(), events.to_path_buf())],
+        database.map(Path::to_path_buf),
+        tx,
+    );
+    app.monitor = state::Monitor::new();
+    app.store_targets.clear();
+    app.attached = Some(Attached {
+        events: events.to_path_buf(),
+        database: database.map(Path::to_path_buf),
+    });
+    let mut logs = vec![("perf events".to_owned(), events.to_path_buf())];
+    if let Some(dir) = events.parent() {
+        for (label, name) in [
+            ("observed requests/results", "observed.mcp.jsonl"),
+            ("transcript", "transcript.jsonl"),
+        ] {
+            let p = dir.join(name);
+            if p.exists() {
+                logs.push((label.to_owned(), p));
+            }
+        }
+    }
+    app.evidence = evidence::EvidenceView::new(logs);
+    app.evidence.reload();
+    app.push_status(true, format!("attached to {}", events.display()));
+}
+
+fn spawn_terminal_input(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut stream = EventStream::new();
+        while let Some(Ok(ev)) = stream.next().await {
+            if tx.send(AppEvent::Term(ev)).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn spawn_signals(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    tokio::spawn(async move {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
+        ) else {
+            return;
+        };
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+            _ = hup.recv() => "SIGHUP",
+        };
+        let _ = tx.send(AppEvent::Signal(name)).await;
+    })
+}
+
+/// Opens the interactive console (U1–U4) for a new canary run. Returns when the operator quits
+/// or a signal arrives; the terminal is restored and every child process stopped first.
+pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
+    let canary = Canary::create(options)?;
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
+    let run = canary.run.clone();
+    let sources = Sources::start(
+        &[
+            ("observed".to_owned(), run.perf_events("observed")),
+            ("full".to_owned(), run.perf_events("full")),
+        ],
+        Some(canary.database_path()),
+        &tx,
+    );
+    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    app.evidence = evidence::EvidenceView::new(vec![
+        ("observed requests/results".into(), run.wire_log("observed")),
+        ("full requests/results".into(), run.wire_log("full")),
+        ("transcript".into(), run.transcript()),
+    ]);
+    let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
+    let mut sink = Interactive {
+        commands: handle.commands.clone(),
+        sources,
+        tx: tx.clone(),
+    };
+    let input = spawn_terminal_input(tx.clone());
+    let signals = spawn_signals(tx.clone());
+    let result = {
+        let _guard = TerminalGuard;
+        let mut terminal = enter_terminal()?;
+        run_loop(&mut terminal, &mut app, &mut rx, &mut sink).await
+    };
+    input.abort();
+    signals.abort();
+    drop(sink);
+    eprintln!("patchdiff: stopping child processes…");
+    handle.shutdown().await;
+    eprintln!(
+        "patchdiff: console closed · evidence {}",
+        run.path.display()
+    );
+    result
 }

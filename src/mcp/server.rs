@@ -20,7 +20,7 @@ use super::params::*;
 use crate::config::Profile;
 use crate::kernel;
 use crate::store::{
-    EditStore, ObserveRange, OperationRequest, SqliteStore, StoreError, Submission,
+    EditStore, ObserveRange, OperationRequest, SqliteStore, StoreError, Submission, Validation,
 };
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
 use crate::waymark::{DiscoveryError, Language, Scope, Waymark};
@@ -174,6 +174,18 @@ impl PatchdiffServer {
             .map_err(DomainError::from)
     }
 
+    fn submission_validator(&self) -> SubmissionValidator {
+        let resident = self
+            .waymark
+            .as_ref()
+            .filter(|w| w.config().mode == crate::waymark::WaymarkMode::Resident);
+        SubmissionValidator {
+            waymark: resident.cloned(),
+            runtime: tokio::runtime::Handle::current(),
+            worker_error: Arc::default(),
+        }
+    }
+
     /// Runs discovery on `content`, recording worker errors in the target's audit (W8).
     async fn discover(
         &self,
@@ -214,6 +226,48 @@ impl PatchdiffServer {
                 "DISCOVERY_FAILED",
                 format!("{d}; observe by `lines` instead"),
             )),
+        }
+    }
+}
+
+/// Post-edit validation of submissions (W7, W8): discovery of the content an accepted plan would
+/// produce, run while the store holds its lock. A resident worker is waited for at most 250 ms
+/// and never started; oneshot mode cannot validate under the lock without starting a child, and
+/// the workspace profile has no worker, so both skip validation.
+struct SubmissionValidator {
+    waymark: Option<Waymark>,
+    runtime: tokio::runtime::Handle,
+    /// The worker error that made validation unavailable, for the audit.
+    worker_error: Arc<std::sync::Mutex<Option<crate::waymark::WorkerError>>>,
+}
+
+impl SubmissionValidator {
+    fn validate(&self, language: &str, content: &str) -> Validation {
+        let Some(waymark) = &self.waymark else {
+            return Validation::Passed;
+        };
+        let Ok(language) = language.parse::<Language>() else {
+            return Validation::Passed;
+        };
+        match self
+            .runtime
+            .block_on(waymark.discover_holding_lock(language, content))
+        {
+            Ok(_) => Validation::Passed,
+            Err(DiscoveryError::Domain(d)) => Validation::Failed {
+                code: d.code().to_owned(),
+                message: d.to_string(),
+            },
+            Err(DiscoveryError::Worker(e)) => {
+                let verdict = Validation::Unavailable {
+                    code: e.code.as_str().to_owned(),
+                    message: e.message.clone(),
+                };
+                if let Ok(mut slot) = self.worker_error.lock() {
+                    *slot = Some(e);
+                }
+                verdict
+            }
         }
     }
 }
@@ -347,6 +401,7 @@ impl PatchdiffServer {
         Parameters(args): Parameters<SubmitArgs>,
     ) -> ToolResult {
         let strict = self.strict;
+        let span_target = args.target.clone();
         let mut span = self.recorder.span("submission");
         span.id("target", args.target.clone())
             .id("request_key", args.request_key.clone());
@@ -365,9 +420,34 @@ impl PatchdiffServer {
                 .collect(),
         };
         let target = args.target;
-        let outcome = self
-            .blocking(move |s| s.submit(&target, &submission, strict))
-            .await;
+        let validator = self.submission_validator();
+        let worker_error = validator.worker_error.clone();
+        let outcome = async {
+            // K4/W7: request-key recovery first; it needs no discovery capacity.
+            let (t, sub) = (target.clone(), submission.clone());
+            if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
+                return Ok(receipt);
+            }
+            // W7: the validation below holds the target's lock and so never starts a worker;
+            // make sure one is ready first, outside the lock (a failure surfaces as NOT_READY).
+            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready) {
+                let _ = w.prewarm().await;
+            }
+            self.blocking(move |s| {
+                s.submit_validated(&target, &submission, strict, &|language, content| {
+                    validator.validate(language, content)
+                })
+            })
+            .await
+        }
+        .await;
+        // W8: a worker error during validation is recorded against the target's audit.
+        if let Some(e) = worker_error.lock().ok().and_then(|mut g| g.take()) {
+            let (t, c, m) = (span_target.clone(), e.code.as_str().to_owned(), e.message);
+            let _ = self
+                .blocking(move |s| s.record_worker_error(&t, &c, &m))
+                .await;
+        }
         match outcome {
             Ok(receipt) => {
                 let accepted = receipt.outcome == crate::store::Outcome::Accepted;

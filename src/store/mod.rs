@@ -13,7 +13,7 @@ mod schema;
 mod sqlite;
 
 pub use crate::kernel::types::*;
-pub use sqlite::SqliteStore;
+pub use sqlite::{Durability, SqliteStore};
 
 use std::fmt;
 
@@ -28,6 +28,11 @@ pub const RECORD_BOUND_BYTES: usize = 512 * 1024;
 pub const RECORD_FRAMING_RESERVE_BYTES: usize = 1024;
 /// K7: payload bytes per chunk row (`RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES`).
 pub const CHUNK_PAYLOAD_BYTES: usize = RECORD_BOUND_BYTES - RECORD_FRAMING_RESERVE_BYTES;
+/// K7: journal text (an entry's concatenated `new_text`s) of at most this many bytes (256 KiB)
+/// is stored inline in its journal row, whose other columns stay under 8 KiB (≤ 64 operations,
+/// 256-byte request key), so the row stays under [`RECORD_BOUND_BYTES`]; longer text is split
+/// into chunk rows.
+pub const INLINE_TEXT_BYTES: usize = 256 * 1024;
 /// K6: replay page size when `limit` is not given.
 pub const REPLAY_DEFAULT_LIMIT: u32 = 100;
 /// K6: largest replay page (entries); a larger `limit` is `OUT_OF_RANGE`.
@@ -79,12 +84,16 @@ pub enum ErrorCode {
     MalformedJson,
     /// The database failed (I/O, busy beyond the timeout, corruption, newer schema).
     Storage,
+    /// W7/W8: the post-edit validator could not run (a worker error such as
+    /// `WAYMARK_WORKER_NOT_READY`); the transaction rolled back and no attempt was recorded.
+    ValidationUnavailable,
 }
 
 impl ErrorCode {
     pub fn as_str(self) -> &'static str {
         match self {
             ErrorCode::UnknownTarget => "UNKNOWN_TARGET",
+            ErrorCode::ValidationUnavailable => "VALIDATION_UNAVAILABLE",
             ErrorCode::InvalidUtf8 => "INVALID_UTF8",
             ErrorCode::FixtureHashMismatch => "FIXTURE_HASH_MISMATCH",
             ErrorCode::TargetNotFresh => "TARGET_NOT_FRESH",
@@ -176,6 +185,22 @@ pub fn parse_submission(json: &str) -> Result<Submission, StoreError> {
     })
 }
 
+/// A post-edit validator's verdict (W7, W8); see [`EditStore::submit_validated`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Validation {
+    /// The new content validated: commit the attempt as accepted.
+    Passed,
+    /// A domain result (parse failure, output over 2 MiB, active timeout): the attempt is
+    /// recorded as rejected with reason code `VALIDATION_FAILED` and this message.
+    Failed { code: String, message: String },
+    /// The validator could not run (a worker error): roll back, record nothing.
+    Unavailable { code: String, message: String },
+}
+
+/// A post-edit validator: `(language, new_content) -> Validation`. It runs while the store
+/// holds its write lock, so it must be bounded (W7: at most 250 ms waiting for a ready worker).
+pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
+
 /// The edit store (K1–K8), implemented by [`SqliteStore`]; a PostgreSQL backend follows the same
 /// contract. Every method is atomic: on `Err` nothing changed.
 pub trait EditStore: Send + Sync {
@@ -221,7 +246,35 @@ pub trait EditStore: Send + Sync {
         name: &str,
         submission: &Submission,
         strict: bool,
+    ) -> Result<Receipt, StoreError> {
+        self.submit_validated(name, submission, strict, &|_, _| Validation::Passed)
+    }
+
+    /// [`EditStore::submit`] with a post-edit validator (W7, W8) that runs inside the target's
+    /// serialization boundary, after the kernel accepted the plan and before anything commits.
+    /// It receives the target's language and the content the accepted edits would produce.
+    /// [`Validation::Failed`] records a failed validation attempt (a rejected receipt with
+    /// reason code `VALIDATION_FAILED`); [`Validation::Unavailable`] rolls back and returns
+    /// `VALIDATION_UNAVAILABLE`, recording nothing. Request-key recovery runs first and never
+    /// calls the validator.
+    fn submit_validated(
+        &self,
+        name: &str,
+        submission: &Submission,
+        strict: bool,
+        validator: Validator<'_>,
     ) -> Result<Receipt, StoreError>;
+
+    /// K4/W7: request-key recovery on its own, for callers that want it before doing any other
+    /// work (discovery, locking): `Some(receipt)` for an identical retry (the stored receipt),
+    /// `None` when the key is unused on this target. Request keys are scoped per target.
+    ///
+    /// Errors: `REQUEST_KEY_CONFLICT` (key used for different content), `UNKNOWN_TARGET`.
+    fn recover_receipt(
+        &self,
+        name: &str,
+        submission: &Submission,
+    ) -> Result<Option<Receipt>, StoreError>;
 
     /// K4: the stored receipt JSON for `request_key`, if that key was used on this target.
     fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError>;

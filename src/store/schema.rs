@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{ErrorCode, StoreError};
 
 /// Schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 const MIGRATIONS: &[&str] = &[
     // 1: targets, content snapshots, journal, versions, observations, attempts, worker errors.
@@ -110,6 +110,11 @@ const MIGRATIONS: &[&str] = &[
         message TEXT NOT NULL
     );
     CREATE INDEX worker_errors_by_target ON worker_errors(target_id);
+    "#,
+    // 2: journal text up to INLINE_TEXT_BYTES lives in the journal row itself (NULL: in
+    // journal_chunks), so replay reads a page with one query.
+    r#"
+    ALTER TABLE journal ADD COLUMN inline_text BLOB;
     "#,
 ];
 

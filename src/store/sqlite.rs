@@ -25,9 +25,20 @@ use super::schema;
 use super::*;
 use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
-    EditShape, MAX_NAME_BYTES, ObservationRecord, Plan, PlanInput, TextEdit, apply_edits,
-    plan_submission, position_of, sha256_hex, validate_submission,
+    EditShape, MAX_NAME_BYTES, ObservationRecord, Plan, PlanInput, Rejection, TextEdit,
+    apply_edits, plan_submission, position_of, sha256_hex, validate_submission,
 };
+
+/// How commits reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `synchronous = FULL`: an acknowledged commit survives process kill and power loss (K3).
+    #[default]
+    Full,
+    /// `synchronous = OFF`: survives a process kill but not an OS crash. For bulk-loading
+    /// benches and tests only; never for a serving process.
+    NoSync,
+}
 
 /// SQLite-backed [`EditStore`]. `Send + Sync`; share it behind an `Arc`.
 pub struct SqliteStore {
@@ -45,6 +56,21 @@ struct Cached {
     incarnation: String,
     revision: u64,
     content: String,
+}
+
+/// One `journal` row as read by replay.
+struct JournalRow {
+    entry_id: i64,
+    kind: String,
+    revision: i64,
+    version: i64,
+    attempt_id: Option<String>,
+    request_key: Option<String>,
+    sha256: String,
+    edits: String,
+    text_len: i64,
+    chunk_count: i64,
+    inline_text: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone)]
@@ -138,13 +164,25 @@ fn split_text(shapes: &[EditShape], text: &str) -> Result<Vec<TextEdit>, StoreEr
     Ok(out)
 }
 
+/// An entry's concatenated text: inline in the journal row, or from its chunk rows (K7).
 fn load_entry_text(
     conn: &Connection,
     entry_id: i64,
+    inline: Option<Vec<u8>>,
     text_len: usize,
     chunk_count: i64,
 ) -> Result<String, StoreError> {
-    let bytes = chunks::read(conn, ChunkTable::Journal, entry_id, text_len, chunk_count)?;
+    let bytes = match inline {
+        Some(b) if b.len() == text_len => b,
+        Some(_) => {
+            return Err(StoreError::new(
+                ErrorCode::Storage,
+                format!("journal entry {entry_id} has a damaged inline text"),
+            ));
+        }
+        None if text_len == 0 => Vec::new(),
+        None => chunks::read(conn, ChunkTable::Journal, entry_id, text_len, chunk_count)?,
+    };
     utf8(bytes, "journal text")
 }
 
@@ -182,20 +220,20 @@ fn write_snapshot(
     content: &str,
     sha256: &str,
 ) -> Result<i64, StoreError> {
+    let chunk_count = content.len().div_ceil(CHUNK_PAYLOAD_BYTES) as i64;
     conn.prepare_cached(
         "INSERT INTO snapshots (target_id, revision, sha256, byte_len, chunk_count) \
-         VALUES (?1, ?2, ?3, ?4, 0)",
+         VALUES (?1, ?2, ?3, ?4, ?5)",
     )?
     .execute(params![
         target_id,
         i(revision),
         sha256,
-        content.len() as i64
+        content.len() as i64,
+        chunk_count
     ])?;
     let id = conn.last_insert_rowid();
-    let n = chunks::write(conn, ChunkTable::Snapshot, id, content.as_bytes())?;
-    conn.prepare_cached("UPDATE snapshots SET chunk_count = ?1 WHERE id = ?2")?
-        .execute(params![n, id])?;
+    chunks::write(conn, ChunkTable::Snapshot, id, content.as_bytes())?;
     Ok(id)
 }
 
@@ -233,9 +271,16 @@ fn insert_journal(
     edits: &[TextEdit],
 ) -> Result<i64, StoreError> {
     let text: String = edits.iter().map(|e| e.new_text.as_str()).collect();
+    let inline = text.len() <= INLINE_TEXT_BYTES;
+    let chunk_count = if inline {
+        0
+    } else {
+        text.len().div_ceil(CHUNK_PAYLOAD_BYTES) as i64
+    };
     conn.prepare_cached(
         "INSERT INTO journal (target_id, kind, revision, version, attempt_id, request_key, \
-         sha256, edits, text_len, chunk_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0)",
+         sha256, edits, text_len, chunk_count, inline_text) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
         target_id,
@@ -246,13 +291,13 @@ fn insert_journal(
         request_key,
         sha256,
         encode_edits(edits),
-        text.len() as i64
+        text.len() as i64,
+        chunk_count,
+        inline.then_some(text.as_bytes())
     ])?;
     let id = conn.last_insert_rowid();
-    if !text.is_empty() {
-        let n = chunks::write(conn, ChunkTable::Journal, id, text.as_bytes())?;
-        conn.prepare_cached("UPDATE journal SET chunk_count = ?1 WHERE entry_id = ?2")?
-            .execute(params![n, id])?;
+    if !inline {
+        chunks::write(conn, ChunkTable::Journal, id, text.as_bytes())?;
     }
     Ok(id)
 }
@@ -297,31 +342,29 @@ fn content_at(
         return Ok(content);
     }
     let mut stmt = conn.prepare_cached(
-        "SELECT entry_id, revision, sha256, edits, text_len, chunk_count FROM journal \
+        "SELECT entry_id, revision, sha256, edits, text_len, chunk_count, inline_text FROM journal \
          WHERE target_id = ?1 AND kind = 'edit' AND revision > ?2 AND revision <= ?3 \
          ORDER BY revision",
     )?;
-    let rows: Vec<(i64, i64, String, String, i64, i64)> = stmt
-        .query_map(params![t.id, i(at), i(revision)], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ))
-        })?
-        .collect::<Result<_, _>>()?;
+    let mut rows = stmt.query(params![t.id, i(at), i(revision)])?;
     let mut last_sha = String::new();
-    for (entry_id, rev, sha, edits, text_len, n) in rows {
+    while let Some(r) = rows.next()? {
+        let (entry_id, rev, sha, edits, text_len, n): (i64, i64, String, String, i64, i64) = (
+            r.get(0)?,
+            r.get(1)?,
+            r.get(2)?,
+            r.get(3)?,
+            r.get(4)?,
+            r.get(5)?,
+        );
+        let inline: Option<Vec<u8>> = r.get(6)?;
         if rev as u64 != at + 1 {
             return Err(StoreError::new(
                 ErrorCode::Storage,
                 format!("journal of {} skips from revision {at} to {rev}", t.name),
             ));
         }
-        let text = load_entry_text(conn, entry_id, text_len as usize, n)?;
+        let text = load_entry_text(conn, entry_id, inline, text_len as usize, n)?;
         let edits = split_text(&decode_edits(&edits)?, &text)?;
         content = apply_edits(&content, &edits)
             .map_err(|e| StoreError::storage("replaying the journal", e))?;
@@ -338,6 +381,29 @@ fn content_at(
         ));
     }
     Ok(content)
+}
+
+/// Makes sure the cache holds `t`'s current content (rebuilding it if needed) and borrows it.
+fn ensure_cached<'c>(
+    conn: &Connection,
+    cache: &'c mut HashMap<i64, Cached>,
+    t: &TargetRow,
+) -> Result<&'c str, StoreError> {
+    let hit = cache
+        .get(&t.id)
+        .is_some_and(|c| c.incarnation == t.incarnation && c.revision == t.revision);
+    if !hit {
+        let content = content_at(conn, cache, t, t.revision)?;
+        cache.insert(
+            t.id,
+            Cached {
+                incarnation: t.incarnation.clone(),
+                revision: t.revision,
+                content,
+            },
+        );
+    }
+    Ok(&cache[&t.id].content)
 }
 
 fn check_name(what: &str, value: &str) -> Result<(), StoreError> {
@@ -396,6 +462,13 @@ fn lookup_receipt(
     }
 }
 
+/// K4: identity of a submission's content (SHA-256 of its canonical JSON, key included).
+fn submission_sha256(submission: &Submission) -> Result<String, StoreError> {
+    Ok(sha256_hex(
+        serde_json::to_vec(submission).map_err(|e| StoreError::storage("submission", e))?,
+    ))
+}
+
 fn load_observation(
     conn: &Connection,
     target_id: i64,
@@ -438,6 +511,12 @@ impl SqliteStore {
     ///
     /// Errors: `STORAGE` (cannot open, not a database, schema newer than this build).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(path, Durability::Full)
+    }
+
+    /// [`open`](Self::open) with an explicit [`Durability`]; only benches and bulk loaders use
+    /// anything but [`Durability::Full`].
+    pub fn open_with(path: &Path, durability: Durability) -> Result<Self, StoreError> {
         let ctx = format!("opening database {}", path.display());
         let mut conn = Connection::open(path).map_err(|e| StoreError::storage(&ctx, e))?;
         conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
@@ -451,7 +530,11 @@ impl SqliteStore {
                 format!("{ctx}: could not enable WAL (journal_mode is {mode})"),
             ));
         }
-        conn.pragma_update(None, "synchronous", "FULL")
+        let synchronous = match durability {
+            Durability::Full => "FULL",
+            Durability::NoSync => "OFF",
+        };
+        conn.pragma_update(None, "synchronous", synchronous)
             .map_err(|e| StoreError::storage(&ctx, e))?;
         schema::migrate(&mut conn)?;
         Ok(Self {
@@ -639,27 +722,18 @@ impl EditStore for SqliteStore {
             let Inner { conn, cache } = inner;
             let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let content = content_at(&tx, cache, &t, t.revision)?;
+            let content = ensure_cached(&tx, cache, &t)?.to_owned();
             tx.finish()?;
-            let state = TargetState {
-                name: t.name.clone(),
-                language: t.language.clone(),
+            Ok(TargetState {
+                name: t.name,
+                language: t.language,
                 version: t.version,
                 revision: t.revision,
-                sha256: t.sha256.clone(),
-                content: content.clone(),
-                initial_sha256: t.initial_sha256.clone(),
+                sha256: t.sha256,
+                content,
+                initial_sha256: t.initial_sha256,
                 saved_revision: t.saved_revision,
-            };
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision: t.revision,
-                    content,
-                },
-            );
-            Ok(state)
+            })
         })
     }
 
@@ -694,16 +768,16 @@ impl EditStore for SqliteStore {
                     ),
                 ));
             }
-            let content = content_at(&tx, cache, &t, t.revision)?;
-            check_range(&content, range.start_byte, range.end_byte).map_err(|e| {
+            let content = ensure_cached(&tx, cache, &t)?;
+            check_range(content, range.start_byte, range.end_byte).map_err(|e| {
                 StoreError::new(
                     ErrorCode::OutOfRange,
                     format!("scope of target {name}: {}", e.message),
                 )
             })?;
             let text = content[range.start_byte..range.end_byte].to_owned();
-            let start_line = position_of(&content, range.start_byte)?.line;
-            let end_line = last_line_of(&content, range.start_byte, range.end_byte)?;
+            let start_line = position_of(content, range.start_byte)?.line;
+            let end_line = last_line_of(content, range.start_byte, range.end_byte)?;
             let sha256 = sha256_hex(&text);
             let observation_id = uuid::Uuid::new_v4().to_string();
             tx.prepare_cached(
@@ -724,14 +798,6 @@ impl EditStore for SqliteStore {
                 sha256
             ])?;
             tx.commit()?;
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision: t.revision,
-                    content,
-                },
-            );
             Ok(Observation {
                 observation_id,
                 revision: t.revision,
@@ -749,15 +815,14 @@ impl EditStore for SqliteStore {
         })
     }
 
-    fn submit(
+    fn submit_validated(
         &self,
         name: &str,
         submission: &Submission,
         strict: bool,
+        validator: Validator<'_>,
     ) -> Result<Receipt, StoreError> {
-        let submission_sha = sha256_hex(
-            serde_json::to_vec(submission).map_err(|e| StoreError::storage("submission", e))?,
-        );
+        let submission_sha = submission_sha256(submission)?;
         self.with(|inner| {
             let Inner { conn, cache } = inner;
             // K4 first: recovery needs no lock, no validation and no discovery.
@@ -804,12 +869,14 @@ impl EditStore for SqliteStore {
                 .min()
                 .unwrap_or(base);
             let steps = load_steps(&tx, t.id, steps_from, t.revision)?;
-            let current = content_at(&tx, cache, &t, t.revision)?;
+            ensure_cached(&tx, cache, &t)?;
+            let cached: &HashMap<i64, Cached> = cache;
+            let current: &str = &cached[&t.id].content;
             let base_owned;
             let base_content: &str = if base == t.revision {
-                &current
+                current
             } else {
-                base_owned = content_at(&tx, cache, &t, base)?;
+                base_owned = content_at(&tx, cached, &t, base)?;
                 &base_owned
             };
             let plan = plan_submission(&PlanInput {
@@ -817,12 +884,34 @@ impl EditStore for SqliteStore {
                 submission,
                 strict,
                 base_content,
-                current_content: &current,
+                current_content: current,
                 current_revision: t.revision,
                 steps_from,
                 steps: &steps,
                 observations: &observations,
             });
+            // W7/W8: validate what an accepted plan would produce, under the lock.
+            let plan = match plan {
+                Plan::Accept { ref new_content, .. } => match validator(&t.language, new_content) {
+                    Validation::Passed => plan,
+                    Validation::Failed { code, message } => Plan::Reject {
+                        reasons: vec![Rejection {
+                            code: "VALIDATION_FAILED",
+                            message: format!(
+                                "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
+                                t.language
+                            ),
+                        }],
+                    },
+                    Validation::Unavailable { code, message } => {
+                        return Err(StoreError::new(
+                            ErrorCode::ValidationUnavailable,
+                            format!("{code}: {message}; nothing was recorded, submit again with the same request_key"),
+                        ));
+                    }
+                },
+                reject => reject,
+            };
             let attempt_id = uuid::Uuid::new_v4().to_string();
             let mut receipt = Receipt {
                 target: name.to_owned(),
@@ -909,16 +998,35 @@ impl EditStore for SqliteStore {
                 json
             ])?;
             tx.commit()?;
-            let (revision, content) = new_cache.unwrap_or((t.revision, current));
-            cache.insert(
-                t.id,
-                Cached {
-                    incarnation: t.incarnation,
-                    revision,
-                    content,
-                },
-            );
+            if let Some((revision, content)) = new_cache {
+                cache.insert(
+                    t.id,
+                    Cached {
+                        incarnation: t.incarnation,
+                        revision,
+                        content,
+                    },
+                );
+            }
             Ok(receipt)
+        })
+    }
+
+    fn recover_receipt(
+        &self,
+        name: &str,
+        submission: &Submission,
+    ) -> Result<Option<Receipt>, StoreError> {
+        let submission_sha = submission_sha256(submission)?;
+        self.with(|inner| {
+            let t = target_row(&inner.conn, name)?;
+            lookup_receipt(
+                &inner.conn,
+                t.id,
+                name,
+                &submission.request_key,
+                &submission_sha,
+            )
         })
     }
 
@@ -951,9 +1059,9 @@ impl EditStore for SqliteStore {
             let snapshot_id = match existing {
                 Some(id) => id,
                 None => {
-                    let content = content_at(&tx, cache, &t, t.revision)?;
+                    let content = ensure_cached(&tx, cache, &t)?;
                     fresh_snapshot = true;
-                    write_snapshot(&tx, t.id, t.revision, &content, &t.sha256)?
+                    write_snapshot(&tx, t.id, t.revision, content, &t.sha256)?
                 }
             };
             let version = t.version + 1;
@@ -1049,43 +1157,33 @@ impl EditStore for SqliteStore {
         self.with(|inner| {
             let tx = inner.conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let rows: Vec<(
-                i64,
-                String,
-                i64,
-                i64,
-                Option<String>,
-                Option<String>,
-                String,
-                String,
-                i64,
-                i64,
-            )> = tx
+            let rows: Vec<JournalRow> = tx
                 .prepare_cached(
                     "SELECT entry_id, kind, revision, version, attempt_id, request_key, sha256, \
-                     edits, text_len, chunk_count FROM journal \
+                     edits, text_len, chunk_count, inline_text FROM journal \
                      WHERE target_id = ?1 AND entry_id > ?2 ORDER BY entry_id LIMIT ?3",
                 )?
                 .query_map(params![t.id, after_id, limit as i64 + 1], |r| {
-                    Ok((
-                        r.get(0)?,
-                        r.get(1)?,
-                        r.get(2)?,
-                        r.get(3)?,
-                        r.get(4)?,
-                        r.get(5)?,
-                        r.get(6)?,
-                        r.get(7)?,
-                        r.get(8)?,
-                        r.get(9)?,
-                    ))
+                    Ok(JournalRow {
+                        entry_id: r.get(0)?,
+                        kind: r.get(1)?,
+                        revision: r.get(2)?,
+                        version: r.get(3)?,
+                        attempt_id: r.get(4)?,
+                        request_key: r.get(5)?,
+                        sha256: r.get(6)?,
+                        edits: r.get(7)?,
+                        text_len: r.get(8)?,
+                        chunk_count: r.get(9)?,
+                        inline_text: r.get(10)?,
+                    })
                 })?
                 .collect::<Result<_, _>>()?;
             let mut entries = Vec::new();
             let mut text_bytes = 0usize;
             let mut has_more = false;
             for (n, row) in rows.into_iter().enumerate() {
-                let (
+                let JournalRow {
                     entry_id,
                     kind,
                     revision,
@@ -1096,7 +1194,8 @@ impl EditStore for SqliteStore {
                     edits,
                     text_len,
                     chunk_count,
-                ) = row;
+                    inline_text,
+                } = row;
                 if n as u32 == limit
                     || (!entries.is_empty()
                         && text_bytes + text_len as usize > REPLAY_PAGE_TEXT_BYTES)
@@ -1109,12 +1208,14 @@ impl EditStore for SqliteStore {
                     "edit" => JournalKind::Edit,
                     _ => JournalKind::Save,
                 };
-                let operations = if text_len > 0 || kind == JournalKind::Edit {
-                    let text = if text_len > 0 {
-                        load_entry_text(&tx, entry_id, text_len as usize, chunk_count)?
-                    } else {
-                        String::new()
-                    };
+                let operations = if kind == JournalKind::Edit {
+                    let text = load_entry_text(
+                        &tx,
+                        entry_id,
+                        inline_text,
+                        text_len as usize,
+                        chunk_count,
+                    )?;
                     split_text(&decode_edits(&edits)?, &text)?
                         .into_iter()
                         .map(|e| JournalOperation {

@@ -225,15 +225,15 @@ impl WaymarkConfig {
                 ));
             }
         };
-        if let Some(workers) = text(ENV_WORKERS)? {
-            if workers != "1" {
-                return Err(ConfigError::new(
-                    ENV_WORKERS,
-                    &workers,
-                    "1",
-                    "exactly one Waymark worker is supported",
-                ));
-            }
+        if let Some(workers) = text(ENV_WORKERS)?
+            && workers != "1"
+        {
+            return Err(ConfigError::new(
+                ENV_WORKERS,
+                &workers,
+                "1",
+                "exactly one Waymark worker is supported",
+            ));
         }
         let active_timeout = match text(ENV_ACTIVE_TIMEOUT_MS)? {
             None => DEFAULT_ACTIVE_TIMEOUT,

@@ -28,11 +28,75 @@ pub struct DiscoverFrame {
 }
 
 /// A frame from a worker to the supervisor.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Deserialized through a flat wire struct rather than serde's internally tagged enum, which
+/// would buffer a whole 2 MiB result into an intermediate tree before decoding it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum WorkerMessage {
     Ready(ReadyFrame),
     Result(ResultFrame),
+}
+
+#[derive(Deserialize)]
+struct WireWorkerMessage {
+    #[serde(rename = "type")]
+    kind: String,
+    generation: u64,
+    #[serde(default)]
+    request: Option<u64>,
+    #[serde(default)]
+    pid: Option<u32>,
+    #[serde(default)]
+    mode: String,
+    #[serde(default)]
+    languages: Vec<String>,
+    #[serde(default)]
+    warmup_ms: f64,
+    #[serde(default)]
+    engine: String,
+    #[serde(default)]
+    ok: Option<bool>,
+    #[serde(default)]
+    scopes: Option<Vec<Scope>>,
+    #[serde(default)]
+    parse_ms: Option<f64>,
+    #[serde(default)]
+    read_ms: Option<f64>,
+    #[serde(default)]
+    has_error: Option<bool>,
+    #[serde(default)]
+    error: Option<ResultError>,
+}
+
+impl<'de> Deserialize<'de> for WorkerMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let w = WireWorkerMessage::deserialize(deserializer)?;
+        match w.kind.as_str() {
+            "ready" => Ok(WorkerMessage::Ready(ReadyFrame {
+                generation: w.generation,
+                pid: w.pid.ok_or_else(|| D::Error::missing_field("pid"))?,
+                mode: w.mode,
+                languages: w.languages,
+                warmup_ms: w.warmup_ms,
+                engine: w.engine,
+            })),
+            "result" => Ok(WorkerMessage::Result(ResultFrame {
+                generation: w.generation,
+                request: w
+                    .request
+                    .ok_or_else(|| D::Error::missing_field("request"))?,
+                ok: w.ok.ok_or_else(|| D::Error::missing_field("ok"))?,
+                scopes: w.scopes,
+                parse_ms: w.parse_ms,
+                read_ms: w.read_ms,
+                has_error: w.has_error,
+                error: w.error,
+            })),
+            other => Err(D::Error::unknown_variant(other, &["ready", "result"])),
+        }
+    }
 }
 
 /// The first frame of a generation: it has loaded (and, resident, warmed up) its grammars.

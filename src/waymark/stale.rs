@@ -41,6 +41,7 @@ pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Writes a private (0600) file atomically: a temp file in the same directory, then rename.
+/// Not fsynced: these files are ephemeral (request files) or re-validated on read (manifests).
 pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
     {
@@ -51,7 +52,6 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         f.write_all(bytes)?;
-        f.sync_all()?;
     }
     std::fs::rename(&tmp, path)
 }
@@ -142,10 +142,10 @@ pub fn sweep(work_root: &Path, own: Option<ProcessIdentity>) -> StaleReport {
                 continue;
             }
         };
-        if let Some(child) = manifest.child {
-            if liveness(child) == Liveness::Alive {
-                let _ = kill_group(child.pid);
-            }
+        if let Some(child) = manifest.child
+            && liveness(child) == Liveness::Alive
+        {
+            let _ = kill_group(child.pid);
         }
         match std::fs::remove_dir_all(&path) {
             Ok(()) => report.removed.push(StaleRoot {

@@ -9,6 +9,28 @@
 //!   remove its root) and the failed discovery is never retried or switched to the other mode
 //!   (W4);
 //! - a generation root is removed only after its child has been killed or has exited (W11).
+//!
+//! Lifecycle events (T4, T5), recorded through [`Recorder`]; `ids` carry `generation` and/or
+//! `request` where known:
+//!
+//! | event | kind | ids | attrs |
+//! |---|---|---|---|
+//! | `worker_launch` | point | generation | pid, mode, launches_in_window, script |
+//! | `worker_ready` | spawn → ready frame | generation | pid, warmup_ms, mode, engine |
+//! | `worker_queue_depth` | point, on every change | – | active (0/1), waiting (0..8) |
+//! | `phase_admission` | span | request | ceiling_ms, code (on failure) |
+//! | `phase_readiness` | span | request, generation | ceiling_ms (prewarm: prewarm=true) |
+//! | `phase_active` | span | request, generation | ceiling_ms |
+//! | `phase_outer` | span | request | ceiling_ms |
+//! | `ipc_read` | one complete response wait | request, generation | code / timeout_ms / cancelled on failure |
+//! | `discovery_total` | span | request | language, bytes, mode, lock_holder, scopes, parse_ms, code |
+//! | `worker_retired` | point | generation | reason, requests, pid, mode, detail |
+//! | `worker_rss` | point, every 10th 100 ms sample and on breach (failed) | generation | rss_bytes, limit_bytes |
+//! | `worker_stale_roots` | point, when the sweep found roots | – | removed, kept, kept_roots |
+//! | `worker_cleanup` | point, failed root removal | generation | code, error |
+//!
+//! Every RSS sample also goes to the memory file via `Recorder::record_memory` (T2). A span
+//! dropped unfinished (cancellation) is recorded as failed with `cancelled: true`.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
@@ -292,12 +314,7 @@ impl Waymark {
         if inner.config.mode == WaymarkMode::Oneshot {
             return Ok(());
         }
-        let _permit = inner
-            .admit(
-                inner.config.limits.admission,
-                &mut inner.span("phase_admission", None),
-            )
-            .await?;
+        let _permit = inner.admit(inner.config.limits.admission, None).await?;
         let mut span = inner.span("phase_readiness", None);
         span.attr("ceiling_ms", ms(inner.config.limits.readiness))
             .attr("prewarm", true);
@@ -383,9 +400,11 @@ impl Waymark {
                 "the supervisor is shutting down",
                 false,
             );
-            let child = lock(&g.child).take();
-            let _ = kill_group(g.pid);
-            drop(child);
+            // Only a child not yet reaped keeps its pid (and group id) from being reused.
+            if let Some(child) = lock(&g.child).take() {
+                let _ = kill_group(g.pid);
+                drop(child);
+            }
             let _ = std::fs::remove_dir_all(&g.root);
             g.cleaned.send_replace(true);
             lock(&self.inner.state).live.remove(&g.id);
@@ -493,11 +512,13 @@ impl Inner {
         }
     }
 
+    /// Admission (W5–W7), recorded as `phase_admission` for `request`.
     async fn admit(
         &self,
         ceiling: Duration,
-        span: &mut Span,
+        request: Option<u64>,
     ) -> Result<super::queue::Permit, WorkerError> {
+        let mut span = self.span("phase_admission", request);
         span.attr("ceiling_ms", ms(ceiling));
         let result = self.queue.admit(ceiling).await;
         let mapped = result.map_err(|e| match e {
@@ -520,6 +541,7 @@ impl Inner {
         if let Err(e) = &mapped {
             span.attr("code", e.code.as_str());
         }
+        span.finish(outcome(mapped.is_ok()));
         mapped
     }
 
@@ -648,9 +670,7 @@ impl Inner {
         } else {
             self.config.limits.admission
         };
-        let permit = self
-            .admit(ceiling, &mut self.span("phase_admission", Some(request)))
-            .await?;
+        let permit = self.admit(ceiling, Some(request)).await?;
 
         let mut readiness = self.span("phase_readiness", Some(request));
         readiness.attr("ceiling_ms", ms(self.config.limits.readiness));
@@ -923,14 +943,14 @@ impl Inner {
             cleaned: watch::Sender::new(false),
             last_rss: AtomicU64::new(0),
         });
-        let launches_in_window = {
+        let (launches_in_window, shut_down) = {
             let mut st = lock(&self.state);
             st.live.insert(id, worker.clone());
             st.latest = Some((id, pid));
-            if language.is_none() {
+            if language.is_none() && !st.shut_down {
                 st.current = Some(worker.clone());
             }
-            st.launches.len()
+            (st.launches.len(), st.shut_down)
         };
         self.recorder.record(
             PerfEvent::point("worker_launch")
@@ -951,6 +971,14 @@ impl Inner {
             g.stderr_done.send_replace(true);
         });
         tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
+        if shut_down {
+            // Shutdown raced this launch: it saw no such generation, so retire it here.
+            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
         Ok(worker)
     }
 
@@ -972,11 +1000,17 @@ impl Inner {
             dir: dir.clone(),
             armed: true,
         };
-        // W3: after admission, the source goes into an owned request file.
+        if let Some(why) = lock(&worker.retired).clone() {
+            guard.armed = false;
+            return Err(error_for_reason(&why, worker.id, "retired before the request").into());
+        }
+        // W3: after admission, the source goes into an owned request file. The directory is
+        // created non-recursively: a root removed by a concurrent retirement is not recreated.
         let owned = source.as_bytes().to_vec();
         let file_dir = dir.clone();
         let written = tokio::task::spawn_blocking(move || -> std::io::Result<(u64, String)> {
-            stale::create_private_dir(&file_dir)?;
+            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+                .create(&file_dir)?;
             stale::write_private_atomic(&file_dir.join("source"), &owned)?;
             Ok((owned.len() as u64, hex::encode(Sha256::digest(&owned))))
         })
@@ -986,6 +1020,11 @@ impl Inner {
             Ok(Err(e)) => {
                 guard.armed = false;
                 let _ = std::fs::remove_dir_all(&dir);
+                if let Some(why) = lock(&worker.retired).clone() {
+                    return Err(
+                        error_for_reason(&why, worker.id, "retired during the request").into(),
+                    );
+                }
                 return Err(WorkerError::new(
                     WorkerErrorCode::Cleanup,
                     format!("cannot write the request file in {}: {e}", dir.display()),
@@ -1175,7 +1214,11 @@ impl Inner {
         );
         worker.cancel.cancel();
         if !graceful {
-            let _ = kill_group(worker.pid);
+            // Holding the child slot: it cannot be reaped (and its pid reused) meanwhile.
+            let child = lock(&worker.child);
+            if child.is_some() {
+                let _ = kill_group(worker.pid);
+            }
         }
         let weak = self.this.clone();
         let g = worker.clone();
@@ -1185,9 +1228,10 @@ impl Inner {
                 handle.spawn(cleanup(weak, g, graceful, graceful_exit));
             }
             Err(_) => {
-                let child = lock(&g.child).take();
-                let _ = kill_group(g.pid);
-                drop(child);
+                if let Some(child) = lock(&g.child).take() {
+                    let _ = kill_group(g.pid);
+                    drop(child);
+                }
                 let _ = std::fs::remove_dir_all(&g.root);
                 g.cleaned.send_replace(true);
                 lock(&self.state).live.remove(&g.id);
@@ -1216,9 +1260,11 @@ impl Drop for Inner {
         };
         for g in gens {
             g.cancel.cancel();
-            let child = lock(&g.child).take();
-            let _ = kill_group(g.pid);
-            drop(child);
+            // Only a child not yet reaped keeps its pid (and group id) from being reused.
+            if let Some(child) = lock(&g.child).take() {
+                let _ = kill_group(g.pid);
+                drop(child);
+            }
             let _ = std::fs::remove_dir_all(&g.root);
             g.cleaned.send_replace(true);
         }
@@ -1326,6 +1372,9 @@ async fn read_loop(
                 if let Some(p) = lock(&worker.pending).take() {
                     let _ = p.tx.send(Ok(result));
                 }
+                if worker.mode == WaymarkMode::Oneshot {
+                    return; // its one answer is in; the runner exits and is retired as complete
+                }
             }
         }
     }
@@ -1358,7 +1407,7 @@ async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
         ids.insert("generation".into(), worker.id.into());
         inner.recorder.record_memory(worker.pid, rss, ids);
         let breach = rss > limit;
-        if breach || n % RSS_EVENT_EVERY == 0 {
+        if breach || n.is_multiple_of(RSS_EVENT_EVERY) {
             inner.recorder.record(
                 PerfEvent::point("worker_rss")
                     .id("generation", worker.id)
@@ -1427,6 +1476,57 @@ async fn cleanup(
         st.stderr_history.push_back(capture);
         while st.stderr_history.len() > STDERR_HISTORY {
             st.stderr_history.pop_front();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync<T: Send + Sync>(_: &T) {}
+    fn assert_send<T: Send>(_: T) {}
+
+    /// The MCP server spawns discoveries on a multi-thread runtime: the handle must be
+    /// `Send + Sync` and every public future `Send`.
+    #[test]
+    fn waymark_handle_and_futures_are_send() {
+        let config = WaymarkConfig::new(
+            WaymarkMode::Resident,
+            PathBuf::from("/nonexistent/node"),
+            PathBuf::from("/nonexistent"),
+            PathBuf::from("/nonexistent"),
+        );
+        let w = Waymark::new(config, Recorder::disabled());
+        assert_send_sync(&w);
+        assert_send(w.discover(Language::Rust, ""));
+        assert_send(w.discover_holding_lock(Language::Rust, ""));
+        assert_send(w.prewarm());
+        assert_send(w.shutdown());
+        let status = w.status();
+        assert_eq!(status.generation, None, "status starts nothing (W13)");
+        assert_eq!(status.launches_total, 0);
+    }
+
+    #[test]
+    fn retirement_reasons_map_to_stable_worker_codes() {
+        let code = |r| error_for_reason(r, 1, "x").code;
+        assert_eq!(code(reason::RSS_LIMIT), WorkerErrorCode::RssLimit);
+        assert_eq!(code(reason::SHUTDOWN), WorkerErrorCode::Cancelled);
+        assert_eq!(code(reason::CANCELLED), WorkerErrorCode::Cancelled);
+        assert_eq!(
+            code(reason::STARTUP_TIMEOUT),
+            WorkerErrorCode::StartupTimeout
+        );
+        for r in [
+            reason::WORKER_EXITED,
+            reason::INVALID_FRAMING,
+            reason::UNSOLICITED_DATA,
+            reason::WRONG_GENERATION,
+            reason::WRONG_REQUEST_ID,
+            reason::PIPE_FAILED,
+        ] {
+            assert_eq!(code(r), WorkerErrorCode::Protocol, "{r}");
         }
     }
 }

@@ -111,8 +111,16 @@ pub async fn wait_gone(pid: u32, within: Duration) {
             use std::os::fd::{FromRawFd, OwnedFd};
             // SAFETY: fd is a fresh descriptor we own.
             let owned = unsafe { OwnedFd::from_raw_fd(fd as i32) };
-            let afd = tokio::io::unix::AsyncFd::with_interest(owned, tokio::io::Interest::READABLE)
-                .expect("register pidfd");
+            // SAFETY: `owned` is a valid open pidfd and moves into the AsyncFd, which keeps it
+            // open, unchanged, until it is dropped.
+            let afd = unsafe {
+                tokio::io::unix::AsyncFd::register_with_interest(
+                    owned,
+                    tokio::io::Interest::READABLE,
+                )
+            }
+            .map_err(|e| e.to_string())
+            .expect("register pidfd");
             let _ = afd.readable().await.expect("pidfd readable");
             return;
         }

@@ -66,10 +66,9 @@ switch (fault) {
   case "stderr_flood": {
     const engine = await createEngine(["javascript"]);
     readFrames((req) => {
-      const line = Buffer.alloc(1024, 0x78);
-      line[1023] = 0x0a;
-      for (let i = 0; i < 1024; i++) process.stderr.write(line);
-      answer(engine, root, generation, req);
+      // 1 MiB of stderr, handed to the kernel before the answer is written.
+      const flood = Buffer.alloc(1024 * 1024, 0x78);
+      process.stderr.write(flood, () => answer(engine, root, generation, req));
     });
     ready();
     break;

@@ -1,0 +1,110 @@
+//! store-probe: a second OS process for the store's cross-process tests (K3, K5).
+//!
+//! Not a user tool. Each command opens the database, prints `READY`, and (where it races) waits
+//! for one line on stdin before acting, so tests synchronize through pipes, never sleeps.
+//!
+//! ```text
+//! store-probe stream DB TARGET START COUNT   submission i (i = START..START+COUNT) replaces
+//!                                            "<<END>>" by "[i]<<END>>" at base_revision i,
+//!                                            key "k{i}"; prints "ACK <receipt json>" after each
+//! store-probe race-save DB TARGET            waits for GO, submits "a" -> "R" at base 0
+//!                                            (key "replica"), saves; prints both results
+//! store-probe saves DB TARGET N              waits for GO, saves N times; prints each result
+//! ```
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::process::ExitCode;
+
+use patchdiff::store::{EditStore, OperationRequest, SqliteStore, Submission};
+
+fn op(old: &str, new: &str) -> OperationRequest {
+    OperationRequest {
+        observation_id: None,
+        old_text: old.to_owned(),
+        new_text: new.to_owned(),
+    }
+}
+
+fn wait_for_go() {
+    let mut line = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut line);
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let err = |e: patchdiff::store::StoreError| e.to_string();
+    let (cmd, db, target) = match args {
+        [cmd, db, target, ..] => (cmd.as_str(), Path::new(db), target.as_str()),
+        _ => return Err("usage: store-probe stream|race-save|saves DB TARGET …".to_owned()),
+    };
+    let store = SqliteStore::open(db).map_err(err)?;
+    let mut out = std::io::stdout().lock();
+    let mut say = |line: String| -> Result<(), String> {
+        writeln!(out, "{line}")
+            .and_then(|_| out.flush())
+            .map_err(|e| e.to_string())
+    };
+    say("READY".to_owned())?;
+    match cmd {
+        "stream" => {
+            let start: u64 = args.get(3).and_then(|s| s.parse().ok()).ok_or("START")?;
+            let count: u64 = args.get(4).and_then(|s| s.parse().ok()).ok_or("COUNT")?;
+            for i in start..start + count {
+                let s = Submission {
+                    request_key: format!("k{i}"),
+                    base_revision: i,
+                    expected_sha256: None,
+                    operations: vec![op("<<END>>", &format!("[{i}]<<END>>"))],
+                };
+                let r = store.submit(target, &s, false).map_err(err)?;
+                say(format!(
+                    "ACK {}",
+                    serde_json::to_string(&r).map_err(|e| e.to_string())?
+                ))?;
+            }
+        }
+        "race-save" => {
+            wait_for_go();
+            let s = Submission {
+                request_key: "replica".to_owned(),
+                base_revision: 0,
+                expected_sha256: None,
+                operations: vec![op("a", "R")],
+            };
+            let r = store.submit(target, &s, false).map_err(err)?;
+            say(format!(
+                "RECEIPT {}",
+                serde_json::to_string(&r).map_err(|e| e.to_string())?
+            ))?;
+            let saved = store.save(target).map_err(err)?;
+            say(format!(
+                "SAVE {}",
+                serde_json::to_string(&saved).map_err(|e| e.to_string())?
+            ))?;
+        }
+        "saves" => {
+            let n: u64 = args.get(3).and_then(|s| s.parse().ok()).ok_or("N")?;
+            wait_for_go();
+            for _ in 0..n {
+                let saved = store.save(target).map_err(err)?;
+                say(format!(
+                    "SAVE {}",
+                    serde_json::to_string(&saved).map_err(|e| e.to_string())?
+                ))?;
+            }
+        }
+        other => return Err(format!("unknown command {other:?}")),
+    }
+    say("DONE".to_owned())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("store-probe: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

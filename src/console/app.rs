@@ -1,0 +1,517 @@
+//! The interactive console's state and input handling (SPEC U2–U4): focus, the `:` command line
+//! with completion from [`COMMANDS`], the `?` help overlay, the evidence viewer's keys, and the
+//! bookkeeping of events from the canary task and the data sources. Keys become [`Command`]s
+//! (the one action type shared with `--script`); drawing lives in `ui` and never mutates this.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+
+use super::evidence::{EvidenceView, pretty};
+use super::ring::Ring;
+use super::runner::{CanarySnapshot, RunnerEvent};
+use super::state::Monitor;
+use crate::canary::command::{COMMANDS, Command, complete};
+use crate::kernel::TargetSummary;
+
+/// Status lines (step outcomes, notices) kept.
+pub const STATUS_CAPACITY: usize = 64;
+/// The C1 advice shown when init meets a target with history.
+pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: a target already has history (attempts, observations or saves). \
+Init refuses to overwrite it (C1). Run `:init --reset` to wipe the history, or use a fresh database.";
+
+/// The panes focus moves between (Tab / Shift-Tab).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pane {
+    Processes,
+    Targets,
+    Worker,
+    Perf,
+    Evidence,
+}
+
+impl Pane {
+    pub const ALL: [Pane; 5] = [
+        Pane::Processes,
+        Pane::Targets,
+        Pane::Worker,
+        Pane::Perf,
+        Pane::Evidence,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Pane::Processes => "PROCESSES",
+            Pane::Targets => "TARGETS",
+            Pane::Worker => "WORKER",
+            Pane::Perf => "PERF EVENTS",
+            Pane::Evidence => "EVIDENCE",
+        }
+    }
+
+    /// Keys the pane handles itself when focused (shown in the bottom bar and in help).
+    pub fn keys(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Pane::Evidence => &[
+                ("↑↓", "select"),
+                ("/", "search"),
+                ("f", "follow"),
+                ("t", "tool filter"),
+                ("o", "other log"),
+                ("⏎", "detail"),
+                ("g/G", "top/end"),
+            ],
+            Pane::Perf => &[("↑↓", "scroll")],
+            Pane::Targets | Pane::Processes | Pane::Worker => &[],
+        }
+    }
+
+    fn index(self) -> usize {
+        Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
+    }
+}
+
+/// Keys the console itself owns (not in the command table).
+pub const CONSOLE_KEYS: &[(&str, &str)] = &[
+    (":", "command line (Tab completes)"),
+    ("?", "this help"),
+    ("Tab / Shift-Tab", "focus next / previous pane"),
+    ("m", "mouse capture on/off"),
+    ("q / Ctrl-C", "quit (stops every child process)"),
+    ("Esc", "close an overlay or the command line"),
+];
+
+/// What the bottom line is being used for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    Normal,
+    /// The `:` command line; `cycle` is the index into the current completions.
+    Command {
+        text: String,
+        cycle: Option<(String, usize)>,
+    },
+    /// The evidence viewer's `/` search.
+    Search {
+        text: String,
+    },
+}
+
+/// A window drawn over the panes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlay {
+    None,
+    Help {
+        scroll: u16,
+    },
+    /// Multi-line output of a command (e.g. `host-config`), or the detail of one message.
+    Text {
+        title: String,
+        lines: Vec<String>,
+        scroll: u16,
+    },
+}
+
+/// One status line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// A watched observed process started elsewhere (attach mode, SPEC U1, ARCHITECTURE).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attached {
+    pub events: PathBuf,
+    pub database: Option<PathBuf>,
+}
+
+/// The console's whole state.
+pub struct App {
+    pub monitor: Monitor,
+    pub canary: Option<CanarySnapshot>,
+    pub attached: Option<Attached>,
+    /// Targets as the store reports them (live while MCP processes write, WAL).
+    pub store_targets: Vec<TargetSummary>,
+    pub store_error: Option<String>,
+    /// Process state from `/proc` by pid: `R`, `S`, `Z`, … or `gone`.
+    pub proc_state: BTreeMap<u64, String>,
+    /// The console's clock (Unix ms), advanced by ticks; injected in tests.
+    pub now_ms: f64,
+    pub focus: Pane,
+    pub input: Input,
+    pub overlay: Overlay,
+    pub statuses: Ring<Status>,
+    /// The step running in the canary task and since when (Unix ms).
+    pub running: Option<(String, f64)>,
+    /// Commands sent and not yet started.
+    pub queued: usize,
+    pub evidence: EvidenceView,
+    /// Scroll offset of the perf table.
+    pub perf_scroll: usize,
+    /// False under `NO_COLOR` (U4).
+    pub color: bool,
+    pub mouse: bool,
+    /// Mouse capture changed and must be applied to the terminal.
+    pub mouse_changed: bool,
+    pub quit: bool,
+    /// An explanation that stays on screen (e.g. C1's TARGET_NOT_FRESH advice).
+    pub notice: Option<String>,
+    /// Last terminal size (columns, rows), for mouse hit-testing.
+    pub size: (u16, u16),
+}
+
+impl App {
+    /// A console with no data yet. `color` follows `NO_COLOR` (see [`color_enabled`]).
+    pub fn new(color: bool, now_ms: f64) -> Self {
+        Self {
+            monitor: Monitor::new(),
+            canary: None,
+            attached: None,
+            store_targets: Vec::new(),
+            store_error: None,
+            proc_state: BTreeMap::new(),
+            now_ms,
+            focus: Pane::Processes,
+            input: Input::Normal,
+            overlay: Overlay::None,
+            statuses: Ring::new(STATUS_CAPACITY),
+            running: None,
+            queued: 0,
+            evidence: EvidenceView::new(Vec::new()),
+            perf_scroll: 0,
+            color,
+            mouse: false,
+            mouse_changed: false,
+            quit: false,
+            notice: None,
+            size: (80, 24),
+        }
+    }
+
+    /// Pids whose `/proc` state the console samples: MCP processes and the worker.
+    pub fn watched_pids(&self) -> Vec<u64> {
+        let mut pids: Vec<u64> = self
+            .canary
+            .iter()
+            .flat_map(|c| c.processes.iter().filter_map(|p| p.pid.map(u64::from)))
+            .collect();
+        pids.extend(self.monitor.worker.pid);
+        pids.extend(self.attached_pid());
+        pids
+    }
+
+    /// In attach mode: the observed process's pid, from its events' `pid` field.
+    pub fn attached_pid(&self) -> Option<u64> {
+        self.attached.as_ref()?;
+        self.monitor.recorders.get("observed").copied()
+    }
+
+    pub fn push_status(&mut self, ok: bool, text: impl Into<String>) {
+        let text = text.into();
+        if text.contains("TARGET_NOT_FRESH") {
+            self.notice = Some(NOT_FRESH_ADVICE.to_owned());
+        }
+        self.statuses.push(Status { ok, text });
+    }
+
+    /// Applies an event from the canary task.
+    pub fn on_runner(&mut self, event: RunnerEvent) {
+        match event {
+            RunnerEvent::Started(name) => {
+                self.queued = self.queued.saturating_sub(1);
+                self.running = Some((name, self.now_ms));
+            }
+            RunnerEvent::Finished { outcome, output } => {
+                self.running = None;
+                if outcome.ok && outcome.command == "init" {
+                    self.notice = None;
+                }
+                self.push_status(
+                    outcome.ok,
+                    format!(
+                        "{} {} {} ({} ms)",
+                        outcome.command,
+                        if outcome.ok { "ok" } else { "FAIL" },
+                        outcome.summary,
+                        outcome.elapsed_ms
+                    ),
+                );
+                if let Some(text) = output {
+                    self.overlay = Overlay::Text {
+                        title: outcome.command.clone(),
+                        lines: text.lines().map(str::to_owned).collect(),
+                        scroll: 0,
+                    };
+                }
+            }
+            RunnerEvent::Snapshot(s) => self.canary = Some(*s),
+            RunnerEvent::Stopped => self.running = None,
+        }
+    }
+
+    /// Handles one key; returns a command for the canary task, if the key asked for one.
+    pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.quit = true;
+            return None;
+        }
+        if self.overlay != Overlay::None {
+            self.overlay_key(key);
+            return None;
+        }
+        match std::mem::replace(&mut self.input, Input::Normal) {
+            Input::Command { text, cycle } => return self.command_key(key, text, cycle),
+            Input::Search { text } => {
+                self.search_key(key, text);
+                return None;
+            }
+            Input::Normal => {}
+        }
+        match key.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('?') => self.overlay = Overlay::Help { scroll: 0 },
+            KeyCode::Char(':') => {
+                self.input = Input::Command {
+                    text: String::new(),
+                    cycle: None,
+                }
+            }
+            KeyCode::Tab => self.focus = Pane::ALL[(self.focus.index() + 1) % Pane::ALL.len()],
+            KeyCode::BackTab => {
+                self.focus = Pane::ALL[(self.focus.index() + Pane::ALL.len() - 1) % Pane::ALL.len()]
+            }
+            KeyCode::Char('m') => {
+                self.mouse = !self.mouse;
+                self.mouse_changed = true;
+            }
+            KeyCode::Esc => self.notice = None,
+            _ if self.pane_key(key) => {}
+            KeyCode::Char(c) => return self.table_key(c),
+            _ => {}
+        }
+        None
+    }
+
+    /// A key from the command table: runs the command with default arguments, or opens the
+    /// command line pre-filled when the command needs arguments (e.g. `agent PLAN`).
+    fn table_key(&mut self, c: char) -> Option<Command> {
+        let spec = COMMANDS.iter().find(|s| s.key == Some(c))?;
+        match Command::parse(spec.name) {
+            Ok(command) => Some(self.submit(command)),
+            Err(_) => {
+                self.input = Input::Command {
+                    text: format!("{} ", spec.name),
+                    cycle: None,
+                };
+                None
+            }
+        }
+    }
+
+    fn submit(&mut self, command: Command) -> Command {
+        self.queued += 1;
+        command
+    }
+
+    fn pane_key(&mut self, key: KeyEvent) -> bool {
+        match self.focus {
+            Pane::Evidence => {
+                let ev = &mut self.evidence;
+                match key.code {
+                    KeyCode::Up | KeyCode::Char('k') => ev.move_by(-1),
+                    KeyCode::Down | KeyCode::Char('j') => ev.move_by(1),
+                    KeyCode::PageUp => ev.move_by(-(ev.rows.max(1) as isize)),
+                    KeyCode::PageDown => ev.move_by(ev.rows.max(1) as isize),
+                    KeyCode::Char('g') | KeyCode::Home => ev.home(),
+                    KeyCode::Char('G') | KeyCode::End => ev.end(),
+                    KeyCode::Char('f') => ev.toggle_follow(),
+                    KeyCode::Char('t') => ev.cycle_tool_filter(),
+                    KeyCode::Char('o') => ev.next_source(),
+                    KeyCode::Char('/') => {
+                        self.input = Input::Search {
+                            text: String::new(),
+                        }
+                    }
+                    KeyCode::Enter => {
+                        if let Some(line) = ev.selected_line() {
+                            self.overlay = Overlay::Text {
+                                title: format!("{} @ byte {}", ev.label(), line.offset),
+                                lines: pretty(&line.text),
+                                scroll: 0,
+                            };
+                        }
+                    }
+                    _ => return false,
+                }
+                true
+            }
+            Pane::Perf => match key.code {
+                KeyCode::Up | KeyCode::Char('k') => {
+                    self.perf_scroll = self.perf_scroll.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    self.perf_scroll =
+                        (self.perf_scroll + 1).min(self.monitor.stat_rows.len().saturating_sub(1));
+                    true
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    fn overlay_key(&mut self, key: KeyEvent) {
+        let scroll = match &mut self.overlay {
+            Overlay::Help { scroll } | Overlay::Text { scroll, .. } => scroll,
+            Overlay::None => return,
+        };
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter | KeyCode::Char('?') => {
+                self.overlay = Overlay::None
+            }
+            KeyCode::Down | KeyCode::Char('j') => *scroll = scroll.saturating_add(1),
+            KeyCode::Up | KeyCode::Char('k') => *scroll = scroll.saturating_sub(1),
+            KeyCode::PageDown | KeyCode::Char(' ') => *scroll = scroll.saturating_add(10),
+            KeyCode::PageUp => *scroll = scroll.saturating_sub(10),
+            _ => {}
+        }
+    }
+
+    fn command_key(
+        &mut self,
+        key: KeyEvent,
+        mut text: String,
+        cycle: Option<(String, usize)>,
+    ) -> Option<Command> {
+        match key.code {
+            KeyCode::Esc => return None,
+            KeyCode::Enter => {
+                let line = text.trim();
+                if line.is_empty() {
+                    return None;
+                }
+                return match Command::parse(line) {
+                    Ok(command) => Some(self.submit(command)),
+                    Err(e) => {
+                        self.push_status(false, format!(":{line}: {e}"));
+                        None
+                    }
+                };
+            }
+            KeyCode::Tab => {
+                let (text, cycle) = complete_line(&text, cycle);
+                self.input = Input::Command { text, cycle };
+                return None;
+            }
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Char(c) => text.push(c),
+            _ => {}
+        }
+        self.input = Input::Command { text, cycle: None };
+        None
+    }
+
+    fn search_key(&mut self, key: KeyEvent, mut text: String) {
+        match key.code {
+            KeyCode::Esc => return,
+            KeyCode::Enter => {
+                self.evidence.search(&text);
+                return;
+            }
+            KeyCode::Backspace => {
+                text.pop();
+            }
+            KeyCode::Char(c) => text.push(c),
+            _ => {}
+        }
+        self.input = Input::Search { text };
+    }
+
+    /// Mouse (optional, U4): a click focuses the pane under it; the wheel scrolls the evidence.
+    pub fn on_mouse(&mut self, mouse: MouseEvent, panes: &[(Pane, ratatui::layout::Rect)]) {
+        let hit = panes.iter().find(|(_, r)| {
+            mouse.column >= r.x
+                && mouse.column < r.x + r.width
+                && mouse.row >= r.y
+                && mouse.row < r.y + r.height
+        });
+        match mouse.kind {
+            MouseEventKind::Down(_) => {
+                if let Some((p, _)) = hit {
+                    self.focus = *p;
+                }
+            }
+            MouseEventKind::ScrollUp => self.evidence.move_by(-3),
+            MouseEventKind::ScrollDown => self.evidence.move_by(3),
+            _ => {}
+        }
+    }
+
+    /// The candidates shown while typing a command line.
+    pub fn completions(&self) -> Vec<String> {
+        match &self.input {
+            Input::Command { text, .. } => candidates(text),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Argument alternatives of a command, generated from its usage string in [`COMMANDS`]:
+/// `launch [full|observed]` → `full`, `observed`; upper-case words are placeholders.
+pub fn argument_choices(name: &str) -> Vec<&'static str> {
+    let Some(spec) = COMMANDS.iter().find(|c| c.name == name) else {
+        return Vec::new();
+    };
+    spec.usage
+        .split_whitespace()
+        .skip(1)
+        .flat_map(|w| w.trim_matches(|c| c == '[' || c == ']').split('|'))
+        .filter(|w| !w.is_empty() && !w.chars().any(|c| c.is_ascii_uppercase()) && !w.contains('='))
+        .collect()
+}
+
+/// Completion candidates for a partial command line: command names, then arguments.
+pub fn candidates(text: &str) -> Vec<String> {
+    match text.split_once(' ') {
+        None => complete(text).into_iter().map(str::to_owned).collect(),
+        Some((name, rest)) => {
+            let word = rest.rsplit(' ').next().unwrap_or("");
+            argument_choices(name)
+                .into_iter()
+                .filter(|a| a.starts_with(word))
+                .map(str::to_owned)
+                .collect()
+        }
+    }
+}
+
+/// Tab on a command line: a single candidate is completed (with a trailing space); several are
+/// cycled through, remembering what was typed in `cycle`.
+pub fn complete_line(
+    text: &str,
+    cycle: Option<(String, usize)>,
+) -> (String, Option<(String, usize)>) {
+    let typed = cycle.as_ref().map_or(text, |(t, _)| t.as_str()).to_owned();
+    let cands = candidates(&typed);
+    if cands.is_empty() {
+        return (text.to_owned(), None);
+    }
+    let prefix = match typed.rsplit_once(' ') {
+        Some((head, _)) => format!("{head} "),
+        None => String::new(),
+    };
+    if cands.len() == 1 {
+        return (format!("{prefix}{} ", cands[0]), None);
+    }
+    let next = cycle.map_or(0, |(_, i)| (i + 1) % cands.len());
+    (format!("{prefix}{}", cands[next]), Some((typed, next)))
+}
+
+/// U4: colour unless `NO_COLOR` is set to a non-empty value (no-color.org).
+pub fn color_enabled() -> bool {
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}

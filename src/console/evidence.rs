@@ -1,0 +1,758 @@
+//! The evidence viewer (SPEC U2, E1): MCP request/result wire logs and the agent transcript,
+//! read by byte offset so a log of any size opens instantly — only the lines on screen are read
+//! (seek forward from an offset, or backward from the end for follow mode). Search scans forward
+//! in a bounded stream; the detail view pretty-prints one message.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Bytes read per backward step.
+const BACK_CHUNK: u64 = 64 * 1024;
+/// Longest line the viewer reads whole (bytes); longer lines are cut (the file is untouched).
+pub const MAX_VIEW_LINE: usize = 4 * 1024 * 1024;
+/// Most bytes one search or filtered scroll scans before giving up (bytes).
+pub const MAX_SCAN_BYTES: u64 = 512 * 1024 * 1024;
+/// Lines kept in the on-screen window.
+pub const WINDOW_CAPACITY: usize = 256;
+/// Tool names remembered for the filter cycle and request ids remembered for result lines.
+const TOOLS_CAPACITY: usize = 32;
+const KEYS_CAPACITY: usize = 4096;
+
+/// One line of a log and where it starts (byte offset).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogLine {
+    pub offset: u64,
+    pub text: String,
+}
+
+fn cut(bytes: &[u8]) -> String {
+    let b = &bytes[..bytes.len().min(MAX_VIEW_LINE)];
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Reads up to `max_lines` complete lines starting at byte `from` (which must be a line start)
+/// that satisfy `keep`, scanning at most `max_scan` bytes. A trailing line without its newline
+/// (still being written) is not returned.
+pub fn read_forward(
+    path: &Path,
+    from: u64,
+    max_lines: usize,
+    max_scan: u64,
+    mut keep: impl FnMut(&str) -> bool,
+) -> std::io::Result<Vec<LogLine>> {
+    let mut out = Vec::new();
+    let file = File::open(path)?;
+    let mut reader = BufReader::with_capacity(64 * 1024, file);
+    reader.seek(SeekFrom::Start(from))?;
+    let mut offset = from;
+    let mut buf = Vec::new();
+    while out.len() < max_lines && offset - from < max_scan {
+        buf.clear();
+        let n = (&mut reader)
+            .take(MAX_VIEW_LINE as u64 * 4)
+            .read_until(b'\n', &mut buf)?;
+        if n == 0 || buf.last() != Some(&b'\n') {
+            break;
+        }
+        let text = cut(&buf[..n - 1]);
+        if keep(&text) {
+            out.push(LogLine { offset, text });
+        }
+        offset += n as u64;
+    }
+    Ok(out)
+}
+
+/// Reads up to `max_lines` complete lines that end at or before byte `before`, newest last,
+/// that satisfy `keep`, scanning at most `max_scan` bytes backwards. When `before` falls inside
+/// a line (e.g. the file's end while a line is being written) that partial line is skipped.
+pub fn read_backward(
+    path: &Path,
+    before: u64,
+    max_lines: usize,
+    max_scan: u64,
+    mut keep: impl FnMut(&str) -> bool,
+) -> std::io::Result<Vec<LogLine>> {
+    let mut file = File::open(path)?;
+    let len = file.metadata()?.len();
+    let mut pos = before.min(len);
+    let mut newest_first = Vec::new();
+    let mut scanned = 0u64;
+    let mut chunk = BACK_CHUNK;
+    let mut first = true;
+    while pos > 0 && newest_first.len() < max_lines && scanned < max_scan {
+        let start = pos.saturating_sub(chunk);
+        let mut data = vec![0u8; (pos - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(&mut data)?;
+        scanned += data.len() as u64;
+        // `end` is the index just past the bytes still to split.
+        let mut end = data.len();
+        if first {
+            first = false;
+            if data.last() != Some(&b'\n') {
+                // Partial trailing line: drop it.
+                match data.iter().rposition(|&b| b == b'\n') {
+                    Some(i) => end = i + 1,
+                    None if start == 0 => break,
+                    None => {
+                        chunk = chunk.saturating_mul(2);
+                        first = true;
+                        continue;
+                    }
+                }
+            }
+        }
+        // data[..end] ends with '\n'; split lines from the end.
+        let mut emitted_any = false;
+        let mut done = false;
+        loop {
+            let body_end = end - 1; // index of the terminating '\n'
+            match data[..body_end].iter().rposition(|&b| b == b'\n') {
+                Some(i) => {
+                    let text = cut(&data[i + 1..body_end]);
+                    emitted_any = true;
+                    if keep(&text) {
+                        newest_first.push(LogLine {
+                            offset: start + i as u64 + 1,
+                            text,
+                        });
+                    }
+                    end = i + 1;
+                    if newest_first.len() >= max_lines {
+                        done = true;
+                        break;
+                    }
+                }
+                None if start == 0 => {
+                    let text = cut(&data[..body_end]);
+                    if keep(&text) {
+                        newest_first.push(LogLine { offset: 0, text });
+                    }
+                    end = 0;
+                    done = true;
+                    break;
+                }
+                None => break,
+            }
+        }
+        pos = start + end as u64;
+        if done {
+            break;
+        }
+        if !emitted_any {
+            if chunk >= MAX_VIEW_LINE as u64 * 4 {
+                // A single enormous line: skip over it.
+                pos = start;
+                chunk = BACK_CHUNK;
+            } else {
+                chunk = chunk.saturating_mul(2);
+            }
+        } else {
+            chunk = BACK_CHUNK;
+        }
+    }
+    newest_first.reverse();
+    Ok(newest_first)
+}
+
+/// Offset of the first line at or after `from` containing `needle` (case-insensitive ASCII),
+/// scanning at most `max_scan` bytes.
+pub fn search_forward(
+    path: &Path,
+    from: u64,
+    needle: &str,
+    max_scan: u64,
+) -> std::io::Result<Option<u64>> {
+    let needle = needle.to_ascii_lowercase();
+    let file = File::open(path)?;
+    let mut reader = BufReader::with_capacity(256 * 1024, file);
+    reader.seek(SeekFrom::Start(from))?;
+    let mut offset = from;
+    let mut buf = Vec::new();
+    while offset - from < max_scan {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        let hay = String::from_utf8_lossy(&buf);
+        if hay.to_ascii_lowercase().contains(&needle) {
+            return Ok(Some(offset));
+        }
+        offset += n as u64;
+    }
+    Ok(None)
+}
+
+/// `HH:MM:SS.mmm` (UTC) of a Unix-ms timestamp.
+pub fn clock(ts_ms: f64) -> String {
+    if !ts_ms.is_finite() || ts_ms < 0.0 {
+        return "--:--:--.---".into();
+    }
+    let ms = ts_ms as u64;
+    let s = ms / 1000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        s / 3600 % 24,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
+}
+
+/// The tool a log line is about: `params.name` of a `tools/call` request, or the transcript's
+/// `tool` field.
+fn tool_of(v: &Value) -> Option<&str> {
+    v.pointer("/message/params/name")
+        .or_else(|| v.get("tool"))
+        .and_then(Value::as_str)
+}
+
+/// The key pairing a result with its request: JSON-RPC `id` or the transcript's `step`.
+fn key_of(v: &Value) -> Option<String> {
+    v.pointer("/message/id")
+        .or_else(|| v.get("step"))
+        .map(|k| k.to_string())
+}
+
+fn short(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(n.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// Notable result fields, compact.
+fn result_fields(structured: &Value) -> String {
+    const FIELDS: [&str; 8] = [
+        "outcome",
+        "target",
+        "version",
+        "revision",
+        "observation_id",
+        "request_key",
+        "has_more",
+        "sha256",
+    ];
+    let mut parts = Vec::new();
+    for f in FIELDS {
+        if let Some(v) = structured.get(f) {
+            let v = match v {
+                Value::String(s) if f == "sha256" => short(s, 9),
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            parts.push(format!("{f} {v}"));
+        }
+    }
+    if let Some(reasons) = structured.get("reasons").and_then(Value::as_array) {
+        if !reasons.is_empty() {
+            parts.push(format!("{} reasons", reasons.len()));
+        }
+    }
+    parts.join(" · ")
+}
+
+/// One-line summary of a wire-log or transcript line. `tools` maps request keys to tool names
+/// so result lines can name their tool.
+pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option<String>) {
+    let Ok(v) = serde_json::from_str::<Value>(line) else {
+        return (format!("(not JSON) {}", short(line, 120)), None);
+    };
+    let ts = v
+        .get("ts_ms")
+        .and_then(Value::as_f64)
+        .map_or_else(|| "--:--:--.---".to_owned(), clock);
+    let key = key_of(&v);
+    let tool = tool_of(&v)
+        .map(str::to_owned)
+        .or_else(|| key.as_ref().and_then(|k| tools.get(k).cloned()));
+    let text = if let Some(msg) = v.get("message") {
+        // Wire log record {ts_ms, direction, message}.
+        let dir = v.get("direction").and_then(Value::as_str).unwrap_or("");
+        if dir == "request" {
+            let method = msg.get("method").and_then(Value::as_str).unwrap_or("?");
+            let args = msg.pointer("/params/arguments");
+            let target = args
+                .and_then(|a| a.get("target"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let scope = args
+                .and_then(|a| a.get("scope"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            format!("→ {method} {} {target} {scope}", tool_of(&v).unwrap_or(""))
+        } else if let Some(err) = msg.get("error") {
+            format!(
+                "← error {}",
+                short(
+                    err.get("message").and_then(Value::as_str).unwrap_or("?"),
+                    100
+                )
+            )
+        } else {
+            let result = msg.get("result").unwrap_or(&Value::Null);
+            let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+            let structured = result.get("structuredContent").unwrap_or(&Value::Null);
+            format!(
+                "← {} {} {}",
+                if is_error { "isError" } else { "ok" },
+                tool.as_deref().unwrap_or(""),
+                result_fields(structured)
+            )
+        }
+    } else {
+        // Transcript record {ts_ms, role, step, tool, arguments | structured, is_error}.
+        match v.get("role").and_then(Value::as_str) {
+            Some("agent") => format!(
+                "→ {} {} (step {})",
+                tool.as_deref().unwrap_or("?"),
+                v.pointer("/arguments/target")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                v.get("step").and_then(Value::as_str).unwrap_or("?")
+            ),
+            Some(role) => format!(
+                "← {role} {} {} {}",
+                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+                    "isError"
+                } else {
+                    "ok"
+                },
+                tool.as_deref().unwrap_or(""),
+                result_fields(v.get("structured").unwrap_or(&Value::Null))
+            ),
+            None => short(line, 120),
+        }
+    };
+    (
+        format!(
+            "{ts} {}",
+            text.split_whitespace().collect::<Vec<_>>().join(" ")
+        ),
+        tool,
+    )
+}
+
+/// Pretty-prints one line for the detail view (the `message` of a wire record, else the
+/// whole record); non-JSON lines are shown as they are.
+pub fn pretty(line: &str) -> Vec<String> {
+    match serde_json::from_str::<Value>(line) {
+        Ok(v) => serde_json::to_string_pretty(&v)
+            .unwrap_or_else(|_| line.to_owned())
+            .lines()
+            .map(str::to_owned)
+            .collect(),
+        Err(_) => vec![line.to_owned()],
+    }
+}
+
+/// The viewer's state: which log, where, how filtered. Reading happens in [`EvidenceView::reload`]
+/// and the movement methods, never while drawing.
+#[derive(Debug, Clone)]
+pub struct EvidenceView {
+    /// (label, path) of each log.
+    pub sources: Vec<(String, PathBuf)>,
+    pub current: usize,
+    /// Follow mode: keep the newest lines on screen.
+    pub follow: bool,
+    /// Offset of the first line on screen when not following.
+    pub top: u64,
+    /// Lines on screen and their summaries.
+    pub lines: Vec<LogLine>,
+    pub summaries: Vec<String>,
+    /// Selected row within `lines`.
+    pub selected: usize,
+    /// Rows available (set from the last layout).
+    pub rows: usize,
+    pub tool_filter: Option<String>,
+    pub tools_seen: BTreeSet<String>,
+    request_tools: HashMap<String, String>,
+    pub last_search: Option<String>,
+    /// One-line status (search result, errors).
+    pub status: String,
+    /// Size of the current log (bytes).
+    pub file_len: u64,
+}
+
+impl EvidenceView {
+    pub fn new(sources: Vec<(String, PathBuf)>) -> Self {
+        Self {
+            sources,
+            current: 0,
+            follow: true,
+            top: 0,
+            lines: Vec::new(),
+            summaries: Vec::new(),
+            selected: 0,
+            rows: 8,
+            tool_filter: None,
+            tools_seen: BTreeSet::new(),
+            request_tools: HashMap::new(),
+            last_search: None,
+            status: String::new(),
+            file_len: 0,
+        }
+    }
+
+    pub fn path(&self) -> Option<&Path> {
+        self.sources.get(self.current).map(|(_, p)| p.as_path())
+    }
+
+    pub fn label(&self) -> &str {
+        self.sources
+            .get(self.current)
+            .map_or("none", |(l, _)| l.as_str())
+    }
+
+    fn keep_fn(&self) -> impl FnMut(&str) -> bool + '_ {
+        let filter = self.tool_filter.clone();
+        move |line: &str| match &filter {
+            None => true,
+            Some(tool) => {
+                if line.contains(tool.as_str()) {
+                    return true;
+                }
+                // Result lines name no tool: pair them with a remembered request key.
+                serde_json::from_str::<Value>(line)
+                    .ok()
+                    .and_then(|v| key_of(&v))
+                    .and_then(|k| self.request_tools.get(&k))
+                    .is_some_and(|t| t == tool)
+            }
+        }
+    }
+
+    /// Re-reads the window: the newest lines when following, else from `top`.
+    pub fn reload(&mut self) {
+        let Some(path) = self.path().map(Path::to_path_buf) else {
+            return;
+        };
+        self.file_len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let rows = self.rows.clamp(1, WINDOW_CAPACITY);
+        let result = if self.follow {
+            read_backward(&path, u64::MAX, rows, MAX_SCAN_BYTES, self.keep_fn())
+        } else {
+            read_forward(&path, self.top, rows, MAX_SCAN_BYTES, self.keep_fn())
+        };
+        match result {
+            Ok(lines) => {
+                if self.status.ends_with("not written yet") {
+                    self.status.clear();
+                }
+                self.set_lines(lines)
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                self.set_lines(Vec::new());
+                self.status = format!("{} not written yet", path.display());
+            }
+            Err(e) => self.status = format!("cannot read {}: {e}", path.display()),
+        }
+        if self.follow {
+            self.selected = self.lines.len().saturating_sub(1);
+        }
+    }
+
+    fn set_lines(&mut self, lines: Vec<LogLine>) {
+        if let Some(first) = lines.first() {
+            self.top = first.offset;
+        }
+        self.summaries = lines
+            .iter()
+            .map(|l| {
+                if let Ok(v) = serde_json::from_str::<Value>(&l.text) {
+                    if let (Some(k), Some(t)) = (key_of(&v), tool_of(&v)) {
+                        if self.request_tools.len() >= KEYS_CAPACITY {
+                            self.request_tools.clear();
+                        }
+                        self.request_tools.insert(k, t.to_owned());
+                        if self.tools_seen.len() < TOOLS_CAPACITY {
+                            self.tools_seen.insert(t.to_owned());
+                        }
+                    }
+                }
+                summarize(&l.text, &self.request_tools).0
+            })
+            .collect();
+        self.lines = lines;
+        self.selected = self.selected.min(self.lines.len().saturating_sub(1));
+    }
+
+    /// Moves the selection by `delta` rows, scrolling the window at its edges (leaves follow
+    /// mode when moving up).
+    pub fn move_by(&mut self, delta: isize) {
+        let Some(path) = self.path().map(Path::to_path_buf) else {
+            return;
+        };
+        if delta < 0 {
+            self.follow = false;
+        }
+        let target = self.selected as isize + delta;
+        if target >= 0 && (target as usize) < self.lines.len() {
+            self.selected = target as usize;
+            return;
+        }
+        let rows = self.rows.clamp(1, WINDOW_CAPACITY);
+        if target < 0 {
+            let need = (-target) as usize;
+            let before = self.lines.first().map_or(self.top, |l| l.offset);
+            if let Ok(mut earlier) =
+                read_backward(&path, before, need, MAX_SCAN_BYTES, self.keep_fn())
+            {
+                if earlier.is_empty() {
+                    self.selected = 0;
+                    return;
+                }
+                let moved = earlier.len();
+                earlier.extend(self.lines.drain(..));
+                earlier.truncate(rows);
+                self.set_lines(earlier);
+                self.selected = need.saturating_sub(moved);
+            }
+        } else {
+            let over = target as usize + 1 - self.lines.len();
+            let from = self
+                .lines
+                .last()
+                .map_or(self.top, |l| l.offset + l.text.len() as u64 + 1);
+            if let Ok(later) = read_forward(&path, from, over, MAX_SCAN_BYTES, self.keep_fn()) {
+                let moved = later.len();
+                let mut all = std::mem::take(&mut self.lines);
+                all.extend(later);
+                let drop = all.len().saturating_sub(rows);
+                all.drain(..drop);
+                self.set_lines(all);
+                self.selected = self.lines.len().saturating_sub(1);
+                if moved < over {
+                    // Reached the end: following again.
+                    self.follow = true;
+                }
+            }
+        }
+    }
+
+    /// Jumps to the log's first line.
+    pub fn home(&mut self) {
+        self.follow = false;
+        self.top = 0;
+        self.selected = 0;
+        self.reload();
+    }
+
+    /// Jumps to the newest line and follows.
+    pub fn end(&mut self) {
+        self.follow = true;
+        self.reload();
+    }
+
+    pub fn toggle_follow(&mut self) {
+        self.follow = !self.follow;
+        self.reload();
+    }
+
+    /// Switches to the next log.
+    pub fn next_source(&mut self) {
+        if !self.sources.is_empty() {
+            self.current = (self.current + 1) % self.sources.len();
+        }
+        self.follow = true;
+        self.top = 0;
+        self.reload();
+    }
+
+    /// Cycles the tool filter through the tools seen so far, then off.
+    pub fn cycle_tool_filter(&mut self) {
+        let next = match &self.tool_filter {
+            None => self.tools_seen.iter().next().cloned(),
+            Some(t) => self
+                .tools_seen
+                .range::<String, _>((
+                    std::ops::Bound::Excluded(t.clone()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .next()
+                .cloned(),
+        };
+        self.tool_filter = next;
+        self.reload();
+    }
+
+    /// Searches forward from the line after the selection for `needle`; the match becomes the
+    /// top line. Says so in `status` when nothing matches.
+    pub fn search(&mut self, needle: &str) {
+        let needle = needle.trim();
+        if needle.is_empty() {
+            return;
+        }
+        self.last_search = Some(needle.to_owned());
+        let Some(path) = self.path().map(Path::to_path_buf) else {
+            return;
+        };
+        let from = self
+            .lines
+            .get(self.selected)
+            .map_or(0, |l| l.offset + l.text.len() as u64 + 1);
+        let found = search_forward(&path, from, needle, MAX_SCAN_BYTES).and_then(|hit| match hit {
+            None if from > 0 => search_forward(&path, 0, needle, MAX_SCAN_BYTES),
+            other => Ok(other),
+        });
+        match found {
+            Ok(Some(offset)) => {
+                self.follow = false;
+                self.top = offset;
+                self.selected = 0;
+                self.tool_filter = None;
+                self.reload();
+                self.status = format!("/{needle}: found at byte {offset}");
+            }
+            Ok(None) => self.status = format!("/{needle}: no match"),
+            Err(e) => self.status = format!("/{needle}: {e}"),
+        }
+    }
+
+    /// The selected line, read whole for the detail view.
+    pub fn selected_line(&self) -> Option<&LogLine> {
+        self.lines.get(self.selected)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn numbered(n: usize) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let mut f = std::io::BufWriter::new(File::create(&path).unwrap());
+        for i in 0..n {
+            writeln!(f, r#"{{"ts_ms":{i},"direction":"request","message":{{"id":{i},"method":"tools/call","params":{{"name":"t{}"}}}}}}"#, i % 3).unwrap();
+        }
+        f.flush().unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn backward_read_returns_the_newest_lines_and_skips_a_partial_one() {
+        let (_d, path) = numbered(100);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        write!(f, "{{\"partial").unwrap();
+        let lines = read_backward(&path, u64::MAX, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        assert_eq!(lines.len(), 3);
+        assert!(lines[2].text.contains(r#""id":99"#), "{:?}", lines[2]);
+        assert!(lines[0].text.contains(r#""id":97"#));
+        // Offsets are line starts: reading forward from one gives the same line.
+        let again = read_forward(&path, lines[1].offset, 1, MAX_SCAN_BYTES, |_| true).unwrap();
+        assert_eq!(again[0], lines[1]);
+    }
+
+    #[test]
+    fn backward_read_reaches_the_first_line() {
+        let (_d, path) = numbered(5);
+        let lines = read_backward(&path, u64::MAX, 50, MAX_SCAN_BYTES, |_| true).unwrap();
+        assert_eq!(lines.len(), 5);
+        assert_eq!(lines[0].offset, 0);
+    }
+
+    #[test]
+    fn backward_read_handles_lines_longer_than_a_chunk() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.jsonl");
+        let big = "z".repeat(200_000);
+        std::fs::write(&path, format!("a\n{big}\nb\n")).unwrap();
+        let lines = read_backward(&path, u64::MAX, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        let lens: Vec<usize> = lines.iter().map(|l| l.text.len()).collect();
+        assert_eq!(lens, vec![1, 200_000, 1]);
+        assert_eq!(lines[1].offset, 2);
+    }
+
+    #[test]
+    fn a_million_line_log_opens_at_its_tail_without_reading_it_all() {
+        let (_d, path) = numbered(1_000_000);
+        let t = std::time::Instant::now();
+        let mut view = EvidenceView::new(vec![("big".into(), path.clone())]);
+        view.rows = 20;
+        view.reload();
+        assert_eq!(view.lines.len(), 20);
+        assert!(view.lines[19].text.contains(r#""id":999999"#));
+        // Scrolling up one line past the window reads one more line, not the file.
+        view.move_by(-20);
+        assert!(
+            view.lines[0].text.contains(r#""id":999979"#),
+            "{:?}",
+            view.lines[0]
+        );
+        assert!(!view.follow);
+        // Search jumps to a line near the start, then home/end work by offset.
+        view.search(r#""id":12345,"#);
+        assert!(
+            view.lines[0].text.contains(r#""id":12345,"#),
+            "{}",
+            view.status
+        );
+        view.end();
+        assert!(view.lines.last().unwrap().text.contains(r#""id":999999"#));
+        // Only a window is held, whatever the file size.
+        assert!(view.lines.len() <= WINDOW_CAPACITY);
+        assert!(t.elapsed() < std::time::Duration::from_secs(20));
+    }
+
+    #[test]
+    fn tool_filter_keeps_only_lines_of_that_tool() {
+        let (_d, path) = numbered(30);
+        let mut view = EvidenceView::new(vec![("log".into(), path)]);
+        view.rows = 10;
+        view.reload();
+        view.tool_filter = Some("t1".into());
+        view.reload();
+        assert_eq!(view.lines.len(), 10);
+        assert!(
+            view.summaries.iter().all(|s| s.contains("t1")),
+            "{:?}",
+            view.summaries
+        );
+    }
+
+    #[test]
+    fn search_says_when_nothing_matches() {
+        let (_d, path) = numbered(10);
+        let mut view = EvidenceView::new(vec![("log".into(), path)]);
+        view.reload();
+        view.search("no-such-text");
+        assert!(view.status.contains("no match"));
+    }
+
+    #[test]
+    fn summaries_name_direction_tool_and_result_fields() {
+        let mut tools = HashMap::new();
+        tools.insert("7".to_owned(), "patchdiff_save".to_owned());
+        let req = r#"{"ts_ms":0,"direction":"request","message":{"id":7,"method":"tools/call","params":{"name":"patchdiff_save","arguments":{"target":"chess"}}}}"#;
+        let (s, tool) = summarize(req, &tools);
+        assert_eq!(s, "00:00:00.000 → tools/call patchdiff_save chess");
+        assert_eq!(tool.as_deref(), Some("patchdiff_save"));
+        let res = r#"{"ts_ms":1500,"direction":"result","message":{"id":7,"result":{"structuredContent":{"target":"chess","version":1,"revision":3}}}}"#;
+        let (s, _) = summarize(res, &tools);
+        assert_eq!(
+            s,
+            "00:00:01.500 ← ok patchdiff_save target chess · version 1 · revision 3"
+        );
+        assert!(summarize("garbage", &tools).0.starts_with("(not JSON)"));
+    }
+
+    #[test]
+    fn pretty_prints_json_and_passes_other_text() {
+        assert_eq!(pretty(r#"{"a":1}"#), vec!["{", "  \"a\": 1", "}"]);
+        assert_eq!(pretty("plain"), vec!["plain"]);
+    }
+}

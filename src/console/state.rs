@@ -1,0 +1,911 @@
+//! What the console knows about a live canary, as plain data (SPEC U2, T5): the worker's queue,
+//! phase timers, generations, RSS, launches and retirements, per-event statistics and the live
+//! tail — all derived from perf-event and memory-file lines. No rendering, no I/O and no clock
+//! reads here: callers pass `now_ms` (Unix ms), so every rule is unit-tested with an injected clock.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::ring::Ring;
+use crate::telemetry::{Outcome, PerfEvent};
+
+/// W5: one active request.
+pub const QUEUE_ACTIVE_MAX: u64 = 1;
+/// W5: at most eight waiting requests.
+pub const QUEUE_WAITING_MAX: u64 = 8;
+/// W9: the worker's sampled RSS limit, 1 GiB (bytes).
+pub const RSS_LIMIT_BYTES: u64 = 1 << 30;
+/// W9: Node's old-space cap, `--max-old-space-size=768` (bytes).
+pub const OLD_SPACE_BYTES: u64 = 768 << 20;
+/// W10: at most three launches in any rolling minute.
+pub const MAX_LAUNCHES_PER_MINUTE: usize = 3;
+/// W10: the rolling window for launches (ms).
+pub const LAUNCH_WINDOW_MS: f64 = 60_000.0;
+/// W10: a generation retires after 60 minutes (ms).
+pub const GENERATION_MAX_AGE_MS: f64 = 3_600_000.0;
+/// Fraction of a ceiling past which a figure is shown as `high` (yellow).
+pub const HIGH_FRACTION: f64 = 0.75;
+
+/// Live-tail lines kept.
+pub const TAIL_CAPACITY: usize = 512;
+/// RSS samples kept (the memory file samples every 100 ms: 2 minutes).
+pub const RSS_CAPACITY: usize = 1200;
+/// Durations kept per event name for percentiles.
+pub const DURATIONS_PER_NAME: usize = 4096;
+/// Distinct event names tracked; further names are folded into `(other)`.
+pub const MAX_EVENT_NAMES: usize = 48;
+/// Retirements and launches kept.
+pub const HISTORY_CAPACITY: usize = 64;
+/// Longest event line accepted (bytes); longer lines count as malformed.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
+/// How close a figure is to its limit. Colour shows it, and so does [`Level::word`], so
+/// `NO_COLOR` loses nothing (U4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Below 75 % of the ceiling.
+    Ok,
+    /// At or past 75 %.
+    High,
+    /// At or past the ceiling, or failed.
+    Limit,
+}
+
+impl Level {
+    /// Classifies `value` against `limit` (same unit). A non-positive limit is `Ok`.
+    pub fn of(value: f64, limit: f64) -> Self {
+        if limit <= 0.0 || !value.is_finite() {
+            Level::Ok
+        } else if value >= limit {
+            Level::Limit
+        } else if value >= limit * HIGH_FRACTION {
+            Level::High
+        } else {
+            Level::Ok
+        }
+    }
+
+    /// The word shown beside the figure.
+    pub fn word(self) -> &'static str {
+        match self {
+            Level::Ok => "ok",
+            Level::High => "high",
+            Level::Limit => "LIMIT",
+        }
+    }
+
+    /// A one-cell symbol for dense rows.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Level::Ok => "●",
+            Level::High => "▲",
+            Level::Limit => "✖",
+        }
+    }
+}
+
+/// The four W6 phase ceilings, each timed separately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// W6: ordinary admission, 2 s.
+    Admission,
+    /// W6: startup readiness, 7 s.
+    Readiness,
+    /// W6: active discovery, 15 s by default.
+    Active,
+    /// W6: outer allowance = active + 13 s, 28 s by default.
+    Outer,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 4] = [
+        Phase::Admission,
+        Phase::Readiness,
+        Phase::Active,
+        Phase::Outer,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Admission => "admission",
+            Phase::Readiness => "readiness",
+            Phase::Active => "active",
+            Phase::Outer => "outer",
+        }
+    }
+
+    /// The perf event that reports the phase (T5).
+    pub fn event_name(self) -> &'static str {
+        match self {
+            Phase::Admission => "phase_admission",
+            Phase::Readiness => "phase_readiness",
+            Phase::Active => "phase_active",
+            Phase::Outer => "phase_outer",
+        }
+    }
+
+    /// W6 default ceiling (ms); events carry the configured one in `attrs.ceiling_ms`.
+    pub fn default_ceiling_ms(self) -> f64 {
+        match self {
+            Phase::Admission => 2_000.0,
+            Phase::Readiness => 7_000.0,
+            Phase::Active => 15_000.0,
+            Phase::Outer => 28_000.0,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn from_event(name: &str) -> Option<Self> {
+        Phase::ALL.into_iter().find(|p| p.event_name() == name)
+    }
+}
+
+/// One phase's timer: the last completed duration and, when a phase is under way, since when.
+///
+/// Phase spans are written when they end, so "under way" is inferred from lifecycle events:
+/// `worker_queue_depth` (waiting > 0 → admission; active = 1 → active and outer) and
+/// `worker_launch` without `worker_ready` (readiness).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhaseTimer {
+    pub phase: Phase,
+    /// Ceiling in ms (from `attrs.ceiling_ms`, else the W6 default).
+    pub ceiling_ms: f64,
+    /// Duration of the last completed span (ms).
+    pub last_ms: Option<f64>,
+    /// Whether the last completed span ended ok.
+    pub last_ok: bool,
+    /// Longest completed span seen (ms).
+    pub max_ms: f64,
+    /// Unix ms since which the phase has been under way, if it is.
+    pub running_since_ms: Option<f64>,
+}
+
+impl PhaseTimer {
+    fn new(phase: Phase) -> Self {
+        Self {
+            phase,
+            ceiling_ms: phase.default_ceiling_ms(),
+            last_ms: None,
+            last_ok: true,
+            max_ms: 0.0,
+            running_since_ms: None,
+        }
+    }
+
+    /// The figure to show at `now_ms`: live elapsed while running, else the last duration (ms),
+    /// and whether it is live.
+    pub fn shown_ms(&self, now_ms: f64) -> (Option<f64>, bool) {
+        match self.running_since_ms {
+            Some(since) => (Some((now_ms - since).max(0.0)), true),
+            None => (self.last_ms, false),
+        }
+    }
+
+    /// The level of the shown figure against the ceiling; a failed last span counts as `Limit`
+    /// only when it also reached the ceiling (a cancelled admission is not a breach).
+    pub fn level(&self, now_ms: f64) -> Level {
+        match self.shown_ms(now_ms) {
+            (Some(ms), _) => Level::of(ms, self.ceiling_ms),
+            (None, _) => Level::Ok,
+        }
+    }
+}
+
+/// What the worker is doing, from lifecycle events (W10, T5).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum WorkerState {
+    /// No `worker_launch` seen.
+    #[default]
+    None,
+    /// Launched, not yet ready (readiness phase).
+    Starting,
+    /// `worker_ready` seen for the current generation.
+    Ready,
+    /// The current generation retired (reason).
+    Retired(String),
+}
+
+impl WorkerState {
+    pub fn word(&self) -> &str {
+        match self {
+            WorkerState::None => "not started",
+            WorkerState::Starting => "starting",
+            WorkerState::Ready => "ready",
+            WorkerState::Retired(_) => "retired",
+        }
+    }
+}
+
+/// The current worker generation (W10).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct WorkerView {
+    pub generation: Option<u64>,
+    pub pid: Option<u64>,
+    pub mode: Option<String>,
+    /// Unix ms of `worker_launch`.
+    pub launched_ms: Option<f64>,
+    /// Readiness time reported by `worker_ready` (ms).
+    pub ready_after_ms: Option<f64>,
+    pub state: WorkerState,
+}
+
+impl WorkerView {
+    /// Age of the generation at `now_ms` (ms), while it lives.
+    pub fn age_ms(&self, now_ms: f64) -> Option<f64> {
+        match self.state {
+            WorkerState::Starting | WorkerState::Ready => {
+                self.launched_ms.map(|t| (now_ms - t).max(0.0))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// One generation retirement (W4, W10).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Retirement {
+    pub ts_ms: f64,
+    pub generation: Option<u64>,
+    pub reason: String,
+    pub requests: Option<u64>,
+    /// False for unexpected reasons (protocol fault, RSS limit, …).
+    pub expected: bool,
+}
+
+/// Counters and recent durations for one event name.
+#[derive(Debug, Clone)]
+pub struct EventStats {
+    pub count: u64,
+    pub failed: u64,
+    durations: Ring<f64>,
+}
+
+impl EventStats {
+    fn new() -> Self {
+        Self {
+            count: 0,
+            failed: 0,
+            durations: Ring::new(DURATIONS_PER_NAME),
+        }
+    }
+}
+
+/// One row of the per-event table: totals and percentiles of the recent durations (ms).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatRow {
+    pub name: String,
+    pub count: u64,
+    pub failed: u64,
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+}
+
+/// One live-tail line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TailLine {
+    pub ts_ms: f64,
+    /// Which file it came from (`observed`, `full`, …).
+    pub source: String,
+    pub name: String,
+    pub duration_ms: f64,
+    pub ok: bool,
+    /// Ids and notable attributes, compact.
+    pub detail: String,
+}
+
+/// One memory-file sample `{ts_ms, pid, rss_bytes, ids}` (T2).
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct MemorySample {
+    pub ts_ms: f64,
+    #[serde(default)]
+    pub pid: u64,
+    pub rss_bytes: u64,
+}
+
+/// Nearest-rank percentile of an ascending-sorted slice (`q` in 0..=1); 0 for an empty slice.
+pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (q.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Everything the monitoring panes show, derived from perf events and memory samples.
+#[derive(Debug, Clone)]
+pub struct Monitor {
+    /// W5 queue: active (0/1) and waiting (0..=8) requests.
+    pub queue_active: u64,
+    pub queue_waiting: u64,
+    pub phases: [PhaseTimer; 4],
+    pub worker: WorkerView,
+    /// Unix ms of recent `worker_launch` events (rolling-minute count, W10).
+    pub launches: Ring<f64>,
+    pub retirements: Ring<Retirement>,
+    /// (Unix ms, RSS bytes) samples of the worker.
+    pub rss: Ring<(f64, u64)>,
+    /// RSS limit (bytes) as reported by `worker_rss`, else W9's 1 GiB.
+    pub rss_limit: u64,
+    stats: BTreeMap<String, EventStats>,
+    /// Percentile table, recomputed by [`Monitor::refresh`] (not while drawing).
+    pub stat_rows: Vec<StatRow>,
+    stats_dirty: bool,
+    pub tail: Ring<TailLine>,
+    /// Lines that were not valid events (counted, never fatal).
+    pub malformed: u64,
+    pub last_malformed: Option<String>,
+    /// Events ingested.
+    pub ingested: u64,
+    /// Pid of the process recording each source's events (`PerfEvent::pid`).
+    pub recorders: BTreeMap<String, u64>,
+}
+
+impl Default for Monitor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Monitor {
+    pub fn new() -> Self {
+        Self {
+            queue_active: 0,
+            queue_waiting: 0,
+            phases: Phase::ALL.map(PhaseTimer::new),
+            worker: WorkerView::default(),
+            launches: Ring::new(HISTORY_CAPACITY),
+            retirements: Ring::new(HISTORY_CAPACITY),
+            rss: Ring::new(RSS_CAPACITY),
+            rss_limit: RSS_LIMIT_BYTES,
+            stats: BTreeMap::new(),
+            stat_rows: Vec::new(),
+            stats_dirty: false,
+            tail: Ring::new(TAIL_CAPACITY),
+            malformed: 0,
+            last_malformed: None,
+            ingested: 0,
+            recorders: BTreeMap::new(),
+        }
+    }
+
+    /// The timer for `phase`.
+    pub fn phase(&self, phase: Phase) -> &PhaseTimer {
+        &self.phases[phase.index()]
+    }
+
+    fn phase_mut(&mut self, phase: Phase) -> &mut PhaseTimer {
+        &mut self.phases[phase.index()]
+    }
+
+    /// W10: launches within the rolling minute ending at `now_ms`.
+    pub fn launches_in_window(&self, now_ms: f64) -> usize {
+        self.launches
+            .iter()
+            .filter(|&&t| t > now_ms - LAUNCH_WINDOW_MS && t <= now_ms + 1.0)
+            .count()
+    }
+
+    /// The latest RSS sample (bytes).
+    pub fn rss_now(&self) -> Option<u64> {
+        self.rss.last().map(|&(_, b)| b)
+    }
+
+    /// Parses and ingests one perf-events line from `source`. Blank lines are skipped; lines
+    /// that are not events are counted in [`Monitor::malformed`] and otherwise ignored.
+    pub fn ingest_line(&mut self, source: &str, line: &str) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        if line.len() > MAX_LINE_BYTES {
+            self.note_malformed(source, "line too long");
+            return;
+        }
+        match serde_json::from_str::<PerfEvent>(line) {
+            Ok(ev) => self.ingest(source, &ev),
+            Err(e) => self.note_malformed(source, &e.to_string()),
+        }
+    }
+
+    fn note_malformed(&mut self, source: &str, why: &str) {
+        self.malformed += 1;
+        self.last_malformed = Some(format!("{source}: {why}"));
+    }
+
+    /// Parses and ingests one memory-file line (T2); malformed lines are counted.
+    pub fn ingest_memory_line(&mut self, line: &str) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        match serde_json::from_str::<MemorySample>(line) {
+            Ok(s) => self.push_rss(s.ts_ms, s.rss_bytes),
+            Err(e) => self.note_malformed("memory", &e.to_string()),
+        }
+    }
+
+    fn push_rss(&mut self, ts_ms: f64, bytes: u64) {
+        // Memory-file samples and `worker_rss` events interleave; keep the series in time order.
+        if self.rss.last().is_some_and(|&(t, _)| ts_ms < t) {
+            return;
+        }
+        self.rss.push((ts_ms, bytes));
+    }
+
+    /// Ingests one event (T4, T5).
+    pub fn ingest(&mut self, source: &str, ev: &PerfEvent) {
+        self.ingested += 1;
+        if ev.pid != 0 && self.recorders.get(source) != Some(&u64::from(ev.pid)) {
+            self.recorders.insert(source.to_owned(), u64::from(ev.pid));
+        }
+        let ok = ev.outcome == Outcome::Ok;
+        let ts = ev.start_ms;
+        let end = ev.start_ms + ev.duration_ms.max(0.0);
+        self.record_stats(&ev.name, ev.duration_ms, ok);
+        match ev.name.as_str() {
+            "worker_queue_depth" => {
+                let active = attr_u64(&ev.attrs, "active").unwrap_or(0);
+                let waiting = attr_u64(&ev.attrs, "waiting").unwrap_or(0);
+                if active > 0 && self.queue_active == 0 {
+                    self.phase_mut(Phase::Active).running_since_ms = Some(ts);
+                    self.phase_mut(Phase::Outer).running_since_ms = Some(ts);
+                } else if active == 0 {
+                    self.phase_mut(Phase::Active).running_since_ms = None;
+                    self.phase_mut(Phase::Outer).running_since_ms = None;
+                }
+                if waiting > 0 && self.queue_waiting == 0 {
+                    self.phase_mut(Phase::Admission).running_since_ms = Some(ts);
+                } else if waiting == 0 {
+                    self.phase_mut(Phase::Admission).running_since_ms = None;
+                }
+                self.queue_active = active;
+                self.queue_waiting = waiting;
+            }
+            "worker_launch" => {
+                self.launches.push(ts);
+                self.worker = WorkerView {
+                    generation: id_u64(&ev.ids, "generation"),
+                    pid: attr_u64(&ev.attrs, "pid"),
+                    mode: ev
+                        .attrs
+                        .get("mode")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    launched_ms: Some(ts),
+                    ready_after_ms: None,
+                    state: WorkerState::Starting,
+                };
+                self.phase_mut(Phase::Readiness).running_since_ms = Some(ts);
+            }
+            "worker_ready" => {
+                let generation = id_u64(&ev.ids, "generation");
+                if generation.is_none() || generation == self.worker.generation {
+                    self.worker.state = WorkerState::Ready;
+                    self.worker.ready_after_ms = Some(ev.duration_ms);
+                    if self.worker.pid.is_none() {
+                        self.worker.pid = attr_u64(&ev.attrs, "pid");
+                    }
+                }
+                self.phase_mut(Phase::Readiness).running_since_ms = None;
+            }
+            "worker_retired" => {
+                let generation = id_u64(&ev.ids, "generation");
+                let reason = ev
+                    .attrs
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("unknown")
+                    .to_owned();
+                self.retirements.push(Retirement {
+                    ts_ms: ts,
+                    generation,
+                    reason: reason.clone(),
+                    requests: attr_u64(&ev.attrs, "requests"),
+                    expected: ok,
+                });
+                if generation.is_none() || generation == self.worker.generation {
+                    self.worker.state = WorkerState::Retired(reason);
+                    self.phase_mut(Phase::Readiness).running_since_ms = None;
+                    self.queue_active = 0;
+                    self.phase_mut(Phase::Active).running_since_ms = None;
+                    self.phase_mut(Phase::Outer).running_since_ms = None;
+                }
+            }
+            "worker_rss" => {
+                if let Some(limit) = attr_u64(&ev.attrs, "limit_bytes").filter(|&l| l > 0) {
+                    self.rss_limit = limit;
+                }
+                if let Some(bytes) = attr_u64(&ev.attrs, "rss_bytes") {
+                    self.push_rss(ts, bytes);
+                }
+            }
+            name => {
+                if let Some(phase) = Phase::from_event(name) {
+                    let ceiling = ev
+                        .attrs
+                        .get("ceiling_ms")
+                        .and_then(Value::as_f64)
+                        .filter(|c| c.is_finite() && *c > 0.0);
+                    let t = self.phase_mut(phase);
+                    if let Some(c) = ceiling {
+                        t.ceiling_ms = c;
+                    }
+                    t.last_ms = Some(ev.duration_ms);
+                    t.last_ok = ok;
+                    t.max_ms = t.max_ms.max(ev.duration_ms);
+                    if t.running_since_ms.is_some_and(|s| s <= end) && phase != Phase::Admission {
+                        t.running_since_ms = None;
+                    }
+                }
+            }
+        }
+        self.tail.push(TailLine {
+            ts_ms: ts,
+            source: source.to_owned(),
+            name: ev.name.clone(),
+            duration_ms: ev.duration_ms,
+            ok,
+            detail: detail_of(ev),
+        });
+    }
+
+    fn record_stats(&mut self, name: &str, duration_ms: f64, ok: bool) {
+        let key = if self.stats.contains_key(name) || self.stats.len() < MAX_EVENT_NAMES {
+            name
+        } else {
+            "(other)"
+        };
+        let stats = match self.stats.get_mut(key) {
+            Some(s) => s,
+            None => self
+                .stats
+                .entry(key.to_owned())
+                .or_insert_with(EventStats::new),
+        };
+        stats.count += 1;
+        if !ok {
+            stats.failed += 1;
+        }
+        if duration_ms.is_finite() {
+            stats.durations.push(duration_ms);
+        }
+        self.stats_dirty = true;
+    }
+
+    /// Recomputes the percentile table when events arrived since the last call. Called once per
+    /// frame before drawing (drawing itself never mutates state).
+    pub fn refresh(&mut self) {
+        if !self.stats_dirty {
+            return;
+        }
+        self.stats_dirty = false;
+        let mut scratch: Vec<f64> = Vec::with_capacity(DURATIONS_PER_NAME);
+        self.stat_rows = self
+            .stats
+            .iter()
+            .map(|(name, s)| {
+                scratch.clear();
+                scratch.extend(s.durations.iter().copied());
+                scratch.sort_by(f64::total_cmp);
+                StatRow {
+                    name: name.clone(),
+                    count: s.count,
+                    failed: s.failed,
+                    p50: percentile(&scratch, 0.50),
+                    p95: percentile(&scratch, 0.95),
+                    p99: percentile(&scratch, 0.99),
+                }
+            })
+            .collect();
+        // Busiest first, so the table's top rows are the ones that matter.
+        self.stat_rows
+            .sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    }
+}
+
+fn as_u64(v: &Value) -> Option<u64> {
+    v.as_u64()
+        .or_else(|| v.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+        .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+}
+
+fn attr_u64(attrs: &Map<String, Value>, key: &str) -> Option<u64> {
+    attrs.get(key).and_then(as_u64)
+}
+
+fn id_u64(ids: &Map<String, Value>, key: &str) -> Option<u64> {
+    ids.get(key).and_then(as_u64)
+}
+
+/// A compact `k=v` rendering of an event's ids and notable attributes, at most 96 chars.
+fn detail_of(ev: &PerfEvent) -> String {
+    const NOTABLE: [&str; 8] = [
+        "active",
+        "waiting",
+        "reason",
+        "requests",
+        "rss_bytes",
+        "tool",
+        "code",
+        "cancelled",
+    ];
+    let mut out = String::new();
+    let pairs = ev.ids.iter().chain(
+        ev.attrs
+            .iter()
+            .filter(|(k, _)| NOTABLE.contains(&k.as_str())),
+    );
+    for (k, v) in pairs {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        let v = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out.push_str(k);
+        out.push('=');
+        out.push_str(&v);
+        if out.len() > 96 {
+            let mut cut = 95;
+            while !out.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            out.truncate(cut);
+            out.push('…');
+            break;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ev(name: &str, start_ms: f64, duration_ms: f64, attrs: Value, ids: Value) -> PerfEvent {
+        let mut e = PerfEvent::point(name);
+        e.start_ms = start_ms;
+        e.duration_ms = duration_ms;
+        e.attrs = attrs.as_object().cloned().unwrap_or_default();
+        e.ids = ids.as_object().cloned().unwrap_or_default();
+        e
+    }
+
+    #[test]
+    fn level_turns_high_at_75_percent_and_limit_at_the_ceiling() {
+        assert_eq!(Level::of(1_499.0, 2_000.0), Level::Ok);
+        assert_eq!(Level::of(1_500.0, 2_000.0), Level::High);
+        assert_eq!(Level::of(2_000.0, 2_000.0), Level::Limit);
+        assert_eq!(Level::of(5.0, 0.0), Level::Ok);
+        assert_eq!(Level::of(f64::NAN, 10.0), Level::Ok);
+    }
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.50), 50.0);
+        assert_eq!(percentile(&v, 0.95), 95.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn stat_rows_count_failures_and_sort_busiest_first() {
+        let mut m = Monitor::new();
+        for i in 0..10 {
+            let mut e = ev("ipc_read", 0.0, f64::from(i), json!({}), json!({}));
+            if i == 9 {
+                e.outcome = Outcome::Failed;
+            }
+            m.ingest("observed", &e);
+        }
+        m.ingest("observed", &ev("mcp_call", 0.0, 1.0, json!({}), json!({})));
+        m.refresh();
+        assert_eq!(m.stat_rows[0].name, "ipc_read");
+        assert_eq!(m.stat_rows[0].count, 10);
+        assert_eq!(m.stat_rows[0].failed, 1);
+        assert_eq!(m.stat_rows[0].p50, 4.0);
+        assert_eq!(m.stat_rows[0].p99, 9.0);
+    }
+
+    #[test]
+    fn phase_timer_runs_live_from_queue_depth_and_stops_when_idle() {
+        let mut m = Monitor::new();
+        m.ingest(
+            "o",
+            &ev(
+                "worker_queue_depth",
+                1_000.0,
+                0.0,
+                json!({"active":1,"waiting":0}),
+                json!({}),
+            ),
+        );
+        // Injected clock: 12 s after the request became active → past 75 % of 15 s.
+        let t = m.phase(Phase::Active);
+        assert_eq!(t.shown_ms(13_000.0), (Some(12_000.0), true));
+        assert_eq!(t.level(13_000.0), Level::High);
+        assert_eq!(t.level(16_000.0), Level::Limit);
+        assert_eq!(m.phase(Phase::Outer).level(16_000.0), Level::Ok);
+        m.ingest(
+            "o",
+            &ev(
+                "worker_queue_depth",
+                1_400.0,
+                0.0,
+                json!({"active":0,"waiting":0}),
+                json!({}),
+            ),
+        );
+        m.ingest(
+            "o",
+            &ev(
+                "phase_active",
+                1_000.0,
+                400.0,
+                json!({"ceiling_ms": 15000}),
+                json!({}),
+            ),
+        );
+        let t = m.phase(Phase::Active);
+        assert_eq!(t.shown_ms(99_000.0), (Some(400.0), false));
+        assert_eq!(t.level(99_000.0), Level::Ok);
+    }
+
+    #[test]
+    fn phase_ceiling_comes_from_the_event() {
+        let mut m = Monitor::new();
+        m.ingest(
+            "o",
+            &ev(
+                "phase_outer",
+                0.0,
+                9_000.0,
+                json!({"ceiling_ms": 10000}),
+                json!({}),
+            ),
+        );
+        let t = m.phase(Phase::Outer);
+        assert_eq!(t.ceiling_ms, 10_000.0);
+        assert_eq!(t.level(0.0), Level::High);
+    }
+
+    #[test]
+    fn readiness_runs_from_launch_until_ready() {
+        let mut m = Monitor::new();
+        m.ingest(
+            "o",
+            &ev(
+                "worker_launch",
+                500.0,
+                0.0,
+                json!({"pid": 42, "mode":"resident"}),
+                json!({"generation": 3}),
+            ),
+        );
+        assert_eq!(m.worker.state, WorkerState::Starting);
+        assert_eq!(
+            m.phase(Phase::Readiness).level(500.0 + 5_300.0),
+            Level::High
+        );
+        m.ingest(
+            "o",
+            &ev(
+                "worker_ready",
+                800.0,
+                300.0,
+                json!({"pid": 42}),
+                json!({"generation": 3}),
+            ),
+        );
+        assert_eq!(m.worker.state, WorkerState::Ready);
+        assert_eq!(m.worker.generation, Some(3));
+        assert_eq!(m.worker.pid, Some(42));
+        assert_eq!(m.worker.age_ms(60_500.0), Some(60_000.0));
+        assert_eq!(m.phase(Phase::Readiness).running_since_ms, None);
+    }
+
+    #[test]
+    fn launches_count_only_the_rolling_minute() {
+        let mut m = Monitor::new();
+        for (g, t) in [(1, 0.0), (2, 30_000.0), (3, 59_000.0)] {
+            m.ingest(
+                "o",
+                &ev("worker_launch", t, 0.0, json!({}), json!({"generation": g})),
+            );
+        }
+        assert_eq!(m.launches_in_window(59_500.0), 3);
+        assert_eq!(m.launches_in_window(60_001.0), 2);
+        assert_eq!(m.launches_in_window(200_000.0), 0);
+    }
+
+    #[test]
+    fn retirements_keep_reason_and_requests() {
+        let mut m = Monitor::new();
+        m.ingest(
+            "o",
+            &ev(
+                "worker_launch",
+                0.0,
+                0.0,
+                json!({}),
+                json!({"generation": 2}),
+            ),
+        );
+        let mut r = ev(
+            "worker_retired",
+            10.0,
+            0.0,
+            json!({"reason":"rss_limit","requests": 17}),
+            json!({"generation": 2}),
+        );
+        r.outcome = Outcome::Failed;
+        m.ingest("o", &r);
+        let last = m.retirements.last().cloned().unwrap();
+        assert_eq!(last.reason, "rss_limit");
+        assert_eq!(last.requests, Some(17));
+        assert!(!last.expected);
+        assert_eq!(m.worker.state, WorkerState::Retired("rss_limit".into()));
+    }
+
+    #[test]
+    fn malformed_lines_are_counted_not_fatal() {
+        let mut m = Monitor::new();
+        m.ingest_line("o", "{not json");
+        m.ingest_line("o", "");
+        m.ingest_line("o", r#"{"name":"x"}"#);
+        m.ingest_line("o", &"x".repeat(MAX_LINE_BYTES + 1));
+        m.ingest_memory_line("{\"ts_ms\": \"soon\"}");
+        assert_eq!(m.malformed, 4);
+        assert_eq!(m.ingested, 0);
+        m.ingest_line(
+            "o",
+            r#"{"name":"ipc_read","start_ms":1,"duration_ms":2,"outcome":"ok"}"#,
+        );
+        assert_eq!(m.ingested, 1);
+    }
+
+    #[test]
+    fn rss_series_comes_from_memory_samples_and_events_in_time_order() {
+        let mut m = Monitor::new();
+        m.ingest_memory_line(r#"{"ts_ms": 100, "pid": 1, "rss_bytes": 1000, "ids": {}}"#);
+        m.ingest(
+            "o",
+            &ev(
+                "worker_rss",
+                50.0,
+                0.0,
+                json!({"rss_bytes": 5, "limit_bytes": 2048}),
+                json!({}),
+            ),
+        );
+        m.ingest_memory_line(r#"{"ts_ms": 200, "pid": 1, "rss_bytes": 3000, "ids": {}}"#);
+        assert_eq!(m.rss_now(), Some(3000));
+        assert_eq!(m.rss.len(), 2);
+        assert_eq!(m.rss_limit, 2048);
+    }
+
+    #[test]
+    fn event_names_are_bounded() {
+        let mut m = Monitor::new();
+        for i in 0..(MAX_EVENT_NAMES + 10) {
+            m.ingest("o", &ev(&format!("e{i}"), 0.0, 1.0, json!({}), json!({})));
+        }
+        m.refresh();
+        assert_eq!(m.stat_rows.len(), MAX_EVENT_NAMES + 1);
+        assert!(
+            m.stat_rows
+                .iter()
+                .any(|r| r.name == "(other)" && r.count == 10)
+        );
+    }
+}

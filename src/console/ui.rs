@@ -1,0 +1,791 @@
+//! Drawing (SPEC U2, U4): a pure function of [`App`] — `draw` takes `&App` and only paints.
+//! The layout is computed from the terminal size alone ([`layout`]), drops panes in a fixed
+//! order on small terminals (charts first, then tables) and never panics, down to 1×1. Every
+//! state shown in colour also has a word or symbol, so `NO_COLOR` loses nothing.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+
+use super::app::{App, CONSOLE_KEYS, Input, Overlay, Pane};
+use super::evidence::clock;
+use super::state::{
+    GENERATION_MAX_AGE_MS, Level, MAX_LAUNCHES_PER_MINUTE, OLD_SPACE_BYTES, Phase,
+    QUEUE_ACTIVE_MAX, QUEUE_WAITING_MAX, WorkerState,
+};
+use crate::canary::command::COMMANDS;
+
+/// Smallest size that shows panes; below it a one-line notice is drawn.
+pub const MIN_WIDTH: u16 = 20;
+pub const MIN_HEIGHT: u16 = 6;
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Where everything goes for a terminal of `area`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Areas {
+    pub header: Rect,
+    pub panes: Vec<(Pane, Rect)>,
+    pub status: Rect,
+    pub keys: Rect,
+}
+
+/// Computes the layout. Wide terminals (≥ 100 × 24) get the two-column screen of CONSOLE.md;
+/// narrower ones stack panes in one column, adding them by priority (processes, targets, perf,
+/// worker, evidence) while they fit, then showing them in the fixed order.
+pub fn layout(area: Rect) -> Areas {
+    let [header, body, status, keys] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(0),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let mut panes = Vec::new();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return Areas {
+            header,
+            panes,
+            status,
+            keys,
+        };
+    }
+    if body.width >= 100 && body.height >= 22 {
+        let evidence_h = (body.height / 3).clamp(6, 16);
+        let [top, evidence] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(evidence_h)]).areas(body);
+        let [left, right] =
+            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(top);
+        let [procs, targets] =
+            Layout::vertical([Constraint::Length(5), Constraint::Min(0)]).areas(left);
+        let [worker, perf] =
+            Layout::vertical([Constraint::Length(11), Constraint::Min(0)]).areas(right);
+        panes.extend([
+            (Pane::Processes, procs),
+            (Pane::Targets, targets),
+            (Pane::Worker, worker),
+            (Pane::Perf, perf),
+            (Pane::Evidence, evidence),
+        ]);
+    } else {
+        // Priority and the height each pane needs; dropped from the end when short.
+        let wanted = [
+            (Pane::Processes, 5u16),
+            (Pane::Targets, 8),
+            (Pane::Perf, 7),
+            (Pane::Worker, 11),
+            (Pane::Evidence, 6),
+        ];
+        let mut left = body.height;
+        let mut chosen: Vec<(Pane, u16)> = Vec::new();
+        for (pane, h) in wanted {
+            if h <= left {
+                chosen.push((pane, h));
+                left -= h;
+            }
+        }
+        if chosen.is_empty() {
+            chosen.push((Pane::Processes, body.height));
+            left = 0;
+        }
+        // Spare rows go to the last shown pane in screen order.
+        chosen.sort_by_key(|(p, _)| Pane::ALL.iter().position(|q| q == p));
+        if let Some(last) = chosen.last_mut() {
+            last.1 += left;
+        }
+        let mut y = body.y;
+        for (pane, h) in chosen {
+            panes.push((pane, Rect::new(body.x, y, body.width, h)));
+            y += h;
+        }
+    }
+    Areas {
+        header,
+        panes,
+        status,
+        keys,
+    }
+}
+
+/// Styles that collapse to plain text under `NO_COLOR`.
+struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn level(&self, l: Level) -> Style {
+        if !self.color {
+            return match l {
+                Level::Limit => Style::default().add_modifier(Modifier::BOLD),
+                _ => Style::default(),
+            };
+        }
+        Style::default().fg(match l {
+            Level::Ok => Color::Green,
+            Level::High => Color::Yellow,
+            Level::Limit => Color::Red,
+        })
+    }
+    fn dim(&self) -> Style {
+        if self.color {
+            Style::default().fg(Color::DarkGray)
+        } else {
+            Style::default()
+        }
+    }
+    fn title(&self, focused: bool) -> Style {
+        let s = Style::default().add_modifier(Modifier::BOLD);
+        if focused && self.color {
+            s.fg(Color::Cyan)
+        } else {
+            s
+        }
+    }
+    fn selected(&self) -> Style {
+        if self.color {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default().add_modifier(Modifier::BOLD)
+        }
+    }
+}
+
+/// Minutes and seconds (`mm:ss`, or `h:mm:ss` past an hour) of a duration in ms.
+pub fn hms(ms: f64) -> String {
+    let s = (ms.max(0.0) / 1000.0) as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{:02}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// A duration in ms as `0.4 s` / `12 ms` / `—`.
+pub fn secs(ms: Option<f64>) -> String {
+    match ms {
+        None => "—".into(),
+        Some(ms) if ms < 1.0 => format!("{ms:.2} ms"),
+        Some(ms) if ms < 1000.0 => format!("{ms:.0} ms"),
+        Some(ms) => format!("{:.1} s", ms / 1000.0),
+    }
+}
+
+/// A text bar of `width` cells filled to `fraction` (0..=1), e.g. `▕██░░░░▏`.
+pub fn bar(fraction: f64, width: usize) -> String {
+    let f = if fraction.is_finite() {
+        fraction.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let filled = (f * width as f64).round() as usize;
+    format!("▕{}{}▏", "█".repeat(filled), "░".repeat(width - filled))
+}
+
+/// Unit squares for small counts: `■■■□□□□□`.
+fn squares(n: u64, of: u64) -> String {
+    let n = n.min(of) as usize;
+    format!("{}{}", "■".repeat(n), "□".repeat(of as usize - n))
+}
+
+/// A sparkline of `values` scaled so `max` is a full block, most recent `width` values.
+pub fn sparkline(values: &[u64], max: u64, width: usize) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = max.max(1) as f64;
+    let start = values.len().saturating_sub(width);
+    values[start..]
+        .iter()
+        .map(|&v| {
+            let i = ((v as f64 / max) * 7.0).round().clamp(0.0, 7.0) as usize;
+            BLOCKS[i]
+        })
+        .collect()
+}
+
+fn short_sha(s: &str) -> &str {
+    s.get(..7).unwrap_or(s)
+}
+
+/// Draws the whole console.
+pub fn draw(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    let theme = Theme { color: app.color };
+    let areas = layout(area);
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        frame.render_widget(
+            Paragraph::new(format!(
+                "patchdiff console: terminal {}×{} too small (need {MIN_WIDTH}×{MIN_HEIGHT}) · q quits",
+                area.width, area.height
+            ))
+            .wrap(Wrap { trim: true }),
+            area,
+        );
+        return;
+    }
+    draw_header(frame, app, areas.header, &theme);
+    for (pane, rect) in &areas.panes {
+        draw_pane(frame, app, *pane, *rect);
+    }
+    draw_status(frame, app, areas.status, &theme);
+    draw_keys(frame, app, areas.keys, &theme);
+    match &app.overlay {
+        Overlay::None => {}
+        Overlay::Help { scroll } => {
+            draw_overlay(frame, "HELP  (Esc closes)", &help_lines(), *scroll)
+        }
+        Overlay::Text {
+            title,
+            lines,
+            scroll,
+        } => {
+            let lines: Vec<Line> = lines.iter().map(|l| Line::from(l.as_str())).collect();
+            draw_overlay(frame, &format!("{title}  (Esc closes)"), &lines, *scroll)
+        }
+    }
+}
+
+/// Draws one pane (border, title, content) into `rect`.
+pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
+    let theme = Theme { color: app.color };
+    let focused = pane == app.focus;
+    let block = Block::default().borders(Borders::ALL).title(Span::styled(
+        format!(" {}{} ", if focused { "▸ " } else { "" }, pane.title()),
+        theme.title(focused),
+    ));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    let lines = match pane {
+        Pane::Processes => processes(app, &theme),
+        Pane::Targets => targets(app, &theme, inner.width),
+        Pane::Worker => worker(app, &theme, inner.width),
+        Pane::Perf => perf(app, &theme, inner.height),
+        Pane::Evidence => evidence(app, &theme, inner.height),
+    };
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
+    let what = match (&app.canary, &app.attached) {
+        (_, Some(a)) => format!("attached · events {}", a.events.display()),
+        (Some(c), None) => format!("canary · run {}", c.run_id),
+        (None, None) => "canary · starting".into(),
+    };
+    let m = &app.monitor;
+    let malformed = if m.malformed > 0 {
+        format!(" · {} malformed", m.malformed)
+    } else {
+        String::new()
+    };
+    let text = format!(
+        " patchdiff {what} · gate 2 closed · {} events{malformed} · {} ",
+        m.ingested,
+        clock(app.now_ms)
+    );
+    frame.render_widget(Paragraph::new(Span::styled(text, theme.title(true))), area);
+}
+
+fn proc_word(app: &App, pid: Option<u64>) -> (Level, &'static str) {
+    match pid.and_then(|p| app.proc_state.get(&p)) {
+        None => (Level::Ok, "running"),
+        Some(s) if s == "Z" || s == "X" || s == "gone" => (Level::Limit, "exited"),
+        Some(s) if s == "T" => (Level::High, "stopped"),
+        Some(_) => (Level::Ok, "running"),
+    }
+}
+
+fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
+    let mut out = Vec::new();
+    let mcp_kinds: &[&str] = if app.attached.is_some() {
+        &["observed"]
+    } else {
+        &["full", "observed"]
+    };
+    for kind in mcp_kinds {
+        let snap = app
+            .canary
+            .as_ref()
+            .and_then(|c| c.processes.iter().find(|p| p.kind == *kind));
+        let line = match (snap, app.attached.as_ref()) {
+            (Some(p), _) => {
+                let (level, word) = proc_word(app, p.pid.map(u64::from));
+                Line::from(vec![
+                    Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+                    Span::raw(format!(
+                        "{kind:<9} pid {:<7} up {:>8}  ",
+                        p.pid.map_or("?".into(), |p| p.to_string()),
+                        hms(app.now_ms - p.started_ms)
+                    )),
+                    Span::styled(word, theme.level(level)),
+                ])
+            }
+            (None, Some(_)) => {
+                let pid = app.attached_pid();
+                let (level, word) = match pid {
+                    Some(_) => proc_word(app, pid),
+                    None => (Level::High, "no events yet"),
+                };
+                Line::from(vec![
+                    Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+                    Span::raw(format!(
+                        "{kind:<9} pid {:<7} attached  ",
+                        pid.map_or("?".into(), |p| p.to_string())
+                    )),
+                    Span::styled(word, theme.level(level)),
+                ])
+            }
+            (None, None) => {
+                let exit = app
+                    .canary
+                    .as_ref()
+                    .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
+                    .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
+                Line::from(vec![
+                    Span::styled("○ ", theme.dim()),
+                    Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
+                ])
+            }
+        };
+        out.push(line);
+    }
+    let w = &app.monitor.worker;
+    let (level, word) = match &w.state {
+        WorkerState::Ready => {
+            let (l, word) = proc_word(app, w.pid);
+            (l, if word == "running" { "ready" } else { word })
+        }
+        WorkerState::Starting => (Level::High, "starting"),
+        WorkerState::None => (Level::Ok, "not started"),
+        WorkerState::Retired(_) => (Level::High, "retired"),
+    };
+    out.push(Line::from(vec![
+        Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+        Span::raw(format!(
+            "{:<9} gen {:<3} pid {:<7} ",
+            "worker",
+            w.generation.map_or("-".into(), |g| g.to_string()),
+            w.pid.map_or("-".into(), |p| p.to_string()),
+        )),
+        Span::styled(word.to_owned(), theme.level(level)),
+        Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
+    ]));
+    out
+}
+
+fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
+    let mut out = vec![Line::styled(
+        format!(
+            "{:<12} {:>3} {:>4} {:>7}  {:<15} {:<9} {}",
+            "target", "ver", "rev", "acc/rej", "hash", "export", "evaluate"
+        ),
+        theme.dim(),
+    )];
+    let rows = app
+        .canary
+        .as_ref()
+        .map(|c| c.targets.as_slice())
+        .unwrap_or(&[]);
+    let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    for s in &app.store_targets {
+        if !names.contains(&s.name.as_str()) {
+            names.push(&s.name);
+        }
+    }
+    for name in names {
+        let row = rows.iter().find(|r| r.name == name);
+        let live = app.store_targets.iter().find(|s| s.name == name);
+        let (version, revision, acc, rej, sha, initial) = match (live, row) {
+            (Some(s), _) => (
+                s.version,
+                s.revision,
+                s.accepted,
+                s.rejected,
+                s.sha256.as_str(),
+                s.initial_sha256.as_str(),
+            ),
+            (None, Some(r)) => (
+                r.version,
+                r.revision,
+                r.accepted,
+                r.rejected,
+                r.current_sha256.as_str(),
+                r.initial_sha256.as_str(),
+            ),
+            (None, None) => continue,
+        };
+        let hash = if sha.is_empty() {
+            "— not init".to_owned()
+        } else if sha == initial {
+            format!("= init {}", short_sha(sha))
+        } else {
+            format!("≠ init {}", short_sha(sha))
+        };
+        let (export, export_level) = match row.and_then(|r| r.exported_sha256.as_deref()) {
+            None => ("—".to_owned(), Level::Ok),
+            Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
+            Some(_) => ("≠ changed".to_owned(), Level::High),
+        };
+        let (eval, eval_level) = match row.map(|r| (r.full_byte, r.behavioral)) {
+            Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
+            Some((Some(f), Some(b))) => (
+                format!(
+                    "✖ FAIL {}{}",
+                    if f { "" } else { "bytes " },
+                    if b { "" } else { "behavior" }
+                ),
+                Level::Limit,
+            ),
+            Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
+            _ => ("—".to_owned(), Level::Ok),
+        };
+        let mut spans = vec![
+            Span::raw(format!(
+                "{:<12} {:>3} {:>4} {:>7}  {:<15} ",
+                name.chars().take(12).collect::<String>(),
+                version,
+                revision,
+                format!("{acc}/{rej}"),
+                hash
+            )),
+            Span::styled(format!("{export:<9} "), theme.level(export_level)),
+            Span::styled(eval, theme.level(eval_level)),
+        ];
+        if width < 60 {
+            spans.truncate(1);
+        }
+        out.push(Line::from(spans));
+    }
+    if let Some(e) = &app.store_error {
+        out.push(Line::styled(
+            format!("store: {e}"),
+            theme.level(Level::High),
+        ));
+    }
+    out
+}
+
+fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
+    let m = &app.monitor;
+    let now = app.now_ms;
+    let w = &m.worker;
+    let mut out = Vec::new();
+    let age = w.age_ms(now);
+    let age_level = age.map_or(Level::Ok, |a| Level::of(a, GENERATION_MAX_AGE_MS));
+    out.push(Line::from(vec![
+        Span::raw(format!(
+            "gen {} · pid {} · {} · age ",
+            w.generation.map_or("-".into(), |g| g.to_string()),
+            w.pid.map_or("-".into(), |p| p.to_string()),
+            w.state.word(),
+        )),
+        Span::styled(
+            format!(
+                "{} / {}",
+                age.map_or("--:--".into(), hms),
+                hms(GENERATION_MAX_AGE_MS)
+            ),
+            theme.level(age_level),
+        ),
+        Span::raw(format!(
+            "{}",
+            w.ready_after_ms
+                .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r))))
+        )),
+    ]));
+    let waiting_level = Level::of(m.queue_waiting as f64, QUEUE_WAITING_MAX as f64);
+    out.push(Line::from(vec![
+        Span::raw(format!(
+            "queue   active {} {}/{}   waiting {} {}/{} ",
+            squares(m.queue_active, QUEUE_ACTIVE_MAX),
+            m.queue_active,
+            QUEUE_ACTIVE_MAX,
+            squares(m.queue_waiting, QUEUE_WAITING_MAX),
+            m.queue_waiting,
+            QUEUE_WAITING_MAX
+        )),
+        Span::styled(waiting_level.word(), theme.level(waiting_level)),
+    ]));
+    let bar_w = if width >= 70 { 12 } else { 6 };
+    for phase in Phase::ALL {
+        let t = m.phase(phase);
+        let (shown, live) = t.shown_ms(now);
+        let level = t.level(now);
+        let failed = !live && shown.is_some() && !t.last_ok;
+        out.push(Line::from(vec![
+            Span::raw(format!(
+                "{}{:<10} {} {:>8} ",
+                if phase == Phase::Admission {
+                    "phases  "
+                } else {
+                    "        "
+                },
+                phase.label(),
+                if live { "▶" } else { "·" },
+                secs(shown),
+            )),
+            Span::styled(
+                bar(shown.unwrap_or(0.0) / t.ceiling_ms, bar_w),
+                theme.level(level),
+            ),
+            Span::raw(format!(" {:>5} ", secs(Some(t.ceiling_ms)))),
+            Span::styled(level.word(), theme.level(level)),
+            Span::styled(
+                if failed { " (last failed)" } else { "" },
+                theme.level(Level::High),
+            ),
+        ]));
+    }
+    let rss = m.rss_now();
+    let rss_level = rss.map_or(Level::Ok, |r| Level::of(r as f64, m.rss_limit as f64));
+    let values: Vec<u64> = m.rss.iter().map(|&(_, b)| b).collect();
+    let spark_w = (width as usize).saturating_sub(52).clamp(4, 40);
+    out.push(Line::from(vec![
+        Span::raw(format!(
+            "RSS {:>8} ",
+            rss.map_or("—".into(), |r| format!("{:.0} MiB", r as f64 / MIB))
+        )),
+        Span::styled(
+            sparkline(&values, m.rss_limit, spark_w),
+            theme.level(rss_level),
+        ),
+        Span::raw(format!(
+            " limit {:.0} · old space {:.0} MiB ",
+            m.rss_limit as f64 / MIB,
+            OLD_SPACE_BYTES as f64 / MIB
+        )),
+        Span::styled(rss_level.word(), theme.level(rss_level)),
+    ]));
+    let launches = m.launches_in_window(now);
+    let l_level = Level::of(launches as f64, MAX_LAUNCHES_PER_MINUTE as f64);
+    out.push(Line::from(vec![
+        Span::raw(format!(
+            "launches this minute {launches}/{MAX_LAUNCHES_PER_MINUTE} "
+        )),
+        Span::styled(l_level.word(), theme.level(l_level)),
+    ]));
+    let retired: Vec<String> = m
+        .retirements
+        .iter()
+        .rev()
+        .take(3)
+        .map(|r| {
+            format!(
+                "{}gen {} {}{}",
+                if r.expected { "" } else { "✖ " },
+                r.generation.map_or("?".into(), |g| g.to_string()),
+                r.reason,
+                r.requests.map_or(String::new(), |n| format!(" ({n} req)"))
+            )
+        })
+        .collect();
+    let any_bad = m.retirements.iter().rev().take(3).any(|r| !r.expected);
+    out.push(Line::from(vec![
+        Span::raw("retired "),
+        Span::styled(
+            if retired.is_empty() {
+                "none".to_owned()
+            } else {
+                retired.join(" · ")
+            },
+            theme.level(if any_bad { Level::Limit } else { Level::Ok }),
+        ),
+    ]));
+    out
+}
+
+fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
+    let m = &app.monitor;
+    let mut out = vec![Line::styled(
+        format!(
+            "{:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
+            "event", "count", "p50", "p95", "p99", "failed"
+        ),
+        theme.dim(),
+    )];
+    let table_rows = if height >= 12 {
+        (height as usize / 2).saturating_sub(1)
+    } else {
+        height as usize
+    };
+    for r in m.stat_rows.iter().skip(app.perf_scroll).take(table_rows) {
+        let level = if r.failed > 0 { Level::High } else { Level::Ok };
+        out.push(Line::from(vec![
+            Span::raw(format!(
+                "{:<22} {:>7} {:>9} {:>9} {:>9} ",
+                r.name.chars().take(22).collect::<String>(),
+                r.count,
+                secs(Some(r.p50)),
+                secs(Some(r.p95)),
+                secs(Some(r.p99))
+            )),
+            Span::styled(format!("{:>6}", r.failed), theme.level(level)),
+        ]));
+    }
+    if height >= 12 {
+        out.push(Line::styled("live tail", theme.dim()));
+        let room = (height as usize).saturating_sub(out.len());
+        let start = m.tail.len().saturating_sub(room);
+        for l in m.tail.iter().skip(start) {
+            let level = if l.ok { Level::Ok } else { Level::High };
+            out.push(Line::from(vec![
+                Span::raw(format!("{} ", clock(l.ts_ms))),
+                Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
+                Span::raw(format!(
+                    "{:<8} {:<20} {:>9} {}",
+                    l.source,
+                    l.name,
+                    secs(Some(l.duration_ms)),
+                    l.detail
+                )),
+            ]));
+        }
+    }
+    out
+}
+
+fn evidence<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
+    let ev = &app.evidence;
+    let mut out = vec![Line::styled(
+        format!(
+            "{} · {} · filter {} · {} KiB{}",
+            ev.label(),
+            if ev.follow { "following" } else { "paused" },
+            ev.tool_filter.as_deref().unwrap_or("none"),
+            ev.file_len / 1024,
+            if ev.status.is_empty() {
+                String::new()
+            } else {
+                format!(" · {}", ev.status)
+            }
+        ),
+        theme.dim(),
+    )];
+    let room = (height as usize).saturating_sub(1);
+    let start = if ev.selected >= room {
+        ev.selected + 1 - room
+    } else {
+        0
+    };
+    for (i, s) in ev.summaries.iter().enumerate().skip(start).take(room) {
+        if i == ev.selected && app.focus == Pane::Evidence {
+            out.push(Line::styled(format!("▶ {s}"), theme.selected()));
+        } else {
+            out.push(Line::raw(format!("  {s}")));
+        }
+    }
+    out
+}
+
+fn draw_status(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
+    let line = if let Some(notice) = &app.notice {
+        Line::styled(format!("! {notice}"), theme.level(Level::Limit))
+    } else if let Some((name, since)) = &app.running {
+        Line::styled(
+            format!(
+                "⟳ running {name} {}{}",
+                secs(Some(app.now_ms - since)),
+                if app.queued > 0 {
+                    format!(" · {} queued", app.queued)
+                } else {
+                    String::new()
+                }
+            ),
+            theme.level(Level::High),
+        )
+    } else if let Some(s) = app.statuses.last() {
+        let level = if s.ok { Level::Ok } else { Level::Limit };
+        Line::styled(
+            format!("{} {}", if s.ok { "✔" } else { "✖" }, s.text),
+            theme.level(level),
+        )
+    } else {
+        Line::styled("ready · press ? for help", theme.dim())
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+fn draw_keys(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
+    let line = match &app.input {
+        Input::Command { text, .. } => {
+            let cands = app.completions();
+            Line::from(vec![
+                Span::raw(format!(":{text}█  ")),
+                Span::styled(cands.join(" "), theme.dim()),
+            ])
+        }
+        Input::Search { text } => Line::raw(format!("/{text}█  (Enter searches the log)")),
+        Input::Normal => {
+            let mut spans = Vec::new();
+            for (k, what) in app.focus.keys() {
+                spans.push(Span::styled(format!("{k} "), theme.title(true)));
+                spans.push(Span::raw(format!("{what}  ")));
+            }
+            for spec in COMMANDS {
+                if let Some(k) = spec.key {
+                    spans.push(Span::styled(format!("{k} "), theme.title(false)));
+                    spans.push(Span::raw(format!("{}  ", spec.name)));
+                }
+            }
+            spans.push(Span::raw(": command  ? help  q quit"));
+            Line::from(spans)
+        }
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// The help text, generated from the command table, the console's keys and the panes' keys.
+pub fn help_lines() -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(
+        "Commands (key, or `:` + the usage line; --script runs the same):",
+    )];
+    for spec in COMMANDS {
+        out.push(Line::from(format!(
+            "  {:<3} {:<40} {}",
+            spec.key.map_or(String::new(), |k| k.to_string()),
+            spec.usage,
+            spec.help
+        )));
+    }
+    out.push(Line::from(""));
+    out.push(Line::from("Console keys:"));
+    for (k, what) in CONSOLE_KEYS {
+        out.push(Line::from(format!("  {k:<16} {what}")));
+    }
+    for pane in Pane::ALL {
+        if pane.keys().is_empty() {
+            continue;
+        }
+        out.push(Line::from(""));
+        out.push(Line::from(format!("{} pane (when focused):", pane.title())));
+        for (k, what) in pane.keys() {
+            out.push(Line::from(format!("  {k:<16} {what}")));
+        }
+    }
+    out.push(Line::from(""));
+    out.push(Line::from(
+        "Levels: ● ok (below 75 % of a ceiling) · ▲ high (≥ 75 %) · ✖ LIMIT (at the ceiling or failed)",
+    ));
+    out
+}
+
+fn draw_overlay(frame: &mut Frame, title: &str, lines: &[Line], scroll: u16) {
+    let area = frame.area();
+    let w = area.width.saturating_sub(4).max(1);
+    let h = area.height.saturating_sub(2).max(1);
+    let rect = Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    );
+    frame.render_widget(Clear, rect);
+    frame.render_widget(
+        Paragraph::new(lines.to_vec())
+            .block(
+                Block::default()
+                    .borders(Borders::ALL)
+                    .title(format!(" {title} ")),
+            )
+            .scroll((scroll, 0)),
+        rect,
+    );
+}

@@ -1,0 +1,119 @@
+//! Helpers shared by the store integration tests.
+#![allow(dead_code)]
+
+use patchdiff::kernel::{TextEdit, apply_edits, find_all, sha256_hex};
+use patchdiff::store::*;
+
+/// A store on a fresh database file in a temporary directory (kept alive by the guard).
+pub fn fresh() -> (tempfile::TempDir, SqliteStore) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    (dir, store)
+}
+
+pub fn init(store: &SqliteStore, name: &str, content: &str) -> TargetState {
+    store
+        .init_target(
+            name,
+            "javascript",
+            content.as_bytes(),
+            &sha256_hex(content),
+            false,
+        )
+        .unwrap()
+}
+
+pub fn sub(key: &str, base: u64, ops: &[(Option<&str>, &str, &str)]) -> Submission {
+    Submission {
+        request_key: key.to_owned(),
+        base_revision: base,
+        expected_sha256: None,
+        operations: ops
+            .iter()
+            .map(|(obs, old, new)| OperationRequest {
+                observation_id: obs.map(str::to_owned),
+                old_text: (*old).to_owned(),
+                new_text: (*new).to_owned(),
+            })
+            .collect(),
+    }
+}
+
+pub fn lines(start: usize, end: usize) -> ObserveRange {
+    ObserveRange {
+        kind: "lines".to_owned(),
+        name: None,
+        start_byte: start,
+        end_byte: end,
+    }
+}
+
+/// Observes the single occurrence of `text` at the current revision.
+pub fn observe_text(
+    store: &SqliteStore,
+    target: &str,
+    text: &str,
+    kind: &str,
+    name: &str,
+) -> Observation {
+    let t = store.read_target(target).unwrap();
+    let hits = find_all(&t.content, text);
+    assert_eq!(hits.len(), 1, "{text:?} must occur once");
+    store
+        .observe(
+            target,
+            t.revision,
+            ObserveRange {
+                kind: kind.to_owned(),
+                name: Some(name.to_owned()),
+                start_byte: hits[0],
+                end_byte: hits[0] + text.len(),
+            },
+        )
+        .unwrap()
+}
+
+/// Replays the whole journal from the init entry's fixture bytes (version 0), checking every
+/// entry's hash and every saved version against `saved_version`. Returns (entries, content).
+pub fn replay_to_end(store: &SqliteStore, target: &str) -> (Vec<JournalEntry>, String) {
+    let mut content = store.saved_version(target, 0).unwrap().content;
+    let mut all = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = store.replay(target, cursor.as_deref(), Some(1000)).unwrap();
+        for e in &page.entries {
+            match e.kind {
+                JournalKind::Init => assert_eq!(sha256_hex(&content), e.sha256),
+                JournalKind::Edit => {
+                    let edits: Vec<TextEdit> = e
+                        .operations
+                        .iter()
+                        .map(|o| TextEdit {
+                            start: o.start_byte,
+                            end: o.end_byte,
+                            new_text: o.new_text.clone(),
+                        })
+                        .collect();
+                    content = apply_edits(&content, &edits).unwrap();
+                    assert_eq!(
+                        sha256_hex(&content),
+                        e.sha256,
+                        "edit at revision {}",
+                        e.revision
+                    );
+                }
+                JournalKind::Save => {
+                    let saved = store.saved_version(target, e.version).unwrap();
+                    assert_eq!(saved.content, content, "version {}", e.version);
+                    assert_eq!(saved.sha256, e.sha256);
+                }
+            }
+        }
+        all.extend(page.entries);
+        cursor = page.next_cursor;
+        if !page.has_more {
+            break;
+        }
+    }
+    (all, content)
+}

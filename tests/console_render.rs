@@ -1,0 +1,406 @@
+//! Console rendering tests (SPEC U2, U4): each pane and the whole screen, built from a recorded
+//! fixture of real perf events, drawn into `TestBackend` and compared with insta snapshots
+//! (pids, clock times and hashes filtered); plus resize safety and `NO_COLOR`.
+
+use std::path::{Path, PathBuf};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use patchdiff::canary::StepOutcome;
+use patchdiff::canary::TargetRow;
+use patchdiff::canary::command::{COMMANDS, Command};
+use patchdiff::console::app::{App, Input, Overlay, Pane};
+use patchdiff::console::evidence::EvidenceView;
+use patchdiff::console::runner::{CanarySnapshot, ProcessSnapshot, RunnerEvent};
+use patchdiff::console::ui;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::Color;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/console")
+}
+
+/// Unix ms of the fixture's last event (a discovery became active then).
+const LAST_EVENT_MS: f64 = 1_796_012_943_289.552_7;
+
+/// A console showing a live canary, from the recorded fixture, 1.2 s after its last event.
+fn live_app(color: bool) -> App {
+    let mut app = App::new(color, LAST_EVENT_MS + 1_200.0);
+    let dir = fixtures();
+    for line in std::fs::read_to_string(dir.join("observed.perf.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        app.monitor.ingest_line("observed", line);
+    }
+    for line in std::fs::read_to_string(dir.join("observed.perf.jsonl.memory.jsonl"))
+        .unwrap()
+        .lines()
+    {
+        app.monitor.ingest_memory_line(line);
+    }
+    app.monitor.refresh();
+    let names = ["calendar", "chess", "incidents", "worker-logs", "limiter"];
+    let targets = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| TargetRow {
+            name: (*n).into(),
+            language: "typescript".into(),
+            initial_sha256: format!("{i}aaaaaaaaaaaaaaaa"),
+            version: u64::from(i < 2),
+            revision: [3, 2, 0, 0, 0][i],
+            accepted: [3, 2, 0, 0, 0][i],
+            rejected: [1, 0, 0, 0, 0][i],
+            current_sha256: if i < 2 {
+                format!("{i}bbbbbbbbbbbbbbbb")
+            } else {
+                format!("{i}aaaaaaaaaaaaaaaa")
+            },
+            exported_sha256: (i == 0).then(|| "0bbbbbbbbbbbbbbbb".into()),
+            full_byte: (i == 0).then_some(true),
+            behavioral: (i == 0).then_some(true),
+            ..TargetRow::default()
+        })
+        .collect();
+    app.canary = Some(CanarySnapshot {
+        run_id: "r-20261130-101500-4242".into(),
+        run_path: "/tmp/runs/r-20261130-101500-4242".into(),
+        database: "/tmp/runs/r-20261130-101500-4242/store.sqlite".into(),
+        processes: vec![
+            ProcessSnapshot {
+                kind: "full",
+                pid: Some(7001),
+                started_ms: LAST_EVENT_MS - 65_000.0,
+            },
+            ProcessSnapshot {
+                kind: "observed",
+                pid: Some(7010),
+                started_ms: LAST_EVENT_MS - 61_000.0,
+            },
+        ],
+        exits: vec![],
+        targets,
+        steps: vec![],
+    });
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "preflight".into(),
+            ok: true,
+            summary: "tools/list = 6 exact · full-profile call refused · worker ready 277 ms · 5 targets fresh".into(),
+            elapsed_ms: 301,
+        },
+        output: None,
+    });
+    app.evidence = EvidenceView::new(vec![(
+        "observed requests/results".into(),
+        dir.join("observed.mcp.jsonl"),
+    )]);
+    app.evidence.rows = 12;
+    app.evidence.reload();
+    app
+}
+
+fn render(app: &App, w: u16, h: u16) -> Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app)).unwrap();
+    t.backend().buffer().clone()
+}
+
+fn render_pane(app: &App, pane: Pane, w: u16, h: u16) -> Buffer {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw_pane(f, app, pane, Rect::new(0, 0, w, h)))
+        .unwrap();
+    t.backend().buffer().clone()
+}
+
+fn text(buf: &Buffer) -> String {
+    let area = buf.area;
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        for x in 0..area.width {
+            line.push_str(buf[(x, y)].symbol());
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+macro_rules! snap {
+    ($name:expr, $value:expr) => {
+        insta::with_settings!({filters => vec![
+            (r"pid \d+", "pid [pid]"),
+            (r"\b\d\d:\d\d:\d\d\.\d\d\d\b", "[hh:mm:ss.mmm]"),
+            (r"\b[0-9a-f]{7}\b", "[sha]"),
+        ]}, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+
+#[test]
+fn whole_screen_of_a_live_canary_from_recorded_events() {
+    let app = live_app(true);
+    snap!("whole_screen_200x60", text(&render(&app, 200, 60)));
+}
+
+#[test]
+fn processes_pane_shows_pid_uptime_state_and_worker_generation() {
+    let app = live_app(true);
+    let t = text(&render_pane(&app, Pane::Processes, 70, 5));
+    assert!(t.contains("up    01:02"), "{t}");
+    assert!(t.contains("gen 1"), "{t}");
+    snap!("pane_processes", t);
+}
+
+#[test]
+fn targets_pane_shows_versions_counts_hashes_export_and_evaluation() {
+    let app = live_app(true);
+    let t = text(&render_pane(&app, Pane::Targets, 80, 9));
+    assert!(t.contains("≠ init") && t.contains("= init"), "{t}");
+    assert!(t.contains("✔ exported") && t.contains("✔ pass"), "{t}");
+    snap!("pane_targets", t);
+}
+
+#[test]
+fn worker_pane_shows_queue_phases_rss_launches_and_retirements() {
+    let app = live_app(true);
+    let t = text(&render_pane(&app, Pane::Worker, 110, 11));
+    assert!(t.contains("active ■ 1/1"), "{t}");
+    assert!(t.contains("active     ▶"), "live active phase: {t}");
+    assert!(t.contains("launches this minute 1/3"), "{t}");
+    snap!("pane_worker", t);
+}
+
+#[test]
+fn perf_pane_shows_percentile_table_and_live_tail() {
+    let app = live_app(true);
+    let t = text(&render_pane(&app, Pane::Perf, 110, 24));
+    assert!(t.contains("ipc_read") && t.contains("p99"), "{t}");
+    assert!(t.contains("live tail"), "{t}");
+    snap!("pane_perf", t);
+}
+
+#[test]
+fn evidence_pane_summarizes_requests_and_results() {
+    let mut app = live_app(true);
+    app.focus = Pane::Evidence;
+    let t = text(&render_pane(&app, Pane::Evidence, 140, 14));
+    assert!(t.contains("→ tools/call patchdiff_"), "{t}");
+    assert!(t.contains("▶ "), "selected row marked: {t}");
+    snap!("pane_evidence", t);
+}
+
+#[test]
+fn help_overlay_is_generated_from_the_command_table() {
+    let mut app = live_app(true);
+    app.overlay = Overlay::Help { scroll: 0 };
+    let t = text(&render(&app, 160, 50));
+    for spec in COMMANDS {
+        assert!(t.contains(spec.usage), "help lacks {}: {t}", spec.usage);
+    }
+    snap!("help_overlay", t);
+}
+
+#[test]
+fn bottom_bar_lists_table_keys_and_the_focused_panes_keys() {
+    let mut app = live_app(true);
+    let t = text(&render(&app, 200, 60));
+    let last = t.lines().last().unwrap_or("").to_owned();
+    for spec in COMMANDS.iter().filter(|s| s.key.is_some()) {
+        assert!(last.contains(spec.name), "{last}");
+    }
+    app.focus = Pane::Evidence;
+    let t = text(&render(&app, 200, 60));
+    assert!(t.lines().last().unwrap_or("").contains("/ search"), "{t}");
+}
+
+#[test]
+fn renders_at_every_size_without_panicking() {
+    let app = live_app(true);
+    let mut sizes = vec![
+        (1, 1),
+        (2, 1),
+        (1, 2),
+        (40, 12),
+        (200, 60),
+        (19, 5),
+        (20, 6),
+        (80, 24),
+        (99, 21),
+        (100, 22),
+        (300, 100),
+    ];
+    for w in (1..=120).step_by(7) {
+        for h in (1..=50).step_by(5) {
+            sizes.push((w, h));
+        }
+    }
+    for (w, h) in sizes {
+        let buf = render(&app, w, h);
+        assert_eq!(buf.area, Rect::new(0, 0, w, h));
+    }
+    // At 40×12 the most important panes are still there.
+    let t = text(&render(&app, 40, 12));
+    assert!(t.contains("PROCESSES"), "{t}");
+    let mut with_overlay = live_app(true);
+    with_overlay.overlay = Overlay::Help { scroll: 3 };
+    for (w, h) in [(1, 1), (5, 3), (40, 12)] {
+        render(&with_overlay, w, h);
+    }
+}
+
+#[test]
+fn small_terminals_drop_charts_before_tables() {
+    let app = live_app(true);
+    let panes: Vec<Pane> = ui::layout(Rect::new(0, 0, 60, 24))
+        .panes
+        .iter()
+        .map(|(p, _)| *p)
+        .collect();
+    assert!(panes.contains(&Pane::Processes) && panes.contains(&Pane::Targets));
+    assert!(!panes.contains(&Pane::Evidence));
+    let t = text(&render(&app, 60, 24));
+    assert!(t.contains("TARGETS"), "{t}");
+}
+
+#[test]
+fn no_color_paints_no_colour_and_keeps_every_word() {
+    let app = live_app(false);
+    let buf = render(&app, 200, 60);
+    for cell in buf.content() {
+        assert_eq!(cell.fg, Color::Reset, "coloured cell {:?}", cell);
+        assert_eq!(cell.bg, Color::Reset);
+    }
+    let colored = text(&render(&live_app(true), 200, 60));
+    assert_eq!(text(&buf), colored, "NO_COLOR must not lose any text");
+}
+
+#[test]
+fn phase_timer_turns_yellow_at_75_percent_and_red_at_the_ceiling() {
+    let mut app = live_app(true);
+    // The active discovery started at LAST_EVENT_MS; 12 s later it is past 75 % of 15 s.
+    app.now_ms = LAST_EVENT_MS + 12_000.0;
+    let buf = render_pane(&app, Pane::Worker, 110, 11);
+    let t = text(&buf);
+    let row = t.lines().position(|l| l.contains("active     ▶")).unwrap();
+    assert!(t.lines().nth(row).unwrap().contains("high"), "{t}");
+    assert!((0..110).any(|x| buf[(x, row as u16)].fg == Color::Yellow));
+    app.now_ms = LAST_EVENT_MS + 15_500.0;
+    let buf = render_pane(&app, Pane::Worker, 110, 11);
+    let t = text(&buf);
+    assert!(t.lines().nth(row).unwrap().contains("LIMIT"), "{t}");
+    assert!((0..110).any(|x| buf[(x, row as u16)].fg == Color::Red));
+}
+
+fn key(c: KeyCode) -> KeyEvent {
+    KeyEvent::new(c, KeyModifiers::NONE)
+}
+
+fn type_str(app: &mut App, s: &str) -> Option<Command> {
+    let mut last = None;
+    for c in s.chars() {
+        last = app.on_key(key(KeyCode::Char(c)));
+    }
+    last
+}
+
+#[test]
+fn command_line_completes_names_and_arguments_from_the_table() {
+    let mut app = App::new(true, 0.0);
+    type_str(&mut app, ":la");
+    app.on_key(key(KeyCode::Tab));
+    assert_eq!(
+        app.input,
+        Input::Command {
+            text: "launch ".into(),
+            cycle: None
+        }
+    );
+    app.on_key(key(KeyCode::Tab));
+    assert!(matches!(&app.input, Input::Command { text, .. } if text == "launch full"));
+    app.on_key(key(KeyCode::Tab));
+    assert!(matches!(&app.input, Input::Command { text, .. } if text == "launch observed"));
+    let cmd = app.on_key(key(KeyCode::Enter));
+    assert_eq!(
+        cmd,
+        Some(Command::Launch {
+            which: Some(patchdiff::canary::command::ProcessKind::Observed)
+        })
+    );
+}
+
+#[test]
+fn a_bad_command_line_says_why_and_runs_nothing() {
+    let mut app = App::new(true, 0.0);
+    type_str(&mut app, ":launch everything");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), None);
+    let s = app.statuses.last().unwrap();
+    assert!(!s.ok && s.text.contains("usage: launch"), "{:?}", s);
+}
+
+#[test]
+fn table_keys_run_commands_and_keys_needing_arguments_open_the_command_line() {
+    let mut app = App::new(true, 0.0);
+    assert_eq!(
+        type_str(&mut app, "i"),
+        Some(Command::Init { reset: false })
+    );
+    assert_eq!(type_str(&mut app, "a"), None);
+    assert!(matches!(&app.input, Input::Command { text, .. } if text == "agent "));
+}
+
+#[test]
+fn tab_moves_focus_forward_and_shift_tab_back() {
+    let mut app = App::new(true, 0.0);
+    app.on_key(key(KeyCode::Tab));
+    assert_eq!(app.focus, Pane::Targets);
+    app.on_key(key(KeyCode::BackTab));
+    app.on_key(key(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Evidence);
+}
+
+#[test]
+fn init_over_a_target_with_history_surfaces_the_not_fresh_advice() {
+    let mut app = live_app(true);
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "init".into(),
+            ok: false,
+            summary: "target `calendar`: patchdiff_init_target: TARGET_NOT_FRESH: target calendar is not fresh (version 1, revision 3, 4 attempts, 2 observations); pass reset to wipe its history, or use another name".into(),
+            elapsed_ms: 12,
+        },
+        output: None,
+    });
+    let t = text(&render(&app, 200, 60));
+    let status = t.lines().rev().nth(1).unwrap_or("");
+    assert!(
+        status.contains("TARGET_NOT_FRESH") && status.contains(":init --reset"),
+        "{status}"
+    );
+    // A successful init clears it.
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "init".into(),
+            ok: true,
+            summary: "5 targets at version 0".into(),
+            elapsed_ms: 12,
+        },
+        output: None,
+    });
+    assert!(app.notice.is_none());
+}
+
+#[test]
+fn quit_keys_set_quit() {
+    let mut app = App::new(true, 0.0);
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(app.quit);
+    let mut app = App::new(true, 0.0);
+    app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(app.quit);
+}

@@ -1,0 +1,223 @@
+//! End-to-end test of the real interactive console in tmux (SPEC U1, U4): start it at 200×60,
+//! run `:init` and `:launch`, wait (polling with a deadline) until the worker shows ready, quit
+//! with `q`, then check the terminal was restored (alternate screen left, `stty` sane) and that
+//! no process the console started is still alive.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+    fn capture(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "console"])
+    }
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "console"];
+        args.extend_from_slice(keys);
+        self.run(&args);
+    }
+    /// Polls the screen until `pred` holds; panics with the screen after `limit`.
+    fn wait_for(&self, what: &str, limit: Duration, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + limit;
+        loop {
+            let screen = self.capture();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// (pid, ppid, starttime) of every process.
+fn processes() -> Vec<(u32, u32, u64)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        // After the comm: state(0) ppid(1) … starttime(19).
+        if let (Some(ppid), Some(start)) = (f.get(1), f.get(19)) {
+            out.push((pid, ppid.parse().unwrap_or(0), start.parse().unwrap_or(0)));
+        }
+    }
+    out
+}
+
+/// Every descendant of `root` with its start time.
+fn descendants(root: u32) -> Vec<(u32, u64)> {
+    let all = processes();
+    let mut found = vec![];
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(pid, ppid, start) in &all {
+            if ppid == p {
+                found.push((pid, start));
+                frontier.push(pid);
+            }
+        }
+    }
+    found
+}
+
+fn alive(pid: u32, start: u64) -> bool {
+    processes().iter().any(|&(p, _, s)| p == pid && s == start)
+}
+
+fn have_tmux() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_terminal() {
+    if !have_tmux() {
+        eprintln!("tmux is not installed; skipping");
+        return;
+    }
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let pidfile = dir.path().join("console.pid");
+    let sttyfile = dir.path().join("stty.txt");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("pd-console-e2e-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "60",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs}'; echo \"console exit\"\"ed $?\"; stty -a > {stty}",
+        pid = pidfile.display(),
+        exe = exe.display(),
+        runs = runs.display(),
+        stty = sttyfile.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES")
+    });
+    let console_pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
+            .trim(),
+        "1"
+    );
+
+    tmux.keys(&[":init", "Enter"]);
+    let screen = tmux.wait_for("init to finish", Duration::from_secs(15), |s| {
+        s.contains("✔ init ok") || s.contains("✖ init FAIL")
+    });
+    assert!(screen.contains("✔ init ok"), "{screen}");
+    tmux.keys(&[":launch", "Enter"]);
+    let screen = tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
+        s.lines()
+            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+    });
+    assert!(screen.contains("observed  pid"), "{screen}");
+
+    // Everything the console started, down to the Node worker.
+    let children = descendants(console_pid);
+    assert!(
+        children.len() >= 3,
+        "expected full, observed and the worker under the console: {children:?}"
+    );
+
+    tmux.keys(&["q"]);
+    let screen = tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited")
+    });
+    assert!(screen.contains("console exited 0"), "{screen}");
+    assert!(
+        !screen.contains("PROCESSES"),
+        "alternate screen not left:\n{screen}"
+    );
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stty = loop {
+        if let Ok(s) = std::fs::read_to_string(&sttyfile) {
+            if !s.is_empty() {
+                break s;
+            }
+        }
+        assert!(Instant::now() < deadline, "stty -a did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Raw mode left: canonical input and echo are back on.
+    let flags: Vec<&str> = stty
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .collect();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            flags.contains(&flag),
+            "terminal not restored ({flag}): {stty}"
+        );
+    }
+    let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+    assert!(
+        !alive_pid(console_pid),
+        "the console itself is still running"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+    let _ = Path::new(&runs);
+}
+
+fn alive_pid(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}

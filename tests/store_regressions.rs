@@ -1,0 +1,459 @@
+//! Regressions modelled on the replica-sync review (`seeds/replica-sync-review.txt`): saves
+//! racing submissions (K5), replay after a mid-step save (K6), storage-safe records (K7), and
+//! a second OS process sharing the database.
+
+mod common;
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::{Arc, Barrier};
+
+use common::*;
+use patchdiff::kernel::sha256_hex;
+use patchdiff::store::*;
+
+/// Content hash of every revision, from the journal (replay checks each saved version too).
+fn revision_hashes(store: &SqliteStore, target: &str) -> HashMap<u64, String> {
+    let (entries, _) = replay_to_end(store, target);
+    entries
+        .into_iter()
+        .filter(|e| e.kind != JournalKind::Save)
+        .map(|e| (e.revision, e.sha256))
+        .collect()
+}
+
+#[test]
+fn edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash() {
+    // Review P1: with `abc`, a tool edit c→X racing a replica edit a→R and a save must persist
+    // `RbX`, and each receipt's hash must be the content at the revision it names.
+    for round in 0..20 {
+        let (_dir, store) = fresh();
+        let store = Arc::new(store);
+        init(&store, "t", "abc");
+        let barrier = Arc::new(Barrier::new(2));
+        let tool = {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                store
+                    .submit("t", &sub("tool", 0, &[(None, "c", "X")]), false)
+                    .unwrap()
+            })
+        };
+        let replica = {
+            let (store, barrier) = (store.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                barrier.wait();
+                let r = store
+                    .submit("t", &sub("replica", 0, &[(None, "a", "R")]), false)
+                    .unwrap();
+                let s = store.save("t").unwrap();
+                (r, s)
+            })
+        };
+        let tool = tool.join().unwrap();
+        let (replica, saved) = replica.join().unwrap();
+        assert_eq!(
+            tool.outcome,
+            Outcome::Accepted,
+            "round {round}: {:?}",
+            tool.reasons
+        );
+        assert_eq!(
+            replica.outcome,
+            Outcome::Accepted,
+            "round {round}: {:?}",
+            replica.reasons
+        );
+        let t = store.read_target("t").unwrap();
+        assert_eq!(t.content, "RbX", "round {round}");
+        let hashes = revision_hashes(&store, "t");
+        assert_eq!(hashes[&tool.revision], tool.sha256, "round {round}");
+        assert_eq!(hashes[&replica.revision], replica.sha256, "round {round}");
+        assert_eq!(hashes[&saved.revision], saved.sha256, "round {round}");
+        let second = tool.revision.max(replica.revision);
+        assert_eq!(hashes[&second], sha256_hex("RbX"));
+        assert_eq!(store.save("t").unwrap().sha256, sha256_hex("RbX"));
+    }
+}
+
+#[test]
+fn replay_after_a_mid_step_save_never_applies_an_edit_twice() {
+    // Review P2: `abc`, edit a→aX, save in the middle of the step, read: live and replay must
+    // both be `aXbc`, never `aXXbc`.
+    let (dir, store) = fresh();
+    init(&store, "t", "abc");
+    let r = store
+        .submit("t", &sub("k", 0, &[(None, "a", "aX")]), false)
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Accepted);
+    let saved = store.save("t").unwrap();
+    assert_eq!(store.read_target("t").unwrap().content, "aXbc");
+    // The same request retried after the save is recovered, not re-applied.
+    let again = store
+        .submit("t", &sub("k", 0, &[(None, "a", "aX")]), false)
+        .unwrap();
+    assert_eq!(again, r);
+    let saved2 = store.save("t").unwrap();
+    let (entries, replayed) = replay_to_end(&store, "t");
+    assert_eq!(replayed, "aXbc");
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e.kind == JournalKind::Edit)
+            .count(),
+        1
+    );
+    assert_eq!(
+        store.saved_version("t", saved.version).unwrap().content,
+        "aXbc"
+    );
+    assert_eq!(
+        store.saved_version("t", saved2.version).unwrap().content,
+        "aXbc"
+    );
+    // A fresh process (cold cache) rebuilds the same bytes.
+    drop(store);
+    let reopened = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    assert_eq!(reopened.read_target("t").unwrap().content, "aXbc");
+    assert_eq!(replay_to_end(&reopened, "t").1, "aXbc");
+}
+
+#[test]
+fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
+    // Review P2 (K7): each accept appends 600,000 `界` (1.8 MB); the fourth must not fail, and
+    // no stored row may exceed the storage-safe record bound.
+    let (dir, store) = fresh();
+    init(&store, "big", "head\n<<END>>");
+    let block: String = "界".repeat(600_000);
+    for k in 0..4u64 {
+        let r = store
+            .submit(
+                "big",
+                &sub(
+                    &format!("k{k}"),
+                    k,
+                    &[(None, "<<END>>", &format!("{block}<<END>>"))],
+                ),
+                false,
+            )
+            .unwrap();
+        assert_eq!(r.outcome, Outcome::Accepted, "accept {k}: {:?}", r.reasons);
+    }
+    store.save("big").unwrap();
+    let expected = format!("head\n{}<<END>>", block.repeat(4));
+    drop(store);
+    let reopened = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let t = reopened.read_target("big").unwrap();
+    assert_eq!(t.revision, 4);
+    assert_eq!(t.content.len(), expected.len());
+    assert!(t.content == expected);
+    assert!(reopened.saved("big").unwrap().content == expected);
+    assert!(replay_to_end(&reopened, "big").1 == expected);
+    drop(reopened);
+    let conn = rusqlite::Connection::open(dir.path().join("pd.sqlite")).unwrap();
+    for table in ["snapshot_chunks", "journal_chunks"] {
+        let max: i64 = conn
+            .query_row(&format!("SELECT max(length(data)) FROM {table}"), [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(max as usize <= CHUNK_PAYLOAD_BYTES, "{table}: {max}");
+    }
+    let inline: Option<i64> = conn
+        .query_row("SELECT max(length(inline_text)) FROM journal", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(inline.unwrap_or(0) as usize <= INLINE_TEXT_BYTES);
+    for (table, cols) in [("journal", "edits"), ("attempts", "receipt")] {
+        let max: i64 = conn
+            .query_row(
+                &format!("SELECT max(length({cols})) FROM {table}"),
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert!((max as usize) < RECORD_BOUND_BYTES, "{table}: {max}");
+    }
+}
+
+struct Probe {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Probe {
+    fn spawn(args: &[&str]) -> Probe {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_store-probe"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn store-probe");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut p = Probe {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(p.line().as_deref(), Some("READY"));
+        p
+    }
+
+    fn line(&mut self) -> Option<String> {
+        let mut s = String::new();
+        match self.stdout.read_line(&mut s) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(s.trim_end().to_owned()),
+        }
+    }
+
+    fn go(&mut self) {
+        writeln!(self.stdin, "GO").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Remaining lines until the child exits; asserts it succeeded.
+    fn finish(mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(l) = self.line() {
+            lines.push(l);
+        }
+        assert!(
+            self.child.wait().unwrap().success(),
+            "probe failed: {lines:?}"
+        );
+        lines
+    }
+}
+
+fn db_arg(dir: &tempfile::TempDir) -> String {
+    dir.path().join("pd.sqlite").to_str().unwrap().to_owned()
+}
+
+#[test]
+fn submission_racing_a_save_from_another_process_keeps_both() {
+    for round in 0..4 {
+        let (dir, store) = fresh();
+        init(&store, "t", "abc");
+        let db = db_arg(&dir);
+        let mut probe = Probe::spawn(&["race-save", &db, "t"]);
+        probe.go();
+        let tool = store
+            .submit("t", &sub("tool", 0, &[(None, "c", "X")]), false)
+            .unwrap();
+        let lines = probe.finish();
+        let replica: Receipt =
+            serde_json::from_str(lines[0].strip_prefix("RECEIPT ").unwrap()).unwrap();
+        let saved: SaveResult =
+            serde_json::from_str(lines[1].strip_prefix("SAVE ").unwrap()).unwrap();
+        assert_eq!(
+            tool.outcome,
+            Outcome::Accepted,
+            "round {round}: {:?}",
+            tool.reasons
+        );
+        assert_eq!(
+            replica.outcome,
+            Outcome::Accepted,
+            "round {round}: {:?}",
+            replica.reasons
+        );
+        assert_eq!(
+            store.read_target("t").unwrap().content,
+            "RbX",
+            "round {round}"
+        );
+        let hashes = revision_hashes(&store, "t");
+        assert_eq!(hashes[&tool.revision], tool.sha256);
+        assert_eq!(hashes[&replica.revision], replica.sha256);
+        assert_eq!(hashes[&saved.revision], saved.sha256);
+        assert_eq!(store.saved("t").unwrap().sha256, saved.sha256);
+    }
+}
+
+#[test]
+fn submissions_interleaved_with_saves_from_another_process_are_all_kept() {
+    let (dir, store) = fresh();
+    init(&store, "t", "<<END>>");
+    let db = db_arg(&dir);
+    let mut probe = Probe::spawn(&["saves", &db, "t", "40"]);
+    probe.go();
+    for i in 0..40u64 {
+        let r = store
+            .submit(
+                "t",
+                &sub(
+                    &format!("k{i}"),
+                    i,
+                    &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+                ),
+                false,
+            )
+            .unwrap();
+        assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+    }
+    let lines = probe.finish();
+    assert_eq!(lines.iter().filter(|l| l.starts_with("SAVE ")).count(), 40);
+    let expected: String = (0..40).map(|i| format!("[{i}]")).collect::<String>() + "<<END>>";
+    assert_eq!(store.read_target("t").unwrap().content, expected);
+    // Every saved version equals the journal state at its revision (checked inside).
+    let (entries, replayed) = replay_to_end(&store, "t");
+    assert_eq!(replayed, expected);
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e.kind == JournalKind::Save)
+            .count(),
+        40
+    );
+}
+
+#[test]
+fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once() {
+    let (dir, store) = fresh();
+    init(&store, "t", "start\n<<END>>");
+    let db = db_arg(&dir);
+    let mut probe = Probe::spawn(&["stream", &db, "t", "0", "100000"]);
+    let mut acked: Vec<Receipt> = Vec::new();
+    while acked.len() < 40 {
+        let line = probe.line().expect("stream ended early");
+        let r: Receipt = serde_json::from_str(line.strip_prefix("ACK ").unwrap()).unwrap();
+        acked.push(r);
+    }
+    probe.child.kill().unwrap(); // SIGKILL: mid-stream, possibly mid-transaction
+    probe.child.wait().unwrap();
+    drop(store);
+
+    let store = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let t = store.read_target("t").unwrap();
+    // Every acknowledged receipt is present, byte for byte, with its edit applied.
+    for r in &acked {
+        let stored = store.stored_receipt("t", &r.request_key).unwrap().unwrap();
+        assert_eq!(stored, serde_json::to_string(r).unwrap());
+        assert!(t.content.contains(&format!("[{}]", &r.request_key[1..])));
+    }
+    // Nothing else: the journal holds exactly revisions 1..=n for keys k0..k(n-1), in order.
+    let (entries, replayed) = replay_to_end(&store, "t");
+    assert_eq!(replayed, t.content);
+    let edits: Vec<_> = entries
+        .iter()
+        .filter(|e| e.kind == JournalKind::Edit)
+        .collect();
+    let n = edits.len() as u64;
+    assert!(n >= acked.len() as u64, "{n} edits < {} acks", acked.len());
+    for (i, e) in edits.iter().enumerate() {
+        assert_eq!(e.revision, i as u64 + 1);
+        assert_eq!(e.request_key.as_deref(), Some(format!("k{i}").as_str()));
+    }
+    // Retrying the unacknowledged keys (and a few acknowledged ones) is exactly-once.
+    let total = acked.len() as u64 + 5;
+    for i in acked.len() as u64 - 3..total {
+        let s = sub(
+            &format!("k{i}"),
+            i,
+            &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+        );
+        let r = store.submit("t", &s, false).unwrap();
+        assert_eq!(r.outcome, Outcome::Accepted, "k{i}: {:?}", r.reasons);
+        assert_eq!(r.revision, i + 1);
+    }
+    let expected: String = "start\n".to_owned()
+        + &(0..total).map(|i| format!("[{i}]")).collect::<String>()
+        + "<<END>>";
+    assert_eq!(store.read_target("t").unwrap().content, expected);
+    assert_eq!(store.audit("t").unwrap().attempts.accepted, total);
+}
+
+#[test]
+fn a_read_started_after_an_acknowledgement_always_includes_that_edit() {
+    // Review P1 (live view missing an acknowledged edit): a reader on another connection, with
+    // its own warm content cache, must never be shown a revision older than one already acked.
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let (dir, writer) = fresh();
+    init(&writer, "t", "<<END>>");
+    let reader = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    reader.read_target("t").unwrap(); // warm the reader's cache at revision 0
+    let acked = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let reads = {
+        let (acked, done) = (acked.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u32;
+            while !done.load(Ordering::SeqCst) {
+                let floor = acked.load(Ordering::SeqCst);
+                let t = reader.read_target("t").unwrap();
+                assert!(
+                    t.revision >= floor,
+                    "read revision {} after ack of {floor}",
+                    t.revision
+                );
+                let expected: String = (0..t.revision)
+                    .map(|i| format!("[{i}]"))
+                    .collect::<String>()
+                    + "<<END>>";
+                assert_eq!(t.content, expected);
+                assert_eq!(t.sha256, sha256_hex(&t.content));
+                reads += 1;
+            }
+            reads
+        })
+    };
+    for i in 0..60u64 {
+        let s = sub(
+            &format!("k{i}"),
+            i,
+            &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+        );
+        let r = writer.submit("t", &s, false).unwrap();
+        assert_eq!(r.outcome, Outcome::Accepted);
+        acked.store(r.revision, Ordering::SeqCst);
+    }
+    done.store(true, Ordering::SeqCst);
+    assert!(reads.join().unwrap() > 0);
+}
+
+#[test]
+fn cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_still_transform() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pd.sqlite");
+    let store = SqliteStore::open_with(&path, Durability::NoSync).unwrap();
+    init(&store, "t", "keep <<END>>");
+    let n = SNAPSHOT_EVERY_EDITS + 100;
+    for i in 0..n {
+        let s = sub(
+            &format!("k{i}"),
+            i,
+            &[(None, "<<END>>", &format!("[{i}]<<END>>"))],
+        );
+        assert_eq!(
+            store.submit("t", &s, false).unwrap().outcome,
+            Outcome::Accepted
+        );
+    }
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let snapshots: i64 = conn
+        .query_row("SELECT count(*) FROM snapshots", [], |r| r.get(0))
+        .unwrap();
+    assert!(snapshots >= 2, "{snapshots} snapshots");
+    drop(conn);
+    let expected: String =
+        "keep ".to_owned() + &(0..n).map(|i| format!("[{i}]")).collect::<String>() + "<<END>>";
+    let cold = SqliteStore::open(&path).unwrap();
+    assert_eq!(cold.read_target("t").unwrap().content, expected);
+    // A base from before every periodic snapshot: located at revision 0, carried over n steps.
+    let r = cold
+        .submit("t", &sub("stale", 0, &[(None, "keep", "KEPT")]), false)
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+    assert!(r.corrections.is_empty(), "nothing before `keep` moved");
+    assert_eq!(
+        cold.read_target("t").unwrap().content,
+        expected.replacen("keep", "KEPT", 1)
+    );
+}
