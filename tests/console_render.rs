@@ -246,7 +246,9 @@ fn renders_at_every_size_without_panicking() {
     }
     // At 40×12 the most important panes are still there.
     let t = text(&render(&app, 40, 12));
-    assert!(t.contains("PROCESSES"), "{t}");
+    assert!(t.contains("PROCESSES") && t.contains("TARGETS"), "{t}");
+    snap!("whole_screen_40x12", t);
+    snap!("whole_screen_80x24", text(&render(&app, 80, 24)));
     let mut with_overlay = live_app(true);
     with_overlay.overlay = Overlay::Help { scroll: 3 };
     for (w, h) in [(1, 1), (5, 3), (40, 12)] {
@@ -382,6 +384,22 @@ fn init_over_a_target_with_history_surfaces_the_not_fresh_advice() {
         status.contains("TARGET_NOT_FRESH") && status.contains(":init --reset"),
         "{status}"
     );
+    // The message as the canary really reports it (without the code) is recognised too.
+    app.notice = None;
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "init".into(),
+            ok: false,
+            summary: "target `calendar`: target calendar is not fresh (version 1, revision 2, 3 attempts, 2 observations); pass reset to wipe its history, or use another name".into(),
+            elapsed_ms: 4,
+        },
+        output: None,
+    });
+    assert!(
+        app.notice
+            .as_deref()
+            .is_some_and(|n| n.contains(":init --reset"))
+    );
     // A successful init clears it.
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {
@@ -403,4 +421,51 @@ fn quit_keys_set_quit() {
     let mut app = App::new(true, 0.0);
     app.on_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
     assert!(app.quit);
+}
+
+#[test]
+fn enter_on_an_evidence_line_pretty_prints_that_message() {
+    let mut app = live_app(true);
+    app.focus = Pane::Evidence;
+    app.on_key(key(KeyCode::Up));
+    assert!(!app.evidence.follow, "moving up leaves follow mode");
+    app.on_key(key(KeyCode::Enter));
+    let Overlay::Text { title, lines, .. } = &app.overlay else {
+        panic!("no detail overlay")
+    };
+    assert!(title.contains("@ byte"), "{title}");
+    assert!(lines.len() > 3 && lines[0] == "{", "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("\"direction\"")),
+        "{lines:?}"
+    );
+    let t = text(&render(&app, 120, 40));
+    assert!(t.contains("(Esc closes)"), "{t}");
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.overlay, Overlay::None);
+}
+
+#[test]
+fn slash_searches_the_evidence_log() {
+    let mut app = live_app(true);
+    app.focus = Pane::Evidence;
+    type_str(&mut app, "/patchdiff_save");
+    app.on_key(key(KeyCode::Enter));
+    assert!(
+        app.evidence.status.contains("found"),
+        "{}",
+        app.evidence.status
+    );
+    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+}
+
+#[test]
+fn enter_on_processes_shows_the_step_log() {
+    let mut app = live_app(true);
+    app.on_key(key(KeyCode::Enter));
+    let Overlay::Text { title, lines, .. } = &app.overlay else {
+        panic!("no step log")
+    };
+    assert!(title.starts_with("step log"), "{title}");
+    assert!(lines[0].starts_with("✔ preflight ok"), "{lines:?}");
 }

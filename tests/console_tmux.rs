@@ -186,10 +186,10 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
     );
     let deadline = Instant::now() + Duration::from_secs(5);
     let stty = loop {
-        if let Ok(s) = std::fs::read_to_string(&sttyfile) {
-            if !s.is_empty() {
-                break s;
-            }
+        if let Ok(s) = std::fs::read_to_string(&sttyfile)
+            && !s.is_empty()
+        {
+            break s;
         }
         assert!(Instant::now() < deadline, "stty -a did not run");
         std::thread::sleep(Duration::from_millis(20));
@@ -220,4 +220,145 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
 
 fn alive_pid(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
+}
+
+#[test]
+fn sigterm_restores_the_terminal_and_stops_every_child() {
+    if !have_tmux() {
+        eprintln!("tmux is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let pidfile = dir.path().join("console.pid");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("pd-console-term-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs}'; echo \"console exit\"\"ed $?\"",
+        pid = pidfile.display(),
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES")
+    });
+    let console_pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    tmux.keys(&["l"]);
+    tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
+        s.lines()
+            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+    });
+    let children = descendants(console_pid);
+    assert!(children.len() >= 3, "{children:?}");
+    let status = Command::new("kill")
+        .args(["-TERM", &console_pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let screen = tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited")
+    });
+    assert!(
+        !screen.contains("PROCESSES"),
+        "alternate screen not left:\n{screen}"
+    );
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
+    let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
+    assert!(left.is_empty(), "processes left behind: {left:?}");
+}
+
+/// Debug builds only (the trigger is compiled out of release builds).
+#[cfg(debug_assertions)]
+#[test]
+fn a_panic_restores_the_terminal_and_stops_every_child() {
+    if !have_tmux() {
+        eprintln!("tmux is not installed; skipping");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let pidfile = dir.path().join("console.pid");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("pd-console-panic-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "sh -c 'echo $$ > {pid}; PATCHDIFF_CONSOLE_TEST_PANIC=1 exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
+        pid = pidfile.display(),
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES")
+    });
+    let console_pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    tmux.keys(&["l"]);
+    tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
+        s.lines()
+            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+    });
+    let children = descendants(console_pid);
+    assert!(children.len() >= 3, "{children:?}");
+    tmux.keys(&["F12"]);
+    let screen = tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited")
+    });
+    assert!(screen.contains("console exited 101"), "{screen}");
+    assert!(
+        !screen.contains("PROCESSES"),
+        "alternate screen not left:\n{screen}"
+    );
+    assert_eq!(
+        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
+            .trim(),
+        "0"
+    );
+    // Children get SIGTERM from the panic hook and lose their stdin; poll until they are gone.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -86,6 +86,9 @@ export function readFrames(onMessage) {
   process.stdin.on("end", onEnd);
   process.stdin.on("close", onEnd);
   process.stdin.on("error", onEnd);
+  // The supervisor closed its end (shutdown, retirement, parent death): leave quietly instead of
+  // dumping an unhandled EPIPE into the captured stderr.
+  process.stdout.on("error", (e) => process.exit(e && e.code === "EPIPE" ? 0 : 1));
   process.stdin.on("data", (chunk) => {
     buffered = buffered.length === 0 ? chunk : Buffer.concat([buffered, chunk]);
     while (buffered.length >= 4) {

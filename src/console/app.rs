@@ -15,11 +15,12 @@ use super::state::Monitor;
 use crate::canary::command::{COMMANDS, Command, complete};
 use crate::kernel::TargetSummary;
 
+/// Frame times kept.
+pub const FRAME_TIMES: usize = 4096;
 /// Status lines (step outcomes, notices) kept.
 pub const STATUS_CAPACITY: usize = 64;
-/// The C1 advice shown when init meets a target with history.
-pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: a target already has history (attempts, observations or saves). \
-Init refuses to overwrite it (C1). Run `:init --reset` to wipe the history, or use a fresh database.";
+/// The C1 advice shown (before the store's own message) when init meets a target with history.
+pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: init refuses targets with history (C1); run `:init --reset` to wipe it, or use a fresh database";
 
 /// The panes focus moves between (Tab / Shift-Tab).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +64,8 @@ impl Pane {
                 ("g/G", "top/end"),
             ],
             Pane::Perf => &[("↑↓", "scroll")],
-            Pane::Targets | Pane::Processes | Pane::Worker => &[],
+            Pane::Processes => &[("⏎", "step log")],
+            Pane::Targets | Pane::Worker => &[],
         }
     }
 
@@ -159,6 +161,8 @@ pub struct App {
     pub notice: Option<String>,
     /// Last terminal size (columns, rows), for mouse hit-testing.
     pub size: (u16, u16),
+    /// Recent frame times (ms: refresh + draw + flush), for the bench and diagnostics.
+    pub frame_ms: Ring<f64>,
 }
 
 impl App {
@@ -186,6 +190,7 @@ impl App {
             quit: false,
             notice: None,
             size: (80, 24),
+            frame_ms: Ring::new(FRAME_TIMES),
         }
     }
 
@@ -209,8 +214,10 @@ impl App {
 
     pub fn push_status(&mut self, ok: bool, text: impl Into<String>) {
         let text = text.into();
-        if text.contains("TARGET_NOT_FRESH") {
-            self.notice = Some(NOT_FRESH_ADVICE.to_owned());
+        // C1: the store's TARGET_NOT_FRESH refusal (the canary passes on its message, which
+        // says "is not fresh"; the code itself may or may not be included).
+        if !ok && (text.contains("TARGET_NOT_FRESH") || text.contains("is not fresh")) {
+            self.notice = Some(format!("{NOT_FRESH_ADVICE} · {text}"));
         }
         self.statuses.push(Status { ok, text });
     }
@@ -344,6 +351,22 @@ impl App {
                     }
                     _ => return false,
                 }
+                true
+            }
+            Pane::Processes if key.code == KeyCode::Enter => {
+                let mut lines: Vec<String> = self
+                    .statuses
+                    .iter()
+                    .map(|s| format!("{} {}", if s.ok { "✔" } else { "✖" }, s.text))
+                    .collect();
+                if lines.is_empty() {
+                    lines.push("no steps run yet".into());
+                }
+                self.overlay = Overlay::Text {
+                    title: format!("step log (last {STATUS_CAPACITY})"),
+                    lines,
+                    scroll: 0,
+                };
                 true
             }
             Pane::Perf => match key.code {

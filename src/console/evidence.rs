@@ -26,7 +26,17 @@ const KEYS_CAPACITY: usize = 4096;
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogLine {
     pub offset: u64,
+    /// Bytes the line occupies in the file, newline included (the text may be cut or have
+    /// invalid UTF-8 replaced, so its length can differ).
+    pub len: u64,
     pub text: String,
+}
+
+impl LogLine {
+    /// Offset of the next line.
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
 }
 
 fn cut(bytes: &[u8]) -> String {
@@ -60,7 +70,11 @@ pub fn read_forward(
         }
         let text = cut(&buf[..n - 1]);
         if keep(&text) {
-            out.push(LogLine { offset, text });
+            out.push(LogLine {
+                offset,
+                len: n as u64,
+                text,
+            });
         }
         offset += n as u64;
     }
@@ -119,6 +133,7 @@ pub fn read_backward(
                     if keep(&text) {
                         newest_first.push(LogLine {
                             offset: start + i as u64 + 1,
+                            len: (body_end - i) as u64,
                             text,
                         });
                     }
@@ -131,7 +146,11 @@ pub fn read_backward(
                 None if start == 0 => {
                     let text = cut(&data[..body_end]);
                     if keep(&text) {
-                        newest_first.push(LogLine { offset: 0, text });
+                        newest_first.push(LogLine {
+                            offset: 0,
+                            len: body_end as u64 + 1,
+                            text,
+                        });
                     }
                     end = 0;
                     done = true;
@@ -253,10 +272,10 @@ fn result_fields(structured: &Value) -> String {
             parts.push(format!("{f} {v}"));
         }
     }
-    if let Some(reasons) = structured.get("reasons").and_then(Value::as_array) {
-        if !reasons.is_empty() {
-            parts.push(format!("{} reasons", reasons.len()));
-        }
+    if let Some(reasons) = structured.get("reasons").and_then(Value::as_array)
+        && !reasons.is_empty()
+    {
+        parts.push(format!("{} reasons", reasons.len()));
     }
     parts.join(" · ")
 }
@@ -267,6 +286,31 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return (format!("(not JSON) {}", short(line, 120)), None);
     };
+    if let (Some(name), Some(start)) = (
+        v.get("name").and_then(Value::as_str),
+        v.get("start_ms").and_then(Value::as_f64),
+    ) {
+        // A perf-event line (T4).
+        let duration = v.get("duration_ms").and_then(Value::as_f64).unwrap_or(0.0);
+        let outcome = v.get("outcome").and_then(Value::as_str).unwrap_or("?");
+        let ids = v
+            .get("ids")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| {
+                        format!(
+                            "{k}={}",
+                            v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default();
+        let line = format!("{} {name} {duration:.2} ms {outcome} {ids}", clock(start));
+        return (line.trim_end().to_owned(), None);
+    }
     let ts = v
         .get("ts_ms")
         .and_then(Value::as_f64)
@@ -468,15 +512,15 @@ impl EvidenceView {
         self.summaries = lines
             .iter()
             .map(|l| {
-                if let Ok(v) = serde_json::from_str::<Value>(&l.text) {
-                    if let (Some(k), Some(t)) = (key_of(&v), tool_of(&v)) {
-                        if self.request_tools.len() >= KEYS_CAPACITY {
-                            self.request_tools.clear();
-                        }
-                        self.request_tools.insert(k, t.to_owned());
-                        if self.tools_seen.len() < TOOLS_CAPACITY {
-                            self.tools_seen.insert(t.to_owned());
-                        }
+                if let Ok(v) = serde_json::from_str::<Value>(&l.text)
+                    && let (Some(k), Some(t)) = (key_of(&v), tool_of(&v))
+                {
+                    if self.request_tools.len() >= KEYS_CAPACITY {
+                        self.request_tools.clear();
+                    }
+                    self.request_tools.insert(k, t.to_owned());
+                    if self.tools_seen.len() < TOOLS_CAPACITY {
+                        self.tools_seen.insert(t.to_owned());
                     }
                 }
                 summarize(&l.text, &self.request_tools).0
@@ -512,17 +556,14 @@ impl EvidenceView {
                     return;
                 }
                 let moved = earlier.len();
-                earlier.extend(self.lines.drain(..));
+                earlier.append(&mut self.lines);
                 earlier.truncate(rows);
                 self.set_lines(earlier);
                 self.selected = need.saturating_sub(moved);
             }
         } else {
             let over = target as usize + 1 - self.lines.len();
-            let from = self
-                .lines
-                .last()
-                .map_or(self.top, |l| l.offset + l.text.len() as u64 + 1);
+            let from = self.lines.last().map_or(self.top, LogLine::end);
             if let Ok(later) = read_forward(&path, from, over, MAX_SCAN_BYTES, self.keep_fn()) {
                 let moved = later.len();
                 let mut all = std::mem::take(&mut self.lines);
@@ -596,10 +637,7 @@ impl EvidenceView {
         let Some(path) = self.path().map(Path::to_path_buf) else {
             return;
         };
-        let from = self
-            .lines
-            .get(self.selected)
-            .map_or(0, |l| l.offset + l.text.len() as u64 + 1);
+        let from = self.lines.get(self.selected).map_or(0, LogLine::end);
         let found = search_forward(&path, from, needle, MAX_SCAN_BYTES).and_then(|hit| match hit {
             None if from > 0 => search_forward(&path, 0, needle, MAX_SCAN_BYTES),
             other => Ok(other),
@@ -655,6 +693,23 @@ mod tests {
         // Offsets are line starts: reading forward from one gives the same line.
         let again = read_forward(&path, lines[1].offset, 1, MAX_SCAN_BYTES, |_| true).unwrap();
         assert_eq!(again[0], lines[1]);
+    }
+
+    #[test]
+    fn line_lengths_are_file_bytes_even_with_invalid_utf8() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.jsonl");
+        std::fs::write(&path, b"a\xff\xfe\nb\nc\n").unwrap();
+        let back = read_backward(&path, u64::MAX, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        let fwd = read_forward(&path, 0, 3, MAX_SCAN_BYTES, |_| true).unwrap();
+        assert_eq!(back, fwd);
+        assert_eq!(fwd[0].len, 4);
+        assert_eq!(fwd[0].end(), fwd[1].offset);
+        let mut view = EvidenceView::new(vec![("bad".into(), path)]);
+        view.rows = 1;
+        view.home();
+        view.move_by(1);
+        assert_eq!(view.lines[0].text, "b");
     }
 
     #[test]
@@ -748,6 +803,11 @@ mod tests {
             "00:00:01.500 ← ok patchdiff_save target chess · version 1 · revision 3"
         );
         assert!(summarize("garbage", &tools).0.starts_with("(not JSON)"));
+        let perf = r#"{"name":"ipc_read","start_ms":2000,"duration_ms":1.5,"outcome":"failed","ids":{"request":3}}"#;
+        assert_eq!(
+            summarize(perf, &tools).0,
+            "00:00:02.000 ipc_read 1.50 ms failed request=3"
+        );
     }
 
     #[test]

@@ -36,6 +36,17 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             return EXIT_USAGE;
         }
     };
+    // `attach` watches a process in the interactive console; a script cannot run it.
+    if let Some((line, _)) = commands
+        .iter()
+        .find(|(_, c)| matches!(c, Command::Attach { .. }))
+    {
+        eprintln!(
+            "patchdiff: {}: line {line}: `attach` works only in the interactive console",
+            script.display()
+        );
+        return EXIT_USAGE;
+    }
     let mut canary = match Canary::create(options) {
         Ok(c) => c,
         Err(e) => {

@@ -97,14 +97,34 @@ impl Drop for Sources {
 }
 
 /// Reads `/proc/<pid>/stat`'s state letter (`R`, `S`, `Z`, …), or `gone`.
+/// For a zombie (exited, not yet reaped) the wait status follows: `Z exit 1`, `Z signal 9`.
 pub fn proc_state(pid: u64) -> String {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().next())
-            .unwrap_or("?")
-            .to_owned(),
+        Ok(stat) => parse_proc_stat(&stat),
         Err(_) => "gone".to_owned(),
+    }
+}
+
+/// Parses a `/proc/<pid>/stat` line into [`proc_state`]'s form.
+pub fn parse_proc_stat(stat: &str) -> String {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return "?".to_owned();
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first().copied().unwrap_or("?");
+    if state != "Z" {
+        return state.to_owned();
+    }
+    // `exit_code` (field 52, the last) is the raw wait status (Linux ≥ 3.5).
+    match fields.last().and_then(|v| v.parse::<i32>().ok()) {
+        Some(status) if fields.len() >= 50 => {
+            if status & 0x7f == 0 {
+                format!("Z exit {}", (status >> 8) & 0xff)
+            } else {
+                format!("Z signal {}", status & 0x7f)
+            }
+        }
+        _ => "Z".to_owned(),
     }
 }
 
@@ -112,6 +132,14 @@ pub fn proc_state(pid: u64) -> String {
 pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
     match event {
         AppEvent::Term(TermEvent::Key(key)) if key.kind != KeyEventKind::Release => {
+            // Debug builds only: F12 panics when PATCHDIFF_CONSOLE_TEST_PANIC is set, so the
+            // end-to-end test can check the terminal is restored on panic (U4).
+            #[cfg(debug_assertions)]
+            if key.code == crossterm::event::KeyCode::F(12)
+                && std::env::var_os("PATCHDIFF_CONSOLE_TEST_PANIC").is_some()
+            {
+                panic!("test panic requested (F12 with PATCHDIFF_CONSOLE_TEST_PANIC set)");
+            }
             return app.on_key(key);
         }
         AppEvent::Term(TermEvent::Mouse(m)) => {
@@ -212,6 +240,7 @@ pub async fn run_loop<B: Backend>(
         app.now_ms = unix_ms_now();
         if last_proc.elapsed() >= PROC_SAMPLE {
             last_proc = Instant::now();
+            remember_children(app);
             let pids = app.watched_pids();
             app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
             // Follow mode: re-read the log when it grew.
@@ -233,12 +262,15 @@ pub async fn run_loop<B: Backend>(
             if let Ok(size) = terminal.size() {
                 app.size = (size.width, size.height);
             }
+            let frame_started = Instant::now();
             fit_evidence(app);
             app.monitor.refresh();
             terminal
                 .draw(|f| ui::draw(f, app))
                 .map_err(|e| anyhow::anyhow!("cannot draw the console: {e}"))?;
             last_draw = Some(Instant::now());
+            app.frame_ms
+                .push(frame_started.elapsed().as_secs_f64() * 1000.0);
             dirty = false;
         }
     }
@@ -258,12 +290,38 @@ pub fn restore_terminal() {
     );
 }
 
-/// Raw mode + alternate screen, with a panic hook that restores the terminal first (U4).
+/// Pids of the MCP processes this console started, for the panic hook (U4). Their stdin
+/// closes when the console dies, which also stops them (W11); the hook does not wait for that.
+static CHILD_PIDS: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+fn remember_children(app: &App) {
+    let pids: Vec<u32> = app
+        .canary
+        .iter()
+        .flat_map(|c| c.processes.iter().filter_map(|p| p.pid))
+        .collect();
+    let mut slot = CHILD_PIDS.lock().unwrap_or_else(|e| e.into_inner());
+    if *slot != pids {
+        *slot = pids;
+    }
+}
+
+/// Raw mode + alternate screen, with a panic hook that restores the terminal first and then
+/// sends SIGTERM to the MCP processes the console started (U4).
 fn enter_terminal() -> std::io::Result<Terminal<CrosstermBackend<Stdout>>> {
     use crossterm::{execute, terminal};
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         restore_terminal();
+        let pids = CHILD_PIDS.lock().map(|p| p.clone()).unwrap_or_default();
+        for pid in pids {
+            if let Ok(pid) = i32::try_from(pid) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+        }
         previous(info);
     }));
     terminal::enable_raw_mode()?;
@@ -283,7 +341,8 @@ impl Drop for TerminalGuard {
 /// The interactive loop's command sink: commands go to the canary task; `attach` switches the
 /// data sources to a process an agent host started.
 struct Interactive {
-    commands: mpsc::Sender<Command>,
+    /// The canary task's queue; `None` in attach-only mode.
+    commands: Option<mpsc::Sender<Command>>,
     sources: Sources,
     tx: mpsc::Sender<AppEvent>,
 }
@@ -301,7 +360,18 @@ impl CommandSink for Interactive {
             );
             return;
         }
-        if let Err(e) = self.commands.try_send(command) {
+        let Some(commands) = &self.commands else {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(
+                false,
+                format!(
+                    "`{}` needs a canary; this console only watches (attach mode)",
+                    command.name()
+                ),
+            );
+            return;
+        };
+        if let Err(e) = commands.try_send(command) {
             app.queued = app.queued.saturating_sub(1);
             app.push_status(false, format!("command not queued: {e}"));
         }
@@ -337,7 +407,8 @@ pub fn attach(
         events: events.to_path_buf(),
         database: database.map(Path::to_path_buf),
     });
-    let mut logs = vec![("perf events".to_owned(), events.to_path_buf())];
+    // The wire log and transcript when they sit beside the events file (a run directory).
+    let mut logs = Vec::new();
     if let Some(dir) = events.parent() {
         for (label, name) in [
             ("observed requests/results", "observed.mcp.jsonl"),
@@ -349,6 +420,7 @@ pub fn attach(
             }
         }
     }
+    logs.push(("perf events".to_owned(), events.to_path_buf()));
     app.evidence = evidence::EvidenceView::new(logs);
     app.evidence.reload();
     app.push_status(true, format!("attached to {}", events.display()));
@@ -406,19 +478,11 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
     ]);
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {
-        commands: handle.commands.clone(),
+        commands: Some(handle.commands.clone()),
         sources,
         tx: tx.clone(),
     };
-    let input = spawn_terminal_input(tx.clone());
-    let signals = spawn_signals(tx.clone());
-    let result = {
-        let _guard = TerminalGuard;
-        let mut terminal = enter_terminal()?;
-        run_loop(&mut terminal, &mut app, &mut rx, &mut sink).await
-    };
-    input.abort();
-    signals.abort();
+    let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
     drop(sink);
     eprintln!("patchdiff: stopping child processes…");
     handle.shutdown().await;
@@ -427,4 +491,76 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         run.path.display()
     );
     result
+}
+
+/// Opens the interactive console in attach mode only (no canary, no child processes): it
+/// watches an observed process an agent host started, from its perf-events file `events`
+/// (and memory file) and its store `database`. Meant for `patchdiff console --attach-events
+/// PATH [--database PATH]`; `:attach` does the same from a running console.
+pub async fn run_attach(events: PathBuf, database: Option<PathBuf>) -> anyhow::Result<()> {
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
+    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut sink = Interactive {
+        commands: None,
+        sources: Sources::default(),
+        tx: tx.clone(),
+    };
+    attach(
+        &mut app,
+        &mut sink.sources,
+        &tx,
+        &events,
+        database.as_deref(),
+    );
+    run_terminal(&mut app, &tx, &mut rx, &mut sink).await
+}
+
+/// Terminal input, signals, raw mode and the loop; the terminal is restored on every exit.
+async fn run_terminal(
+    app: &mut App,
+    tx: &mpsc::Sender<AppEvent>,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut Interactive,
+) -> anyhow::Result<()> {
+    let input = spawn_terminal_input(tx.clone());
+    let signals = spawn_signals(tx.clone());
+    let result = {
+        let _guard = TerminalGuard;
+        match enter_terminal() {
+            Ok(mut terminal) => run_loop(&mut terminal, app, rx, sink).await,
+            Err(e) => Err(anyhow::anyhow!(
+                "cannot open the terminal for the console ({e}); use --script to run headless"
+            )),
+        }
+    };
+    input.abort();
+    signals.abort();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(state: &str, exit_code: i32) -> String {
+        // pid (comm) state, then fields 4..=51 as zeros, then exit_code (field 52).
+        let middle = vec!["0"; 48].join(" ");
+        format!("4242 (patch diff) {state} {middle} {exit_code}")
+    }
+
+    #[test]
+    fn proc_stat_gives_state_and_a_zombies_exit_status() {
+        assert_eq!(parse_proc_stat(&stat("S", 0)), "S");
+        assert_eq!(parse_proc_stat(&stat("Z", 1 << 8)), "Z exit 1");
+        assert_eq!(parse_proc_stat(&stat("Z", 9)), "Z signal 9");
+        assert_eq!(parse_proc_stat("4242 (x) Z 1"), "Z");
+        assert_eq!(parse_proc_stat("garbage"), "?");
+    }
+
+    #[test]
+    fn signal_event_quits() {
+        let mut app = App::new(false, 0.0);
+        assert_eq!(apply_event(&mut app, AppEvent::Signal("SIGTERM")), None);
+        assert!(app.quit);
+    }
 }

@@ -157,7 +157,7 @@ mod tests {
         let mut f = File::create(&path).unwrap();
         write!(f, "a\nb\npar").unwrap();
         assert_eq!(lines(&mut t), vec!["a", "b"]);
-        write!(f, "tial\n").unwrap();
+        writeln!(f, "tial").unwrap();
         assert_eq!(lines(&mut t), vec!["partial"]);
         assert!(lines(&mut t).is_empty());
     }

@@ -31,9 +31,9 @@ pub struct Areas {
     pub keys: Rect,
 }
 
-/// Computes the layout. Wide terminals (≥ 100 × 24) get the two-column screen of CONSOLE.md;
-/// narrower ones stack panes in one column, adding them by priority (processes, targets, perf,
-/// worker, evidence) while they fit, then showing them in the fixed order.
+/// Computes the layout. Wide terminals (≥ 100 × 25) get the two-column screen of CONSOLE.md;
+/// smaller ones stack panes in one column, adding them by priority (processes, targets, perf
+/// table, worker charts, evidence) while they fit, then showing them in the fixed screen order.
 pub fn layout(area: Rect) -> Areas {
     let [header, body, status, keys] = Layout::vertical([
         Constraint::Length(1),
@@ -69,20 +69,34 @@ pub fn layout(area: Rect) -> Areas {
             (Pane::Evidence, evidence),
         ]);
     } else {
-        // Priority and the height each pane needs; dropped from the end when short.
-        let wanted = [
+        // Requests in priority order: a pane's first request must fit whole (its minimum),
+        // later ones grow it by what is left. Tables come before charts, so charts (the worker
+        // pane) drop first, then tables (CONSOLE.md).
+        let requests = [
             (Pane::Processes, 5u16),
-            (Pane::Targets, 8),
-            (Pane::Perf, 7),
-            (Pane::Worker, 11),
-            (Pane::Evidence, 6),
+            (Pane::Targets, 4),
+            (Pane::Targets, 4),
+            (Pane::Perf, 4),
+            (Pane::Worker, 6),
+            (Pane::Perf, 4),
+            (Pane::Worker, 5),
+            (Pane::Evidence, 4),
+            (Pane::Evidence, 4),
         ];
         let mut left = body.height;
         let mut chosen: Vec<(Pane, u16)> = Vec::new();
-        for (pane, h) in wanted {
-            if h <= left {
-                chosen.push((pane, h));
-                left -= h;
+        for (pane, rows) in requests {
+            match chosen.iter_mut().find(|(p, _)| *p == pane) {
+                Some(slot) => {
+                    let extra = rows.min(left);
+                    slot.1 += extra;
+                    left -= extra;
+                }
+                None if rows <= left => {
+                    chosen.push((pane, rows));
+                    left -= rows;
+                }
+                None => {}
             }
         }
         if chosen.is_empty() {
@@ -257,7 +271,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
     let lines = match pane {
         Pane::Processes => processes(app, &theme),
         Pane::Targets => targets(app, &theme, inner.width),
-        Pane::Worker => worker(app, &theme, inner.width),
+        Pane::Worker => worker(app, &theme, inner.width, inner.height),
         Pane::Perf => perf(app, &theme, inner.height),
         Pane::Evidence => evidence(app, &theme, inner.height),
     };
@@ -284,12 +298,14 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     frame.render_widget(Paragraph::new(Span::styled(text, theme.title(true))), area);
 }
 
-fn proc_word(app: &App, pid: Option<u64>) -> (Level, &'static str) {
+/// A process's state word from its sampled `/proc` state (U1: state and exit status).
+fn proc_word(app: &App, pid: Option<u64>) -> (Level, String) {
     match pid.and_then(|p| app.proc_state.get(&p)) {
-        None => (Level::Ok, "running"),
-        Some(s) if s == "Z" || s == "X" || s == "gone" => (Level::Limit, "exited"),
-        Some(s) if s == "T" => (Level::High, "stopped"),
-        Some(_) => (Level::Ok, "running"),
+        None => (Level::Ok, "running".into()),
+        Some(s) if s.starts_with("Z ") => (Level::Limit, format!("exited ({})", &s[2..])),
+        Some(s) if s == "Z" || s == "X" || s == "gone" => (Level::Limit, "exited".into()),
+        Some(s) if s == "T" || s == "t" => (Level::High, "stopped".into()),
+        Some(_) => (Level::Ok, "running".into()),
     }
 }
 
@@ -322,7 +338,7 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
                 let pid = app.attached_pid();
                 let (level, word) = match pid {
                     Some(_) => proc_word(app, pid),
-                    None => (Level::High, "no events yet"),
+                    None => (Level::High, "no events yet".to_owned()),
                 };
                 Line::from(vec![
                     Span::styled(format!("{} ", level.symbol()), theme.level(level)),
@@ -351,11 +367,18 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     let (level, word) = match &w.state {
         WorkerState::Ready => {
             let (l, word) = proc_word(app, w.pid);
-            (l, if word == "running" { "ready" } else { word })
+            (
+                l,
+                if word == "running" {
+                    "ready".into()
+                } else {
+                    word
+                },
+            )
         }
-        WorkerState::Starting => (Level::High, "starting"),
-        WorkerState::None => (Level::Ok, "not started"),
-        WorkerState::Retired(_) => (Level::High, "retired"),
+        WorkerState::Starting => (Level::High, "starting".into()),
+        WorkerState::None => (Level::Ok, "not started".into()),
+        WorkerState::Retired(r) => (Level::High, format!("retired ({r})")),
     };
     out.push(Line::from(vec![
         Span::styled(format!("{} ", level.symbol()), theme.level(level)),
@@ -463,7 +486,8 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
     out
 }
 
-fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
+/// The worker pane. Below 9 rows the four phase timers share one line (each keeps its word).
+fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<'a>> {
     let m = &app.monitor;
     let now = app.now_ms;
     let w = &m.worker;
@@ -485,11 +509,10 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
             ),
             theme.level(age_level),
         ),
-        Span::raw(format!(
-            "{}",
+        Span::raw(
             w.ready_after_ms
-                .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r))))
-        )),
+                .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r)))),
+        ),
     ]));
     let waiting_level = Level::of(m.queue_waiting as f64, QUEUE_WAITING_MAX as f64);
     out.push(Line::from(vec![
@@ -505,7 +528,26 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         Span::styled(waiting_level.word(), theme.level(waiting_level)),
     ]));
     let bar_w = if width >= 70 { 12 } else { 6 };
-    for phase in Phase::ALL {
+    if height < 9 {
+        let mut spans = vec![Span::raw("phases ")];
+        for phase in Phase::ALL {
+            let t = m.phase(phase);
+            let (shown, live) = t.shown_ms(now);
+            let level = t.level(now);
+            spans.push(Span::raw(format!(
+                "{} {}{} ",
+                phase.label(),
+                if live { "▶" } else { "" },
+                secs(shown)
+            )));
+            spans.push(Span::styled(
+                format!("{} ", level.symbol()),
+                theme.level(level),
+            ));
+        }
+        out.push(Line::from(spans));
+    }
+    for phase in Phase::ALL.into_iter().filter(|_| height >= 9) {
         let t = m.phase(phase);
         let (shown, live) = t.shown_ms(now);
         let level = t.level(now);

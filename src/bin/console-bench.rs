@@ -1,0 +1,227 @@
+//! Console pipeline bench (not a test; `cargo run --release --bin console-bench`): feeds the
+//! console's real event pipeline — the byte-offset tailer, the bounded monitor and the run loop
+//! drawing a 200×60 `TestBackend` — with 50,000 perf events/s appended to a file for 10 s, then
+//! measures an idle console for 10 s. Prints events/s ingested, frame time p50/p99, peak RSS
+//! and idle CPU.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use patchdiff::canary::command::Command;
+use patchdiff::console::app::App;
+use patchdiff::console::state::percentile;
+use patchdiff::console::{AppEvent, CommandSink, Sources, run_loop};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use tokio::sync::mpsc;
+
+/// Events per second written during the load phase.
+const RATE: u64 = 50_000;
+/// Length of each phase.
+const PHASE: Duration = Duration::from_secs(10);
+/// Writes happen in slices of this length.
+const SLICE: Duration = Duration::from_millis(10);
+
+struct Ignore;
+impl CommandSink for Ignore {
+    fn send(&mut self, _app: &mut App, _command: Command) {}
+}
+
+fn event_line(i: u64, now_ms: f64) -> String {
+    let (name, attrs) = match i % 8 {
+        0 => ("ipc_read", String::from("{}")),
+        1 => (
+            "discovery_total",
+            String::from("{\"language\":\"typescript\"}"),
+        ),
+        2 => ("phase_admission", String::from("{\"ceiling_ms\":2000}")),
+        3 => ("phase_active", String::from("{\"ceiling_ms\":15000}")),
+        4 => ("phase_outer", String::from("{\"ceiling_ms\":28000}")),
+        5 => (
+            "worker_queue_depth",
+            format!("{{\"active\":{},\"waiting\":{}}}", i % 2, i % 9),
+        ),
+        6 => (
+            "worker_rss",
+            format!(
+                "{{\"rss_bytes\":{},\"limit_bytes\":1073741824}}",
+                200_000_000 + (i % 1000) * 100_000
+            ),
+        ),
+        _ => ("mcp_call", String::from("{}")),
+    };
+    format!(
+        "{{\"name\":\"{name}\",\"start_ms\":{now_ms:.3},\"duration_ms\":{:.3},\"outcome\":\"{}\",\"ids\":{{\"generation\":1,\"request\":{i}}},\"nested\":false,\"attrs\":{attrs},\"pid\":4242}}\n",
+        (i % 997) as f64 / 10.0,
+        if i.is_multiple_of(101) {
+            "failed"
+        } else {
+            "ok"
+        }
+    )
+}
+
+fn unix_ms() -> f64 {
+    patchdiff::telemetry::unix_ms_now()
+}
+
+/// Appends events to `path` at [`RATE`] per second for `phase`; returns how many were written.
+fn write_events(path: &Path, phase: Duration) -> u64 {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("open the bench events file");
+    let per_slice = RATE * SLICE.as_millis() as u64 / 1000;
+    let start = Instant::now();
+    let mut written = 0u64;
+    let mut slice = 0u32;
+    while start.elapsed() < phase {
+        let mut buf = String::with_capacity(per_slice as usize * 260);
+        let now = unix_ms();
+        for _ in 0..per_slice {
+            buf.push_str(&event_line(written, now));
+            written += 1;
+        }
+        f.write_all(buf.as_bytes()).expect("append events");
+        slice += 1;
+        let next = SLICE * slice;
+        if let Some(wait) = next.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+    }
+    written
+}
+
+fn cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(usage.ru_utime) + t(usage.ru_stime)
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kb| kb.parse::<f64>().ok())
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Runs the console loop on `events` for `phase` (plus `drain`); returns the app.
+async fn run_console(events: &Path, phase: Duration, drain: Duration) -> App {
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(patchdiff::console::EVENT_QUEUE);
+    let _sources = Sources::start(&[("observed".to_owned(), events.to_path_buf())], None, &tx);
+    let mut app = App::new(true, unix_ms());
+    app.size = (200, 60);
+    let mut terminal = Terminal::new(TestBackend::new(200, 60)).expect("test terminal");
+    let stopper = tx.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(phase + drain).await;
+        let _ = stopper.send(AppEvent::Signal("bench done")).await;
+    });
+    run_loop(&mut terminal, &mut app, &mut rx, &mut Ignore)
+        .await
+        .expect("run loop");
+    app
+}
+
+fn main() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+
+    // Phase 1: 50,000 events/s for 10 s.
+    let events = dir.path().join("load.perf.jsonl");
+    std::fs::write(&events, b"").expect("create events file");
+    let writer_path = events.clone();
+    let writer = std::thread::spawn(move || write_events(&writer_path, PHASE));
+    let started = Instant::now();
+    let cpu_load0 = cpu_seconds();
+    let app = runtime.block_on(run_console(&events, PHASE, Duration::from_millis(500)));
+    let elapsed = started.elapsed();
+    let cpu_load = cpu_seconds() - cpu_load0;
+    let written = writer.join().expect("writer");
+    let mut frames: Vec<f64> = app.frame_ms.iter().copied().collect();
+    frames.sort_by(f64::total_cmp);
+    let bytes = std::fs::metadata(&events).map_or(0, |m| m.len());
+    println!(
+        "load: {written} events written ({:.1} MiB) at {RATE}/s for {} s",
+        bytes as f64 / 1048576.0,
+        PHASE.as_secs()
+    );
+    println!(
+        "load: {} events ingested in {:.2} s → {:.0} events/s ingested ({} malformed)",
+        app.monitor.ingested,
+        elapsed.as_secs_f64(),
+        app.monitor.ingested as f64 / PHASE.as_secs_f64(),
+        app.monitor.malformed
+    );
+    println!(
+        "load: process CPU {:.2} s over {:.2} s wall = {:.0} % of one core (writer thread included)",
+        cpu_load,
+        elapsed.as_secs_f64(),
+        100.0 * cpu_load / elapsed.as_secs_f64()
+    );
+    println!(
+        "load: {} frames at 200×60 · frame time p50 {:.2} ms · p99 {:.2} ms · max {:.2} ms",
+        frames.len(),
+        percentile(&frames, 0.50),
+        percentile(&frames, 0.99),
+        frames.last().copied().unwrap_or(0.0)
+    );
+
+    // Phase 2: burst — a pre-written file of 500,000 events, time until all are ingested.
+    let burst = dir.path().join("burst.perf.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&burst).expect("burst file"));
+        let now = unix_ms();
+        for i in 0..500_000 {
+            f.write_all(event_line(i, now).as_bytes()).expect("write");
+        }
+    }
+    let mut monitor = patchdiff::console::state::Monitor::new();
+    let mut tail = patchdiff::console::tail::JsonlTail::new(&burst);
+    let t = Instant::now();
+    while tail
+        .poll(patchdiff::console::sources::TAIL_BATCH_BYTES, |l| {
+            monitor.ingest_line("observed", l)
+        })
+        .unwrap_or(0)
+        > 0
+    {}
+    monitor.refresh();
+    println!(
+        "burst: {} events parsed and ingested in {:.2} s → {:.0} events/s (single thread)",
+        monitor.ingested,
+        t.elapsed().as_secs_f64(),
+        monitor.ingested as f64 / t.elapsed().as_secs_f64()
+    );
+    println!(
+        "peak RSS: {:.1} MiB (VmHWM, whole bench process)",
+        peak_rss_mib()
+    );
+
+    // Phase 3: idle — the same loop, no events, 10 s.
+    let idle = dir.path().join("idle.perf.jsonl");
+    std::fs::write(&idle, b"").expect("idle file");
+    let cpu0 = cpu_seconds();
+    let t = Instant::now();
+    let app = runtime.block_on(run_console(&idle, PHASE, Duration::ZERO));
+    let cpu = cpu_seconds() - cpu0;
+    println!(
+        "idle: {:.3} s CPU over {:.1} s wall = {:.2} % of one core ({} redraws)",
+        cpu,
+        t.elapsed().as_secs_f64(),
+        100.0 * cpu / t.elapsed().as_secs_f64(),
+        app.frame_ms.len()
+    );
+}
