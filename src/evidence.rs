@@ -128,6 +128,65 @@ impl LineTee {
     }
 }
 
+/// Logs one whole wire message (an HTTP request or JSON response body) as a [`WireRecord`];
+/// empty bodies are skipped.
+pub fn log_wire_message(log: &JsonlLog, direction: Direction, body: &[u8]) {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return;
+    }
+    let message = serde_json::from_slice(body)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
+    let record = WireRecord {
+        ts_ms: unix_ms_now(),
+        direction,
+        message,
+    };
+    if let Ok(v) = serde_json::to_value(&record) {
+        let _ = log.append(&v);
+    }
+}
+
+/// Logs the messages of a Server-Sent Events stream as it passes (E1 wire log over Streamable
+/// HTTP): each event's `data:` lines, joined, are one message. Events without data (priming,
+/// keep-alive comments) are not logged.
+pub struct SseTee {
+    log: JsonlLog,
+    direction: Direction,
+    pending: Vec<u8>,
+    data: Vec<u8>,
+}
+
+impl SseTee {
+    pub fn new(log: JsonlLog, direction: Direction) -> Self {
+        Self {
+            log,
+            direction,
+            pending: Vec::new(),
+            data: Vec::new(),
+        }
+    }
+
+    /// Feeds the next chunk of the stream.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        while let Some(nl) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=nl).collect();
+            let line = line.strip_suffix(b"\n").unwrap_or(&line);
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if line.is_empty() {
+                let data = std::mem::take(&mut self.data);
+                log_wire_message(&self.log, self.direction, &data);
+            } else if let Some(rest) = line.strip_prefix(b"data:") {
+                if !self.data.is_empty() {
+                    self.data.push(b'\n');
+                }
+                self.data
+                    .extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
+            }
+        }
+    }
+}
+
 /// An `AsyncRead` that logs every newline-delimited message it reads (E1 wire log).
 pub struct TeeReader<R> {
     inner: R,
@@ -394,6 +453,29 @@ mod tests {
                     Direction::Result,
                     serde_json::json!({"id": 1, "result": {}})
                 ),
+            ]
+        );
+    }
+
+    #[test]
+    fn sse_tee_logs_each_data_event_across_chunk_boundaries() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = JsonlLog::open(&dir.path().join("sse.jsonl")).unwrap();
+        let mut tee = SseTee::new(log, Direction::Result);
+        let stream = b"id: 0\nretry: 3000\ndata:\n\ndata: {\"id\":1,\r\ndata: \"result\":{}}\n\n: keep-alive\n\ndata: {\"id\":2}\n\n";
+        for chunk in stream.chunks(5) {
+            tee.feed(chunk);
+        }
+        let text = std::fs::read_to_string(dir.path().join("sse.jsonl")).unwrap();
+        let messages: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<WireRecord>(l).unwrap().message)
+            .collect();
+        assert_eq!(
+            messages,
+            vec![
+                serde_json::json!({"id": 1, "result": {}}),
+                serde_json::json!({"id": 2})
             ]
         );
     }

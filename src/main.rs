@@ -32,7 +32,8 @@ Configuration comes from PATCHDIFF_* environment variables (see README.md), neve
 enum Cmd {
     /// The operator console: interactive, or headless with --script.
     Console(ConsoleArgs),
-    /// The MCP server over stdio; profile from PATCHDIFF_MCP_PROFILE (observed|full|workspace).
+    /// The MCP server over stdio (or Streamable HTTP on loopback with --http); profile from
+    /// PATCHDIFF_MCP_PROFILE (observed|full|workspace).
     Mcp(McpArgs),
     /// The independent evaluator: exported files against the fixture manifest (full-byte and
     /// behavioral). Reads no database.

@@ -191,8 +191,11 @@ struct Sink {
 pub struct Recorder {
     sink: Option<Arc<Mutex<Sink>>>,
     /// Optional in-process listener (the console and tests subscribe to lifecycle events).
-    listener: Option<Arc<dyn Fn(&PerfEvent) + Send + Sync>>,
+    listener: Option<Listener>,
 }
+
+/// An in-process subscriber to every event (see [`Recorder::with_listener`]).
+pub type Listener = Arc<dyn Fn(&PerfEvent) + Send + Sync>;
 
 impl std::fmt::Debug for Recorder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -293,7 +296,7 @@ impl Recorder {
     }
 
     /// Returns a copy that also calls `listener` for every event (recorded or not).
-    pub fn with_listener(mut self, listener: Arc<dyn Fn(&PerfEvent) + Send + Sync>) -> Self {
+    pub fn with_listener(mut self, listener: Listener) -> Self {
         self.listener = Some(listener);
         self
     }

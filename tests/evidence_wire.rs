@@ -166,3 +166,49 @@ fn logs_are_append_only_across_reopens() {
         .collect();
     assert_eq!(ns, vec![1, 2, 3]);
 }
+
+#[tokio::test]
+async fn http_wire_log_records_authenticated_messages_only() {
+    let env = TestEnv::new();
+    let wire = env.path().join("http.mcp.jsonl");
+    let server = HttpServer::start_with(
+        &env,
+        "observed",
+        &[("PATCHDIFF_EVIDENCE_WIRE_LOG", wire.display().to_string())],
+    )
+    .await;
+    // Refused requests never reach the log.
+    let (status, _) = server.post(&[], INITIALIZE).await;
+    assert_eq!(status, 401);
+    let bearer = format!("Bearer {}", server.token);
+    let (status, text) = server.post(&[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 200, "{text}");
+    server.stop().await;
+
+    let records: Vec<WireRecord> = std::fs::read_to_string(&wire)
+        .expect("wire log")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("wire record"))
+        .collect();
+    assert_eq!(records.len(), 2, "{records:#?}");
+    assert_eq!(records[0].direction, Direction::Request);
+    assert_eq!(
+        records[0].message,
+        serde_json::from_str::<Value>(INITIALIZE).unwrap()
+    );
+    assert_eq!(records[1].direction, Direction::Result);
+    assert_eq!(records[1].message["id"], 1);
+    assert_eq!(
+        records[1].message["result"]["serverInfo"]["name"],
+        "patchdiff"
+    );
+    // The response the client saw carries the same message.
+    let seen: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    assert_eq!(seen, vec![records[1].message.clone()], "{text}");
+    let mode = std::fs::metadata(&wire).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}

@@ -85,3 +85,99 @@ fn non_loopback_binds_are_refused_at_startup() {
         assert!(out.stdout.is_empty(), "{bind}: it printed a banner");
     }
 }
+
+#[tokio::test]
+async fn without_a_token_file_the_token_is_printed_once_with_the_banner() {
+    use tokio::io::AsyncBufReadExt;
+    let env = TestEnv::new();
+    let mut child = tokio::process::Command::new(EXE)
+        .args(["mcp", "--http", "127.0.0.1:0"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.vars("workspace"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let banner = lines.next_line().await.expect("read").expect("banner");
+    let token_line = lines.next_line().await.expect("read").expect("token line");
+    assert!(
+        banner.starts_with("patchdiff mcp: listening on http://127.0.0.1:"),
+        "{banner}"
+    );
+    let token = token_line.strip_prefix("token: ").expect("token line");
+    assert_eq!(token.len(), 64);
+    assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+    drop(child.stdin.take());
+    let status = child.wait().await.expect("exit on stdin close");
+    assert!(status.success());
+}
+
+#[test]
+fn an_existing_token_file_is_never_overwritten() {
+    let env = TestEnv::new();
+    let token_file = env.path().join("token");
+    std::fs::write(&token_file, "old").unwrap();
+    let out = std::process::Command::new(EXE)
+        .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.vars("workspace"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "no banner when startup fails");
+    assert_eq!(std::fs::read_to_string(&token_file).unwrap(), "old");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("token"));
+}
+
+#[tokio::test]
+async fn a_dev_null_stdin_does_not_stop_the_server_but_sigterm_does() {
+    use tokio::io::AsyncBufReadExt;
+    let env = TestEnv::new();
+    let token_file = env.path().join("token");
+    let mut child = tokio::process::Command::new(EXE)
+        .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
+        .arg(&token_file)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.vars("workspace"))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let banner = lines.next_line().await.expect("read").expect("banner");
+    let addr: std::net::SocketAddr = banner
+        .trim_start_matches("patchdiff mcp: listening on http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("address");
+    let token = std::fs::read_to_string(&token_file).expect("token");
+    let server = HttpServer {
+        child,
+        url: format!("http://{addr}/mcp"),
+        addr,
+        token,
+    };
+    let bearer = format!("Bearer {}", server.token);
+    let (status, text) = server.post(&[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 200, "still serving with stdin at EOF: {text}");
+    let pid = server.child.id().expect("pid") as i32;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("SIGTERM");
+    let mut child = server.child;
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+}

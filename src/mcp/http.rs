@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::server::PatchdiffServer;
 use crate::config::ConfigError;
+use crate::evidence::{Direction, JsonlLog, SseTee, log_wire_message};
 
 /// Environment variable naming the HTTP bind address (same as `--http`).
 pub const HTTP_VARIABLE: &str = "PATCHDIFF_MCP_HTTP";
@@ -153,6 +154,59 @@ async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -
     }
 }
 
+/// E1 over HTTP: logs each authenticated request body (client → server) and each message of
+/// the response (a JSON body, or the `data:` of every SSE event) as they pass, in the same
+/// [`crate::evidence::WireRecord`] format as the stdio wire log. Bodies above rmcp's request
+/// limit are refused with 413 before reaching MCP either way.
+async fn wire_layer(State(log): State<JsonlLog>, request: Request, next: Next) -> Response {
+    use futures::StreamExt;
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_LOGGED_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+        }
+    };
+    log_wire_message(&log, Direction::Request, &bytes);
+    let response = next
+        .run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await;
+    let sse = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !sse && !json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let mut sse_tee = SseTee::new(log.clone(), Direction::Result);
+    let mut buffered: Vec<u8> = Vec::new();
+    let stream = body.into_data_stream().map(move |chunk| {
+        if let Ok(c) = &chunk {
+            if sse {
+                sse_tee.feed(c);
+            } else {
+                // A JSON body is one message: log it once it parses whole.
+                buffered.extend_from_slice(c);
+                if serde_json::from_slice::<serde_json::Value>(&buffered).is_ok() {
+                    log_wire_message(&log, Direction::Result, &std::mem::take(&mut buffered));
+                }
+            }
+        }
+        chunk
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
+}
+
+/// Largest HTTP request body (bytes, 64 MiB), for rmcp and the wire layer alike.
+const MAX_LOGGED_BODY: usize = 64 * 1024 * 1024;
+
 /// A bound listener, ready to serve.
 pub struct HttpListener {
     listener: tokio::net::TcpListener,
@@ -181,16 +235,21 @@ impl HttpListener {
     /// clone of `server` (sharing its store, worker and recorder). Requests without the bearer
     /// `token` get 401; requests whose `Origin` is not this port's loopback origin get 403;
     /// rmcp additionally refuses non-loopback `Host` headers (DNS rebinding).
+    ///
+    /// With `wire_log`, every authenticated message in both directions is appended to it (E1).
     pub async fn serve(
         self,
         server: PatchdiffServer,
         token: String,
         shutdown: CancellationToken,
+        wire_log: Option<JsonlLog>,
     ) -> std::io::Result<()> {
         let origins = allowed_origins(self.local_addr.port());
         let config = StreamableHttpServerConfig::default()
             .with_allowed_origins(origins.clone())
             .enforce_origin_validation()
+            // W3: no new source-size limit; rmcp's 4 MiB default would be one.
+            .with_max_request_body_bytes(MAX_LOGGED_BODY)
             .with_cancellation_token(shutdown.child_token());
         let service = StreamableHttpService::new(
             move || Ok(server.clone()),
@@ -201,9 +260,12 @@ impl HttpListener {
             token: token.into(),
             origins: Arc::new(origins),
         };
-        let app = axum::Router::new()
-            .nest_service(ENDPOINT, service)
-            .layer(axum::middleware::from_fn_with_state(guard, guard_layer));
+        let mut app = axum::Router::new().nest_service(ENDPOINT, service);
+        if let Some(log) = wire_log {
+            app = app.layer(axum::middleware::from_fn_with_state(log, wire_layer));
+        }
+        // The guard wraps everything: refused requests reach neither MCP nor the wire log.
+        let app = app.layer(axum::middleware::from_fn_with_state(guard, guard_layer));
         axum::serve(self.listener, app)
             .with_graceful_shutdown(async move { shutdown.cancelled().await })
             .await

@@ -109,8 +109,13 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     {
         let w = w.clone();
         tokio::spawn(async move {
-            if let Err(e) = w.prewarm().await {
-                tracing::warn!("waymark prewarm failed: {e}");
+            match w.prewarm().await {
+                Ok(()) => {}
+                // The client left before the worker was ready: shutdown, not a failure.
+                Err(e) if e.code == crate::waymark::error::WorkerErrorCode::Cancelled => {
+                    tracing::debug!("waymark prewarm cancelled by shutdown: {e}");
+                }
+                Err(e) => tracing::warn!("waymark prewarm failed: {e}"),
             }
         });
     }
@@ -149,8 +154,8 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Serves MCP over Streamable HTTP (M1) on a loopback address until SIGINT/SIGTERM or stdin
-/// closes (so a parent that dies or closes the pipe takes the server down too).
+/// Serves MCP over Streamable HTTP (M1) on a loopback address until SIGINT/SIGTERM or, when
+/// stdin is a parent's pipe, until it closes (a parent that dies takes the server down too).
 ///
 /// Startup writes a fresh random bearer token to `token_file` (0600, created new) or, without
 /// one, prints it; then prints exactly one line on stdout:
@@ -184,18 +189,30 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
         wait_for_stop().await;
         trigger.cancel();
     });
-    let served = listener.serve(server, token, shutdown).await;
+    let wire_log = match &options.wire_log {
+        Some(path) => Some(
+            JsonlLog::open(path).with_context(|| format!("opening wire log {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let served = listener.serve(server, token, shutdown, wire_log).await;
     if let Some(w) = &waymark {
         w.shutdown().await;
     }
     served.context("serving HTTP")
 }
 
-/// Resolves on SIGINT, SIGTERM or end of stdin.
+/// Resolves on SIGINT, SIGTERM or — when stdin is a pipe or socket held by a parent — end of
+/// stdin. A terminal or `/dev/null` stdin is not a stop signal (a server started with
+/// `</dev/null` keeps serving until signalled).
 async fn wait_for_stop() {
     use tokio::io::AsyncReadExt;
     use tokio::signal::unix::{SignalKind, signal};
-    let stdin_closed = async {
+    let watch_stdin = stdin_is_pipe();
+    let stdin_closed = async move {
+        if !watch_stdin {
+            return std::future::pending::<()>().await;
+        }
         let mut stdin = tokio::io::stdin();
         let mut buf = [0u8; 256];
         while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
@@ -215,4 +232,15 @@ async fn wait_for_stop() {
             }
         }
     }
+}
+
+/// True when fd 0 is a FIFO or a socket (a parent's pipe), not a terminal, file or `/dev/null`.
+fn stdin_is_pipe() -> bool {
+    // SAFETY: fstat writes into the zeroed struct we own; fd 0 is only inspected.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(0, &mut st) } != 0 {
+        return false;
+    }
+    let kind = st.st_mode & libc::S_IFMT;
+    kind == libc::S_IFIFO || kind == libc::S_IFSOCK
 }

@@ -24,9 +24,11 @@ pub struct FindOccurrencesArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LineRange {
-    /// First line, 1-based.
+    /// First line, 1-based (as shown by `patchdiff_find_occurrences`).
+    #[schemars(range(min = 1))]
     pub start: usize,
-    /// Last line, 1-based, inclusive.
+    /// Last line, 1-based, inclusive; at least `start`.
+    #[schemars(range(min = 1))]
     pub end: usize,
 }
 
@@ -39,7 +41,8 @@ pub struct ObserveScopeArgs {
     /// either `scope` or `lines`.
     #[serde(default)]
     pub scope: Option<String>,
-    /// An explicit line range to observe instead of a named scope.
+    /// An explicit line range `{start, end}` (1-based, inclusive) to observe instead of a named
+    /// scope; use it for code outside any structural scope. Give either `scope` or `lines`.
     #[serde(default)]
     pub lines: Option<LineRange>,
 }
@@ -47,7 +50,9 @@ pub struct ObserveScopeArgs {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OperationArg {
-    /// The `observation_id` returned by `patchdiff_observe_scope` for the scope this edit lies in.
+    /// The `observation_id` returned by `patchdiff_observe_scope` for the scope this edit lies
+    /// in. Required under strict observation mode (the observed profile of a canary runs
+    /// with it); the observation must still be unchanged, otherwise observe again.
     #[serde(default)]
     pub observation_id: Option<String>,
     /// Text to replace; must occur exactly once inside the observed scope. Include enough
@@ -70,7 +75,8 @@ pub struct SubmitArgs {
     /// Optional SHA-256 of the target content at `base_revision`, as an extra guard.
     #[serde(default)]
     pub expected_sha256: Option<String>,
-    /// The edits, applied atomically: all or none.
+    /// The edits, applied atomically: all accepted or all rejected. Operations of one
+    /// submission must not overlap.
     pub operations: Vec<OperationArg>,
 }
 
@@ -82,8 +88,9 @@ pub struct ReplayArgs {
     /// Cursor returned as `next_cursor` by a previous call; omit to start at the beginning.
     #[serde(default)]
     pub after: Option<String>,
-    /// Page size (default 100, at most 1000).
+    /// Page size in entries (default 100, at most 1000).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
 }
 

@@ -283,7 +283,7 @@ fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope>
 #[tool_router]
 impl PatchdiffServer {
     #[tool(
-        description = "Read a target's current content with its version (per save), revision (per accepted submission), SHA-256 and language."
+        description = "Read a target's current content with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 and language. Start here."
     )]
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
         respond(

@@ -214,6 +214,11 @@ pub struct HttpServer {
 
 impl HttpServer {
     pub async fn start(env: &TestEnv, profile: &str) -> Self {
+        Self::start_with(env, profile, &[]).await
+    }
+
+    /// [`HttpServer::start`] with extra environment variables.
+    pub async fn start_with(env: &TestEnv, profile: &str, extra: &[(&str, String)]) -> Self {
         use tokio::io::AsyncBufReadExt;
         let token_file = env.path().join(format!("{profile}.token"));
         let mut cmd = tokio::process::Command::new(EXE);
@@ -222,6 +227,7 @@ impl HttpServer {
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .envs(env.vars(profile))
+            .envs(extra.iter().map(|(k, v)| (*k, v.as_str())))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true);

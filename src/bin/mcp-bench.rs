@@ -1,0 +1,267 @@
+//! Round-trip bench (not a test): p50/p99 of `patchdiff_read_target` on a 10 KB target over
+//! stdio, measured with an `rmcp` client, side by side in one run with an `echo` tool returning
+//! the same 10 KB on a minimal official Python SDK server (`tests/python/echo_server.py`), called
+//! from the same client type. Prints both and our ratio.
+//!
+//! Run: `cargo run --release --bin mcp-bench -- [--calls N] [--bytes B]` (defaults 500 calls,
+//! 10240 bytes). Needs `python3` with the SDK (`tests/requirements.txt`) and the Waymark
+//! `node_modules` (the observed process prewarms its worker, as in production). Builds its own
+//! temporary database; uses the `patchdiff` binary next to this one.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+const WARMUP: usize = 50;
+
+struct Args {
+    calls: usize,
+    bytes: usize,
+}
+
+fn parse_args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        calls: 500,
+        bytes: 10 * 1024,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let value = it.next().with_context(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--calls" => args.calls = value.parse().context("--calls N")?,
+            "--bytes" => args.bytes = value.parse().context("--bytes B")?,
+            other => bail!("unknown flag {other}; accepted: --calls N, --bytes B"),
+        }
+    }
+    if args.calls == 0 {
+        bail!("--calls must be positive");
+    }
+    Ok(args)
+}
+
+/// A JavaScript target of about `bytes` bytes (a class with many small methods).
+fn target_source(bytes: usize) -> String {
+    let mut s = String::from("class Calendar {\n");
+    let mut i = 0;
+    while s.len() + 60 < bytes {
+        s.push_str(&format!(
+            "  m{i:04}(w) {{ return this.windows[{i}] || w; }}\n"
+        ));
+        i += 1;
+    }
+    s.push_str("}\n");
+    s
+}
+
+fn patchdiff_exe() -> anyhow::Result<PathBuf> {
+    let me = std::env::current_exe()?;
+    let exe = me.with_file_name("patchdiff");
+    if !exe.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build --release)",
+            exe.display()
+        );
+    }
+    Ok(exe)
+}
+
+async fn connect(
+    mut cmd: tokio::process::Command,
+) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(().serve(transport).await?)
+}
+
+fn patchdiff_cmd(exe: &Path, vars: &BTreeMap<String, String>) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.arg("mcp").env_clear();
+    for k in ["PATH", "HOME"] {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    cmd.envs(vars);
+    cmd
+}
+
+async fn call(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: Value,
+) -> anyhow::Result<Value> {
+    let mut p = CallToolRequestParams::new(tool.to_owned());
+    p.arguments = Some(match args {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    });
+    let r = client.call_tool(p).await?;
+    if r.is_error == Some(true) {
+        bail!("{tool} returned isError: {:?}", r.content);
+    }
+    r.structured_content
+        .with_context(|| format!("{tool}: no structured content"))
+}
+
+/// Round-trip times in milliseconds of `calls` calls after [`WARMUP`] unmeasured ones.
+async fn measure(
+    client: &RunningService<RoleClient, ()>,
+    tool: &str,
+    args: &Value,
+    calls: usize,
+    expect_bytes: usize,
+) -> anyhow::Result<Vec<f64>> {
+    let first = call(client, tool, args.clone()).await?;
+    let got = first["content"].as_str().map_or(0, str::len);
+    if got + 64 < expect_bytes {
+        bail!("{tool} returned {got} content bytes, expected about {expect_bytes}");
+    }
+    for _ in 0..WARMUP {
+        call(client, tool, args.clone()).await?;
+    }
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        call(client, tool, args.clone()).await?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times)
+}
+
+/// Nearest-rank percentile of sorted `times`.
+fn pct(times: &[f64], p: f64) -> f64 {
+    let rank = ((p / 100.0) * times.len() as f64).ceil() as usize;
+    times[rank.clamp(1, times.len()) - 1]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = parse_args()?;
+    let exe = patchdiff_exe()?;
+    let dir = tempfile::tempdir()?;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"));
+    let source = target_source(args.bytes);
+    let fixture = dir.path().join("calendar.js");
+    std::fs::write(&fixture, &source)?;
+    let sha = hex::encode(Sha256::digest(source.as_bytes()));
+    let mut vars = BTreeMap::new();
+    for (k, v) in [
+        (
+            "PATCHDIFF_DATABASE_URL",
+            format!("sqlite://{}", dir.path().join("pd.sqlite").display()),
+        ),
+        (
+            "PATCHDIFF_STATE_DIR",
+            dir.path().join("state").display().to_string(),
+        ),
+        (
+            "PATCHDIFF_DATA_DIR",
+            dir.path().join("data").display().to_string(),
+        ),
+        (
+            "PATCHDIFF_CONFIG_DIR",
+            dir.path().join("config").display().to_string(),
+        ),
+        (
+            "PATCHDIFF_WAYMARK_DIR",
+            format!("{root}/integrations/waymark"),
+        ),
+        ("PATCHDIFF_WAYMARK_MODE", "resident".to_owned()),
+        ("PATCHDIFF_STRICT_OBSERVATION_MODE", "1".to_owned()),
+    ] {
+        vars.insert(k.to_owned(), v);
+    }
+
+    let mut full_vars = vars.clone();
+    full_vars.insert("PATCHDIFF_MCP_PROFILE".into(), "full".into());
+    let full = connect(patchdiff_cmd(&exe, &full_vars)).await?;
+    call(
+        &full,
+        "patchdiff_init_target",
+        json!({"target": "calendar", "fixture": fixture, "sha256": sha, "language": "javascript"}),
+    )
+    .await?;
+    full.cancel().await?;
+
+    vars.insert("PATCHDIFF_MCP_PROFILE".into(), "observed".into());
+    let ours = connect(patchdiff_cmd(&exe, &vars)).await?;
+    let mut py = tokio::process::Command::new("python3");
+    py.arg(format!("{root}/tests/python/echo_server.py"))
+        .arg(args.bytes.to_string());
+    let theirs = connect(py)
+        .await
+        .context("starting the Python SDK echo server (pip install -r tests/requirements.txt)")?;
+
+    // Interleave rounds so both see the same machine load.
+    let rounds = 5;
+    let per_round = args.calls.div_ceil(rounds);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        a.extend(
+            measure(
+                &ours,
+                "patchdiff_read_target",
+                &json!({"target": "calendar"}),
+                per_round,
+                args.bytes,
+            )
+            .await?,
+        );
+        b.extend(
+            measure(
+                &theirs,
+                "echo",
+                &json!({"text": "calendar"}),
+                per_round,
+                args.bytes,
+            )
+            .await?,
+        );
+    }
+    a.sort_by(f64::total_cmp);
+    b.sort_by(f64::total_cmp);
+    ours.cancel().await?;
+    theirs.cancel().await?;
+
+    let profile = if cfg!(debug_assertions) {
+        "debug (use --release for figures)"
+    } else {
+        "release"
+    };
+    println!(
+        "mcp-bench: {} calls each, {} B structured result, rmcp client over stdio, {profile} build",
+        a.len(),
+        args.bytes
+    );
+    println!("{:<44} {:>9} {:>9}", "server / tool", "p50 ms", "p99 ms");
+    println!(
+        "{:<44} {:>9.3} {:>9.3}",
+        "patchdiff mcp / patchdiff_read_target",
+        pct(&a, 50.0),
+        pct(&a, 99.0)
+    );
+    println!(
+        "{:<44} {:>9.3} {:>9.3}",
+        "Python SDK MCPServer / echo",
+        pct(&b, 50.0),
+        pct(&b, 99.0)
+    );
+    println!(
+        "ratio patchdiff/python: p50 {:.2}, p99 {:.2}",
+        pct(&a, 50.0) / pct(&b, 50.0),
+        pct(&a, 99.0) / pct(&b, 99.0)
+    );
+    Ok(())
+}
