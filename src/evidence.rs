@@ -6,7 +6,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -18,23 +18,31 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::telemetry::unix_ms_now;
 
-/// Creates `path` (and parents) as a private directory, mode 0700 (E1).
+/// Creates `path` (and missing parents) as a private directory, mode 0700 (E1). A directory
+/// that already exists keeps its mode: `--runs-dir /tmp` must not strip `/tmp`'s bits.
 pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
+    let existed = path.is_dir();
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)?;
-    // `recursive` applies the mode only to directories it creates; enforce it on the leaf.
-    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+    if existed {
+        return Ok(());
+    }
+    // The umask may only narrow the mode; set it exactly on the directory we created.
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
 }
 
-/// Opens `path` for appending, creating it 0600 (E1, E2).
+/// Opens `path` for appending, creating it 0600 (E1, E2). An existing file is made 0600 too
+/// (it must be ours), so evidence never lands in a file others can read.
 pub fn open_append_private(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
 
 /// Writes `bytes` to a new file at `path` (0600); fails if it exists (E2: never rewritten).
@@ -337,6 +345,7 @@ impl RunDir {
         create_private_dir(runs_root)?;
         let path = runs_root.join(run_id);
         std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
         Ok(Self {
             run_id: run_id.to_owned(),
             path,
@@ -398,6 +407,28 @@ mod tests {
             .mode()
             & 0o777;
         assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn an_existing_runs_root_keeps_its_mode() {
+        let root = tempfile::tempdir().unwrap();
+        let shared = root.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let run = RunDir::create(&shared, "r-3").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&shared), 0o1777);
+        assert_eq!(mode(&run.path), 0o700);
+    }
+
+    #[test]
+    fn an_existing_evidence_file_is_made_private() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        std::fs::write(&path, b"").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        JsonlLog::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

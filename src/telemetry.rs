@@ -459,10 +459,14 @@ pub fn memory_path_for(events: &Path) -> PathBuf {
     events.with_file_name(name)
 }
 
+/// Opens for appending, created 0600; an existing file is made 0600 too (T1).
 fn open_private_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
+    use std::os::unix::fs::PermissionsExt;
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
-        .open(path)
+        .open(path)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(file)
 }
