@@ -265,3 +265,60 @@ fn invalid_script_exits_2_naming_the_line_and_runs_nothing() {
         "no run directory for a script that did not parse"
     );
 }
+
+#[test]
+fn missing_plan_or_record_after_init_is_refused_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let script = dir.path().join("bad.canary");
+    std::fs::write(
+        &script,
+        "init\nlaunch observed\npreflight\nagent nowhere.plan.jsonl\n",
+    )
+    .unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("line 4") && stderr.contains("cannot read plan"),
+        "{stderr}"
+    );
+    std::fs::write(&script, "init\nrecord model=m\n").unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("`record` must come before `init`"));
+    assert!(!runs.exists(), "nothing ran");
+}
+
+#[test]
+fn agent_needs_a_passed_preflight_and_a_run_initializes_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let script = dir.path().join("skip.canary");
+    let plan = repo().join("assets/canary/demo.plan.jsonl");
+    std::fs::write(
+        &script,
+        format!("init\nlaunch observed\nagent {}\n", plan.display()),
+    )
+    .unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("[3/3] agent"))
+        .unwrap();
+    assert!(
+        line.contains("FAIL") && line.contains("run `preflight` first"),
+        "{line}"
+    );
+
+    std::fs::write(&script, "init\ninit --reset\n").unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("already initialized its targets"),
+        "{stdout}"
+    );
+}

@@ -77,6 +77,10 @@ pub struct Canary {
     pub evaluation: Option<Evaluation>,
     started_ms: f64,
     manifest_written: bool,
+    /// C7: one canary per run — targets are initialized once.
+    initialized: bool,
+    /// C3: the observed process (by pid) that last passed preflight; `agent` requires it.
+    preflighted_pid: Option<u32>,
     transcript: JsonlLog,
     /// Exit statuses of processes that stopped, by kind (U1).
     pub exits: BTreeMap<&'static str, String>,
@@ -140,6 +144,8 @@ impl Canary {
             evaluation: None,
             started_ms: unix_ms_now(),
             manifest_written: false,
+            initialized: false,
+            preflighted_pid: None,
             transcript,
             exits: BTreeMap::new(),
         })
@@ -328,6 +334,12 @@ impl Canary {
     }
 
     async fn init(&mut self, reset: bool) -> anyhow::Result<String> {
+        if self.initialized {
+            anyhow::bail!(
+                "this run already initialized its targets; a run is one canary (C7) — start a new \
+                 run for another"
+            );
+        }
         // C1: authenticate every fixture before initializing any.
         let fixtures = self.manifest.authenticate_originals()?;
         self.ensure_full().await?;
@@ -364,6 +376,7 @@ impl Canary {
         if !self.manifest_written {
             self.write_manifest(initial)?;
         }
+        self.initialized = true;
         Ok(format!(
             "{} targets at version 0 · fixture hashes verified",
             fixtures.len()
@@ -441,6 +454,7 @@ impl Canary {
         if !stale.is_empty() {
             anyhow::bail!("targets are not fresh: {}", stale.join(", "));
         }
+        self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
         Ok(format!(
             "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
             self.targets.len()
@@ -449,22 +463,23 @@ impl Canary {
 
     /// Waits for the observed process's `worker_ready` perf event; returns its readiness time.
     async fn wait_worker_ready(&self, limit: Duration) -> anyhow::Result<u64> {
+        let pid = self
+            .observed()?
+            .pid
+            .ok_or_else(|| anyhow::anyhow!("the observed process has no pid"))?;
         let path = self.run.perf_events(ProcessKind::Observed.as_str());
         let deadline = Instant::now() + limit;
         loop {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                for line in text.lines() {
-                    if let Ok(ev) = serde_json::from_str::<PerfEvent>(line)
-                        && ev.name == "worker_ready"
-                    {
-                        return Ok(ev.duration_ms.round() as u64);
-                    }
-                }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let state = worker_readiness(&text, pid);
+            if let WorkerReadiness::Ready { readiness_ms } = state {
+                return Ok(readiness_ms);
             }
             if Instant::now() >= deadline {
                 anyhow::bail!(
-                    "the observed process's worker did not report ready within {} s (see {})",
+                    "the observed process's worker is not ready after {} s ({}; see {})",
                     limit.as_secs(),
+                    state.describe(),
                     self.run.stderr_log("observed").display()
                 );
             }
@@ -475,6 +490,13 @@ impl Canary {
     async fn agent(&mut self, plan_path: &Path) -> anyhow::Result<String> {
         let steps = plan::load_plan(plan_path).map_err(anyhow::Error::msg)?;
         let observed = self.observed()?;
+        if observed.pid.is_none() || observed.pid != self.preflighted_pid {
+            anyhow::bail!(
+                "run `preflight` first: the agent is handed the observed process only after it \
+                 passes preflight (C3), and this one (pid {}) has not",
+                observed.pid.map_or("?".into(), |p| p.to_string())
+            );
+        }
         let outcome = plan::run_plan(observed, &steps, &self.transcript, |_, _| {}).await;
         if !outcome.deviations.is_empty() {
             anyhow::bail!(
@@ -758,6 +780,55 @@ fn toml_string(s: &str) -> String {
     toml::Value::String(s.to_owned()).to_string()
 }
 
+/// What the perf events of one MCP process say about its current worker generation (C3).
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkerReadiness {
+    /// No lifecycle event from this process yet.
+    Unknown,
+    /// A generation was launched and has not reported ready.
+    Starting,
+    /// The current generation is ready; `readiness_ms` is its spawn-to-ready time.
+    Ready { readiness_ms: u64 },
+    /// The last generation retired (and no new one is ready).
+    Retired { reason: String },
+}
+
+impl WorkerReadiness {
+    fn describe(&self) -> String {
+        match self {
+            Self::Unknown => "no worker lifecycle event yet".into(),
+            Self::Starting => "a generation is starting".into(),
+            Self::Ready { readiness_ms } => format!("ready in {readiness_ms} ms"),
+            Self::Retired { reason } => format!("the last generation retired: {reason}"),
+        }
+    }
+}
+
+/// Reads perf-events JSONL and returns the state of the worker of the process `pid`: the last
+/// of its `worker_launch`, `worker_ready` and `worker_retired` events decides. Events of other
+/// processes (an earlier observed process appending to the same file) and malformed lines are
+/// ignored.
+pub fn worker_readiness(perf_events: &str, pid: u32) -> WorkerReadiness {
+    let mut state = WorkerReadiness::Unknown;
+    for ev in perf_events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<PerfEvent>(l).ok())
+        .filter(|ev| ev.pid == pid)
+    {
+        state = match ev.name.as_str() {
+            "worker_launch" => WorkerReadiness::Starting,
+            "worker_ready" => WorkerReadiness::Ready {
+                readiness_ms: ev.duration_ms.round() as u64,
+            },
+            "worker_retired" => WorkerReadiness::Retired {
+                reason: ev.attrs["reason"].as_str().unwrap_or("unknown").to_owned(),
+            },
+            _ => continue,
+        };
+    }
+    state
+}
+
 /// Total attempts in an audit result.
 fn attempts_of(audit: &Value) -> u64 {
     audit["attempts"]["total"].as_u64().unwrap_or(0)
@@ -766,6 +837,41 @@ fn attempts_of(audit: &Value) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn event_line(name: &str, pid: u32, reason: Option<&str>) -> String {
+        let mut ev = PerfEvent::point(name);
+        ev.pid = pid;
+        ev.duration_ms = 300.0;
+        if let Some(r) = reason {
+            ev = ev.attr("reason", r);
+        }
+        serde_json::to_string(&ev).unwrap()
+    }
+
+    #[test]
+    fn readiness_follows_the_last_lifecycle_event_of_this_process() {
+        let lines = [
+            event_line("worker_launch", 7, None),
+            event_line("worker_ready", 7, None),
+            "not json".to_owned(),
+            event_line("worker_retired", 7, Some("worker_exited")),
+            event_line("worker_ready", 8, None),
+        ]
+        .join("\n");
+        assert_eq!(
+            worker_readiness(&lines, 7),
+            WorkerReadiness::Retired {
+                reason: "worker_exited".into()
+            }
+        );
+        assert_eq!(
+            worker_readiness(&lines, 8),
+            WorkerReadiness::Ready { readiness_ms: 300 }
+        );
+        assert_eq!(worker_readiness(&lines, 9), WorkerReadiness::Unknown);
+        let relaunched = format!("{lines}\n{}", event_line("worker_launch", 7, None));
+        assert_eq!(worker_readiness(&relaunched, 7), WorkerReadiness::Starting);
+    }
 
     #[test]
     fn civil_dates_are_correct() {

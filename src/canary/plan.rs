@@ -54,7 +54,42 @@ pub fn load_plan(path: &Path) -> Result<Vec<PlanStep>, String> {
     if steps.is_empty() {
         return Err(format!("plan {} has no steps", path.display()));
     }
+    check_references(&steps).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(steps)
+}
+
+/// Checks, before anything runs, that every `${step.field}` reference names an earlier step —
+/// so a broken plan is refused whole instead of failing half-way through a canary.
+pub fn check_references(steps: &[PlanStep]) -> Result<(), String> {
+    fn walk<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::String(s) => {
+                let mut rest = s.as_str();
+                while let Some(start) = rest.find("${") {
+                    let after = &rest[start + 2..];
+                    let end = after.find(['.', '}']).unwrap_or(after.len());
+                    out.push(&after[..end]);
+                    rest = &after[end..];
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            Value::Object(map) => map.values().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    for (i, step) in steps.iter().enumerate() {
+        let mut referenced = Vec::new();
+        walk(&step.args, &mut referenced);
+        for name in referenced {
+            if !steps[..i].iter().any(|s| s.step == name) {
+                return Err(format!(
+                    "step `{}` refers to `${{{name}.…}}`, which is not an earlier step",
+                    step.step
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Resolves `${step.field}` references in `value` against earlier results.
@@ -248,6 +283,31 @@ mod tests {
             substitute(&json!("${obs.sha}"), &results())
                 .unwrap_err()
                 .contains("no field `sha`")
+        );
+    }
+
+    #[test]
+    fn references_to_later_or_missing_steps_are_refused_up_front() {
+        let step = |name: &str, args: Value| PlanStep {
+            step: name.into(),
+            tool: "patchdiff_save".into(),
+            args,
+            expect: None,
+            expect_error: false,
+        };
+        let ok = [
+            step("a", json!({})),
+            step("b", json!({"r": "${a.revision}"})),
+        ];
+        assert!(check_references(&ok).is_ok());
+        let forward = [
+            step("a", json!({"r": ["x ${b.revision}"]})),
+            step("b", json!({})),
+        ];
+        assert!(
+            check_references(&forward)
+                .unwrap_err()
+                .contains("step `a` refers to `${b.…}`")
         );
     }
 

@@ -36,6 +36,12 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             return EXIT_USAGE;
         }
     };
+    // U5: refuse an invalid script whole, before anything runs: plans must load and refer only to
+    // earlier steps, and `record` must precede `init` (the manifest is written once, E2).
+    if let Err(e) = check_script(&commands) {
+        eprintln!("patchdiff: {}: {e}", script.display());
+        return EXIT_USAGE;
+    }
     // `attach` watches a process in the interactive console; a script cannot run it.
     if let Some((line, _)) = commands
         .iter()
@@ -121,6 +127,31 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     }
     // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
     if failed { EXIT_FAILED } else { EXIT_OK }
+}
+
+/// Static checks of a parsed script (see [`run_script`]); errors name the line.
+fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
+    let mut init_line = None;
+    for (line, command) in commands {
+        match command {
+            Command::Agent { plan } => {
+                crate::canary::plan::load_plan(plan).map_err(|e| format!("line {line}: {e}"))?;
+            }
+            Command::Init { .. } => {
+                init_line.get_or_insert(*line);
+            }
+            Command::Record { .. } => {
+                if let Some(init) = init_line {
+                    return Err(format!(
+                        "line {line}: `record` must come before `init` (line {init}): the run \
+                         manifest is written once, at init"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Relative paths in a script (agent plans) are relative to the script's own directory, so a
