@@ -250,3 +250,32 @@ async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
     assert_eq!(audit["revision"], 0, "nothing was applied");
     full.stop().await;
 }
+
+#[tokio::test]
+async fn find_occurrences_is_bounded_and_says_how_many_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let full = launch(dir.path(), ProcessKind::Full, "full").await;
+    init_calendar(&full).await;
+    let all = full
+        .call_ok(
+            "patchdiff_find_occurrences",
+            json!({"target": "calendar", "text": "const"}),
+        )
+        .await
+        .unwrap();
+    let total = all["total"].as_u64().unwrap();
+    assert!(total > 2, "{all}");
+    assert_eq!(all["truncated"], false);
+    assert_eq!(all["occurrences"].as_array().unwrap().len() as u64, total);
+    let some = full
+        .call_ok(
+            "patchdiff_find_occurrences",
+            json!({"target": "calendar", "text": "const", "limit": 2}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(some["occurrences"].as_array().unwrap().len(), 2);
+    assert_eq!(some["total"], total);
+    assert_eq!(some["truncated"], true);
+    full.stop().await;
+}

@@ -16,10 +16,19 @@ pub struct TargetArg {
 pub struct FindOccurrencesArgs {
     /// Target name.
     pub target: String,
-    /// Exact text to find (case-sensitive, may span lines). Every occurrence is returned with
-    /// UTF-8 byte offsets, 1-based line and column, and its innermost structural scope.
+    /// Exact text to find (case-sensitive, may span lines). Occurrences are returned with
+    /// UTF-8 byte offsets, 1-based line and column, and their innermost structural scope.
     pub text: String,
+    /// Most occurrences to return (default 200, at most 1000); `total` counts them all and
+    /// `truncated` says whether some were left out.
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
 }
+
+/// Default and maximum `limit` of `patchdiff_find_occurrences`.
+pub const OCCURRENCES_DEFAULT_LIMIT: u32 = 200;
+pub const OCCURRENCES_MAX_LIMIT: u32 = 1000;
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

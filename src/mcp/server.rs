@@ -66,6 +66,7 @@ pub struct PatchdiffServer {
 }
 
 /// A domain failure returned to the agent as an `isError` tool result (M5).
+#[derive(Debug)]
 struct DomainError {
     code: String,
     message: String,
@@ -272,6 +273,55 @@ impl SubmissionValidator {
     }
 }
 
+/// Finds the one scope named `name` (a qualified name). None → `UNKNOWN_SCOPE` listing the
+/// names there are; several (a getter and setter, redeclared functions) → `AMBIGUOUS_SCOPE`
+/// listing their line ranges, so the agent can observe the one it means by `lines` (K2).
+fn resolve_scope<'a>(
+    scopes: &'a [Scope],
+    name: &str,
+    target: &str,
+) -> Result<&'a Scope, DomainError> {
+    const LISTED: usize = 40;
+    let matches: Vec<&Scope> = scopes.iter().filter(|s| s.name == name).collect();
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => {
+            let mut names: Vec<&str> = Vec::new();
+            for s in scopes {
+                if !names.contains(&s.name.as_str()) {
+                    names.push(&s.name);
+                }
+            }
+            let more = names.len().saturating_sub(LISTED);
+            names.truncate(LISTED);
+            Err(DomainError::new(
+                "UNKNOWN_SCOPE",
+                format!(
+                    "no scope named `{name}` in target `{target}`; scopes are: {}{}",
+                    names.join(", "),
+                    if more > 0 {
+                        format!(" … and {more} more")
+                    } else {
+                        String::new()
+                    }
+                ),
+            ))
+        }
+        several => Err(DomainError::new(
+            "AMBIGUOUS_SCOPE",
+            format!(
+                "`{name}` names {} scopes in target `{target}` ({}); observe the one you mean by `lines` {{start, end}}",
+                several.len(),
+                several
+                    .iter()
+                    .map(|s| format!("{} lines {}–{}", s.kind, s.start_line, s.end_line))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
 /// The innermost scope containing `[start, end)` (UTF-8 bytes), if any.
 fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope> {
     scopes
@@ -315,8 +365,13 @@ impl PatchdiffServer {
                 Some(_) => self.discover(&t.name, &t.language, &t.content).await?,
                 None => Vec::new(),
             };
+            let limit = args
+                .limit
+                .unwrap_or(OCCURRENCES_DEFAULT_LIMIT)
+                .clamp(1, OCCURRENCES_MAX_LIMIT) as usize;
+            let starts = kernel::find_all(&t.content, &args.text);
             let mut occurrences = Vec::new();
-            for start in kernel::find_all(&t.content, &args.text) {
+            for &start in starts.iter().take(limit) {
                 let end = start + args.text.len();
                 let pos = kernel::position_of(&t.content, start)
                     .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
@@ -329,7 +384,10 @@ impl PatchdiffServer {
                     "scope": scope,
                 }));
             }
-            Ok(json!({ "target": t.name, "revision": t.revision, "occurrences": occurrences }))
+            Ok(json!({
+                "target": t.name, "revision": t.revision, "occurrences": occurrences,
+                "total": starts.len(), "truncated": starts.len() > limit,
+            }))
         }
         .await;
         respond(outcome)
@@ -348,18 +406,7 @@ impl PatchdiffServer {
             let range = match (&args.scope, &args.lines) {
                 (Some(name), None) => {
                     let scopes = self.discover(&t.name, &t.language, &t.content).await?;
-                    let found = scopes.iter().find(|s| &s.name == name).ok_or_else(|| {
-                        let known: Vec<&str> =
-                            scopes.iter().take(40).map(|s| s.name.as_str()).collect();
-                        DomainError::new(
-                            "UNKNOWN_SCOPE",
-                            format!(
-                                "no scope named `{name}` in target `{}`; scopes are: {}",
-                                t.name,
-                                known.join(", ")
-                            ),
-                        )
-                    })?;
+                    let found = resolve_scope(&scopes, name, &t.name)?;
                     ObserveRange {
                         kind: found.kind.clone(),
                         name: Some(found.name.clone()),
@@ -663,4 +710,48 @@ impl ServerHandler for PatchdiffServer {
 /// Serializes a value for logs and tests.
 pub fn to_value<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope(name: &str, kind: &str, lines: (usize, usize)) -> Scope {
+        Scope {
+            kind: kind.into(),
+            name: name.into(),
+            start_byte: lines.0 * 10,
+            end_byte: lines.1 * 10,
+            start_line: lines.0,
+            end_line: lines.1,
+        }
+    }
+
+    #[test]
+    fn a_name_shared_by_two_scopes_is_ambiguous_and_lists_their_lines() {
+        let scopes = [
+            scope("Temp", "class", (1, 12)),
+            scope("Temp.value", "method", (3, 5)),
+            scope("Temp.value", "method", (7, 9)),
+        ];
+        let err = resolve_scope(&scopes, "Temp.value", "t").unwrap_err();
+        assert_eq!(err.code, "AMBIGUOUS_SCOPE");
+        assert!(
+            err.message.contains("method lines 3–5, method lines 7–9"),
+            "{}",
+            err.message
+        );
+        assert_eq!(resolve_scope(&scopes, "Temp", "t").unwrap().start_line, 1);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_each_known_name_once() {
+        let scopes = [
+            scope("A.b", "method", (1, 2)),
+            scope("A.b", "method", (3, 4)),
+        ];
+        let err = resolve_scope(&scopes, "A.c", "t").unwrap_err();
+        assert_eq!(err.code, "UNKNOWN_SCOPE");
+        assert!(err.message.ends_with("scopes are: A.b"), "{}", err.message);
+    }
 }
