@@ -7,6 +7,7 @@ pub mod server;
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use rmcp::ServiceExt;
@@ -100,6 +101,17 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         .with_context(|| format!("creating database {}", options.database.display()))?;
     let store = SqliteStore::open(&options.database)
         .with_context(|| format!("opening database {}", options.database.display()))?;
+    // K5/W7: submissions validate under the write lock for up to the outer discovery allowance;
+    // writers in other processes queue behind them rather than fail.
+    // A workspace process (no worker) may share the database with an observed one: it assumes
+    // the default allowance (W6: 15 s + 13 s).
+    let outer = options.waymark.as_ref().map_or(
+        crate::waymark::config::DEFAULT_ACTIVE_TIMEOUT + Duration::from_secs(13),
+        WaymarkConfig::outer_allowance,
+    );
+    let busy =
+        Duration::from_millis(crate::store::BUSY_TIMEOUT_MS).max(outer + Duration::from_secs(2));
+    store.set_busy_timeout(busy)?;
     let waymark = options
         .waymark
         .clone()

@@ -551,6 +551,14 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Sets how long a write waits for another connection's write lock (default
+    /// [`BUSY_TIMEOUT_MS`]). A server that validates submissions under the lock (W7) sets this
+    /// above its outer discovery allowance (W6: active + 13 s), so a writer queued behind a
+    /// validating submission waits for it instead of failing.
+    pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError> {
+        self.with(|inner| Ok(inner.conn.busy_timeout(timeout)?))
+    }
+
     fn with<R>(
         &self,
         f: impl FnOnce(&mut Inner) -> Result<R, StoreError>,
