@@ -216,7 +216,17 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
         let perf = std::env::var("PATCHDIFF_PERF_EVENTS")
             .map(PathBuf::from)
             .unwrap_or_else(|_| paths.state_dir.join("observed.perf.jsonl"));
-        let env = patchdiff::canary::client::observed_env(&options.database, &perf);
+        let wire_log = options
+            .wire_log
+            .clone()
+            .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
+        let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
+        let env = patchdiff::canary::client::host_env(
+            &options.database,
+            &perf,
+            &wire_log,
+            node.as_deref(),
+        );
         let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
         // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
         // goes` hint lines go to stderr, since JSON has no comments.

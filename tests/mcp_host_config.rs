@@ -47,6 +47,13 @@ fn check_entry(env: &TestEnv, command: &str, args: &[String], vars: &Value) {
     for (k, v) in want {
         assert_eq!(vars[k].as_str(), Some(v.as_str()), "{k}");
     }
+    // E1/P1: a real host's process keeps its wire log and runs the resolved Node binary.
+    let wire_log = vars["PATCHDIFF_EVIDENCE_WIRE_LOG"]
+        .as_str()
+        .expect("wire log");
+    assert!(std::path::Path::new(wire_log).is_absolute(), "{wire_log}");
+    let node = vars["PATCHDIFF_NODE_BINARY"].as_str().expect("node binary");
+    assert!(std::path::Path::new(node).is_absolute(), "{node}");
 }
 
 fn strings(v: &Value) -> Vec<String> {

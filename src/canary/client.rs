@@ -165,6 +165,26 @@ impl McpProcess {
     }
 }
 
+/// The environment an agent host gives the observed process it starts (C4): [`observed_env`]
+/// plus a wire log, so the real agent's MCP requests and results are kept as evidence (E1), and
+/// the resolved Node binary, so the host's `PATH` does not decide which Node runs (P1).
+pub fn host_env(
+    database: &Path,
+    perf_events: &Path,
+    wire_log: &Path,
+    node_binary: Option<&Path>,
+) -> Vec<(String, String)> {
+    let mut env = observed_env(database, perf_events);
+    env.push((
+        "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+        wire_log.display().to_string(),
+    ));
+    if let Some(node) = node_binary {
+        env.push(("PATCHDIFF_NODE_BINARY".into(), node.display().to_string()));
+    }
+    env
+}
+
 /// The command-line an agent host should run for the observed process, with its environment.
 pub fn observed_env(database: &Path, perf_events: &Path) -> Vec<(String, String)> {
     vec![

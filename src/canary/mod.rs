@@ -732,7 +732,18 @@ impl Canary {
 
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).
     pub fn host_config(&self, host: Option<Host>) -> String {
-        let env = observed_env(&self.database_path(), &self.run.perf_events("observed"));
+        let node = crate::waymark::WaymarkConfig::from_env(
+            crate::waymark::WaymarkConfig::default_script_dir(),
+            std::env::temp_dir(),
+        )
+        .ok()
+        .map(|c| c.node_binary);
+        let env = client::host_env(
+            &self.database_path(),
+            &self.run.perf_events("host-observed"),
+            &self.run.wire_log("host-observed"),
+            node.as_deref(),
+        );
         let exe = self.options.exe.display().to_string();
         host_config_text(host, &exe, &env)
     }

@@ -466,6 +466,8 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         &[
             ("observed".to_owned(), run.perf_events("observed")),
             ("full".to_owned(), run.perf_events("full")),
+            // An observed process a real agent host started from `host-config` (C4).
+            ("host".to_owned(), run.perf_events("host-observed")),
         ],
         Some(canary.database_path()),
         &tx,
