@@ -269,7 +269,8 @@ fn init_tracing() -> Option<()> {
         .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                // rmcp logs every JSON-RPC error it sends at WARN; the wire log already keeps them.
+                .unwrap_or_else(|_| "warn,rmcp=error".into()),
         )
         .try_init()
         .ok()

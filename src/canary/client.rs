@@ -165,6 +165,38 @@ impl McpProcess {
     }
 }
 
+/// Reads `/proc/<pid>/stat`'s state letter (`R`, `S`, `Z`, …), or `gone`.
+/// For a zombie (exited, not yet reaped) the wait status follows: `Z exit 1`, `Z signal 9`.
+pub fn proc_state(pid: u64) -> String {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => parse_proc_stat(&stat),
+        Err(_) => "gone".to_owned(),
+    }
+}
+
+/// Parses a `/proc/<pid>/stat` line into [`proc_state`]'s form.
+pub fn parse_proc_stat(stat: &str) -> String {
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return "?".to_owned();
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let state = fields.first().copied().unwrap_or("?");
+    if state != "Z" {
+        return state.to_owned();
+    }
+    // `exit_code` (field 52, the last) is the raw wait status (Linux ≥ 3.5).
+    match fields.last().and_then(|v| v.parse::<i32>().ok()) {
+        Some(status) if fields.len() >= 50 => {
+            if status & 0x7f == 0 {
+                format!("Z exit {}", (status >> 8) & 0xff)
+            } else {
+                format!("Z signal {}", status & 0x7f)
+            }
+        }
+        _ => "Z".to_owned(),
+    }
+}
+
 /// The environment an agent host gives the observed process it starts (C4): [`observed_env`]
 /// plus a wire log, so the real agent's MCP requests and results are kept as evidence (E1), and
 /// the resolved Node binary, so the host's `PATH` does not decide which Node runs (P1).

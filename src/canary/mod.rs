@@ -537,6 +537,16 @@ impl Canary {
                     if unsaved.is_empty() {
                         return Ok("every target saved".to_owned());
                     }
+                    // U1: a process that died while we wait ends the wait, with its exit.
+                    if let Some(pid) = self.observed.as_ref().and_then(|p| p.pid) {
+                        let state = client::proc_state(u64::from(pid));
+                        if state == "gone" || state.starts_with('Z') {
+                            anyhow::bail!(
+                                "the observed process (pid {pid}) exited while waiting ({state}); not yet saved: {}",
+                                unsaved.join(", ")
+                            );
+                        }
+                    }
                     if Instant::now() >= deadline {
                         anyhow::bail!("timed out; not yet saved: {}", unsaved.join(", "));
                     }
