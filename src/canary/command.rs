@@ -284,7 +284,12 @@ impl Command {
                         Some(("model", v)) => model = Some(v.to_owned()),
                         Some(("provider", v)) => provider = Some(v.to_owned()),
                         Some(("reasoning", v)) => reasoning = Some(v.to_owned()),
-                        _ => return Err(usage()),
+                        _ => {
+                            return Err(format!(
+                                "record: `{arg}` is not model=…, provider=… or reasoning=…; {}",
+                                usage()
+                            ));
+                        }
                     }
                 }
                 Self::Record {

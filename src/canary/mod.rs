@@ -567,6 +567,13 @@ impl Canary {
         let mut lines = Vec::new();
         for fixture in &self.manifest.fixtures {
             let dest = dir.join(&fixture.module_file);
+            if dest.exists() {
+                anyhow::bail!(
+                    "`{}` was already exported in this run ({}); exports are written once (E2)",
+                    fixture.target,
+                    dest.display()
+                );
+            }
             let reply = full
                 .call_ok(
                     "patchdiff_export_target",

@@ -67,6 +67,8 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         canary.run.path.display()
     );
     let total = commands.len();
+    // `[i/n]` column width, so step names line up past nine steps.
+    let w = 2 * total.to_string().len() + 3;
     let mut failed = false;
     for (i, (_, command)) in commands.iter().enumerate() {
         // After a failure only `report` still runs, so the report names what failed.
@@ -82,8 +84,8 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         let outcome = canary.execute(command).await;
         let _ = writeln!(
             progress,
-            "[{}/{total}] {:<11} {:<4} {}",
-            i + 1,
+            "{:<w$} {:<11} {:<4} {}",
+            format!("[{}/{total}]", i + 1),
             outcome.command,
             if outcome.ok { "ok" } else { "FAIL" },
             outcome.summary
