@@ -56,6 +56,16 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Writes `bytes` to a new private file (0600) at `path`; fails if it exists.
+pub fn write_private_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(bytes)
+}
+
 /// Writes `manifest` into `root`.
 pub fn write_manifest(root: &Path, manifest: &Manifest) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(manifest).map_err(std::io::Error::other)?;
