@@ -85,10 +85,13 @@ pub fn strict_observation_from(value: Option<&str>) -> Result<bool, ConfigError>
 
 /// Parses `PATCHDIFF_DATABASE_URL` (P1): `sqlite://` followed by an absolute path.
 pub fn parse_database_url(value: &str) -> Result<PathBuf, ConfigError> {
-    let accepted = "`sqlite://` followed by an absolute path, e.g. sqlite:///var/lib/patchdiff/pd.sqlite \
-                    (PostgreSQL is not available in this build)";
+    let accepted = "`sqlite://` followed by an absolute path without query parameters, e.g. \
+                    sqlite:///var/lib/patchdiff/pd.sqlite (PostgreSQL is not available in this build)";
     match value.strip_prefix("sqlite://") {
-        Some(path) if Path::new(path).is_absolute() => Ok(PathBuf::from(path)),
+        // A `?query` would silently become part of the file name: refuse it.
+        Some(path) if Path::new(path).is_absolute() && !path.contains('?') => {
+            Ok(PathBuf::from(path))
+        }
         _ => Err(ConfigError::new("PATCHDIFF_DATABASE_URL", value, accepted)),
     }
 }
@@ -156,6 +159,12 @@ pub const FILE_KEYS: &[&str] = &[
     "strict_observation_mode",
     "perf_events",
     "perf_memory",
+    "evidence_wire_log",
+    "waymark_dir",
+    "waymark_work_root",
+    "data_dir",
+    "state_dir",
+    "mcp_http",
 ];
 
 /// Reads the optional TOML config file (`PATCHDIFF_CONFIG`, else `<config_dir>/patchdiff.toml`)
@@ -243,6 +252,7 @@ mod tests {
         );
         assert!(parse_database_url("sqlite://relative.sqlite").is_err());
         assert!(parse_database_url("postgres://localhost/pd").is_err());
+        assert!(parse_database_url("sqlite:///tmp/pd.sqlite?mode=ro").is_err());
     }
 
     #[test]

@@ -101,6 +101,8 @@ fn main() -> ExitCode {
         eprintln!("patchdiff: {e}");
         return ExitCode::from(EXIT_USAGE as u8);
     }
+    // The file may set the data and state directories too.
+    let paths = Paths::resolve();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -5,7 +5,7 @@ pub mod http;
 pub mod params;
 pub mod server;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,7 +44,18 @@ impl McpOptions {
         let strict =
             config::strict_observation_from(var("PATCHDIFF_STRICT_OBSERVATION_MODE").as_deref())?;
         let database = match var("PATCHDIFF_DATABASE_URL") {
-            Some(url) => config::parse_database_url(&url)?,
+            Some(url) => {
+                let path = config::parse_database_url(&url)?;
+                // An operator-chosen location must exist; only the default one is created (P4).
+                if !path.parent().is_some_and(Path::is_dir) {
+                    return Err(ConfigError::new(
+                        "PATCHDIFF_DATABASE_URL",
+                        &url,
+                        "a file in an existing directory (create the directory first)",
+                    ));
+                }
+                path
+            }
             None => paths.default_database(),
         };
         // Validate worker settings for every profile (P2), but only keep them where used.
