@@ -47,13 +47,14 @@ impl Limits {
 pub struct RecorderStats {
     /// Events written to the events file.
     pub written_events: u64,
-    /// Bytes written to the events file (marker included).
+    /// Bytes in the events file (marker included), counting what earlier processes appended to
+    /// the same path: the byte bound holds for the file, not per process (T4).
     pub written_bytes: u64,
     /// Events dropped because a bound was reached.
     pub dropped_events: u64,
     /// RSS samples written to the memory file.
     pub memory_samples: u64,
-    /// Bytes written to the memory file.
+    /// Bytes in the memory file, earlier processes' samples included.
     pub memory_bytes: u64,
 }
 
@@ -259,18 +260,25 @@ impl Recorder {
         let memory_path = memory_sampling.then(|| memory_path_for(events));
         let opened = open_private_append(events).and_then(|ev| {
             let mem = match &memory_path {
-                Some(p) => Some(BufWriter::new(open_private_append(p)?)),
+                Some(p) => Some(open_private_append(p)?),
                 None => None,
             };
-            Ok((BufWriter::new(ev), mem))
+            Ok((ev, mem))
         });
         match opened {
-            Ok((events_writer, memory_writer)) => {
+            Ok((events_file, memory_file)) => {
+                // T4: the bounds are the files', so a path reused across restarts stays bounded.
+                let existing = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
+                let stats = RecorderStats {
+                    written_bytes: existing(&events_file),
+                    memory_bytes: memory_file.as_ref().map_or(0, existing),
+                    ..RecorderStats::default()
+                };
                 let sink = Sink {
-                    events: events_writer,
-                    memory: memory_writer,
+                    events: BufWriter::new(events_file),
+                    memory: memory_file.map(BufWriter::new),
                     limits,
-                    stats: RecorderStats::default(),
+                    stats,
                 };
                 (
                     Self {

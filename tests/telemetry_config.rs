@@ -110,6 +110,25 @@ fn product_bounds_are_the_spec_figures() {
 }
 
 #[test]
+fn byte_bound_counts_what_earlier_processes_appended() {
+    // T4: a path reused across restarts (as a host config's fixed path is) stays bounded.
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("reused.jsonl");
+    std::fs::write(&events, vec![b'x'; 3_900]).unwrap();
+    let limits = Limits {
+        max_events: 1_000_000,
+        max_bytes: 4_096,
+    };
+    let (rec, _) = Recorder::configure_with_limits(Some(&events), Some("0"), limits);
+    for i in 0..100u64 {
+        rec.record(PerfEvent::point("after_restart").id("i", i));
+    }
+    let len = std::fs::metadata(&events).unwrap().len();
+    assert!(len <= 4_096, "file grew to {len} bytes past its bound");
+    assert!(rec.stats().dropped_events > 0);
+}
+
+#[test]
 fn events_file_stays_within_its_bounds_under_a_flood() {
     let dir = tempfile::tempdir().unwrap();
     // Count bound first.
