@@ -25,6 +25,9 @@ use crate::store::{
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
 use crate::waymark::{DiscoveryError, Language, Scope, Waymark};
 
+/// Observation attempts when another writer keeps moving the revision (REVISION_MOVED).
+const OBSERVE_ATTEMPTS: usize = 3;
+
 /// M2: the observed profile advertises exactly these six tools.
 pub const OBSERVED_TOOLS: [&str; 6] = [
     "patchdiff_read_target",
@@ -185,6 +188,48 @@ impl PatchdiffServer {
             runtime: tokio::runtime::Handle::current(),
             worker_error: Arc::default(),
         }
+    }
+
+    /// One observation attempt (K2): read the current revision, resolve the range (discovery for
+    /// a named scope), record the observation at that revision.
+    async fn observe_once(
+        &self,
+        args: &ObserveScopeArgs,
+    ) -> Result<crate::store::Observation, DomainError> {
+        let target = args.target.clone();
+        let t = self.blocking(move |s| s.read_target(&target)).await?;
+        let range = match (&args.scope, &args.lines) {
+            (Some(name), None) => {
+                let scopes = self.discover(&t.name, &t.language, &t.content).await?;
+                let found = resolve_scope(&scopes, name, &t.name)?;
+                ObserveRange {
+                    kind: found.kind.clone(),
+                    name: Some(found.name.clone()),
+                    start_byte: found.start_byte,
+                    end_byte: found.end_byte,
+                }
+            }
+            (None, Some(lines)) => {
+                let (start_byte, end_byte) =
+                    kernel::line_range_to_bytes(&t.content, lines.start, lines.end)
+                        .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
+                ObserveRange {
+                    kind: "lines".into(),
+                    name: None,
+                    start_byte,
+                    end_byte,
+                }
+            }
+            _ => {
+                return Err(DomainError::new(
+                    "INVALID_ARGUMENTS",
+                    "give exactly one of `scope` (a qualified name) or `lines` {start, end}",
+                ));
+            }
+        };
+        let (name, revision) = (t.name.clone(), t.revision);
+        self.blocking(move |s| s.observe(&name, revision, range))
+            .await
     }
 
     /// Runs discovery on `content`, recording worker errors in the target's audit (W8).
@@ -400,43 +445,16 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<ObserveScopeArgs>,
     ) -> ToolResult {
-        let outcome = async {
-            let target = args.target.clone();
-            let t = self.blocking(move |s| s.read_target(&target)).await?;
-            let range = match (&args.scope, &args.lines) {
-                (Some(name), None) => {
-                    let scopes = self.discover(&t.name, &t.language, &t.content).await?;
-                    let found = resolve_scope(&scopes, name, &t.name)?;
-                    ObserveRange {
-                        kind: found.kind.clone(),
-                        name: Some(found.name.clone()),
-                        start_byte: found.start_byte,
-                        end_byte: found.end_byte,
-                    }
-                }
-                (None, Some(lines)) => {
-                    let (start_byte, end_byte) =
-                        kernel::line_range_to_bytes(&t.content, lines.start, lines.end)
-                            .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
-                    ObserveRange {
-                        kind: "lines".into(),
-                        name: None,
-                        start_byte,
-                        end_byte,
-                    }
-                }
-                _ => {
-                    return Err(DomainError::new(
-                        "INVALID_ARGUMENTS",
-                        "give exactly one of `scope` (a qualified name) or `lines` {start, end}",
-                    ));
-                }
-            };
-            let (name, revision) = (t.name.clone(), t.revision);
-            self.blocking(move |s| s.observe(&name, revision, range))
-                .await
-        }
-        .await;
+        // Another writer may commit between our read and the observation (REVISION_MOVED): read
+        // and discover the new revision, a bounded number of times. This is not a retry of a
+        // failed discovery (W4) — each attempt discovers different content.
+        let mut attempt = 1;
+        let outcome = loop {
+            match self.observe_once(&args).await {
+                Err(e) if e.code == "REVISION_MOVED" && attempt < OBSERVE_ATTEMPTS => attempt += 1,
+                other => break other,
+            }
+        };
         respond(outcome)
     }
 
