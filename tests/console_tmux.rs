@@ -222,143 +222,124 @@ fn alive_pid(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// A real console in tmux with its processes launched and the worker ready, for the exit tests.
+struct LaunchedConsole {
+    _dir: tempfile::TempDir,
+    tmux: Tmux,
+    pid: u32,
+    /// The console's descendants (pid, start time) once the worker was ready.
+    children: Vec<(u32, u64)>,
+}
+
+impl LaunchedConsole {
+    /// Starts `patchdiff console` (with `env` prefixed, e.g. `VAR=1`) in a tmux session named
+    /// by `socket`, presses `l`, and polls until the worker shows ready.
+    fn start(socket: &str, env: &str) -> Self {
+        assert!(
+            have_tmux(),
+            "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let runs = dir.path().join("runs");
+        let pidfile = dir.path().join("console.pid");
+        let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+        let tmux = Tmux {
+            socket: format!("{socket}-{}", std::process::id()),
+        };
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-s",
+            "console",
+            "sh",
+        ]);
+        let line = format!(
+            "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
+            pid = pidfile.display(),
+            exe = exe.display(),
+            runs = runs.display(),
+        );
+        tmux.keys(&[&line, "Enter"]);
+        tmux.wait_for("the console", Duration::from_secs(10), |s| {
+            s.contains("PROCESSES")
+        });
+        let pid: u32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        tmux.keys(&["l"]);
+        tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
+            s.lines()
+                .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+        });
+        let children = descendants(pid);
+        assert!(children.len() >= 3, "{children:?}");
+        Self {
+            _dir: dir,
+            tmux,
+            pid,
+            children,
+        }
+    }
+
+    /// Waits for the shell to report the console's exit; checks the alternate screen was left
+    /// and that every child is gone within `grace` (zero: already gone). Returns the screen.
+    fn assert_exited_clean(&self, grace: Duration) -> String {
+        let screen = self
+            .tmux
+            .wait_for("the shell again", Duration::from_secs(15), |s| {
+                s.contains("console exited")
+            });
+        assert!(
+            !screen.contains("PROCESSES"),
+            "alternate screen not left:\n{screen}"
+        );
+        assert_eq!(
+            self.tmux
+                .run(&["display", "-p", "-t", "console", "#{alternate_on}"])
+                .trim(),
+            "0"
+        );
+        let deadline = Instant::now() + grace;
+        loop {
+            let left: Vec<_> = self
+                .children
+                .iter()
+                .filter(|&&(p, s)| alive(p, s))
+                .collect();
+            if left.is_empty() {
+                return screen;
+            }
+            assert!(Instant::now() < deadline, "processes left behind: {left:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
 #[test]
 fn sigterm_restores_the_terminal_and_stops_every_child() {
-    assert!(
-        have_tmux(),
-        "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let runs = dir.path().join("runs");
-    let pidfile = dir.path().join("console.pid");
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("pd-console-term-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-s",
-        "console",
-        "sh",
-    ]);
-    let line = format!(
-        "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs}'; echo \"console exit\"\"ed $?\"",
-        pid = pidfile.display(),
-        exe = exe.display(),
-        runs = runs.display(),
-    );
-    tmux.keys(&[&line, "Enter"]);
-    tmux.wait_for("the console", Duration::from_secs(10), |s| {
-        s.contains("PROCESSES")
-    });
-    let console_pid: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    tmux.keys(&["l"]);
-    tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
-        s.lines()
-            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
-    });
-    let children = descendants(console_pid);
-    assert!(children.len() >= 3, "{children:?}");
+    let console = LaunchedConsole::start("pd-console-term", "");
     let status = Command::new("kill")
-        .args(["-TERM", &console_pid.to_string()])
+        .args(["-TERM", &console.pid.to_string()])
         .status()
         .unwrap();
     assert!(status.success());
-    let screen = tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
-        s.contains("console exited")
-    });
-    assert!(
-        !screen.contains("PROCESSES"),
-        "alternate screen not left:\n{screen}"
-    );
-    assert_eq!(
-        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
-            .trim(),
-        "0"
-    );
-    let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
-    assert!(left.is_empty(), "processes left behind: {left:?}");
+    // The console stops its children before it exits.
+    console.assert_exited_clean(Duration::ZERO);
 }
 
 /// Debug builds only (the trigger is compiled out of release builds).
 #[cfg(debug_assertions)]
 #[test]
 fn a_panic_restores_the_terminal_and_stops_every_child() {
-    assert!(
-        have_tmux(),
-        "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let runs = dir.path().join("runs");
-    let pidfile = dir.path().join("console.pid");
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("pd-console-panic-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-s",
-        "console",
-        "sh",
-    ]);
-    let line = format!(
-        "sh -c 'echo $$ > {pid}; PATCHDIFF_CONSOLE_TEST_PANIC=1 exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
-        pid = pidfile.display(),
-        exe = exe.display(),
-        runs = runs.display(),
-    );
-    tmux.keys(&[&line, "Enter"]);
-    tmux.wait_for("the console", Duration::from_secs(10), |s| {
-        s.contains("PROCESSES")
-    });
-    let console_pid: u32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    tmux.keys(&["l"]);
-    tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
-        s.lines()
-            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
-    });
-    let children = descendants(console_pid);
-    assert!(children.len() >= 3, "{children:?}");
-    tmux.keys(&["F12"]);
-    let screen = tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
-        s.contains("console exited")
-    });
+    let console = LaunchedConsole::start("pd-console-panic", "PATCHDIFF_CONSOLE_TEST_PANIC=1");
+    console.tmux.keys(&["F12"]);
+    // Children get SIGTERM from the panic hook and lose their stdin; they may outlive it briefly.
+    let screen = console.assert_exited_clean(Duration::from_secs(10));
     assert!(screen.contains("console exited 101"), "{screen}");
-    assert!(
-        !screen.contains("PROCESSES"),
-        "alternate screen not left:\n{screen}"
-    );
-    assert_eq!(
-        tmux.run(&["display", "-p", "-t", "console", "#{alternate_on}"])
-            .trim(),
-        "0"
-    );
-    // Children get SIGTERM from the panic hook and lose their stdin; poll until they are gone.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
-        if left.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "processes left behind: {left:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
