@@ -111,18 +111,28 @@ async fn init_calendar(full: &McpProcess) -> serde_json::Value {
     .unwrap()
 }
 
+/// A full-profile process with the `calendar` fixture initialized.
+async fn full_with_calendar(dir: &Path) -> McpProcess {
+    let full = launch(dir, ProcessKind::Full, "full").await;
+    init_calendar(&full).await;
+    full
+}
+
+/// Observes `scope` of `calendar` and returns the observation.
+async fn observe_calendar(full: &McpProcess, scope: &str) -> serde_json::Value {
+    full.call_ok(
+        "patchdiff_observe_scope",
+        json!({"target": "calendar", "scope": scope}),
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn request_key_retry_returns_the_identical_receipt() {
     let dir = tempfile::tempdir().unwrap();
-    let full = launch(dir.path(), ProcessKind::Full, "full").await;
-    init_calendar(&full).await;
-    let obs = full
-        .call_ok(
-            "patchdiff_observe_scope",
-            json!({"target": "calendar", "scope": "Calendar.isInMaintenance"}),
-        )
-        .await
-        .unwrap();
+    let full = full_with_calendar(dir.path()).await;
+    let obs = observe_calendar(&full, "Calendar.isInMaintenance").await;
     let text = obs["text"].as_str().unwrap();
     let line = text.lines().nth(1).unwrap().to_owned();
     let submit = json!({
@@ -171,15 +181,8 @@ async fn request_key_retry_returns_the_identical_receipt() {
 #[tokio::test]
 async fn ambiguous_old_text_is_an_is_error_receipt_naming_the_count() {
     let dir = tempfile::tempdir().unwrap();
-    let full = launch(dir.path(), ProcessKind::Full, "full").await;
-    init_calendar(&full).await;
-    let obs = full
-        .call_ok(
-            "patchdiff_observe_scope",
-            json!({"target": "calendar", "scope": "rangesOverlap"}),
-        )
-        .await
-        .unwrap();
+    let full = full_with_calendar(dir.path()).await;
+    let obs = observe_calendar(&full, "rangesOverlap").await;
     let reply = full
         .call(
             "patchdiff_submit_observed_operations",
@@ -202,15 +205,8 @@ async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
     // W7/W8: the post-edit discovery's output exceeds the 2 MiB cap — a domain result, so the
     // attempt is recorded as rejected (VALIDATION_FAILED) and nothing is applied.
     let dir = tempfile::tempdir().unwrap();
-    let full = launch(dir.path(), ProcessKind::Full, "full").await;
-    init_calendar(&full).await;
-    let obs = full
-        .call_ok(
-            "patchdiff_observe_scope",
-            json!({"target": "calendar", "scope": "rangesOverlap"}),
-        )
-        .await
-        .unwrap();
+    let full = full_with_calendar(dir.path()).await;
+    let obs = observe_calendar(&full, "rangesOverlap").await;
     let flood: String = (0..60_000)
         .map(|i| format!("function f{i}() {{}}\n"))
         .collect();
@@ -254,8 +250,7 @@ async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
 #[tokio::test]
 async fn find_occurrences_is_bounded_and_says_how_many_there_are() {
     let dir = tempfile::tempdir().unwrap();
-    let full = launch(dir.path(), ProcessKind::Full, "full").await;
-    init_calendar(&full).await;
+    let full = full_with_calendar(dir.path()).await;
     let all = full
         .call_ok(
             "patchdiff_find_occurrences",

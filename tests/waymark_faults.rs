@@ -84,10 +84,11 @@ async fn child_sigkill_mid_request_is_protocol_loss_and_retires_the_generation()
     assert!(support::roots(work.path()).is_empty());
 }
 
-#[tokio::test]
-async fn garbage_frame_retires_the_generation() {
+/// Starts a fault worker (`fault`), asks for one discovery, and checks the protocol fault comes
+/// back as `WAYMARK_WORKER_PROTOCOL` and retires the generation with `reason` (W4).
+async fn protocol_fault_retires_the_generation(fault: &str, reason: &str) {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("garbage", work.path()));
+    let (waymark, log) = start(support::fault_config(fault, work.path()));
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
@@ -96,7 +97,12 @@ async fn garbage_frame_retires_the_generation() {
         Some(WorkerErrorCode::Protocol),
         "{result:?}"
     );
-    assert_retired(&waymark, &log, "invalid_framing", pid).await;
+    assert_retired(&waymark, &log, reason, pid).await;
+}
+
+#[tokio::test]
+async fn garbage_frame_retires_the_generation() {
+    protocol_fault_retires_the_generation("garbage", "invalid_framing").await;
 }
 
 #[tokio::test]
@@ -117,32 +123,12 @@ async fn unsolicited_frame_retires_the_generation() {
 
 #[tokio::test]
 async fn wrong_generation_id_retires_the_generation() {
-    let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("wrong_generation", work.path()));
-    waymark.prewarm().await.expect("prewarm");
-    let pid = waymark.status().pid.expect("pid");
-    let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(
-        worker_code(&result),
-        Some(WorkerErrorCode::Protocol),
-        "{result:?}"
-    );
-    assert_retired(&waymark, &log, "wrong_generation", pid).await;
+    protocol_fault_retires_the_generation("wrong_generation", "wrong_generation").await;
 }
 
 #[tokio::test]
 async fn wrong_request_id_retires_the_generation() {
-    let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("wrong_request", work.path()));
-    waymark.prewarm().await.expect("prewarm");
-    let pid = waymark.status().pid.expect("pid");
-    let result = waymark.discover(Language::JavaScript, JS).await;
-    assert_eq!(
-        worker_code(&result),
-        Some(WorkerErrorCode::Protocol),
-        "{result:?}"
-    );
-    assert_retired(&waymark, &log, "wrong_request_id", pid).await;
+    protocol_fault_retires_the_generation("wrong_request", "wrong_request_id").await;
 }
 
 #[tokio::test]

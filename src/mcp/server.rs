@@ -725,11 +725,6 @@ impl ServerHandler for PatchdiffServer {
     }
 }
 
-/// Serializes a value for logs and tests.
-pub fn to_value<T: Serialize>(value: &T) -> Value {
-    serde_json::to_value(value).unwrap_or(Value::Null)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
