@@ -70,6 +70,14 @@ pub enum Command {
     Preflight,
     /// C4: run a scripted agent plan against the observed process.
     Agent { plan: PathBuf },
+    /// A1–A4: launch a real agent host CLI headless and sealed against an observed process it
+    /// starts itself; `model` defaults to the one given to `record`.
+    AgentHost {
+        host: Host,
+        model: Option<String>,
+        max_turns: Option<u32>,
+        timeout: Duration,
+    },
     /// Wait for a condition, up to a timeout.
     Wait { what: WaitFor, timeout: Duration },
     /// C5: export every target's latest saved version.
@@ -136,9 +144,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "agent",
-        usage: "agent PLAN.jsonl",
+        usage: "agent PLAN.jsonl | agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]",
         key: Some('a'),
-        help: "run a scripted agent plan through the observed process",
+        help: "run a scripted agent plan through the observed process, or a real agent host (Claude Code, Codex) headless and sealed",
     },
     CommandSpec {
         name: "wait",
@@ -200,7 +208,7 @@ impl Command {
             Self::Init { .. } => "init",
             Self::Launch { .. } => "launch",
             Self::Preflight => "preflight",
-            Self::Agent { .. } => "agent",
+            Self::Agent { .. } | Self::AgentHost { .. } => "agent",
             Self::Wait { .. } => "wait",
             Self::Export => "export",
             Self::Inspect => "inspect",
@@ -248,6 +256,9 @@ impl Command {
             },
             "preflight" if args.is_empty() => Self::Preflight,
             "agent" => match args.as_slice() {
+                [host, options @ ..] if matches!(*host, "claude" | "codex") => {
+                    parse_agent_host(host, options)?
+                }
                 [plan] => Self::Agent {
                     plan: PathBuf::from(plan),
                 },
@@ -322,6 +333,52 @@ impl Command {
     }
 }
 
+/// Parses `agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]`.
+fn parse_agent_host(host: &str, options: &[&str]) -> Result<Command, String> {
+    let host = Host::parse(host).ok_or_else(|| format!("agent: unknown host `{host}`"))?;
+    let (mut model, mut max_turns, mut timeout) =
+        (None, None, crate::canary::host::DEFAULT_HOST_TIMEOUT);
+    for option in options {
+        match option.split_once('=') {
+            Some(("model", v)) if !v.is_empty() => model = Some(v.to_owned()),
+            Some(("max_turns", v)) => {
+                max_turns = Some(v.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                    format!(
+                        "agent {}: max_turns `{v}` is not a positive whole number",
+                        host.as_str()
+                    )
+                })?)
+            }
+            Some(("timeout", v)) => {
+                timeout = match v.parse::<f64>() {
+                    Ok(s) if s.is_finite() && s > 0.0 && s <= 86_400.0 => {
+                        Duration::from_secs_f64(s)
+                    }
+                    _ => {
+                        return Err(format!(
+                            "agent {}: timeout `{v}` is not a number of seconds in (0, 86400]",
+                            host.as_str()
+                        ));
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "agent {}: `{option}` is not model=…, max_turns=… or timeout=…; usage: agent {} [model=M] [max_turns=N] [timeout=SECONDS]",
+                    host.as_str(),
+                    host.as_str()
+                ));
+            }
+        }
+    }
+    Ok(Command::AgentHost {
+        host,
+        model,
+        max_turns,
+        timeout,
+    })
+}
+
 /// Parses a `--script` file: one command per line; blank lines and `#` comments are skipped.
 /// Errors carry the 1-based line number.
 pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
@@ -363,6 +420,44 @@ mod tests {
             };
             let cmd = Command::parse(&line).unwrap();
             assert_eq!(cmd.name(), spec.name);
+        }
+    }
+
+    #[test]
+    fn agent_hosts_parse_with_their_options_and_refuse_bad_ones() {
+        assert_eq!(
+            Command::parse("agent claude model=claude-sonnet-4-5 max_turns=40 timeout=90").unwrap(),
+            Command::AgentHost {
+                host: Host::Claude,
+                model: Some("claude-sonnet-4-5".into()),
+                max_turns: Some(40),
+                timeout: Duration::from_secs(90),
+            }
+        );
+        assert_eq!(
+            Command::parse("agent codex").unwrap(),
+            Command::AgentHost {
+                host: Host::Codex,
+                model: None,
+                max_turns: None,
+                timeout: Duration::from_secs(1800),
+            }
+        );
+        assert_eq!(
+            Command::parse("agent plan.jsonl").unwrap(),
+            Command::Agent {
+                plan: "plan.jsonl".into()
+            }
+        );
+        for bad in [
+            "agent claude max_turns=0",
+            "agent claude timeout=-1",
+            "agent claude timeout=1e9",
+            "agent claude turns=3",
+            "agent claude model=",
+        ] {
+            let err = Command::parse(bad).unwrap_err();
+            assert!(err.starts_with("agent claude:"), "{bad}: {err}");
         }
     }
 

@@ -4,6 +4,8 @@
 
 pub mod client;
 pub mod command;
+pub mod host;
+pub mod host_run;
 pub mod plan;
 pub mod report;
 
@@ -84,6 +86,13 @@ pub struct Canary {
     transcript: JsonlLog,
     /// Exit statuses of processes that stopped, by kind (U1).
     pub exits: BTreeMap<&'static str, String>,
+    /// A1: the agent host a script will launch, known before `init` so the run manifest can
+    /// name its CLI and version (`host`, `binary`, `version`, `requested_model`).
+    pub planned_host: Option<Value>,
+    /// Live progress of a running agent host, read by the console while the step runs (U1).
+    pub host_progress: host::SharedProgress,
+    /// A4: the record of the agent host run, once it ended.
+    pub host_record: Option<host::HostRecord>,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -148,6 +157,9 @@ impl Canary {
             preflighted_pid: None,
             transcript,
             exits: BTreeMap::new(),
+            planned_host: None,
+            host_progress: Default::default(),
+            host_record: None,
         })
     }
 
@@ -179,6 +191,15 @@ impl Canary {
             Command::Launch { which } => self.launch(*which).await,
             Command::Preflight => self.preflight().await,
             Command::Agent { plan } => self.agent(plan).await,
+            Command::AgentHost {
+                host,
+                model,
+                max_turns,
+                timeout,
+            } => {
+                self.agent_host(*host, model.clone(), *max_turns, *timeout)
+                    .await
+            }
             Command::Wait { what, timeout } => self.wait(*what, *timeout).await,
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
@@ -398,6 +419,11 @@ impl Canary {
                 "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
                 "fixture_manifest": self.options.manifest,
                 "executable": self.options.exe,
+                "agent_host": self.planned_host,
+                // A1: the observed process an agent host starts from its MCP configuration.
+                "host_observed_process": self.planned_host.as_ref().map(|_| {
+                    self.host_observed_env().into_iter().collect::<BTreeMap<_, _>>()
+                }),
             }),
             gate2: "closed".to_owned(),
         };
@@ -430,6 +456,16 @@ impl Canary {
             ),
         }
         let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
+        self.check_targets_fresh().await?;
+        self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
+        Ok(format!(
+            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
+            self.targets.len()
+        ))
+    }
+
+    /// C3: every target is at version 0 and revision 0 with no attempts.
+    async fn check_targets_fresh(&mut self) -> anyhow::Result<()> {
         self.ensure_full().await?;
         let full = self.full()?;
         let mut stale = Vec::new();
@@ -454,11 +490,7 @@ impl Canary {
         if !stale.is_empty() {
             anyhow::bail!("targets are not fresh: {}", stale.join(", "));
         }
-        self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
-        Ok(format!(
-            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
-            self.targets.len()
-        ))
+        Ok(())
     }
 
     /// Waits for the observed process's `worker_ready` perf event; returns its readiness time.

@@ -120,6 +120,8 @@ pub struct Report {
     pub steps: Vec<StepOutcome>,
     pub targets: Vec<ReportTarget>,
     pub agent: crate::evidence::AgentIdentity,
+    /// A4: the agent host run (CLI, version, models, turns, tool calls, usage, seal), if any.
+    pub agent_host: Option<super::host::HostRecord>,
     /// C7: comparative runs are a separate mode, closed here.
     pub gate2: &'static str,
 }
@@ -178,6 +180,7 @@ impl Report {
             steps: canary.steps.clone(),
             targets,
             agent: canary.identity.clone(),
+            agent_host: canary.host_record.clone(),
             gate2: "closed",
         }
     }
@@ -224,6 +227,27 @@ impl Report {
                 if s.ok { "ok" } else { "FAIL" },
                 s.elapsed_ms,
                 s.summary
+            ));
+        }
+        if let Some(h) = &self.agent_host {
+            let calls: Vec<String> = h
+                .tool_calls
+                .iter()
+                .map(|(tool, n)| format!("{tool} {n}"))
+                .collect();
+            out.push_str(&format!(
+                "\nagent host: {} {} ({}) · requested model {} · reported {} · {} turns · {} ms{}{}\n  seal: {}\n  tool calls: {}\n",
+                h.host,
+                h.version,
+                h.binary,
+                h.requested_model,
+                if h.reported_models.is_empty() { "-".to_owned() } else { h.reported_models.join(", ") },
+                h.turns,
+                h.duration_ms,
+                h.cost_usd.map_or(String::new(), |c| format!(" · ${c:.4}")),
+                if h.timed_out { " · TIMED OUT" } else { "" },
+                h.seal.problem.as_deref().unwrap_or("6 observed tools, one MCP server"),
+                if calls.is_empty() { "none".to_owned() } else { calls.join(", ") },
             ));
         }
         out.push_str("\ntargets:                 full-byte behavioral ver rev acc/rej replay\n");

@@ -253,6 +253,11 @@ impl App {
                 }
             }
             RunnerEvent::Snapshot(s) => self.canary = Some(*s),
+            RunnerEvent::Host(progress) => {
+                if let Some(c) = self.canary.as_mut() {
+                    c.host = Some(*progress);
+                }
+            }
             RunnerEvent::Stopped => self.running = None,
         }
     }

@@ -60,6 +60,23 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             return EXIT_USAGE;
         }
     };
+    // A4: the run manifest (written at init) names the agent host the script launches.
+    if let Some((_, Command::AgentHost { host, model, .. })) = commands
+        .iter()
+        .find(|(_, c)| matches!(c, Command::AgentHost { .. }))
+    {
+        let recorded = commands.iter().find_map(|(_, c)| match c {
+            Command::Record { model: Some(m), .. } => Some(m.clone()),
+            _ => None,
+        });
+        if let Err(e) = canary
+            .plan_host(*host, model.as_deref().or(recorded.as_deref()))
+            .await
+        {
+            eprintln!("patchdiff: {e:#}");
+            return EXIT_USAGE;
+        }
+    }
     let _ = writeln!(
         progress,
         "patchdiff canary {} · evidence {}",
@@ -141,6 +158,20 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
             }
             Command::Init { .. } => {
                 init_line.get_or_insert(*line);
+            }
+            Command::AgentHost { host, model, .. } => {
+                // A1: the binary must resolve and the model be known before anything runs.
+                crate::canary::host::resolve_binary(*host)
+                    .map_err(|e| format!("line {line}: {e}"))?;
+                let recorded = commands.iter().any(|(l, c)| {
+                    *l < *line && matches!(c, Command::Record { model: Some(_), .. })
+                });
+                if model.is_none() && !recorded {
+                    return Err(format!(
+                        "line {line}: `agent {}` needs a model: give model=… or `record model=…` before it",
+                        host.as_str()
+                    ));
+                }
             }
             Command::Record { .. } => {
                 if let Some(init) = init_line {

@@ -10,11 +10,14 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 use crate::canary::command::Command;
+use crate::canary::host::HostProgress;
 use crate::canary::{Canary, StepOutcome, TargetRow};
 use crate::telemetry::unix_ms_now;
 
 /// Commands that may wait in the queue while a step runs.
 pub const COMMAND_QUEUE: usize = 16;
+/// How often a running step's agent-host progress is looked at.
+pub const HOST_PROGRESS_INTERVAL: Duration = Duration::from_millis(250);
 /// How long shutdown waits for children to stop before giving up (their owners still kill
 /// them on drop).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -42,6 +45,8 @@ pub struct CanarySnapshot {
     pub targets: Vec<TargetRow>,
     /// Steps run so far, oldest first (at most the last 64).
     pub steps: Vec<StepOutcome>,
+    /// The agent host of this run (A1), while it runs and after.
+    pub host: Option<HostProgress>,
 }
 
 impl CanarySnapshot {
@@ -70,6 +75,7 @@ impl CanarySnapshot {
                 .collect(),
             targets: canary.targets.clone(),
             steps: canary.steps[skip..].to_vec(),
+            host: canary.host_progress.lock().ok().and_then(|p| p.clone()),
         }
     }
 }
@@ -85,6 +91,8 @@ pub enum RunnerEvent {
         output: Option<String>,
     },
     Snapshot(Box<CanarySnapshot>),
+    /// The running agent host's progress changed (turns, last tool call; U1).
+    Host(Box<HostProgress>),
     /// The task stopped every process and ended.
     Stopped,
 }
@@ -127,9 +135,27 @@ pub fn spawn<E: Send + 'static>(
                 _ = shutdown.changed() => break,
             };
             send(RunnerEvent::Started(command.name().to_owned())).await;
-            let outcome = tokio::select! {
-                o = canary.execute(&command) => Some(o),
-                _ = shutdown.changed() => None,
+            let progress = canary.host_progress.clone();
+            let mut last: Option<HostProgress> = None;
+            let mut tick = tokio::time::interval(HOST_PROGRESS_INTERVAL);
+            let outcome = {
+                let step = canary.execute(&command);
+                tokio::pin!(step);
+                loop {
+                    tokio::select! {
+                        o = &mut step => break Some(o),
+                        _ = shutdown.changed() => break None,
+                        _ = tick.tick() => {
+                            let now = progress.lock().ok().and_then(|p| p.clone());
+                            if now.is_some() && now != last {
+                                last.clone_from(&now);
+                                if let Some(p) = now {
+                                    send(RunnerEvent::Host(Box::new(p))).await;
+                                }
+                            }
+                        }
+                    }
+                }
             };
             let Some(outcome) = outcome else { break };
             let output = match (&command, outcome.ok) {

@@ -309,6 +309,33 @@ fn proc_word(app: &App, pid: Option<u64>) -> (Level, String) {
     }
 }
 
+/// The agent host's row (A1, U1): pid, uptime, turns, tool calls, the last tool and its state.
+fn host_line<'a>(app: &App, h: &crate::canary::host::HostProgress, theme: &Theme) -> Line<'a> {
+    let running = matches!(h.state.as_str(), "starting" | "running");
+    let (level, word) = if running {
+        proc_word(app, h.pid.map(u64::from))
+    } else if h.state.starts_with("exit status: 0") {
+        (Level::Ok, h.state.clone())
+    } else {
+        (Level::Limit, h.state.clone())
+    };
+    let calls: u64 = h.tool_calls.values().sum();
+    Line::from(vec![
+        Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+        Span::raw(format!(
+            "{:<9} pid {:<7} up {:>8}  {} turns · {calls} calls · last {}  ",
+            h.host,
+            h.pid.map_or("?".into(), |p| p.to_string()),
+            hms(app.now_ms - h.started_ms),
+            h.turns,
+            h.last_tool
+                .as_deref()
+                .map_or("-", |t| t.strip_prefix("patchdiff_").unwrap_or(t)),
+        )),
+        Span::styled(word, theme.level(level)),
+    ])
+}
+
 fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     let mut out = Vec::new();
     let mcp_kinds: &[&str] = if app.attached.is_some() {
@@ -362,6 +389,9 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
             }
         };
         out.push(line);
+    }
+    if let Some(h) = app.canary.as_ref().and_then(|c| c.host.as_ref()) {
+        out.push(host_line(app, h, theme));
     }
     let w = &app.monitor.worker;
     let (level, word) = match &w.state {

@@ -1,0 +1,354 @@
+//! scripted-model: a model server on loopback that speaks the Anthropic Messages API (streaming
+//! SSE and plain JSON) and plays a canary plan as `tool_use` blocks, so a real agent host CLI
+//! (Claude Code) can run a canary with no network and no model (SPEC A1, issue 9).
+//!
+//! Not a user tool; tests and offline demos run it.
+//!
+//! ```text
+//! scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall]
+//!                [--requests LOG.jsonl]
+//! ```
+//!
+//! It prints `http://ADDR` on the first line of stdout once it listens, then serves until
+//! killed. Each `POST /v1/messages` is answered from the conversation it carries, so the server
+//! keeps no state between requests: the number of `tool_use` blocks already in the history is
+//! the index of the next plan step; `${step.field}` references in that step's arguments are
+//! filled from the `tool_result` blocks in the history (the leading JSON value of each result's
+//! text: a host may append its own reminders after it). Tool names are matched against the
+//! request's `tools` by suffix (`mcp__<server>__<tool>`). After the last step the model ends its
+//! turn with a short text (`finish`), or never answers again (`stall`: a model that never saves,
+//! for timeout tests). A request that offers no tools (a host's side request) gets plain text.
+//! `--requests` appends one JSON line per request (path, offered tool names, message count).
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+use patchdiff::canary::plan::{PlanStep, load_plan, substitute};
+
+#[derive(Clone, Copy, PartialEq)]
+enum AfterPlan {
+    Finish,
+    Stall,
+}
+
+struct Model {
+    plan: Vec<PlanStep>,
+    after: AfterPlan,
+    requests: Option<std::sync::Mutex<std::fs::File>>,
+}
+
+/// What the model says next.
+enum Turn {
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+    },
+    Text(String),
+    Stall,
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall] [--requests LOG.jsonl]"
+    );
+    std::process::exit(2)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let mut args = std::env::args().skip(1);
+    let (mut plan, mut listen, mut after, mut requests) =
+        (None, "127.0.0.1:0".to_owned(), AfterPlan::Finish, None);
+    while let Some(flag) = args.next() {
+        let value = args.next().unwrap_or_else(|| usage());
+        match flag.as_str() {
+            "--plan" => plan = Some(PathBuf::from(value)),
+            "--listen" => listen = value,
+            "--after-plan" => {
+                after = match value.as_str() {
+                    "finish" => AfterPlan::Finish,
+                    "stall" => AfterPlan::Stall,
+                    _ => usage(),
+                }
+            }
+            "--requests" => requests = Some(PathBuf::from(value)),
+            _ => usage(),
+        }
+    }
+    let plan = load_plan(&plan.unwrap_or_else(|| usage())).unwrap_or_else(|e| {
+        eprintln!("scripted-model: {e}");
+        std::process::exit(2)
+    });
+    let requests = requests.map(|p| {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+            .unwrap_or_else(|e| {
+                eprintln!("scripted-model: cannot open {}: {e}", p.display());
+                std::process::exit(2)
+            });
+        std::sync::Mutex::new(file)
+    });
+    let model = Arc::new(Model {
+        plan,
+        after,
+        requests,
+    });
+    let app = Router::new()
+        .route("/v1/messages", post(messages))
+        .route("/v1/messages/count_tokens", post(count_tokens))
+        .fallback(not_found)
+        .with_state(model);
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .unwrap_or_else(|e| {
+            eprintln!("scripted-model: cannot listen on {listen}: {e}");
+            std::process::exit(2)
+        });
+    let addr = listener.local_addr().expect("bound address");
+    println!("http://{addr}");
+    let _ = std::io::stdout().flush();
+    if let Err(e) = axum::serve(listener, app).await {
+        eprintln!("scripted-model: {e}");
+        std::process::exit(1);
+    }
+}
+
+async fn not_found() -> Response {
+    error_response(StatusCode::NOT_FOUND, "not_found_error", "no such endpoint")
+}
+
+async fn count_tokens(body: Bytes) -> Response {
+    // A rough figure is enough: hosts only use it to decide on compaction.
+    let tokens = body.len() / 4 + 1;
+    json_response(json!({ "input_tokens": tokens }))
+}
+
+async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body is not JSON: {e}"),
+            );
+        }
+    };
+    let offered: Vec<String> = request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    let history = request["messages"].as_array().cloned().unwrap_or_default();
+    if let Some(log) = &model.requests
+        && let Ok(mut file) = log.lock()
+    {
+        let line = json!({"path": "/v1/messages", "tools": offered, "messages": history.len()});
+        let _ = writeln!(file, "{line}");
+    }
+    let turn = if offered.is_empty() {
+        Turn::Text("OK".to_owned())
+    } else {
+        next_turn(&model, &history, &offered)
+    };
+    let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
+    let content = match turn {
+        Turn::Stall => std::future::pending::<Value>().await,
+        Turn::Text(text) => json!({"type": "text", "text": text}),
+        Turn::ToolUse { id, name, input } => {
+            json!({"type": "tool_use", "id": id, "name": name, "input": input})
+        }
+    };
+    if request["stream"].as_bool() == Some(true) {
+        sse_response(&model_name, content)
+    } else {
+        let stop = stop_reason(&content);
+        json_response(json!({
+            "id": message_id(), "type": "message", "role": "assistant", "model": model_name,
+            "content": [content], "stop_reason": stop, "stop_sequence": null,
+            "usage": {"input_tokens": 10, "output_tokens": 10},
+        }))
+    }
+}
+
+/// Decides the next turn from the conversation so far.
+fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
+    let mut calls: Vec<String> = Vec::new();
+    let mut results: HashMap<String, Value> = HashMap::new();
+    let mut step_of: HashMap<String, String> = HashMap::new();
+    for message in history {
+        let Some(blocks) = message["content"].as_array() else {
+            continue;
+        };
+        for block in blocks {
+            match block["type"].as_str() {
+                Some("tool_use") => {
+                    let id = block["id"].as_str().unwrap_or_default().to_owned();
+                    if let Some(step) = model.plan.get(calls.len()) {
+                        step_of.insert(id.clone(), step.step.clone());
+                    }
+                    calls.push(id);
+                }
+                Some("tool_result") => {
+                    let id = block["tool_use_id"].as_str().unwrap_or_default();
+                    if let Some(step) = step_of.get(id) {
+                        results.insert(step.clone(), leading_json(&result_text(block)));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    let Some(step) = model.plan.get(calls.len()) else {
+        return match model.after {
+            AfterPlan::Finish => Turn::Text("Every target is edited and saved.".to_owned()),
+            AfterPlan::Stall => Turn::Stall,
+        };
+    };
+    let input = match substitute(&step.args, &results) {
+        Ok(v) => v,
+        Err(e) => return Turn::Text(format!("I cannot continue: step `{}`: {e}", step.step)),
+    };
+    let suffix = format!("__{}", step.tool);
+    let name = offered
+        .iter()
+        .find(|n| n.ends_with(&suffix) || **n == step.tool)
+        .cloned()
+        .unwrap_or_else(|| format!("mcp__patchdiff{suffix}"));
+    Turn::ToolUse {
+        id: format!("toolu_{:04}_{}", calls.len(), sanitize(&step.step)),
+        name,
+        input,
+    }
+}
+
+/// The text of a `tool_result` block (a string, or text blocks).
+fn result_text(block: &Value) -> String {
+    match &block["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// The first JSON value in `text` (hosts may append reminders after it), else the text.
+fn leading_json(text: &str) -> Value {
+    serde_json::Deserializer::from_str(text.trim_start())
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| Value::String(text.to_owned()))
+}
+
+fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
+}
+
+fn message_id() -> String {
+    format!("msg_{}", uuid::Uuid::new_v4().simple())
+}
+
+fn stop_reason(content: &Value) -> &'static str {
+    if content["type"] == "tool_use" {
+        "tool_use"
+    } else {
+        "end_turn"
+    }
+}
+
+/// The Messages streaming events for one content block.
+fn sse_response(model: &str, content: Value) -> Response {
+    let stop = stop_reason(&content);
+    let (start, delta) = if content["type"] == "tool_use" {
+        (
+            json!({"type": "tool_use", "id": content["id"], "name": content["name"], "input": {}}),
+            json!({"type": "input_json_delta", "partial_json": content["input"].to_string()}),
+        )
+    } else {
+        (
+            json!({"type": "text", "text": ""}),
+            json!({"type": "text_delta", "text": content["text"]}),
+        )
+    };
+    let events = [
+        (
+            "message_start",
+            json!({"type": "message_start", "message": {
+                "id": message_id(), "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": 10, "output_tokens": 1},
+            }}),
+        ),
+        (
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": start}),
+        ),
+        (
+            "content_block_delta",
+            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
+        ),
+        (
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": 0}),
+        ),
+        (
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
+                   "usage": {"output_tokens": 10}}),
+        ),
+        ("message_stop", json!({"type": "message_stop"})),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+fn json_response(value: Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        value.to_string(),
+    )
+        .into_response()
+}
+
+fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
+    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}

@@ -1,0 +1,851 @@
+//! Real agent hosts (SPEC A1–A5): the console launches an agent host CLI (Claude Code, Codex)
+//! headless against an observed process the host itself starts from the run's MCP
+//! configuration, seals it, checks the seal from the host's own event stream, and keeps the
+//! stream as evidence.
+//!
+//! The pieces here are pure or process-local: binary resolution, the host's command line and
+//! environment, the host's MCP configuration file, the stream reader ([`StreamState`]) that
+//! turns the host's JSON lines into progress and a [`HostRecord`], the seal check, and
+//! credential redaction. [`super::Canary`] drives them in its `agent claude|codex` step.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::command::Host;
+use crate::mcp::OBSERVED_TOOLS;
+
+/// A2: the one MCP server the sealed host may see, as named in its configuration.
+pub const SERVER_NAME: &str = "patchdiff";
+
+/// A1: the default wall-clock limit of one host run (`timeout=` overrides it).
+pub const DEFAULT_HOST_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// A3: how long the host may take to report its tools (Claude Code's `system`/`init` line)
+/// before the step fails; starting the CLI and its MCP server takes about 1–3 s here.
+pub const SEAL_REPORT_WAIT: Duration = Duration::from_secs(60);
+
+/// After SIGTERM to the host's process group, how long it gets before SIGKILL.
+pub const TERMINATE_GRACE: Duration = Duration::from_secs(3);
+
+/// Environment variables a host receives from the console's environment besides the provider
+/// credentials: what a CLI needs to find itself and its locale, nothing of the checkout.
+const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+
+/// Prefixes of provider variables (credentials, endpoints, model settings) passed through to
+/// the host (A1); their values never reach evidence (A4).
+const PROVIDER_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "CLAUDE_CODE_", "CODEX_"];
+
+impl Host {
+    /// The variable naming the host's executable.
+    pub fn binary_variable(self) -> &'static str {
+        match self {
+            Self::Claude => "PATCHDIFF_CLAUDE_BINARY",
+            Self::Codex => "PATCHDIFF_CODEX_BINARY",
+            Self::Cursor => "PATCHDIFF_CURSOR_BINARY",
+        }
+    }
+
+    /// The executable looked up on `PATH` when the variable is unset.
+    pub fn default_binary(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Cursor => "cursor-agent",
+        }
+    }
+
+    /// How an operator installs the host.
+    fn install_hint(self) -> &'static str {
+        match self {
+            Self::Claude => "npm install -g @anthropic-ai/claude-code",
+            Self::Codex => "npm install -g @openai/codex",
+            Self::Cursor => "Cursor's agent CLI",
+        }
+    }
+
+    /// The six observed tools as this host names them to the model.
+    pub fn sealed_tool_names(self) -> Vec<String> {
+        OBSERVED_TOOLS
+            .iter()
+            .map(|t| match self {
+                Self::Claude => format!("mcp__{SERVER_NAME}__{t}"),
+                Self::Codex | Self::Cursor => (*t).to_owned(),
+            })
+            .collect()
+    }
+}
+
+/// Resolves the host's executable once (A1): `PATCHDIFF_<HOST>_BINARY` (an absolute path, or a
+/// name on `PATH`), else the host's usual name on `PATH`. The result is absolute and executable.
+///
+/// Errors name the variable, the value and what is accepted.
+pub fn resolve_binary(host: Host) -> anyhow::Result<PathBuf> {
+    let variable = host.binary_variable();
+    let (value, from_variable) = match std::env::var(variable) {
+        Ok(v) if !v.trim().is_empty() => (v, true),
+        _ => (host.default_binary().to_owned(), false),
+    };
+    let found = find_executable(Path::new(&value));
+    found.ok_or_else(|| {
+        if from_variable {
+            anyhow::anyhow!(
+                "{variable}={value:?} is not an executable file (accepted: an absolute path to \
+                 the {} CLI, or a name found on PATH)",
+                host.as_str()
+            )
+        } else {
+            anyhow::anyhow!(
+                "the {} CLI `{value}` is not on PATH; install it ({}) or set {variable} to its \
+                 executable",
+                host.as_str(),
+                host.install_hint()
+            )
+        }
+    })
+}
+
+/// An absolute, executable regular file for `name` (a path, or a bare name looked up on PATH).
+fn find_executable(name: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let is_exec = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.components().count() > 1 || name.is_absolute() {
+        let p = std::path::absolute(name).ok()?;
+        return is_exec(&p).then_some(p);
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_absolute() && is_exec(p))
+    })
+}
+
+/// The host CLI's own version line (`claude --version`), or why it could not be read.
+pub async fn host_version(binary: &Path) -> String {
+    let run = tokio::process::Command::new(binary)
+        .arg("--version")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(Duration::from_secs(20), run).await {
+        Ok(Ok(out)) if out.status.success() => String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        Ok(Ok(out)) => format!("unknown (--version exited {})", out.status),
+        Ok(Err(e)) => format!("unknown (--version: {e})"),
+        Err(_) => "unknown (--version did not answer in 20 s)".to_owned(),
+    }
+}
+
+/// Provider credentials and settings passed to the host: every variable of the console's
+/// environment with a provider prefix.
+pub fn provider_env() -> Vec<(String, String)> {
+    std::env::vars()
+        .filter(|(k, _)| PROVIDER_PREFIXES.iter().any(|p| k.starts_with(p)))
+        .collect()
+}
+
+/// Replaces every credential value (a provider variable whose name says it is a key, token,
+/// secret or password, 6 bytes or longer) in `text` with `[redacted:NAME]` (A4).
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    secrets: Vec<(String, String)>,
+}
+
+impl Redactor {
+    /// Collects the secret values of `env`.
+    pub fn new(env: &[(String, String)]) -> Self {
+        let mut secrets: Vec<(String, String)> = env
+            .iter()
+            .filter(|(k, v)| {
+                let k = k.to_ascii_uppercase();
+                v.len() >= 6
+                    && ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
+                        .iter()
+                        .any(|w| k.contains(w))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
+        Self { secrets }
+    }
+
+    /// `text` with every secret value replaced.
+    pub fn redact(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for (name, value) in &self.secrets {
+            if out.contains(value.as_str()) {
+                out = out.replace(value.as_str(), &format!("[redacted:{name}]"));
+            }
+        }
+        out
+    }
+}
+
+/// The host's MCP configuration for the observed process: Claude Code's `--mcp-config` JSON.
+pub fn claude_mcp_config(exe: &str, env: &[(String, String)]) -> Value {
+    let env: serde_json::Map<String, Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": exe, "args": ["mcp"], "env": env}}})
+}
+
+/// Claude Code settings that allow exactly the six observed tools and deny the native ones
+/// (A2); printed next to the MCP configuration, passed with `--settings` when launched.
+pub fn claude_settings() -> Value {
+    json!({
+        "permissions": {
+            "allow": Host::Claude.sealed_tool_names(),
+            "deny": ["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "Read", "Glob", "Grep",
+                     "WebFetch", "WebSearch", "Task", "TodoWrite"],
+        },
+        "enableAllProjectMcpServers": false,
+    })
+}
+
+/// What the step asks of the host.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HostRun {
+    pub host: Host,
+    pub binary: PathBuf,
+    pub model: String,
+    pub max_turns: Option<u32>,
+    pub timeout: Duration,
+}
+
+/// Files and directories of one host run, all inside the run directory except `home`.
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    /// The sealed working directory: holds only `agent-brief.md` (A2).
+    pub workdir: PathBuf,
+    /// The MCP configuration the host is given.
+    pub mcp_config: PathBuf,
+    /// The host settings (tool permissions) the host is given.
+    pub settings: PathBuf,
+    /// `HOME` and the host's configuration directory: private, outside the evidence, removed
+    /// after the run (the host may keep credential-derived state there).
+    pub home: PathBuf,
+}
+
+/// The command line of a headless sealed host run (A1, A2). `prompt` is the agent brief.
+pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> {
+    match run.host {
+        Host::Claude => {
+            let mut args = vec![
+                "-p".to_owned(),
+                prompt.to_owned(),
+                "--model".into(),
+                run.model.clone(),
+                "--output-format".into(),
+                "stream-json".into(),
+                "--verbose".into(),
+                // A2: no other MCP server, no native tool, only the six allowed.
+                "--strict-mcp-config".into(),
+                "--mcp-config".into(),
+                paths.mcp_config.display().to_string(),
+                "--settings".into(),
+                paths.settings.display().to_string(),
+                "--setting-sources".into(),
+                "".into(),
+                "--tools".into(),
+                "".into(),
+                "--allowedTools".into(),
+                Host::Claude.sealed_tool_names().join(","),
+            ];
+            if let Some(n) = run.max_turns {
+                args.extend(["--max-turns".into(), n.to_string()]);
+            }
+            args
+        }
+        Host::Codex | Host::Cursor => {
+            let mut args = vec![
+                "exec".to_owned(),
+                "--json".into(),
+                "--model".into(),
+                run.model.clone(),
+                "--skip-git-repo-check".into(),
+                "--sandbox".into(),
+                "read-only".into(),
+                "--cd".into(),
+                paths.workdir.display().to_string(),
+            ];
+            for (key, value) in codex_overrides() {
+                args.extend(["-c".into(), format!("{key}={value}")]);
+            }
+            args.push(prompt.to_owned());
+            args
+        }
+    }
+}
+
+/// Codex `-c` overrides that seal it (A2): the observed tools of our server only, no web
+/// search, no shell or patch tools, no approval prompts (a headless run cannot answer them).
+fn codex_overrides() -> Vec<(String, String)> {
+    let tools = OBSERVED_TOOLS
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(",");
+    vec![
+        (
+            format!("mcp_servers.{SERVER_NAME}.enabled_tools"),
+            format!("[{tools}]"),
+        ),
+        ("tools.web_search".into(), "false".into()),
+        ("features.shell_tool".into(), "false".into()),
+        ("features.apply_patch_freeform".into(), "false".into()),
+        ("approval_policy".into(), "\"never\"".into()),
+    ]
+}
+
+/// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables and a
+/// private `HOME` (A2: no user settings, hooks or memory files of the operator reach the host).
+pub fn host_env(
+    host: Host,
+    paths: &HostPaths,
+    provider: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = PASSED_ENV
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect();
+    env.extend(provider.iter().cloned());
+    env.push(("HOME".into(), paths.home.display().to_string()));
+    match host {
+        Host::Claude => {
+            env.push((
+                "CLAUDE_CONFIG_DIR".into(),
+                paths.home.join(".claude").display().to_string(),
+            ));
+            env.push((
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ));
+            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+            env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
+        }
+        Host::Codex | Host::Cursor => {
+            env.push((
+                "CODEX_HOME".into(),
+                paths.home.join(".codex").display().to_string(),
+            ));
+        }
+    }
+    env
+}
+
+/// Live progress of a host run, shared with the console while the step runs (U1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostProgress {
+    pub host: String,
+    pub pid: Option<u32>,
+    /// Unix ms when the host was started.
+    pub started_ms: f64,
+    /// Model turns so far (assistant messages).
+    pub turns: u64,
+    /// Tool calls so far, by tool name.
+    pub tool_calls: BTreeMap<String, u64>,
+    pub last_tool: Option<String>,
+    /// `running`, `sealed`, or how it ended (`exited 0`, `timed out`, `seal broken`, …).
+    pub state: String,
+}
+
+/// The shared progress cell: the step writes, the console reads.
+pub type SharedProgress = Arc<Mutex<Option<HostProgress>>>;
+
+/// What the host's stream said about its seal (A3).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SealReport {
+    /// Tools the host offers the model, as it listed them.
+    pub tools: Vec<String>,
+    /// MCP servers the host connected, `name: status`.
+    pub mcp_servers: Vec<String>,
+    /// Why the seal does not hold; `None` when it does.
+    pub problem: Option<String>,
+}
+
+/// A4: the record of one host run (`agent.<host>.json` in the evidence, and the report).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct HostRecord {
+    pub host: String,
+    pub binary: String,
+    pub version: String,
+    pub requested_model: String,
+    /// Models the host reported using (its init line and usage by model).
+    pub reported_models: Vec<String>,
+    pub max_turns: Option<u32>,
+    pub timeout_s: u64,
+    pub session_id: Option<String>,
+    pub seal: SealReport,
+    pub turns: u64,
+    pub tool_calls: BTreeMap<String, u64>,
+    /// The host's usage figures as it reported them (tokens), when it did.
+    pub usage: Value,
+    pub cost_usd: Option<f64>,
+    /// The host's own duration figure, when it gave one.
+    pub host_duration_ms: Option<u64>,
+    /// Wall-clock duration of the step's host run.
+    pub duration_ms: u64,
+    /// The host's final result line: `success`, `error_max_turns`, …
+    pub result: Option<String>,
+    pub exit: String,
+    pub timed_out: bool,
+    /// Names (never values) of the provider variables the host received.
+    pub provider_variables: Vec<String>,
+}
+
+/// Reads a host's JSON event stream line by line (A3, A4).
+#[derive(Debug, Default)]
+pub struct StreamState {
+    pub host: Option<Host>,
+    pub seal: Option<SealReport>,
+    pub turns: u64,
+    message_ids: std::collections::BTreeSet<String>,
+    pub tool_calls: BTreeMap<String, u64>,
+    pub last_tool: Option<String>,
+    pub session_id: Option<String>,
+    pub reported_models: Vec<String>,
+    pub usage: Value,
+    pub cost_usd: Option<f64>,
+    pub host_duration_ms: Option<u64>,
+    pub result: Option<String>,
+    pub result_is_error: bool,
+    /// A tool call outside the six (A3 for hosts that do not list their tools up front).
+    pub foreign_call: Option<String>,
+}
+
+impl StreamState {
+    pub fn new(host: Host) -> Self {
+        Self {
+            host: Some(host),
+            usage: Value::Null,
+            ..Self::default()
+        }
+    }
+
+    /// Takes one line of the host's stream. Lines that are not JSON objects are ignored (a host
+    /// may print notices); they are still kept in the evidence by the caller.
+    pub fn observe(&mut self, line: &str) {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            return;
+        };
+        match self.host {
+            Some(Host::Claude) => self.observe_claude(&event),
+            Some(Host::Codex) | Some(Host::Cursor) => self.observe_codex(&event),
+            None => {}
+        }
+    }
+
+    fn note_model(&mut self, model: &str) {
+        if !model.is_empty() && !self.reported_models.iter().any(|m| m == model) {
+            self.reported_models.push(model.to_owned());
+        }
+    }
+
+    fn note_tool(&mut self, name: &str) {
+        let short = name
+            .strip_prefix(&format!("mcp__{SERVER_NAME}__"))
+            .unwrap_or(name)
+            .to_owned();
+        *self.tool_calls.entry(short.clone()).or_default() += 1;
+        self.last_tool = Some(short);
+    }
+
+    fn observe_claude(&mut self, event: &Value) {
+        match event["type"].as_str() {
+            Some("system") if event["subtype"] == "init" => {
+                let tools = strings(&event["tools"]);
+                let servers: Vec<(String, String)> = event["mcp_servers"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|s| {
+                                (
+                                    s["name"].as_str().unwrap_or("?").to_owned(),
+                                    s["status"].as_str().unwrap_or("?").to_owned(),
+                                )
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                self.session_id = event["session_id"].as_str().map(str::to_owned);
+                if let Some(m) = event["model"].as_str() {
+                    self.note_model(m);
+                }
+                self.seal = Some(check_seal(Host::Claude, &tools, &servers));
+            }
+            Some("assistant") => {
+                let message = &event["message"];
+                let id = message["id"].as_str().unwrap_or_default().to_owned();
+                if self.message_ids.insert(id) {
+                    self.turns += 1;
+                }
+                if let Some(m) = message["model"].as_str() {
+                    self.note_model(m);
+                }
+                for block in message["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "tool_use"
+                        && let Some(name) = block["name"].as_str()
+                    {
+                        self.note_tool(name);
+                    }
+                }
+            }
+            Some("result") => {
+                self.result = event["subtype"].as_str().map(str::to_owned);
+                self.result_is_error = event["is_error"].as_bool().unwrap_or(false);
+                if let Some(n) = event["num_turns"].as_u64() {
+                    self.turns = self.turns.max(n);
+                }
+                self.usage = event["usage"].clone();
+                self.cost_usd = event["total_cost_usd"].as_f64();
+                self.host_duration_ms = event["duration_ms"].as_u64();
+                if let Some(models) = event["modelUsage"].as_object() {
+                    for m in models.keys() {
+                        self.note_model(m);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Codex `exec --json`: `thread.started`, `turn.started`, `item.started|completed` (items of
+    /// type `mcp_tool_call`, `agent_message`, `command_execution`, …), `turn.completed` with
+    /// usage, `turn.failed`, `error`. Codex lists no tools up front, so its seal is judged
+    /// call by call: any item that is not a message, reasoning or one of our six tools breaks it.
+    fn observe_codex(&mut self, event: &Value) {
+        match event["type"].as_str() {
+            Some("thread.started") => {
+                self.session_id = event["thread_id"].as_str().map(str::to_owned);
+                self.seal.get_or_insert_with(|| SealReport {
+                    tools: Host::Codex.sealed_tool_names(),
+                    mcp_servers: vec![format!("{SERVER_NAME}: configured")],
+                    problem: None,
+                });
+            }
+            Some("turn.started") => self.turns += 1,
+            Some("item.started") => {
+                let item = &event["item"];
+                match item["type"].as_str() {
+                    Some("mcp_tool_call") => {
+                        let server = item["server"].as_str().unwrap_or_default();
+                        let tool = item["tool"].as_str().unwrap_or_default();
+                        if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
+                            self.foreign_call = Some(format!("{server}/{tool}"));
+                        }
+                        self.note_tool(tool);
+                    }
+                    Some("agent_message") | Some("reasoning") | Some("todo_list") | None => {}
+                    Some(other) => self.foreign_call = Some(other.to_owned()),
+                }
+            }
+            Some("turn.completed") => self.usage = event["usage"].clone(),
+            Some("turn.failed") | Some("error") => {
+                self.result_is_error = true;
+                self.result = Some(
+                    event["error"]["message"]
+                        .as_str()
+                        .or(event["message"].as_str())
+                        .unwrap_or("error")
+                        .to_owned(),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A3: the host's tools must be exactly the six observed tools of our one server, and that
+/// server its only MCP server, connected.
+pub fn check_seal(host: Host, tools: &[String], servers: &[(String, String)]) -> SealReport {
+    let mut expected = host.sealed_tool_names();
+    expected.sort();
+    let mut seen = tools.to_vec();
+    seen.sort();
+    let extra: Vec<&String> = seen.iter().filter(|t| !expected.contains(t)).collect();
+    let missing: Vec<&String> = expected.iter().filter(|t| !seen.contains(t)).collect();
+    let mut problems = Vec::new();
+    if !extra.is_empty() {
+        problems.push(format!(
+            "the host offers tools outside the six: {}",
+            join(&extra)
+        ));
+    }
+    if !missing.is_empty() {
+        problems.push(format!(
+            "the host does not offer observed tools: {}",
+            join(&missing)
+        ));
+    }
+    let others: Vec<&String> = servers
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| *n != SERVER_NAME)
+        .collect();
+    if !others.is_empty() {
+        problems.push(format!(
+            "other MCP servers are connected: {}",
+            join(&others)
+        ));
+    }
+    match servers.iter().find(|(n, _)| n == SERVER_NAME) {
+        None => problems.push(format!("the `{SERVER_NAME}` MCP server is not listed")),
+        Some((_, status)) if status != "connected" => problems.push(format!(
+            "the `{SERVER_NAME}` MCP server is {status}, not connected"
+        )),
+        Some(_) => {}
+    }
+    SealReport {
+        tools: tools.to_vec(),
+        mcp_servers: servers.iter().map(|(n, s)| format!("{n}: {s}")).collect(),
+        problem: (!problems.is_empty()).then(|| problems.join("; ")),
+    }
+}
+
+fn join(items: &[&String]) -> String {
+    items
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The tools a `tools/list` result in an MCP wire log offered, newest last (C3 on the process
+/// the host started). Accepts records whose `message` is the parsed JSON-RPC message or the
+/// exact wire text of it.
+pub fn listed_tools_in_wire_log(log: &str) -> Option<Vec<String>> {
+    let mut last = None;
+    for line in log.lines() {
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let message = match &record["message"] {
+            Value::String(s) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
+            other => other.clone(),
+        };
+        if let Some(tools) = message["result"]["tools"].as_array() {
+            last = Some(
+                tools
+                    .iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect(),
+            );
+        }
+    }
+    last
+}
+
+/// The pid of the newest process that wrote perf events to `text` (the host-started observed
+/// process writes its own file, so any pid there is one the host started).
+pub fn newest_pid(perf_events: &str) -> Option<u32> {
+    perf_events
+        .lines()
+        .rev()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|v| v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn init_line(tools: &[&str], servers: &[(&str, &str)]) -> String {
+        json!({
+            "type": "system", "subtype": "init", "session_id": "s-1", "model": "claude-x",
+            "tools": tools,
+            "mcp_servers": servers.iter().map(|(n, s)| json!({"name": n, "status": s})).collect::<Vec<_>>(),
+        })
+        .to_string()
+    }
+
+    fn six() -> Vec<String> {
+        Host::Claude.sealed_tool_names()
+    }
+
+    #[test]
+    fn the_seal_holds_for_exactly_the_six_tools_of_one_connected_server() {
+        let tools = six();
+        let names: Vec<&str> = tools.iter().map(String::as_str).collect();
+        let mut state = StreamState::new(Host::Claude);
+        state.observe(&init_line(&names, &[("patchdiff", "connected")]));
+        let seal = state.seal.expect("init seen");
+        assert_eq!(seal.problem, None);
+        assert_eq!(seal.tools.len(), 6);
+        assert_eq!(state.session_id.as_deref(), Some("s-1"));
+    }
+
+    #[test]
+    fn a_native_tool_a_missing_tool_or_another_server_breaks_the_seal() {
+        let mut tools: Vec<String> = six();
+        tools.push("Bash".into());
+        let seal = check_seal(
+            Host::Claude,
+            &tools,
+            &[("patchdiff".into(), "connected".into())],
+        );
+        assert!(
+            seal.problem.as_deref().unwrap().contains("Bash"),
+            "{seal:?}"
+        );
+
+        let five = &six()[1..];
+        let seal = check_seal(
+            Host::Claude,
+            five,
+            &[("patchdiff".into(), "connected".into())],
+        );
+        let problem = seal.problem.unwrap();
+        assert!(problem.contains(&six()[0]), "{problem}");
+
+        let seal = check_seal(
+            Host::Claude,
+            &six(),
+            &[
+                ("patchdiff".into(), "connected".into()),
+                ("github".into(), "connected".into()),
+            ],
+        );
+        assert!(seal.problem.unwrap().contains("github"));
+
+        let seal = check_seal(
+            Host::Claude,
+            &six(),
+            &[("patchdiff".into(), "failed".into())],
+        );
+        assert!(seal.problem.unwrap().contains("failed, not connected"));
+    }
+
+    #[test]
+    fn tool_calls_turns_and_the_result_are_counted_from_the_stream() {
+        let mut state = StreamState::new(Host::Claude);
+        let assistant = |id: &str, tool: &str| {
+            json!({"type": "assistant", "message": {"id": id, "model": "claude-x", "content": [
+                {"type": "tool_use", "id": "t", "name": format!("mcp__patchdiff__{tool}"), "input": {}}
+            ]}})
+            .to_string()
+        };
+        state.observe(&assistant("m1", "patchdiff_read_target"));
+        // Claude Code may repeat a message id for a second content block of the same turn.
+        state.observe(&assistant("m1", "patchdiff_observe_scope"));
+        state.observe(&assistant("m2", "patchdiff_read_target"));
+        state.observe("not json at all");
+        assert_eq!(state.turns, 2);
+        assert_eq!(state.tool_calls["patchdiff_read_target"], 2);
+        assert_eq!(state.last_tool.as_deref(), Some("patchdiff_read_target"));
+        state.observe(
+            &json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 3,
+                    "duration_ms": 2100, "total_cost_usd": 0.25,
+                    "usage": {"input_tokens": 40, "output_tokens": 7},
+                    "modelUsage": {"claude-y": {}}})
+            .to_string(),
+        );
+        assert_eq!(state.turns, 3);
+        assert_eq!(state.result.as_deref(), Some("success"));
+        assert_eq!(state.cost_usd, Some(0.25));
+        assert_eq!(state.host_duration_ms, Some(2100));
+        assert_eq!(state.usage["output_tokens"], 7);
+        assert_eq!(state.reported_models, ["claude-x", "claude-y"]);
+    }
+
+    #[test]
+    fn codex_items_outside_the_six_break_the_seal() {
+        let mut state = StreamState::new(Host::Codex);
+        state.observe(r#"{"type":"thread.started","thread_id":"th-1"}"#);
+        state.observe(r#"{"type":"turn.started"}"#);
+        state.observe(
+            r#"{"type":"item.started","item":{"type":"mcp_tool_call","server":"patchdiff","tool":"patchdiff_read_target"}}"#,
+        );
+        assert_eq!(state.foreign_call, None);
+        assert_eq!(state.tool_calls["patchdiff_read_target"], 1);
+        state.observe(
+            r#"{"type":"item.started","item":{"type":"command_execution","command":"cat x"}}"#,
+        );
+        assert_eq!(state.foreign_call.as_deref(), Some("command_execution"));
+        assert_eq!(state.session_id.as_deref(), Some("th-1"));
+        assert_eq!(state.turns, 1);
+    }
+
+    #[test]
+    fn credentials_are_redacted_longest_first_and_short_values_kept() {
+        let env = vec![
+            (
+                "ANTHROPIC_API_KEY".to_owned(),
+                "sk-ant-SECRET-1234".to_owned(),
+            ),
+            ("ANTHROPIC_AUTH_TOKEN".to_owned(), "SECRET".to_owned()),
+            (
+                "ANTHROPIC_BASE_URL".to_owned(),
+                "http://127.0.0.1:9".to_owned(),
+            ),
+            ("OPENAI_API_KEY".to_owned(), "abc".to_owned()),
+        ];
+        let r = Redactor::new(&env);
+        let out = r.redact("key=sk-ant-SECRET-1234 token=SECRET url=http://127.0.0.1:9 abc");
+        assert_eq!(
+            out,
+            "key=[redacted:ANTHROPIC_API_KEY] token=[redacted:ANTHROPIC_AUTH_TOKEN] url=http://127.0.0.1:9 abc"
+        );
+    }
+
+    #[test]
+    fn the_wire_log_tools_list_is_read_from_parsed_or_exact_records() {
+        let result =
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "a"}, {"name": "b"}]}});
+        let parsed = json!({"direction": "result", "message": result}).to_string();
+        let exact = json!({"direction": "result", "message": result.to_string()}).to_string();
+        assert_eq!(listed_tools_in_wire_log(&parsed).unwrap(), ["a", "b"]);
+        assert_eq!(listed_tools_in_wire_log(&exact).unwrap(), ["a", "b"]);
+        assert_eq!(listed_tools_in_wire_log("{}\nnot json"), None);
+    }
+
+    #[test]
+    fn a_claude_run_is_sealed_on_its_command_line() {
+        let run = HostRun {
+            host: Host::Claude,
+            binary: "/bin/claude".into(),
+            model: "m".into(),
+            max_turns: Some(7),
+            timeout: DEFAULT_HOST_TIMEOUT,
+        };
+        let paths = HostPaths {
+            workdir: "/r/agent-workdir".into(),
+            mcp_config: "/r/agent.claude.mcp.json".into(),
+            settings: "/r/agent.claude.settings.json".into(),
+            home: "/tmp/h".into(),
+        };
+        let args = host_args(&run, &paths, "brief");
+        let after = |flag: &str| {
+            let i = args.iter().position(|a| a == flag).expect(flag);
+            args[i + 1].clone()
+        };
+        assert!(args.contains(&"--strict-mcp-config".to_owned()));
+        assert_eq!(after("--tools"), "");
+        assert_eq!(after("--max-turns"), "7");
+        assert_eq!(after("--mcp-config"), "/r/agent.claude.mcp.json");
+        assert_eq!(after("--allowedTools").split(',').count(), 6);
+    }
+}

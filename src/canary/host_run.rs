@@ -1,0 +1,495 @@
+//! The `agent claude|codex` step (SPEC A1–A4): launch the host CLI headless and sealed, check
+//! the seal from its stream, preflight the observed process it started, keep its stream as
+//! evidence, and stop its whole process group at the timeout.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use super::command::{Host, ProcessKind};
+use super::host::{
+    self, HostPaths, HostProgress, HostRecord, HostRun, Redactor, SEAL_REPORT_WAIT, StreamState,
+    TERMINATE_GRACE,
+};
+use super::{Canary, READINESS_WAIT, WorkerReadiness, client, worker_readiness};
+use crate::evidence::{create_private_dir, open_append_private, write_new_private};
+use crate::telemetry::unix_ms_now;
+
+/// The evidence name of the observed process an agent host starts.
+pub const HOST_OBSERVED: &str = "host-observed";
+
+/// How the host run ended, before it is judged.
+enum Ending {
+    /// The stream closed and the host exited.
+    Exited,
+    TimedOut,
+    /// The step stopped the host: the seal or the preflight did not hold.
+    Refused(String),
+}
+
+impl Canary {
+    /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
+    /// Errors as [`host::resolve_binary`].
+    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) -> anyhow::Result<()> {
+        let binary = host::resolve_binary(host)?;
+        let version = host::host_version(&binary).await;
+        let model = model.or(self.identity.model.as_deref());
+        self.planned_host = Some(json!({
+            "host": host.as_str(), "binary": binary, "version": version, "requested_model": model,
+        }));
+        Ok(())
+    }
+
+    /// The observed process's environment as the host is to start it: the console's observed
+    /// configuration, with its own perf events and wire log in the run directory (E1) and the
+    /// resolved Node binary (P1).
+    pub(super) fn host_observed_env(&self) -> Vec<(String, String)> {
+        let mut env = self.launch_spec(ProcessKind::Observed).env;
+        env.retain(|(k, _)| {
+            k != "PATCHDIFF_PERF_EVENTS"
+                && k != "PATCHDIFF_EVIDENCE_WIRE_LOG"
+                && k != "PATCHDIFF_NODE_BINARY"
+        });
+        let node = crate::waymark::WaymarkConfig::from_env(
+            crate::waymark::WaymarkConfig::default_script_dir(),
+            std::env::temp_dir(),
+        )
+        .ok()
+        .map(|c| c.node_binary);
+        let extra = client::host_env(
+            &self.database_path(),
+            &self.run.perf_events(HOST_OBSERVED),
+            &self.run.wire_log(HOST_OBSERVED),
+            node.as_deref(),
+        );
+        for (k, v) in extra {
+            if !env.iter().any(|(ek, _)| *ek == k) {
+                env.push((k, v));
+            }
+        }
+        env
+    }
+
+    pub(super) async fn agent_host(
+        &mut self,
+        host: Host,
+        model: Option<String>,
+        max_turns: Option<u32>,
+        timeout: Duration,
+    ) -> anyhow::Result<String> {
+        if host == Host::Cursor {
+            anyhow::bail!("cursor has no headless mode here; `agent` launches claude or codex");
+        }
+        if !self.initialized {
+            anyhow::bail!("run `init` first: the agent works on the five initialized targets");
+        }
+        if self.host_record.is_some() {
+            anyhow::bail!("an agent host already ran in this run; a run is one canary (C7)");
+        }
+        let name = host.as_str();
+        let model = model
+            .or_else(|| self.identity.model.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "agent {name}: no model: give model=… or run `record model=…` first"
+                )
+            })?;
+        let binary = host::resolve_binary(host)?;
+        // C3 for what the console can check before the host exists: fresh targets.
+        self.check_targets_fresh().await?;
+        let version = host::host_version(&binary).await;
+
+        // A2: a fresh working directory holding only the brief; configuration files beside it.
+        let brief_path = self.write_agent_brief()?;
+        let brief = std::fs::read_to_string(&brief_path)?;
+        let workdir = self.run.path.join("agent-workdir");
+        if workdir.exists() {
+            anyhow::bail!(
+                "{} already exists; one agent host per run",
+                workdir.display()
+            );
+        }
+        create_private_dir(&workdir)?;
+        write_new_private(&workdir.join("agent-brief.md"), brief.as_bytes())?;
+        let home = tempfile::Builder::new()
+            .prefix("patchdiff-host-")
+            .tempdir()?;
+        let paths = HostPaths {
+            workdir,
+            mcp_config: self.run.path.join(format!("agent.{name}.mcp.json")),
+            settings: self.run.path.join(format!("agent.{name}.settings.json")),
+            home: home.path().to_owned(),
+        };
+        let exe = self.options.exe.display().to_string();
+        let observed_env = self.host_observed_env();
+        match host {
+            Host::Claude => {
+                let config = host::claude_mcp_config(&exe, &observed_env);
+                write_new_private(&paths.mcp_config, &serde_json::to_vec_pretty(&config)?)?;
+                let settings = serde_json::to_vec_pretty(&host::claude_settings())?;
+                write_new_private(&paths.settings, &settings)?;
+            }
+            Host::Codex | Host::Cursor => {
+                let codex_home = paths.home.join(".codex");
+                create_private_dir(&codex_home)?;
+                let text = super::host_config_text(Some(Host::Codex), &exe, &observed_env);
+                let body: String = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
+                write_new_private(&paths.mcp_config, body.as_bytes())?;
+            }
+        }
+
+        let run = HostRun {
+            host,
+            binary: binary.clone(),
+            model: model.clone(),
+            max_turns,
+            timeout,
+        };
+        let provider = host::provider_env();
+        let redactor = Redactor::new(&provider);
+        let mut command = tokio::process::Command::new(&binary);
+        command
+            .args(host::host_args(&run, &paths, &brief))
+            .current_dir(&paths.workdir)
+            .env_clear()
+            .envs(host::host_env(host, &paths, &provider))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0) // A1: the whole group stops at the timeout
+            .kill_on_drop(true);
+        let started = Instant::now();
+        let mut child = command
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
+        let pid = child.id();
+        let stream_log = open_append_private(&self.run.path.join(format!("agent.{name}.jsonl")))?;
+        let stderr_log =
+            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
+        let stderr_task = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(copy_redacted(stderr, stderr_log, redactor.clone())));
+        self.set_progress(HostProgress {
+            host: name.to_owned(),
+            pid,
+            started_ms: unix_ms_now(),
+            state: "starting".into(),
+            ..HostProgress::default()
+        });
+
+        let mut state = StreamState::new(host);
+        let ending = self
+            .follow_stream(
+                &mut child, &mut state, stream_log, &redactor, started, timeout,
+            )
+            .await;
+        let exit = match &ending {
+            Ending::Exited => {
+                let remaining = timeout.saturating_sub(started.elapsed());
+                match tokio::time::timeout(remaining, child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    Ok(Err(e)) => format!("wait failed: {e}"),
+                    Err(_) => "did not exit".to_owned(),
+                }
+            }
+            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
+        };
+        // Whatever happened, nothing of the host's group outlives the step.
+        let stopped = stop_group(&mut child, pid).await;
+        if let Some(task) = stderr_task {
+            let _ = task.await;
+        }
+        let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
+        let record = HostRecord {
+            host: name.to_owned(),
+            binary: binary.display().to_string(),
+            version,
+            requested_model: model,
+            reported_models: state.reported_models.clone(),
+            max_turns,
+            timeout_s: timeout.as_secs(),
+            session_id: state.session_id.clone(),
+            seal: state.seal.clone().unwrap_or_default(),
+            turns: state.turns,
+            tool_calls: state.tool_calls.clone(),
+            usage: state.usage.clone(),
+            cost_usd: state.cost_usd,
+            host_duration_ms: state.host_duration_ms,
+            duration_ms: started.elapsed().as_millis() as u64,
+            result: state.result.clone(),
+            exit: if stopped.is_empty() {
+                exit.clone()
+            } else {
+                format!("{exit} ({stopped})")
+            },
+            timed_out,
+            provider_variables: provider.iter().map(|(k, _)| k.clone()).collect(),
+        };
+        write_new_private(
+            &self.run.path.join(format!("agent.{name}.json")),
+            &serde_json::to_vec_pretty(&record)?,
+        )?;
+        let calls: u64 = record.tool_calls.values().sum();
+        let verdict = match &ending {
+            Ending::TimedOut => Err(format!(
+                "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
+                timeout.as_secs(),
+                pid.map_or("?".into(), |p| p.to_string()),
+                record.turns
+            )),
+            Ending::Refused(why) => Err(why.clone()),
+            Ending::Exited if timed_out => Err(format!(
+                "closed its stream but did not exit within the timeout of {} s",
+                timeout.as_secs()
+            )),
+            Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
+                Err(format!(
+                    "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
+                    record.result.as_deref().unwrap_or("none")
+                ))
+            }
+            Ending::Exited => Ok(()),
+        };
+        self.finish_progress(match &verdict {
+            Ok(()) => exit.clone(),
+            Err(_) if timed_out => "timed out".into(),
+            Err(_) => "failed".into(),
+        });
+        self.host_record = Some(record);
+        drop(home);
+        let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
+        match verdict {
+            Ok(()) => Ok(format!(
+                "{name} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
+                self.host_record.as_ref().map_or("", |r| r.version.as_str()),
+                self.host_record
+                    .as_ref()
+                    .and_then(|r| r.reported_models.first().cloned())
+                    .unwrap_or_else(|| run.model.clone()),
+                self.host_record.as_ref().map_or(0, |r| r.turns),
+                self.host_record
+                    .as_ref()
+                    .and_then(|r| r.cost_usd)
+                    .map_or(String::new(), |c| format!(" · ${c:.4}")),
+                started.elapsed().as_secs_f64()
+            )),
+            Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
+        }
+    }
+
+    /// Reads the host's stream to its end, the timeout, or a refusal: each line is kept
+    /// (redacted) as evidence and fed to `state`; the seal is checked as soon as the host
+    /// reports it, then the observed process it started is preflighted.
+    async fn follow_stream(
+        &self,
+        child: &mut tokio::process::Child,
+        state: &mut StreamState,
+        mut log: std::fs::File,
+        redactor: &Redactor,
+        started: Instant,
+        timeout: Duration,
+    ) -> Ending {
+        use std::io::Write;
+        let Some(stdout) = child.stdout.take() else {
+            return Ending::Refused("the host's stdout is not a pipe".into());
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        let deadline = tokio::time::Instant::from_std(started + timeout);
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut sealed_at: Option<Instant> = None;
+        let mut preflighted = false;
+        loop {
+            tokio::select! {
+                line = lines.next_line() => match line {
+                    Ok(Some(line)) => {
+                        let _ = writeln!(log, "{}", redactor.redact(&line));
+                        state.observe(&line);
+                        self.update_progress(state, if preflighted { "running" } else { "starting" });
+                        if let Some(call) = &state.foreign_call {
+                            return Ending::Refused(format!(
+                                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
+                            ));
+                        }
+                        if sealed_at.is_none() && let Some(seal) = &state.seal {
+                            if let Some(problem) = &seal.problem {
+                                return Ending::Refused(format!(
+                                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
+                                ));
+                            }
+                            sealed_at = Some(Instant::now());
+                        }
+                    }
+                    Ok(None) | Err(_) => return Ending::Exited,
+                },
+                _ = tokio::time::sleep_until(deadline) => return Ending::TimedOut,
+                _ = tick.tick() => {}
+            }
+            match sealed_at {
+                None if started.elapsed() > SEAL_REPORT_WAIT => {
+                    return Ending::Refused(format!(
+                        "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
+                        SEAL_REPORT_WAIT.as_secs()
+                    ));
+                }
+                Some(at) if !preflighted => match self.host_observed_preflight() {
+                    Ok(true) => preflighted = true,
+                    Ok(false) if at.elapsed() <= READINESS_WAIT => {}
+                    Ok(false) => {
+                        return Ending::Refused(format!(
+                            "preflight of the observed process the host started: {} (C3)",
+                            self.host_observed_state()
+                        ));
+                    }
+                    Err(why) => {
+                        return Ending::Refused(format!(
+                            "preflight of the observed process the host started: {why} (C3)"
+                        ));
+                    }
+                },
+                _ => {}
+            }
+        }
+    }
+
+    /// C3 on the host-started observed process: `Ok(true)` once its `tools/list` answer (in its
+    /// wire log) is exactly the six and its worker is ready; `Ok(false)` while not yet; `Err`
+    /// when the tool list is wrong.
+    fn host_observed_preflight(&self) -> Result<bool, String> {
+        let wire = std::fs::read_to_string(self.run.wire_log(HOST_OBSERVED)).unwrap_or_default();
+        if let Some(mut tools) = host::listed_tools_in_wire_log(&wire) {
+            tools.sort();
+            let mut six: Vec<String> = crate::mcp::OBSERVED_TOOLS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect();
+            six.sort();
+            if tools != six {
+                return Err(format!(
+                    "tools/list answered {} tools [{}], expected exactly the six",
+                    tools.len(),
+                    tools.join(", ")
+                ));
+            }
+        } else {
+            return Ok(false);
+        }
+        let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
+        Ok(host::newest_pid(&perf).is_some_and(|pid| {
+            matches!(worker_readiness(&perf, pid), WorkerReadiness::Ready { .. })
+        }))
+    }
+
+    fn host_observed_state(&self) -> String {
+        let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
+        match host::newest_pid(&perf) {
+            None => format!(
+                "no perf events from it after {} s (see {})",
+                READINESS_WAIT.as_secs(),
+                self.run.perf_events(HOST_OBSERVED).display()
+            ),
+            Some(pid) => format!(
+                "its worker is not ready after {} s ({})",
+                READINESS_WAIT.as_secs(),
+                worker_readiness(&perf, pid).describe()
+            ),
+        }
+    }
+
+    fn set_progress(&self, progress: HostProgress) {
+        if let Ok(mut cell) = self.host_progress.lock() {
+            *cell = Some(progress);
+        }
+    }
+
+    fn update_progress(&self, state: &StreamState, phase: &str) {
+        if let Ok(mut cell) = self.host_progress.lock()
+            && let Some(p) = cell.as_mut()
+        {
+            p.turns = state.turns;
+            p.tool_calls = state.tool_calls.clone();
+            p.last_tool = state.last_tool.clone();
+            p.state = phase.to_owned();
+        }
+    }
+
+    fn finish_progress(&self, how: String) {
+        if let Ok(mut cell) = self.host_progress.lock()
+            && let Some(p) = cell.as_mut()
+        {
+            p.state = how;
+        }
+    }
+}
+
+/// Copies the host's stderr to its log, line by line, with credentials redacted (A4).
+async fn copy_redacted(
+    stderr: tokio::process::ChildStderr,
+    mut log: std::fs::File,
+    redactor: Redactor,
+) {
+    use std::io::Write;
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let _ = writeln!(log, "{}", redactor.redact(&line));
+    }
+}
+
+/// Stops what is left of the host's process group (A1): SIGTERM, then SIGKILL after
+/// [`TERMINATE_GRACE`]; reaps the host. Returns what it had to do, empty when the group was
+/// already gone.
+async fn stop_group(child: &mut tokio::process::Child, pid: Option<u32>) -> String {
+    let Some(pgid) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
+        let _ = child.kill().await;
+        return String::new();
+    };
+    let alive = || killpg(pgid, None).is_ok();
+    // Members may still be exiting on their own after the host closed its stream.
+    let settle = Instant::now();
+    while alive() && settle.elapsed() < Duration::from_secs(2) {
+        if let Ok(Some(_)) = child.try_wait() {
+            // The host is reaped; its MCP server sees stdin close and exits by itself.
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if !alive() {
+        let _ = child.wait().await;
+        return String::new();
+    }
+    let _ = killpg(pgid, Signal::SIGTERM);
+    let grace = Instant::now();
+    while alive() && grace.elapsed() < TERMINATE_GRACE {
+        let _ = child.try_wait();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let how = if alive() {
+        let _ = killpg(pgid, Signal::SIGKILL);
+        "process group killed"
+    } else {
+        "process group terminated"
+    };
+    let _ = child.wait().await;
+    how.to_owned()
+}
+
+/// True when `path` holds exactly `agent-brief.md` (A2), for tests and `verify`.
+pub fn workdir_is_sealed(path: &Path) -> bool {
+    std::fs::read_dir(path).is_ok_and(|entries| {
+        let names: Vec<_> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        names.len() == 1 && names[0] == "agent-brief.md"
+    })
+}
