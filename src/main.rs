@@ -222,6 +222,20 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             .wire_log
             .clone()
             .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
+        // A5: the printed configuration works as printed — the directories it names exist
+        // (created 0700 when missing; existing ones are left as they are).
+        for dir in [options.database.parent(), perf.parent(), wire_log.parent()]
+            .into_iter()
+            .flatten()
+        {
+            if let Err(e) = patchdiff::evidence::create_private_dir(dir) {
+                eprintln!(
+                    "patchdiff mcp: --print-host-config: cannot create {} for the configuration: {e}",
+                    dir.display()
+                );
+                return EXIT_FAILED;
+            }
+        }
         let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
         let env = patchdiff::canary::client::host_env(
             &options.database,

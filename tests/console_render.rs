@@ -8,6 +8,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use patchdiff::canary::StepOutcome;
 use patchdiff::canary::TargetRow;
 use patchdiff::canary::command::{COMMANDS, Command};
+use patchdiff::canary::host::HostProgress;
 use patchdiff::console::app::{App, Input, Overlay, Pane};
 use patchdiff::console::evidence::EvidenceView;
 use patchdiff::console::runner::{CanarySnapshot, ProcessSnapshot, RunnerEvent};
@@ -84,6 +85,7 @@ fn live_app(color: bool) -> App {
         exits: vec![],
         targets,
         steps: vec![],
+        host: None,
     });
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {
@@ -155,6 +157,36 @@ fn processes_pane_shows_pid_uptime_state_and_worker_generation() {
     assert!(t.contains("up    01:02"), "{t}");
     assert!(t.contains("gen 1"), "{t}");
     snap!("pane_processes", t);
+}
+
+#[test]
+fn processes_pane_shows_the_agent_host_with_turns_and_last_tool_call() {
+    let mut app = live_app(false);
+    assert!(!text(&render_pane(&app, Pane::Processes, 100, 5)).contains("claude"));
+    let mut tool_calls = std::collections::BTreeMap::new();
+    tool_calls.insert("patchdiff_observe_scope".to_owned(), 4);
+    tool_calls.insert("patchdiff_read_target".to_owned(), 2);
+    app.on_runner(RunnerEvent::Host(Box::new(HostProgress {
+        host: "claude".into(),
+        pid: Some(7020),
+        started_ms: LAST_EVENT_MS - 42_000.0,
+        turns: 7,
+        tool_calls,
+        last_tool: Some("patchdiff_observe_scope".into()),
+        state: "running".into(),
+    })));
+    let t = text(&render_pane(&app, Pane::Processes, 100, 5));
+    let row = t
+        .lines()
+        .find(|l| l.contains("claude"))
+        .expect("a host row");
+    assert!(row.contains("pid 7020"), "{row}");
+    assert!(row.contains("up    00:43"), "{row}");
+    assert!(
+        row.contains("7 turns · 6 calls · last observe_scope"),
+        "{row}"
+    );
+    assert!(row.contains("running"), "{row}");
 }
 
 #[test]

@@ -144,9 +144,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "agent",
-        usage: "agent PLAN.jsonl | agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]",
+        usage: "agent PLAN.jsonl|claude|codex [k=v…]",
         key: Some('a'),
-        help: "run a scripted agent plan through the observed process, or a real agent host (Claude Code, Codex) headless and sealed",
+        help: "run a scripted plan, or a real agent host sealed (model=M max_turns=N timeout=S)",
     },
     CommandSpec {
         name: "wait",

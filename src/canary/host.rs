@@ -383,6 +383,8 @@ pub struct HostRecord {
     pub host: String,
     pub binary: String,
     pub version: String,
+    /// The host's pid, which is also its process group (A1).
+    pub pid: Option<u32>,
     pub requested_model: String,
     /// Models the host reported using (its init line and usage by model).
     pub reported_models: Vec<String>,
@@ -667,6 +669,88 @@ pub fn newest_pid(perf_events: &str) -> Option<u32> {
         .rev()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .find_map(|v| v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()))
+}
+
+/// One-line summary of a host stream line for the evidence viewer, `None` when `event` is not
+/// one (Claude Code: `system`, `assistant`, `user`, `result`; Codex: `thread.*`, `turn.*`,
+/// `item.*`).
+pub fn stream_line_summary(event: &Value) -> Option<String> {
+    let kind = event.get("type")?.as_str()?;
+    let tools_of = |message: &Value| -> String {
+        message["content"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| match b["type"].as_str() {
+                Some("tool_use") => Some(format!(
+                    "→ {} {}",
+                    b["name"].as_str().unwrap_or("?"),
+                    b["input"]["target"].as_str().unwrap_or("")
+                )),
+                Some("tool_result") => Some(format!(
+                    "← {}",
+                    if b["is_error"] == true {
+                        "isError"
+                    } else {
+                        "ok"
+                    }
+                )),
+                Some("text") => Some(format!(
+                    "“{}”",
+                    b["text"]
+                        .as_str()
+                        .unwrap_or("")
+                        .chars()
+                        .take(80)
+                        .collect::<String>()
+                )),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join(" · ")
+    };
+    let text = match kind {
+        "system" => format!(
+            "host {} · model {} · {} tools · servers {}",
+            event["subtype"].as_str().unwrap_or("?"),
+            event["model"].as_str().unwrap_or("?"),
+            event["tools"].as_array().map_or(0, Vec::len),
+            event["mcp_servers"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|s| {
+                            format!(
+                                "{}:{}",
+                                s["name"].as_str().unwrap_or("?"),
+                                s["status"].as_str().unwrap_or("?")
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+        ),
+        "assistant" => format!("model {}", tools_of(&event["message"])),
+        "user" => format!("host {}", tools_of(&event["message"])),
+        "result" => format!(
+            "result {} · {} turns · {} ms{}",
+            event["subtype"].as_str().unwrap_or("?"),
+            event["num_turns"],
+            event["duration_ms"],
+            event["total_cost_usd"]
+                .as_f64()
+                .map_or(String::new(), |c| format!(" · ${c:.4}"))
+        ),
+        k if k.starts_with("item.") => format!(
+            "{k} {} {}",
+            event["item"]["type"].as_str().unwrap_or("?"),
+            event["item"]["tool"].as_str().unwrap_or("")
+        ),
+        k if k.starts_with("thread.") || k.starts_with("turn.") || k == "error" => k.to_owned(),
+        _ => return None,
+    };
+    Some(text.trim_end().to_owned())
 }
 
 #[cfg(test)]

@@ -72,7 +72,17 @@ impl Canary {
                 env.push((k, v));
             }
         }
+        // A3: the process holds tool calls until the step has checked the seal.
+        env.push((
+            crate::mcp::gate::GATE_VARIABLE.into(),
+            self.admission_file().display().to_string(),
+        ));
         env
+    }
+
+    /// The file whose creation admits the agent (A3).
+    fn admission_file(&self) -> std::path::PathBuf {
+        self.run.path.join("agent.admitted")
     }
 
     pub(super) async fn agent_host(
@@ -205,8 +215,9 @@ impl Canary {
             }
             Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
         };
-        // Whatever happened, nothing of the host's group outlives the step.
-        let stopped = stop_group(&mut child, pid).await;
+        // Whatever happened, nothing of the host's group outlives the step; a host that was
+        // refused or timed out is stopped at once.
+        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
         if let Some(task) = stderr_task {
             let _ = task.await;
         }
@@ -215,6 +226,7 @@ impl Canary {
             host: name.to_owned(),
             binary: binary.display().to_string(),
             version,
+            pid,
             requested_model: model,
             reported_models: state.reported_models.clone(),
             max_turns,
@@ -344,7 +356,14 @@ impl Canary {
                     ));
                 }
                 Some(at) if !preflighted => match self.host_observed_preflight() {
-                    Ok(true) => preflighted = true,
+                    Ok(true) => {
+                        // A3: seal and preflight hold — open the gate for the agent's calls.
+                        let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
+                        if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
+                            return Ending::Refused(format!("cannot admit the agent: {e}"));
+                        }
+                        preflighted = true;
+                    }
                     Ok(false) if at.elapsed() <= READINESS_WAIT => {}
                     Ok(false) => {
                         return Ending::Refused(format!(
@@ -449,29 +468,30 @@ async fn copy_redacted(
 /// Stops what is left of the host's process group (A1): SIGTERM, then SIGKILL after
 /// [`TERMINATE_GRACE`]; reaps the host. Returns what it had to do, empty when the group was
 /// already gone.
-async fn stop_group(child: &mut tokio::process::Child, pid: Option<u32>) -> String {
+async fn stop_group(child: &mut tokio::process::Child, pid: Option<u32>, settle: bool) -> String {
     let Some(pgid) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) else {
         let _ = child.kill().await;
         return String::new();
     };
+    // Signal 0 to the group: true while any member (or the unreaped host) remains.
     let alive = || killpg(pgid, None).is_ok();
-    // Members may still be exiting on their own after the host closed its stream.
-    let settle = Instant::now();
-    while alive() && settle.elapsed() < Duration::from_secs(2) {
-        if let Ok(Some(_)) = child.try_wait() {
-            // The host is reaped; its MCP server sees stdin close and exits by itself.
+    if settle {
+        // After a normal exit, members (the MCP server the host started) close by themselves.
+        let since = Instant::now();
+        while alive() && since.elapsed() < TERMINATE_GRACE {
+            let _ = child.try_wait();
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    if !alive() {
-        let _ = child.wait().await;
-        return String::new();
-    }
-    let _ = killpg(pgid, Signal::SIGTERM);
-    let grace = Instant::now();
-    while alive() && grace.elapsed() < TERMINATE_GRACE {
-        let _ = child.try_wait();
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        if !alive() {
+            let _ = child.wait().await;
+            return String::new();
+        }
+        let _ = killpg(pgid, Signal::SIGTERM);
+        let since = Instant::now();
+        while alive() && since.elapsed() < TERMINATE_GRACE {
+            let _ = child.try_wait();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
     let how = if alive() {
         let _ = killpg(pgid, Signal::SIGKILL);

@@ -807,7 +807,11 @@ pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)])
     let claude = || {
         let v = json!({"mcpServers": {"patchdiff": {"type": "stdio", "command": exe, "args": ["mcp"], "env": env_json}}});
         format!(
-            "# Claude Code: .mcp.json\n{}\n",
+            "# Claude Code: .mcp.json. Seal the agent to the six observed tools (A2):\n\
+             #   claude --strict-mcp-config --mcp-config .mcp.json --tools \"\" --allowedTools {}\n\
+             # or in .claude/settings.json: {}\n{}\n",
+            Host::Claude.sealed_tool_names().join(","),
+            host::claude_settings(),
             serde_json::to_string_pretty(&v).unwrap_or_default()
         )
     };
@@ -819,8 +823,15 @@ pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)])
         )
     };
     let codex = || {
+        // A2: Codex offers the model only the tools named in `enabled_tools`; `required` makes
+        // Codex refuse to start when the server does not.
+        let tools = OBSERVED_TOOLS
+            .iter()
+            .map(|t| toml_string(t))
+            .collect::<Vec<_>>()
+            .join(", ");
         let mut t = format!(
-            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\n\n[mcp_servers.patchdiff.env]\n",
+            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\nrequired = true\nenabled_tools = [{tools}]\n\n[mcp_servers.patchdiff.env]\n",
             toml_string(exe)
         );
         for (k, v) in env {

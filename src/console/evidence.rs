@@ -286,6 +286,10 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
     let Ok(v) = serde_json::from_str::<Value>(line) else {
         return (format!("(not JSON) {}", short(line, 120)), None);
     };
+    // A4: a line of an agent host's own event stream (`agent.<host>.jsonl`).
+    if let Some(summary) = crate::canary::host::stream_line_summary(&v) {
+        return (summary, None);
+    }
     if let (Some(name), Some(start)) = (
         v.get("name").and_then(Value::as_str),
         v.get("start_ms").and_then(Value::as_f64),

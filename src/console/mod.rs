@@ -447,6 +447,19 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         ("observed requests/results".into(), run.wire_log("observed")),
         ("full requests/results".into(), run.wire_log("full")),
         ("transcript".into(), run.transcript()),
+        // A4: an agent host's own stream and the observed process it started.
+        (
+            "agent host stream (claude)".into(),
+            run.path.join("agent.claude.jsonl"),
+        ),
+        (
+            "agent host stream (codex)".into(),
+            run.path.join("agent.codex.jsonl"),
+        ),
+        (
+            "host-observed requests/results".into(),
+            run.wire_log(crate::canary::host_run::HOST_OBSERVED),
+        ),
     ]);
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {

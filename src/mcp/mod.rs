@@ -1,6 +1,7 @@
 //! The MCP server process (`patchdiff mcp`, SPEC M1–M6, W13): configuration from the
 //! environment, the stdio serving loop with the wire log (E1), and worker ownership across it.
 
+pub mod gate;
 pub mod http;
 pub mod params;
 pub mod server;
@@ -149,7 +150,8 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         waymark.clone(),
         recorder,
         telemetry,
-    );
+    )
+    .with_admission_gate(gate::AdmissionGate::from_env()?);
     Ok(Served { server, waymark })
 }
 

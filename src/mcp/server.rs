@@ -66,6 +66,8 @@ pub struct PatchdiffServer {
     waymark: Option<Waymark>,
     recorder: Recorder,
     telemetry: TelemetryStatus,
+    /// A3: tool calls wait for the console to admit the agent (console-launched hosts only).
+    gate: Option<Arc<super::gate::AdmissionGate>>,
 }
 
 /// A domain failure returned to the agent as an `isError` tool result (M5).
@@ -162,7 +164,14 @@ impl PatchdiffServer {
             waymark,
             recorder,
             telemetry,
+            gate: None,
         }
+    }
+
+    /// Holds every tool call until `gate` opens (A3); `None` leaves calls ungated.
+    pub fn with_admission_gate(mut self, gate: Option<super::gate::AdmissionGate>) -> Self {
+        self.gate = gate.map(Arc::new);
+        self
     }
 
     /// Runs blocking store work off the async executor.
@@ -700,6 +709,15 @@ impl ServerHandler for PatchdiffServer {
                 Some(
                     json!({"code": "PROFILE_BOUNDARY", "profile": self.profile.as_str(), "tool": request.name}),
                 ),
+            ));
+        }
+        // A3: no tool runs before the console has checked the agent host's seal.
+        if let Some(gate) = &self.gate
+            && let Err(why) = gate.admit(super::gate::ADMISSION_WAIT).await
+        {
+            return Err(ErrorData::invalid_request(
+                why,
+                Some(json!({"code": "NOT_ADMITTED"})),
             ));
         }
         // M5: malformed arguments are protocol misuse, refused before any handler runs.
