@@ -128,3 +128,112 @@ fn unknown_host_is_refused() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("claude, codex, cursor"));
 }
+
+#[test]
+fn codex_config_offers_only_the_six_observed_tools() {
+    let env = TestEnv::new();
+    let (stdout, _) = print_host_config(&env, "codex");
+    let doc: toml::Table = stdout.parse().expect("stdout is a TOML document");
+    let server = &doc["mcp_servers"]["patchdiff"];
+    let mut tools: Vec<&str> = server["enabled_tools"]
+        .as_array()
+        .expect("enabled_tools")
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    tools.sort();
+    // The SPEC's six (M2), spelled out: a seventh tool must not pass unnoticed.
+    assert_eq!(
+        tools,
+        [
+            "patchdiff_find_occurrences",
+            "patchdiff_observe_scope",
+            "patchdiff_read_target",
+            "patchdiff_replay",
+            "patchdiff_save",
+            "patchdiff_submit_observed_operations",
+        ]
+    );
+    assert_eq!(server["required"].as_bool(), Some(true));
+}
+
+/// A5 on a fresh machine: with a HOME that has never seen patchdiff, the printed configuration
+/// names directories that exist (created 0700), and the real Claude Code CLI (`tests/tools`)
+/// health-checks the server it describes as connected, with no step by hand.
+#[test]
+fn the_printed_claude_config_connects_in_the_real_cli_on_a_fresh_home() {
+    use std::os::unix::fs::PermissionsExt;
+    let claude = std::env::var_os("PATCHDIFF_CLAUDE_BINARY")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/tools/node_modules/@anthropic-ai/claude-code-linux-x64/claude")
+        });
+    assert!(
+        claude.is_file(),
+        "the Claude Code CLI is missing: run `npm ci --prefix tests/tools`"
+    );
+    let home = tempfile::tempdir().unwrap();
+    let project = home.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let base = || {
+        let mut c = std::process::Command::new(EXE);
+        c.env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .current_dir(&project);
+        c
+    };
+    let out = base()
+        .args(["mcp", "--print-host-config", "claude"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let server = &doc["mcpServers"]["patchdiff"];
+    for var in ["PATCHDIFF_PERF_EVENTS", "PATCHDIFF_EVIDENCE_WIRE_LOG"] {
+        let dir = std::path::Path::new(server["env"][var].as_str().unwrap())
+            .parent()
+            .unwrap()
+            .to_owned();
+        let mode = std::fs::metadata(&dir).expect("exists").permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+    }
+    let url = server["env"]["PATCHDIFF_DATABASE_URL"].as_str().unwrap();
+    let db_dir = std::path::Path::new(url.strip_prefix("sqlite://").unwrap())
+        .parent()
+        .unwrap()
+        .to_owned();
+    assert!(db_dir.is_dir(), "{}", db_dir.display());
+
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(&claude)
+            .args(args)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .current_dir(&project)
+            .output()
+            .expect("claude runs");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let added = cli(&[
+        "mcp",
+        "add-json",
+        "-s",
+        "user",
+        "patchdiff",
+        &server.to_string(),
+    ]);
+    assert!(added.contains("Added"), "{added}");
+    let listed = cli(&["mcp", "list"]);
+    assert!(
+        listed.contains("patchdiff") && listed.contains("Connected"),
+        "{listed}"
+    );
+}
