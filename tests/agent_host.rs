@@ -37,6 +37,21 @@ fn claude() -> PathBuf {
     p
 }
 
+/// The pinned Codex CLI's native binary (or `PATCHDIFF_CODEX_BINARY`).
+fn codex() -> PathBuf {
+    if let Some(p) = std::env::var_os("PATCHDIFF_CODEX_BINARY") {
+        return PathBuf::from(p);
+    }
+    let p = repo().join(
+        "tests/tools/node_modules/@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex",
+    );
+    assert!(
+        p.is_file(),
+        "the Codex CLI is missing: run `npm ci --prefix tests/tools` (or set PATCHDIFF_CODEX_BINARY)"
+    );
+    p
+}
+
 /// `scripted-model` on a free loopback port; killed on drop.
 struct Model {
     child: Child,
@@ -394,4 +409,75 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
         state == "gone" || state.starts_with('Z'),
         "observed {observed}: {state}"
     );
+}
+
+/// Codex 0.169 always offers three helpers for MCP *resources* of the configured servers (ours
+/// lists none) next to the server's tools; nothing else may appear (A2).
+const CODEX_RESOURCE_HELPERS: [&str; 3] = [
+    "list_mcp_resource_templates",
+    "list_mcp_resources",
+    "read_mcp_resource",
+];
+
+#[test]
+fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(repo().join("assets/canary/codex.canary"))
+        .arg("--runs-dir")
+        .arg(runs.path())
+        .arg("--json")
+        .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .env("PATCHDIFF_CODEX_BINARY", codex())
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url))
+        .env("OPENAI_API_KEY", SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .expect("patchdiff runs");
+    let report = report(&output);
+    assert!(
+        output.status.success(),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["passed"], true);
+    let host = &report["agent_host"];
+    assert_eq!(host["host"], "codex");
+    assert!(
+        host["version"].as_str().unwrap().contains("0.169.0"),
+        "{host}"
+    );
+    assert_eq!(host["seal"]["problem"], Value::Null, "{host}");
+    assert_eq!(host["tool_calls"]["patchdiff_save"], 5, "{host}");
+    // What Codex offered the model: the six under our server's namespace, and no native tool.
+    let offered = model.offered_tools();
+    assert!(!offered.is_empty());
+    for tools in offered {
+        let mut ours: Vec<String> = tools
+            .iter()
+            .filter(|t| !CODEX_RESOURCE_HELPERS.contains(&t.as_str()))
+            .cloned()
+            .collect();
+        ours.sort();
+        assert_eq!(ours, sealed_tools(), "offered: {tools:?}");
+    }
+    let run = the_only_run(runs.path());
+    let stream = std::fs::read_to_string(run.join("agent.codex.jsonl")).unwrap();
+    assert!(stream.lines().next().unwrap().contains("thread.started"));
+    for file in files(&run) {
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(SECRET),
+            "{} holds the API key",
+            file.display()
+        );
+    }
 }

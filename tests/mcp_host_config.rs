@@ -196,7 +196,10 @@ fn the_printed_claude_config_connects_in_the_real_cli_on_a_fresh_home() {
             .parent()
             .unwrap()
             .to_owned();
-        let mode = std::fs::metadata(&dir).expect("exists").permissions().mode();
+        let mode = std::fs::metadata(&dir)
+            .expect("exists")
+            .permissions()
+            .mode();
         assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
     }
     let url = server["env"]["PATCHDIFF_DATABASE_URL"].as_str().unwrap();

@@ -1,6 +1,7 @@
 //! scripted-model: a model server on loopback that speaks the Anthropic Messages API (streaming
-//! SSE and plain JSON) and plays a canary plan as `tool_use` blocks, so a real agent host CLI
-//! (Claude Code) can run a canary with no network and no model (SPEC A1, issue 9).
+//! SSE and plain JSON) and the OpenAI Responses API (streaming SSE) and plays a canary plan as
+//! tool calls, so a real agent host CLI (Claude Code, Codex) can run a canary with no network
+//! and no model (SPEC A1, issue 9).
 //!
 //! Not a user tool; tests and offline demos run it.
 //!
@@ -10,7 +11,8 @@
 //! ```
 //!
 //! It prints `http://ADDR` on the first line of stdout once it listens, then serves until
-//! killed. Each `POST /v1/messages` is answered from the conversation it carries, so the server
+//! killed. Each `POST /v1/messages` (or `/v1/responses`) is answered from the conversation it
+//! carries, so the server
 //! keeps no state between requests: the number of `tool_use` blocks already in the history is
 //! the index of the next plan step; `${step.field}` references in that step's arguments are
 //! filled from the `tool_result` blocks in the history (the leading JSON value of each result's
@@ -109,6 +111,7 @@ async fn main() {
     let app = Router::new()
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
+        .route("/v1/responses", post(responses))
         .fallback(not_found)
         .with_state(model);
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -188,6 +191,127 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     }
 }
 
+/// The OpenAI Responses API (Codex): `input` holds the conversation as items; earlier calls are
+/// `function_call` items and their results `function_call_output` items. Tools may be grouped
+/// in `namespace` entries (Codex puts an MCP server's tools under `mcp__<server>`).
+async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                &format!("body is not JSON: {e}"),
+            );
+        }
+    };
+    // (full name as offered, namespace, name inside it)
+    let mut offered: Vec<(String, Option<String>, String)> = Vec::new();
+    for tool in request["tools"].as_array().into_iter().flatten() {
+        let name = tool["name"]
+            .as_str()
+            .unwrap_or(tool["type"].as_str().unwrap_or("?"));
+        match tool["tools"].as_array() {
+            Some(inner) => {
+                for t in inner {
+                    let n = t["name"].as_str().unwrap_or("?");
+                    offered.push((format!("{name}__{n}"), Some(name.to_owned()), n.to_owned()));
+                }
+            }
+            None => offered.push((name.to_owned(), None, name.to_owned())),
+        }
+    }
+    let items = request["input"].as_array().cloned().unwrap_or_default();
+    if let Some(log) = &model.requests
+        && let Ok(mut file) = log.lock()
+    {
+        let names: Vec<&str> = offered.iter().map(|(n, _, _)| n.as_str()).collect();
+        let line = json!({"path": "/v1/responses", "tools": names, "messages": items.len()});
+        let _ = writeln!(file, "{line}");
+    }
+    // The Messages shape of the same history, so one planner serves both APIs.
+    let mut history = Vec::new();
+    for item in &items {
+        match item["type"].as_str() {
+            Some("function_call") => history.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": item["call_id"], "name": item["name"]}
+            ]})),
+            Some("function_call_output") => {
+                let output = match &item["output"] {
+                    Value::String(s) => s.clone(),
+                    other => result_text(&json!({"content": other})),
+                };
+                history.push(json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": item["call_id"], "content": output}
+                ]}));
+            }
+            _ => {}
+        }
+    }
+    let names: Vec<String> = offered.iter().map(|(n, _, _)| n.clone()).collect();
+    let turn = if names.is_empty() {
+        Turn::Text("OK".to_owned())
+    } else {
+        next_turn(&model, &history, &names)
+    };
+    let item = match turn {
+        Turn::Stall => std::future::pending::<Value>().await,
+        Turn::Text(text) => json!({
+            "type": "message", "id": message_id(), "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": text, "annotations": []}],
+        }),
+        Turn::ToolUse { id, name, input } => {
+            let (namespace, inner) = offered
+                .iter()
+                .find(|(full, _, _)| *full == name)
+                .map(|(_, ns, inner)| (ns.clone(), inner.clone()))
+                .unwrap_or((None, name.clone()));
+            let mut call = json!({
+                "type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+                "name": inner, "arguments": input.to_string(), "status": "completed",
+            });
+            if let Some(ns) = namespace {
+                call["namespace"] = Value::String(ns);
+            }
+            call
+        }
+    };
+    let id = format!("resp_{}", uuid::Uuid::new_v4().simple());
+    let usage = json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
+                       "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
+                       "total_tokens": 20});
+    let events = [
+        (
+            "response.created",
+            json!({"type": "response.created", "response": {"id": id}}),
+        ),
+        (
+            "response.output_item.added",
+            json!({"type": "response.output_item.added", "output_index": 0, "item": item}),
+        ),
+        (
+            "response.output_item.done",
+            json!({"type": "response.output_item.done", "output_index": 0, "item": item}),
+        ),
+        (
+            "response.completed",
+            json!({"type": "response.completed", "response": {"id": id, "usage": usage}}),
+        ),
+    ];
+    let body: String = events
+        .iter()
+        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
+        .collect();
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 /// Decides the next turn from the conversation so far.
 fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
     let mut calls: Vec<String> = Vec::new();
@@ -252,12 +376,17 @@ fn result_text(block: &Value) -> String {
     }
 }
 
-/// The first JSON value in `text` (hosts may append reminders after it), else the text.
+/// The first JSON object in `text`, else the text. Hosts wrap results: Claude Code may append
+/// reminders after it, Codex puts `Wall time: …\nOutput:\n` before it.
 fn leading_json(text: &str) -> Value {
-    serde_json::Deserializer::from_str(text.trim_start())
-        .into_iter::<Value>()
-        .next()
-        .and_then(Result::ok)
+    text.char_indices()
+        .filter(|(_, c)| *c == '{')
+        .find_map(|(i, _)| {
+            serde_json::Deserializer::from_str(&text[i..])
+                .into_iter::<Value>()
+                .next()
+                .and_then(Result::ok)
+        })
         .unwrap_or_else(|| Value::String(text.to_owned()))
 }
 

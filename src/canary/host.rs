@@ -282,33 +282,63 @@ pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> 
                 "--cd".into(),
                 paths.workdir.display().to_string(),
             ];
-            for (key, value) in codex_overrides() {
-                args.extend(["-c".into(), format!("{key}={value}")]);
-            }
+            args.extend(codex_overrides());
             args.push(prompt.to_owned());
             args
         }
     }
 }
 
-/// Codex `-c` overrides that seal it (A2): the observed tools of our server only, no web
-/// search, no shell or patch tools, no approval prompts (a headless run cannot answer them).
-fn codex_overrides() -> Vec<(String, String)> {
-    let tools = OBSERVED_TOOLS
-        .iter()
-        .map(|t| format!("\"{t}\""))
-        .collect::<Vec<_>>()
-        .join(",");
-    vec![
-        (
-            format!("mcp_servers.{SERVER_NAME}.enabled_tools"),
-            format!("[{tools}]"),
-        ),
-        ("tools.web_search".into(), "false".into()),
-        ("features.shell_tool".into(), "false".into()),
-        ("features.apply_patch_freeform".into(), "false".into()),
-        ("approval_policy".into(), "\"never\"".into()),
-    ]
+/// Codex features that put native tools (shell, patch, web, images, sub-agents, plugins…) in
+/// front of the model: all off for a sealed run (A2).
+const CODEX_DISABLED_FEATURES: &[&str] = &[
+    "shell_tool",
+    "unified_exec",
+    "shell_snapshot",
+    "multi_agent",
+    "goals",
+    "image_generation",
+    "computer_use",
+    "browser_use",
+    "apps",
+    "plugins",
+    "hooks",
+    "sleep_tool",
+    "tool_suggest",
+    "skill_search",
+    "view_image",
+];
+
+/// Codex `--disable`/`-c` arguments that seal it (A2): no native tool features, no web search,
+/// no user-input tool. Codex warns about a setting it does not recognize, and the stream reader
+/// treats that warning as a broken seal.
+fn codex_overrides() -> Vec<String> {
+    let mut args = Vec::new();
+    for feature in CODEX_DISABLED_FEATURES {
+        args.extend(["--disable".to_owned(), (*feature).to_owned()]);
+    }
+    for setting in [
+        "web_search=\"disabled\"",
+        "tools.experimental_request_user_input.enabled=false",
+    ] {
+        args.extend(["-c".to_owned(), setting.to_owned()]);
+    }
+    args
+}
+
+/// Codex's `config.toml` for a sealed run: a model provider at `OPENAI_BASE_URL` when the
+/// console's environment names one (Codex itself ignores that variable), then `server` (the
+/// printed `[mcp_servers.patchdiff]` tables).
+pub fn codex_config(server: &str, provider: &[(String, String)]) -> String {
+    let mut text = String::new();
+    if let Some((_, url)) = provider.iter().find(|(k, _)| k == "OPENAI_BASE_URL") {
+        text.push_str(&format!(
+            "model_provider = \"patchdiff-openai\"\n\n[model_providers.patchdiff-openai]\nname = \"OpenAI-compatible endpoint from OPENAI_BASE_URL\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\n",
+            toml::Value::String(url.clone())
+        ));
+    }
+    text.push_str(server);
+    text
 }
 
 /// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables and a
@@ -427,6 +457,8 @@ pub struct StreamState {
     pub result_is_error: bool,
     /// A tool call outside the six (A3 for hosts that do not list their tools up front).
     pub foreign_call: Option<String>,
+    /// Codex: a configuration warning seen before the first turn.
+    codex_config_problem: Option<String>,
 }
 
 impl StreamState {
@@ -526,24 +558,30 @@ impl StreamState {
     }
 
     /// Codex `exec --json`: `thread.started`, `turn.started`, `item.started|completed` (items of
-    /// type `mcp_tool_call`, `agent_message`, `command_execution`, …), `turn.completed` with
-    /// usage, `turn.failed`, `error`. Codex lists no tools up front, so its seal is judged
-    /// call by call: any item that is not a message, reasoning or one of our six tools breaks it.
+    /// type `mcp_tool_call`, `agent_message`, `command_execution`, `error`, …), `turn.completed`
+    /// with usage, `turn.failed`, `error`. Codex lists no tools in its stream, so its seal is
+    /// judged from what it does say: a configuration warning (a sealing setting it ignored)
+    /// before the first turn breaks the seal, and any item that is not a message, reasoning or
+    /// a call of one of our six tools breaks it when it appears.
     fn observe_codex(&mut self, event: &Value) {
         match event["type"].as_str() {
             Some("thread.started") => {
                 self.session_id = event["thread_id"].as_str().map(str::to_owned);
+            }
+            Some("turn.started") => {
+                self.turns += 1;
+                let problem = self.codex_config_problem.take();
                 self.seal.get_or_insert_with(|| SealReport {
                     tools: Host::Codex.sealed_tool_names(),
-                    mcp_servers: vec![format!("{SERVER_NAME}: configured")],
-                    problem: None,
+                    mcp_servers: vec![format!("{SERVER_NAME}: configured, required")],
+                    problem,
                 });
             }
-            Some("turn.started") => self.turns += 1,
-            Some("item.started") => {
+            Some("item.started") | Some("item.completed") => {
                 let item = &event["item"];
+                let started = event["type"] == "item.started";
                 match item["type"].as_str() {
-                    Some("mcp_tool_call") => {
+                    Some("mcp_tool_call") if started => {
                         let server = item["server"].as_str().unwrap_or_default();
                         let tool = item["tool"].as_str().unwrap_or_default();
                         if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
@@ -551,20 +589,33 @@ impl StreamState {
                         }
                         self.note_tool(tool);
                     }
-                    Some("agent_message") | Some("reasoning") | Some("todo_list") | None => {}
+                    Some("error") => {
+                        let message = item["message"].as_str().unwrap_or_default();
+                        if message.contains("configuration") && self.seal.is_none() {
+                            self.codex_config_problem =
+                                Some(format!("Codex ignored a sealing setting: {message}"));
+                        }
+                    }
+                    Some("mcp_tool_call")
+                    | Some("agent_message")
+                    | Some("reasoning")
+                    | Some("todo_list")
+                    | None => {}
                     Some(other) => self.foreign_call = Some(other.to_owned()),
                 }
             }
             Some("turn.completed") => self.usage = event["usage"].clone(),
             Some("turn.failed") | Some("error") => {
-                self.result_is_error = true;
-                self.result = Some(
-                    event["error"]["message"]
-                        .as_str()
-                        .or(event["message"].as_str())
-                        .unwrap_or("error")
-                        .to_owned(),
-                );
+                let message = event["error"]["message"]
+                    .as_str()
+                    .or(event["message"].as_str())
+                    .unwrap_or("error")
+                    .to_owned();
+                // Codex reports retries as `error` events and goes on; a failed turn ends it.
+                if event["type"] == "turn.failed" {
+                    self.result_is_error = true;
+                }
+                self.result = Some(message);
             }
             _ => {}
         }
@@ -856,10 +907,27 @@ mod tests {
     }
 
     #[test]
+    fn codex_ignoring_a_sealing_setting_breaks_the_seal() {
+        let mut state = StreamState::new(Host::Codex);
+        state.observe(r#"{"type":"thread.started","thread_id":"th-1"}"#);
+        state.observe(
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Codex is ignoring 1 unrecognized configuration setting."}}"#,
+        );
+        assert_eq!(state.seal, None, "the seal is judged at the first turn");
+        state.observe(r#"{"type":"turn.started"}"#);
+        let problem = state.seal.unwrap().problem.unwrap();
+        assert!(problem.contains("unrecognized configuration"), "{problem}");
+    }
+
+    #[test]
     fn codex_items_outside_the_six_break_the_seal() {
         let mut state = StreamState::new(Host::Codex);
         state.observe(r#"{"type":"thread.started","thread_id":"th-1"}"#);
+        state.observe(
+            r#"{"type":"item.completed","item":{"id":"item_0","type":"error","message":"Model metadata for `m` not found."}}"#,
+        );
         state.observe(r#"{"type":"turn.started"}"#);
+        assert_eq!(state.seal.as_ref().unwrap().problem, None);
         state.observe(
             r#"{"type":"item.started","item":{"type":"mcp_tool_call","server":"patchdiff","tool":"patchdiff_read_target"}}"#,
         );

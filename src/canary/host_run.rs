@@ -148,11 +148,12 @@ impl Canary {
                 let codex_home = paths.home.join(".codex");
                 create_private_dir(&codex_home)?;
                 let text = super::host_config_text(Some(Host::Codex), &exe, &observed_env);
-                let body: String = text
+                let server: String = text
                     .lines()
                     .filter(|l| !l.starts_with('#'))
                     .map(|l| format!("{l}\n"))
                     .collect();
+                let body = host::codex_config(&server, &host::provider_env());
                 write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
                 write_new_private(&paths.mcp_config, body.as_bytes())?;
             }

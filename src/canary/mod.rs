@@ -824,14 +824,14 @@ pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)])
     };
     let codex = || {
         // A2: Codex offers the model only the tools named in `enabled_tools`; `required` makes
-        // Codex refuse to start when the server does not.
+        // Codex refuse to start when the server does not; the six need no approval prompt.
         let tools = OBSERVED_TOOLS
             .iter()
             .map(|t| toml_string(t))
             .collect::<Vec<_>>()
             .join(", ");
         let mut t = format!(
-            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\nrequired = true\nenabled_tools = [{tools}]\n\n[mcp_servers.patchdiff.env]\n",
+            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\nrequired = true\nenabled_tools = [{tools}]\ndefault_tools_approval_mode = \"approve\"\n\n[mcp_servers.patchdiff.env]\n",
             toml_string(exe)
         );
         for (k, v) in env {
