@@ -975,6 +975,34 @@ mod tests {
     }
 
     #[test]
+    fn stream_lines_are_summarized_for_the_evidence_viewer() {
+        let init = init_line(
+            &["mcp__patchdiff__patchdiff_save"],
+            &[("patchdiff", "connected")],
+        );
+        let summary = stream_line_summary(&serde_json::from_str(&init).unwrap()).unwrap();
+        assert_eq!(
+            summary,
+            "host init · model claude-x · 1 tools · servers patchdiff:connected"
+        );
+        let call = json!({"type": "assistant", "message": {"content": [
+            {"type": "tool_use", "name": "mcp__patchdiff__patchdiff_save", "input": {"target": "chess"}}
+        ]}});
+        assert_eq!(
+            stream_line_summary(&call).unwrap(),
+            "model → mcp__patchdiff__patchdiff_save chess"
+        );
+        let item = json!({"type": "item.started", "item": {"type": "mcp_tool_call", "tool": "patchdiff_save"}});
+        assert_eq!(
+            stream_line_summary(&item).unwrap(),
+            "item.started mcp_tool_call patchdiff_save"
+        );
+        // Wire-log and perf-event lines are not host stream lines.
+        assert_eq!(stream_line_summary(&json!({"direction": "request"})), None);
+        assert_eq!(stream_line_summary(&json!({"type": 3})), None);
+    }
+
+    #[test]
     fn a_claude_run_is_sealed_on_its_command_line() {
         let run = HostRun {
             host: Host::Claude,
