@@ -379,21 +379,29 @@ fn parse_agent_host(host: &str, options: &[&str]) -> Result<Command, String> {
     })
 }
 
-/// Parses a `--script` file: one command per line; blank lines and `#` comments are skipped.
-/// Errors carry the 1-based line number.
+/// Parses a `--script` file: one command per line; blank lines, `#` comments and trailing
+/// `# …` comments are skipped. Every bad line is reported, one per line of the error, each as
+/// `line N: …` (1-based); a script with no command is refused.
 pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| {
-            let t = l.trim();
-            !t.is_empty() && !t.starts_with('#')
-        })
-        .map(|(i, l)| {
-            Command::parse(l.trim())
-                .map(|c| (i + 1, c))
-                .map_err(|e| format!("line {}: {e}", i + 1))
-        })
-        .collect()
+    let mut commands = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let body = line.split_once(" #").map_or(line, |(b, _)| b).trim();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        match Command::parse(body) {
+            Ok(c) => commands.push((i + 1, c)),
+            Err(e) => errors.push(format!("line {}: {e}", i + 1)),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("\n"));
+    }
+    if commands.is_empty() {
+        return Err("the script has no commands (one console command per line; `#` starts a comment)".into());
+    }
+    Ok(commands)
 }
 
 /// Completions for a partial `:` command line: command names with the typed prefix.
@@ -487,6 +495,22 @@ mod tests {
     fn script_errors_name_the_line() {
         let err = parse_script("# demo\ninit\n\nbogus\n").unwrap_err();
         assert!(err.starts_with("line 4:"), "{err}");
+    }
+
+    #[test]
+    fn every_bad_line_of_a_script_is_reported_and_an_empty_script_is_refused() {
+        let err = parse_script("bogus\ninit\nlaunch everything\nwait ready -1\n").unwrap_err();
+        let lines: Vec<&str> = err.lines().collect();
+        assert_eq!(lines.len(), 3, "{err}");
+        assert!(lines[0].starts_with("line 1: unknown command `bogus`"), "{err}");
+        assert!(lines[1].starts_with("line 3: usage: launch"), "{err}");
+        assert!(lines[2].starts_with("line 4: wait:"), "{err}");
+        for empty in ["", "\n\n", "# only a comment\n"] {
+            assert!(parse_script(empty).unwrap_err().contains("no commands"));
+        }
+        // A trailing comment is not part of the command.
+        let ok = parse_script("init   # authenticate fixtures\n").unwrap();
+        assert_eq!(ok, vec![(1, Command::Init { reset: false })]);
     }
 
     #[test]

@@ -28,7 +28,18 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     };
     let commands = match std::fs::read_to_string(script)
         .map_err(|e| format!("cannot read script {}: {e}", script.display()))
-        .and_then(|text| parse_script(&text).map_err(|e| format!("{}: {e}", script.display())))
+        .and_then(|text| {
+            // One `FILE:LINE: …` per bad line.
+            parse_script(&text).map_err(|e| {
+                e.lines()
+                    .map(|l| match l.strip_prefix("line ") {
+                        Some(rest) => format!("{}:{rest}", script.display()),
+                        None => format!("{}: {l}", script.display()),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("\npatchdiff: ")
+            })
+        })
     {
         Ok(c) => resolve_paths(c, script.parent().unwrap_or(Path::new("."))),
         Err(e) => {
