@@ -256,10 +256,7 @@ fn invalid_script_exits_2_naming_the_line_and_runs_nothing() {
     let output = run_script(&runs, &script, &[], &[]);
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains("line 2") && stderr.contains("usage: launch"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("bad.canary:2: usage: launch"), "{stderr}");
     assert!(
         !runs.exists(),
         "no run directory for a script that did not parse"
@@ -280,7 +277,7 @@ fn missing_plan_or_record_after_init_is_refused_before_anything_runs() {
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stderr.contains("line 4") && stderr.contains("cannot read plan"),
+        stderr.contains("bad.canary:4: ") && stderr.contains("cannot read plan"),
         "{stderr}"
     );
     std::fs::write(&script, "init\nrecord model=m\n").unwrap();

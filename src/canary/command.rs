@@ -399,7 +399,10 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
         return Err(errors.join("\n"));
     }
     if commands.is_empty() {
-        return Err("the script has no commands (one console command per line; `#` starts a comment)".into());
+        return Err(
+            "the script has no commands (one console command per line; `#` starts a comment)"
+                .into(),
+        );
     }
     Ok(commands)
 }
@@ -502,7 +505,10 @@ mod tests {
         let err = parse_script("bogus\ninit\nlaunch everything\nwait ready -1\n").unwrap_err();
         let lines: Vec<&str> = err.lines().collect();
         assert_eq!(lines.len(), 3, "{err}");
-        assert!(lines[0].starts_with("line 1: unknown command `bogus`"), "{err}");
+        assert!(
+            lines[0].starts_with("line 1: unknown command `bogus`"),
+            "{err}"
+        );
         assert!(lines[1].starts_with("line 3: usage: launch"), "{err}");
         assert!(lines[2].starts_with("line 4: wait:"), "{err}");
         for empty in ["", "\n\n", "# only a comment\n"] {

@@ -28,18 +28,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     };
     let commands = match std::fs::read_to_string(script)
         .map_err(|e| format!("cannot read script {}: {e}", script.display()))
-        .and_then(|text| {
-            // One `FILE:LINE: …` per bad line.
-            parse_script(&text).map_err(|e| {
-                e.lines()
-                    .map(|l| match l.strip_prefix("line ") {
-                        Some(rest) => format!("{}:{rest}", script.display()),
-                        None => format!("{}: {l}", script.display()),
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\npatchdiff: ")
-            })
-        })
+        .and_then(|text| parse_script(&text).map_err(|e| located(script, &e)))
     {
         Ok(c) => resolve_paths(c, script.parent().unwrap_or(Path::new("."))),
         Err(e) => {
@@ -50,7 +39,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     // U5: refuse an invalid script whole, before anything runs: plans must load and refer only to
     // earlier steps, and `record` must precede `init` (the manifest is written once, E2).
     if let Err(e) = check_script(&commands) {
-        eprintln!("patchdiff: {}: {e}", script.display());
+        eprintln!("patchdiff: {}", located(script, &e));
         return EXIT_USAGE;
     }
     // `attach` watches a process in the interactive console; a script cannot run it.
@@ -157,6 +146,20 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     }
     // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
     if failed { EXIT_FAILED } else { EXIT_OK }
+}
+
+/// Turns `line N: …` errors (one per line) into `FILE:N: …`, one `patchdiff:` line each.
+fn located(script: &Path, errors: &str) -> String {
+    errors
+        .lines()
+        .map(
+            |l| match l.strip_prefix("line ").and_then(|r| r.split_once(": ")) {
+                Some((n, rest)) => format!("{}:{n}: {rest}", script.display()),
+                None => format!("{}: {l}", script.display()),
+            },
+        )
+        .collect::<Vec<_>>()
+        .join("\npatchdiff: ")
 }
 
 /// Static checks of a parsed script (see [`run_script`]); errors name the line.
