@@ -127,16 +127,43 @@ fn demo_canary_passes_both_checks_on_all_five_targets() {
 }
 
 #[test]
-fn wrong_agent_fails_the_run_and_the_report_names_the_target() {
+fn wrong_agent_fails_the_run_the_report_names_the_target_and_its_story_shows_why() {
     let runs = tempfile::tempdir().unwrap();
-    let output = run_script(
-        runs.path(),
-        &repo().join("assets/canary/wrong.canary"),
-        &["--json"],
-        &[],
-    );
+    // wrong.canary, with a look at the failing target's story before the report.
+    let wrong = std::fs::read_to_string(repo().join("assets/canary/wrong.canary")).unwrap();
+    let plan = repo().join("assets/canary/wrong.plan.jsonl");
+    let script = runs.path().join("wrong-story.canary");
+    std::fs::write(
+        &script,
+        wrong
+            .replace("wrong.plan.jsonl", &plan.display().to_string())
+            .replace("\nreport", "\ntarget chess\nreport"),
+    )
+    .unwrap();
+    let output = run_script(runs.path(), &script, &["--json"], &[]);
     assert_eq!(output.status.code(), Some(1));
+    let progress = String::from_utf8_lossy(&output.stderr);
+    // The story runs after the failed evaluation and shows the wrong line against the expected.
+    assert!(progress.contains("target      ok"), "{progress}");
+    assert!(
+        progress.contains("verdict: full-byte FAIL · behavioral FAIL"),
+        "{progress}"
+    );
+    assert!(progress.contains("submissions (2):"), "{progress}");
+    assert!(
+        progress.contains("-            if any(self.is_attacked(x, rank, opponent(color)) for x in (crossed, target)):")
+            && progress.contains("+            if any(self.is_attacked(x, rank, color) for x in (crossed, target)):"),
+        "{progress}"
+    );
     let report = report_json(&output);
+    // A view is not a step: the report does not list it.
+    assert!(
+        report["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["command"] != "target")
+    );
     assert_eq!(report["passed"], false);
     let failing: Vec<&str> = report["targets"]
         .as_array()

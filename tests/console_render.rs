@@ -190,6 +190,39 @@ fn processes_pane_shows_the_agent_host_with_turns_and_last_tool_call() {
 }
 
 #[test]
+fn enter_on_a_selected_target_asks_for_its_story_and_shows_it() {
+    let mut app = live_app(false);
+    app.focus = Pane::Targets;
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Down));
+    app.on_key(key(KeyCode::Up));
+    let t = text(&render_pane(&app, Pane::Targets, 80, 9));
+    assert!(t.lines().nth(4).unwrap().starts_with("│incidents"), "{t}");
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Target {
+            name: "incidents".into()
+        })
+    );
+    // The story comes back as the step's output and opens in an overlay.
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "target".into(),
+            ok: true,
+            summary: "story of `incidents`".into(),
+            elapsed_ms: 3,
+        },
+        output: Some(
+            "incidents (javascript) · version 1\ndiff: expected → exported\n  -a\n  +b".into(),
+        ),
+    });
+    let screen = text(&render(&app, 80, 24));
+    assert!(screen.contains("diff: expected → exported"), "{screen}");
+    assert!(screen.contains("+b"), "{screen}");
+}
+
+#[test]
 fn targets_pane_shows_versions_counts_hashes_export_and_evaluation() {
     let app = live_app(true);
     let t = text(&render_pane(&app, Pane::Targets, 80, 9));

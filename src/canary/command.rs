@@ -98,6 +98,9 @@ pub enum Command {
     },
     /// Print the agent-host configuration for the observed process.
     HostConfig { host: Option<Host> },
+    /// Show a target's story: verdicts with the check's output, the agent's submissions with
+    /// their receipts, diffs against the expected and original bytes (a view, not a step).
+    Target { name: String },
     /// Interactive console only: watch an observed process an agent host started, by tailing
     /// its perf-events file (and memory file) and reading its store.
     Attach {
@@ -191,6 +194,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         help: "show the agent-host configuration for the observed process",
     },
     CommandSpec {
+        name: "target",
+        usage: "target NAME",
+        key: None,
+        help: "a target's story: verdicts, check output, submissions, diffs (Enter on TARGETS)",
+    },
+    CommandSpec {
         name: "attach",
         usage: "attach EVENTS.jsonl [DATABASE.sqlite]",
         key: None,
@@ -217,6 +226,7 @@ impl Command {
             Self::Stop { .. } => "stop",
             Self::Record { .. } => "record",
             Self::HostConfig { .. } => "host-config",
+            Self::Target { .. } => "target",
             Self::Attach { .. } => "attach",
         }
     }
@@ -313,6 +323,12 @@ impl Command {
                 [] => Self::HostConfig { host: None },
                 [h] => Self::HostConfig {
                     host: Some(Host::parse(h).ok_or_else(usage)?),
+                },
+                _ => return Err(usage()),
+            },
+            "target" => match args.as_slice() {
+                [name] => Self::Target {
+                    name: (*name).to_owned(),
                 },
                 _ => return Err(usage()),
             },
@@ -427,6 +443,7 @@ mod tests {
                 "agent" => "agent plan.jsonl".to_owned(),
                 "wait" => "wait ready 5".to_owned(),
                 "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
+                "target" => "target chess".to_owned(),
                 other => other.to_owned(),
             };
             let cmd = Command::parse(&line).unwrap();

@@ -8,6 +8,7 @@ pub mod host;
 pub mod host_run;
 pub mod plan;
 pub mod report;
+pub mod story;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -212,6 +213,12 @@ impl Canary {
             Command::Attach { .. } => Err(anyhow::anyhow!(
                 "`attach` works only in the interactive console (it watches a process, it runs no step)"
             )),
+            Command::Target { name } => self.target_story(name).map(|story| {
+                format!(
+                    "story of `{name}` ({} lines: verdicts, submissions, diffs)",
+                    story.lines().count()
+                )
+            }),
             Command::HostConfig { host } => self.write_agent_brief().map(|brief| {
                 format!(
                     "agent-host configuration for the observed process ({}) · agent brief {}",
@@ -230,7 +237,10 @@ impl Canary {
             summary,
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
-        self.steps.push(outcome.clone());
+        // A view is not a step of the canary: it neither appears in nor fails the report.
+        if !matches!(command, Command::Target { .. }) {
+            self.steps.push(outcome.clone());
+        }
         outcome
     }
 

@@ -65,7 +65,8 @@ impl Pane {
             ],
             Pane::Perf => &[("↑↓", "scroll")],
             Pane::Processes => &[("⏎", "step log")],
-            Pane::Targets | Pane::Worker => &[],
+            Pane::Targets => &[("↑↓", "select"), ("⏎", "story: verdicts, diffs")],
+            Pane::Worker => &[],
         }
     }
 
@@ -151,6 +152,8 @@ pub struct App {
     pub evidence: EvidenceView,
     /// Scroll offset of the perf table.
     pub perf_scroll: usize,
+    /// The selected row of the targets pane (Enter opens that target's story).
+    pub target_cursor: usize,
     /// False under `NO_COLOR` (U4).
     pub color: bool,
     pub mouse: bool,
@@ -184,6 +187,7 @@ impl App {
             queued: 0,
             evidence: EvidenceView::new(Vec::new()),
             perf_scroll: 0,
+            target_cursor: 0,
             color,
             mouse: false,
             mouse_changed: false,
@@ -298,6 +302,10 @@ impl App {
                 self.mouse_changed = true;
             }
             KeyCode::Esc => self.notice = None,
+            KeyCode::Enter if self.focus == Pane::Targets => {
+                let name = self.target_names().get(self.target_cursor).cloned()?;
+                return Some(self.submit(Command::Target { name }));
+            }
             _ if self.pane_key(key) => {}
             KeyCode::Char(c) => return self.table_key(c),
             _ => {}
@@ -319,6 +327,22 @@ impl App {
                 None
             }
         }
+    }
+
+    /// Target names in the order the targets pane shows them: the run's rows, then targets
+    /// only the store knows.
+    pub fn target_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .canary
+            .as_ref()
+            .map(|c| c.targets.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default();
+        for s in &self.store_targets {
+            if !names.contains(&s.name) {
+                names.push(s.name.clone());
+            }
+        }
+        names
     }
 
     fn submit(&mut self, command: Command) -> Command {
@@ -374,6 +398,18 @@ impl App {
                 };
                 true
             }
+            Pane::Targets => match key.code {
+                KeyCode::Up | KeyCode::Char('k') => {
+                    self.target_cursor = self.target_cursor.saturating_sub(1);
+                    true
+                }
+                KeyCode::Down | KeyCode::Char('j') => {
+                    let n = self.target_names().len();
+                    self.target_cursor = (self.target_cursor + 1).min(n.saturating_sub(1));
+                    true
+                }
+                _ => false,
+            },
             Pane::Perf => match key.code {
                 KeyCode::Up | KeyCode::Char('k') => {
                     self.perf_scroll = self.perf_scroll.saturating_sub(1);

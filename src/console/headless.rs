@@ -88,8 +88,9 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     let w = 2 * total.to_string().len() + 3;
     let mut failed = false;
     for (i, (_, command)) in commands.iter().enumerate() {
-        // After a failure only `report` still runs, so the report names what failed.
-        if failed && !matches!(command, Command::Report) {
+        // After a failure only `report` and views (`target`) still run, so the report names
+        // what failed and the operator sees why.
+        if failed && !matches!(command, Command::Report | Command::Target { .. }) {
             let _ = writeln!(
                 progress,
                 "[{}/{total}] {:<11} skipped",
@@ -109,6 +110,11 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         );
         if let (Command::HostConfig { host }, true) = (command, outcome.ok) {
             let _ = writeln!(progress, "{}", canary.host_config(*host));
+        }
+        if let (Command::Target { name }, true) = (command, outcome.ok)
+            && let Ok(story) = canary.target_story(name)
+        {
+            let _ = writeln!(progress, "{story}");
         }
         failed |= !outcome.ok;
     }

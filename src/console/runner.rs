@@ -160,6 +160,7 @@ pub fn spawn<E: Send + 'static>(
             let Some(outcome) = outcome else { break };
             let output = match (&command, outcome.ok) {
                 (Command::HostConfig { host }, true) => Some(canary.host_config(*host)),
+                (Command::Target { name }, true) => canary.target_story(name).ok(),
                 _ => None,
             };
             send(RunnerEvent::Finished { outcome, output }).await;

@@ -443,7 +443,8 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
             names.push(&s.name);
         }
     }
-    for name in names {
+    let focused = app.focus == Pane::Targets;
+    for (index, name) in names.into_iter().enumerate() {
         let row = rows.iter().find(|r| r.name == name);
         let live = app.store_targets.iter().find(|s| s.name == name);
         let (version, revision, acc, rej, sha, initial) = match (live, row) {
@@ -505,7 +506,11 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         if width < 60 {
             spans.truncate(1);
         }
-        out.push(Line::from(spans));
+        let mut line = Line::from(spans);
+        if focused && index == app.target_cursor {
+            line = line.style(theme.selected());
+        }
+        out.push(line);
     }
     if let Some(e) = &app.store_error {
         out.push(Line::styled(

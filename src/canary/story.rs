@@ -1,0 +1,320 @@
+//! A target's story (issue 13): what an operator opens first after a FAIL. One text with the
+//! target's counters and hashes, the evaluator's verdicts with the check's output, every
+//! submission the agent made (from the wire logs: request key, outcome, revision, reasons), and
+//! the diffs of the exported bytes against the expected and the original bytes.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::Value;
+use similar::TextDiff;
+
+use super::Canary;
+use super::host_run::HOST_OBSERVED;
+
+/// Lines of context around each change in the diffs.
+pub const DIFF_CONTEXT: usize = 3;
+
+/// The longest diff shown, in lines; the rest is summarized.
+pub const DIFF_LINES: usize = 400;
+
+/// The check output shown, at most this many trailing lines.
+pub const CHECK_OUTPUT_LINES: usize = 40;
+
+/// One submission of the agent, as the wire log recorded it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    pub process: String,
+    pub request_key: String,
+    pub base_revision: Option<u64>,
+    /// `accepted`, `rejected`, an error code, or `no reply`.
+    pub outcome: String,
+    pub revision: Option<u64>,
+    pub reasons: Vec<String>,
+}
+
+/// The JSON-RPC messages of a wire log, in order. Records hold the parsed message or its exact
+/// wire text; lines that are neither are skipped.
+pub fn wire_messages(log: &str) -> Vec<Value> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|record| match &record["message"] {
+            Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
+            other => other.clone(),
+        })
+        .filter(|m| !m.is_null())
+        .collect()
+}
+
+/// The submissions to `target` in a wire log, each paired with its result by request id.
+pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
+    let messages = wire_messages(log);
+    let mut results: HashMap<String, &Value> = HashMap::new();
+    for m in &messages {
+        if m.get("method").is_none()
+            && let Some(id) = m.get("id")
+        {
+            results.insert(id.to_string(), m);
+        }
+    }
+    messages
+        .iter()
+        .filter(|m| {
+            m["method"] == "tools/call"
+                && m["params"]["name"] == "patchdiff_submit_observed_operations"
+                && m["params"]["arguments"]["target"] == target
+        })
+        .map(|m| {
+            let args = &m["params"]["arguments"];
+            let reply = results.get(&m["id"].to_string());
+            let (outcome, revision, reasons) = match reply {
+                None => ("no reply".to_owned(), None, Vec::new()),
+                Some(r) if r.get("error").is_some() => (
+                    format!(
+                        "protocol error: {}",
+                        r["error"]["message"].as_str().unwrap_or("?")
+                    ),
+                    None,
+                    Vec::new(),
+                ),
+                Some(r) => {
+                    let s = &r["result"]["structuredContent"];
+                    if let Some(code) = s["error"]["code"].as_str() {
+                        (
+                            code.to_owned(),
+                            None,
+                            vec![s["error"]["message"].as_str().unwrap_or("").to_owned()],
+                        )
+                    } else {
+                        let reasons = s["reasons"]
+                            .as_array()
+                            .map(|a| {
+                                a.iter()
+                                    .map(|r| match r {
+                                        Value::String(s) => s.clone(),
+                                        other => format!(
+                                            "{} {}",
+                                            other["code"].as_str().unwrap_or(""),
+                                            other["message"].as_str().unwrap_or("")
+                                        )
+                                        .trim()
+                                        .to_owned(),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default();
+                        (
+                            s["outcome"].as_str().unwrap_or("?").to_owned(),
+                            s["revision"].as_u64(),
+                            reasons,
+                        )
+                    }
+                }
+            };
+            Attempt {
+                process: process.to_owned(),
+                request_key: args["request_key"].as_str().unwrap_or("?").to_owned(),
+                base_revision: args["base_revision"].as_u64(),
+                outcome,
+                revision,
+                reasons,
+            }
+        })
+        .collect()
+}
+
+/// A unified diff of `new` against `old`, or a line saying they are equal.
+pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<String> {
+    if old == new {
+        return vec![format!("  (identical: {new_name} = {old_name})")];
+    }
+    let (old, new) = (String::from_utf8_lossy(old), String::from_utf8_lossy(new));
+    let diff = TextDiff::from_lines(old.as_ref(), new.as_ref());
+    let text = diff
+        .unified_diff()
+        .context_radius(DIFF_CONTEXT)
+        .header(old_name, new_name)
+        .to_string();
+    let mut lines: Vec<String> = text.lines().map(|l| format!("  {l}")).collect();
+    if lines.len() > DIFF_LINES {
+        let more = lines.len() - DIFF_LINES;
+        lines.truncate(DIFF_LINES);
+        lines.push(format!("  … {more} more diff lines"));
+    }
+    lines
+}
+
+impl Canary {
+    /// The story of target `name` as this run knows it now. Errors name the known targets.
+    pub fn target_story(&self, name: &str) -> anyhow::Result<String> {
+        let row = self
+            .targets
+            .iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
+                anyhow::anyhow!("no target `{name}`; targets are: {}", names.join(", "))
+            })?;
+        let fixture = self
+            .manifest
+            .fixture(name)
+            .ok_or_else(|| anyhow::anyhow!("target `{name}` is not in the fixture manifest"))?;
+        let mut out = vec![
+            format!(
+                "{} ({}) · version {} · revision {} · accepted {} · rejected {}",
+                row.name, row.language, row.version, row.revision, row.accepted, row.rejected
+            ),
+            format!("initial  {}", row.initial_sha256),
+            format!("current  {}", or_dash(&row.current_sha256)),
+            format!(
+                "exported {}",
+                row.exported_sha256.as_deref().unwrap_or("- (not exported)")
+            ),
+            format!("expected {}", fixture.expected_sha256),
+            String::new(),
+        ];
+        match self
+            .evaluation
+            .as_ref()
+            .and_then(|e| e.targets.iter().find(|t| t.name == name))
+        {
+            None => out.push("verdict: not evaluated yet (run `evaluate`)".into()),
+            Some(v) => {
+                out.push(format!(
+                    "verdict: full-byte {} · behavioral {} · check {} ms",
+                    pass(v.full_byte),
+                    pass(v.behavioral),
+                    v.check_ms
+                ));
+                for note in &v.notes {
+                    out.push(format!("  note: {note}"));
+                }
+                let output: Vec<&str> = v.check_output.lines().collect();
+                if !output.is_empty() {
+                    out.push(format!(
+                        "check output (last {} of {} lines):",
+                        output.len().min(CHECK_OUTPUT_LINES),
+                        output.len()
+                    ));
+                    let skip = output.len().saturating_sub(CHECK_OUTPUT_LINES);
+                    out.extend(output[skip..].iter().map(|l| format!("  │ {l}")));
+                }
+            }
+        }
+        out.push(String::new());
+        let mut attempts = Vec::new();
+        for process in ["observed", HOST_OBSERVED] {
+            let log = std::fs::read_to_string(self.run.wire_log(process)).unwrap_or_default();
+            attempts.extend(attempts_in(&log, process, name));
+        }
+        out.push(format!("submissions ({}):", attempts.len()));
+        for (i, a) in attempts.iter().enumerate() {
+            out.push(format!(
+                "  #{:<3} {:<9} key {} · base r{} → {}{}",
+                i + 1,
+                a.outcome,
+                a.request_key,
+                a.base_revision.map_or("?".into(), |r| r.to_string()),
+                a.revision.map_or("-".into(), |r| format!("r{r}")),
+                if a.process == "observed" {
+                    String::new()
+                } else {
+                    format!(" ({})", a.process)
+                }
+            ));
+            for r in &a.reasons {
+                out.push(format!("        reason: {r}"));
+            }
+        }
+        out.push(String::new());
+        let original = std::fs::read(self.manifest.resolve(&fixture.original))?;
+        let expected = std::fs::read(self.manifest.resolve(&fixture.expected))?;
+        let export_path = self.run.exports().join(&fixture.module_file);
+        match read_if_exists(&export_path)? {
+            None => out.push("diffs: not exported yet (run `export`)".into()),
+            Some(exported) => {
+                out.push("diff: expected → exported".into());
+                out.extend(unified(&expected, &exported, "expected", "exported"));
+                out.push(String::new());
+                out.push("diff: original → exported".into());
+                out.extend(unified(&original, &exported, "original", "exported"));
+            }
+        }
+        Ok(out.join("\n"))
+    }
+}
+
+fn read_if_exists(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn pass(ok: bool) -> &'static str {
+    if ok { "pass" } else { "FAIL" }
+}
+
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(message: Value) -> String {
+        json!({"ts_ms": 0, "direction": "x", "message": message}).to_string()
+    }
+
+    #[test]
+    fn submissions_pair_with_their_results_by_id() {
+        let submit = |id: u64, key: &str, target: &str| {
+            record(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "patchdiff_submit_observed_operations",
+                "arguments": {"target": target, "request_key": key, "base_revision": 1}}}),
+            )
+        };
+        let log = [
+            submit(4, "k-1", "chess"),
+            submit(5, "k-2", "calendar"),
+            submit(6, "k-3", "chess"),
+            record(json!({"jsonrpc": "2.0", "id": 6, "result": {"structuredContent": {
+                "outcome": "rejected", "reasons": [{"code": "OLD_TEXT_NOT_FOUND", "message": "gone"}]}}})),
+            // The exact-wire form of a record (a string) is read too.
+            json!({"message": json!({"jsonrpc": "2.0", "id": 4, "result": {"structuredContent": {
+                "outcome": "accepted", "revision": 2}}}).to_string()})
+            .to_string(),
+        ]
+        .join("\n");
+        let attempts = attempts_in(&log, "observed", "chess");
+        assert_eq!(attempts.len(), 2);
+        assert_eq!(attempts[0].request_key, "k-1");
+        assert_eq!(attempts[0].outcome, "accepted");
+        assert_eq!(attempts[0].revision, Some(2));
+        assert_eq!(attempts[1].outcome, "rejected");
+        assert_eq!(attempts[1].reasons, ["OLD_TEXT_NOT_FOUND gone"]);
+        let unanswered = attempts_in(&submit(9, "k-9", "chess"), "observed", "chess");
+        assert_eq!(unanswered[0].outcome, "no reply");
+    }
+
+    #[test]
+    fn diffs_show_changed_lines_with_context_or_say_identical() {
+        let old = b"a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = b"a\nb\nc\nD\ne\nf\ng\nh\n";
+        let lines = unified(old, new, "expected", "exported");
+        assert_eq!(lines[0], "  --- expected");
+        assert_eq!(lines[1], "  +++ exported");
+        assert!(lines.contains(&"  -d".to_owned()), "{lines:?}");
+        assert!(lines.contains(&"  +D".to_owned()), "{lines:?}");
+        assert!(
+            lines.contains(&"   a".to_owned()),
+            "3 lines of context: {lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.ends_with('h')), "{lines:?}");
+        assert_eq!(unified(old, old, "a", "b"), ["  (identical: b = a)"]);
+    }
+}
