@@ -87,11 +87,19 @@ struct EvaluateArgs {
     #[arg(long, value_name = "PATH")]
     manifest: PathBuf,
     /// Directory holding the exported targets, named by each fixture's module_file.
-    #[arg(long, value_name = "DIR")]
-    exports: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "controls_only")]
+    exports: Option<PathBuf>,
     /// Print the evaluation as JSON.
     #[arg(long)]
     json: bool,
+    /// Run the behavioral check on each export K times; a target whose verdicts differ is
+    /// `flaky` (V3).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    repeat: u32,
+    /// Run only the controls (each check on the expected bytes must pass, on the original must
+    /// fail) and exit 0 if they all hold; --exports is not read.
+    #[arg(long)]
+    controls_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -286,7 +294,46 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    match patchdiff::evaluate::evaluate(&manifest, &args.exports).await {
+    if args.controls_only {
+        return match patchdiff::evaluate::evaluate_controls(&manifest).await {
+            Ok(report) => {
+                if args.json {
+                    match serde_json::to_string_pretty(&report) {
+                        Ok(text) => println!("{text}"),
+                        Err(e) => {
+                            eprintln!("patchdiff evaluate: {e}");
+                            return EXIT_FAILED;
+                        }
+                    }
+                } else {
+                    for t in &report.targets {
+                        println!(
+                            "{:<14} {}",
+                            t.name,
+                            t.reason.as_deref().unwrap_or("controls hold")
+                        );
+                    }
+                    for t in report.targets.iter().filter(|t| !t.hold) {
+                        print!(
+                            "{}",
+                            patchdiff::evaluate::check_detail(
+                                &t.name,
+                                t.check_exit.as_deref(),
+                                &t.check_output
+                            )
+                        );
+                    }
+                }
+                if report.hold { 0 } else { EXIT_FAILED }
+            }
+            Err(e) => {
+                eprintln!("patchdiff evaluate: {e}");
+                EXIT_USAGE
+            }
+        };
+    }
+    let exports = args.exports.unwrap_or_default();
+    match patchdiff::evaluate::evaluate(&manifest, &exports, args.repeat).await {
         Ok(evaluation) => {
             if args.json {
                 match serde_json::to_string_pretty(&evaluation) {

@@ -49,6 +49,11 @@ pub struct TargetRow {
     pub replay_consistent: Option<bool>,
     pub full_byte: Option<bool>,
     pub behavioral: Option<bool>,
+    /// The evaluator's verdict class, or a preflight control's `infra_error` (V3).
+    pub status: Option<crate::evaluate::Status>,
+    /// Exit status and output tail (≤ 4 KiB) of the check run that explains a non-pass.
+    pub check_exit: Option<String>,
+    pub check_output: Option<String>,
     pub notes: Vec<String>,
 }
 
@@ -454,9 +459,10 @@ impl Canary {
         if !stale.is_empty() {
             anyhow::bail!("targets are not fresh: {}", stale.join(", "));
         }
+        let controls = self.run_controls().await?;
         self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
         Ok(format!(
-            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
+            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh · {controls}",
             self.targets.len()
         ))
     }
@@ -644,6 +650,53 @@ impl Canary {
         ))
     }
 
+    /// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
+    /// broken check environment stops the canary before the agent starts. A target whose
+    /// controls do not hold is marked `infra_error` with the check's exit and output.
+    async fn run_controls(&mut self) -> anyhow::Result<String> {
+        let output = tokio::process::Command::new(&self.options.exe)
+            .arg("evaluate")
+            .arg("--controls-only")
+            .arg("--manifest")
+            .arg(&self.options.manifest)
+            .arg("--json")
+            .output()
+            .await?;
+        let report: crate::evaluate::ControlReport = serde_json::from_slice(&output.stdout)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the evaluator's controls produced no report ({e}): {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                )
+            })?;
+        let mut broken = Vec::new();
+        for t in report.targets.iter().filter(|t| !t.hold) {
+            if let Some(row) = self.targets.iter_mut().find(|r| r.name == t.name) {
+                row.status = Some(crate::evaluate::Status::InfraError);
+                row.check_exit.clone_from(&t.check_exit);
+                row.check_output = Some(t.check_output.clone());
+                row.notes.push(format!(
+                    "infra_error: {}",
+                    t.reason.as_deref().unwrap_or("")
+                ));
+            }
+            broken.push(format!(
+                "{} ({}; {}: {})",
+                t.name,
+                t.reason.as_deref().unwrap_or("control failed"),
+                t.check_exit.as_deref().unwrap_or("-"),
+                crate::evaluate::headline(&t.check_output)
+            ));
+        }
+        if !broken.is_empty() {
+            anyhow::bail!(
+                "evaluator controls do not hold — infra_error, not the agent's: {}",
+                broken.join("; ")
+            );
+        }
+        Ok(format!("{} checks' controls hold", report.targets.len()))
+    }
+
     async fn evaluate(&mut self) -> anyhow::Result<String> {
         // C6: a separate process that reads only the exports and the fixture manifest.
         let output = tokio::process::Command::new(&self.options.exe)
@@ -665,6 +718,9 @@ impl Canary {
             if let Some(row) = self.targets.iter_mut().find(|r| r.name == verdict.name) {
                 row.full_byte = Some(verdict.full_byte);
                 row.behavioral = Some(verdict.behavioral);
+                row.status = Some(verdict.status);
+                row.check_exit.clone_from(&verdict.check_exit);
+                row.check_output = (!verdict.passed()).then(|| verdict.check_output.clone());
                 row.notes.extend(verdict.notes.iter().cloned());
             }
         }
@@ -672,7 +728,16 @@ impl Canary {
             .targets
             .iter()
             .filter(|t| !t.passed())
-            .map(|t| t.name.clone())
+            .map(|t| match t.status {
+                crate::evaluate::Status::InfraError | crate::evaluate::Status::Flaky => format!(
+                    "{} {} ({}: {})",
+                    t.name,
+                    t.status.as_str(),
+                    t.check_exit.as_deref().unwrap_or("-"),
+                    crate::evaluate::headline(&t.check_output)
+                ),
+                _ => t.name.clone(),
+            })
             .collect();
         let summary = format!(
             "{}/{} targets pass full-byte and behavioral",

@@ -447,7 +447,15 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
             Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
             Some(_) => ("≠ changed".to_owned(), Level::High),
         };
+        let status = row.and_then(|r| r.status);
         let (eval, eval_level) = match row.map(|r| (r.full_byte, r.behavioral)) {
+            // V3: a broken check environment is not the agent's failure.
+            _ if status == Some(crate::evaluate::Status::InfraError) => {
+                ("⚠ infra_error".to_owned(), Level::High)
+            }
+            _ if status == Some(crate::evaluate::Status::Flaky) => {
+                ("⚠ flaky".to_owned(), Level::High)
+            }
             Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
             Some((Some(f), Some(b))) => (
                 format!(
