@@ -224,6 +224,22 @@ pub fn clock(ts_ms: f64) -> String {
     )
 }
 
+/// Parses one log line. A wire record carries the message's exact bytes in `raw` (E1); it is
+/// parsed into `message` here so summaries and the detail view read one shape.
+pub fn parse_line(line: &str) -> Option<Value> {
+    let mut v = serde_json::from_str::<Value>(line).ok()?;
+    if let Some(raw) = v.get("raw").and_then(Value::as_str)
+        && v.get("message").is_none()
+    {
+        let message =
+            serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+        if let Value::Object(map) = &mut v {
+            map.insert("message".to_owned(), message);
+        }
+    }
+    Some(v)
+}
+
 /// The tool a log line is about: `params.name` of a `tools/call` request, or the transcript's
 /// `tool` field.
 fn tool_of(v: &Value) -> Option<&str> {
@@ -283,7 +299,7 @@ fn result_fields(structured: &Value) -> String {
 /// One-line summary of a wire-log or transcript line. `tools` maps request keys to tool names
 /// so result lines can name their tool.
 pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option<String>) {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
+    let Some(v) = parse_line(line) else {
         return (format!("(not JSON) {}", short(line, 120)), None);
     };
     if let (Some(name), Some(start)) = (
@@ -389,13 +405,21 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
 /// Pretty-prints one line for the detail view (the `message` of a wire record, else the
 /// whole record); non-JSON lines are shown as they are.
 pub fn pretty(line: &str) -> Vec<String> {
-    match serde_json::from_str::<Value>(line) {
-        Ok(v) => serde_json::to_string_pretty(&v)
+    match parse_line(line).map(|mut v| {
+        // The message is shown parsed; its exact bytes stay in the file.
+        if let Value::Object(map) = &mut v
+            && map.contains_key("message")
+        {
+            map.remove("raw");
+        }
+        v
+    }) {
+        Some(v) => serde_json::to_string_pretty(&v)
             .unwrap_or_else(|_| line.to_owned())
             .lines()
             .map(str::to_owned)
             .collect(),
-        Err(_) => vec![line.to_owned()],
+        None => vec![line.to_owned()],
     }
 }
 
@@ -466,8 +490,7 @@ impl EvidenceView {
                     return true;
                 }
                 // Result lines name no tool: pair them with a remembered request key.
-                serde_json::from_str::<Value>(line)
-                    .ok()
+                parse_line(line)
                     .and_then(|v| key_of(&v))
                     .and_then(|k| self.request_tools.get(&k))
                     .is_some_and(|t| t == tool)
@@ -512,7 +535,7 @@ impl EvidenceView {
         self.summaries = lines
             .iter()
             .map(|l| {
-                if let Ok(v) = serde_json::from_str::<Value>(&l.text)
+                if let Some(v) = parse_line(&l.text)
                     && let (Some(k), Some(t)) = (key_of(&v), tool_of(&v))
                 {
                     if self.request_tools.len() >= KEYS_CAPACITY {
