@@ -509,6 +509,96 @@ pub fn source_sha() -> (String, String) {
     }
 }
 
+/// The run's file digests (V1), `sha256sum` format: `<hex>  <relative path>` per line, sorted by
+/// path; `sha256sum -c SHA256SUMS` in the run directory checks them too.
+pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The run's final digest (V1): the digest of `manifest.json` and of [`SUMS_FILE`], created
+/// once at `report`. The run manifest itself is written once at `init` and never rewritten
+/// (E2), so the final digest lives beside it rather than in it.
+pub const SEAL_FILE: &str = "manifest.seal";
+/// First line of a seal.
+pub const SEAL_HEADER: &str = "patchdiff-seal 1";
+
+/// SHA-256 (hex) of a file, read in 64 KiB blocks.
+pub fn file_digest(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Every regular file under `root` (recursively; symlinks are not followed) except the sums and
+/// the seal, as `/`-separated relative paths, sorted.
+pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                walk(root, &path, out)?;
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(root)
+                    .map_err(std::io::Error::other)?
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                if rel != SUMS_FILE && rel != SEAL_FILE {
+                    out.push(rel);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// The seal's exact text for these digests.
+pub fn seal_text(run_id: &str, manifest_sha256: Option<&str>, sums_sha256: &str) -> String {
+    let mut text = format!("{SEAL_HEADER}\nrun {run_id}\n");
+    if let Some(m) = manifest_sha256 {
+        text.push_str(&format!("SHA256 (manifest.json) = {m}\n"));
+    }
+    text.push_str(&format!("SHA256 ({SUMS_FILE}) = {sums_sha256}\n"));
+    text
+}
+
+/// Seals a finished run (V1): writes [`SUMS_FILE`] over every file in the run directory, then
+/// [`SEAL_FILE`]; both are created exclusively. Returns the digest of the sums. Nothing may
+/// write into the run afterwards (its processes are stopped first).
+pub fn seal_run(run: &RunDir) -> std::io::Result<String> {
+    let mut sums = String::new();
+    for rel in evidence_files(&run.path)? {
+        sums.push_str(&format!("{}  {rel}\n", file_digest(&run.path.join(&rel))?));
+    }
+    write_new_private(&run.path.join(SUMS_FILE), sums.as_bytes())?;
+    let sums_sha256 = line_digest(sums.as_bytes());
+    let manifest_sha256 = match file_digest(&run.manifest()) {
+        Ok(d) => Some(d),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    write_new_private(
+        &run.path.join(SEAL_FILE),
+        seal_text(&run.run_id, manifest_sha256.as_deref(), &sums_sha256).as_bytes(),
+    )?;
+    Ok(sums_sha256)
+}
+
 /// A run's evidence directory and its standard file names.
 #[derive(Debug, Clone)]
 pub struct RunDir {

@@ -38,6 +38,26 @@ enum Cmd {
     /// The independent evaluator: exported files against the fixture manifest (full-byte and
     /// behavioral). Reads no database.
     Evaluate(EvaluateArgs),
+    /// Re-check a sealed run directory: seal, SHA256SUMS digests, evidence hash chains, fixture
+    /// hashes, journal replay against the exports (and, with --evaluate, the verdicts). Exit 0
+    /// only if all hold.
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// The run directory (the one `report` sealed).
+    #[arg(value_name = "RUN_DIR")]
+    run_dir: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Fixture manifest to check against (default: the one the run recorded).
+    #[arg(long, value_name = "PATH")]
+    manifest: Option<PathBuf>,
+    /// Also re-run the evaluator on the exports and compare verdicts with report.json.
+    #[arg(long)]
+    evaluate: bool,
 }
 
 #[derive(clap::Args, Default)]
@@ -127,6 +147,7 @@ fn main() -> ExitCode {
             Some(Cmd::Console(args)) => run_console(args, &paths).await,
             Some(Cmd::Mcp(args)) => run_mcp(args, &paths).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
+            Some(Cmd::Verify(args)) => run_verify(args).await,
         }
     });
     ExitCode::from(code as u8)
@@ -284,6 +305,33 @@ fn init_tracing() -> Option<()> {
         )
         .try_init()
         .ok()
+}
+
+async fn run_verify(args: VerifyArgs) -> i32 {
+    let options = patchdiff::verify::VerifyOptions {
+        manifest: args.manifest,
+        evaluate: args.evaluate,
+    };
+    match patchdiff::verify::verify(&args.run_dir, &options).await {
+        Ok(report) => {
+            if args.json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("patchdiff verify: {e}");
+                        return EXIT_FAILED;
+                    }
+                }
+            } else {
+                print!("{}", report.to_text());
+            }
+            if report.ok { 0 } else { EXIT_FAILED }
+        }
+        Err(e) => {
+            eprintln!("patchdiff verify: {e}");
+            EXIT_USAGE
+        }
+    }
 }
 
 async fn run_evaluate(args: EvaluateArgs) -> i32 {

@@ -188,7 +188,7 @@ impl Canary {
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
             Command::Evaluate => self.evaluate().await,
-            Command::Report => self.report(),
+            Command::Report => self.report().await,
             Command::Stop { which } => {
                 self.stop(*which).await;
                 Ok("stopped".to_owned())
@@ -401,7 +401,9 @@ impl Canary {
             initial_targets,
             configuration: json!({
                 "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
-                "fixture_manifest": self.options.manifest,
+                "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
+                    .unwrap_or_else(|_| self.options.manifest.clone()),
+                "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
             }),
             gate2: "closed".to_owned(),
@@ -751,11 +753,34 @@ impl Canary {
         }
     }
 
-    fn report(&mut self) -> anyhow::Result<String> {
+    async fn report(&mut self) -> anyhow::Result<String> {
+        // V1: the report seals the run, so nothing may write into it afterwards: stop both
+        // processes and wait (bounded) until they have exited.
+        let pids: Vec<u32> = [&self.full, &self.observed]
+            .into_iter()
+            .filter_map(|p| p.as_ref().and_then(|p| p.pid))
+            .collect();
+        self.stop(None).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for pid in pids {
+            while Instant::now() < deadline {
+                let state = client::proc_state(u64::from(pid));
+                if state == "gone" || state.starts_with('Z') {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
+        let sums = crate::evidence::seal_run(&self.run)?;
         if report.passed {
-            Ok(format!("report written to {}", self.run.path.display()))
+            Ok(format!(
+                "report written to {} · sealed ({} {})",
+                self.run.path.display(),
+                crate::evidence::SUMS_FILE,
+                &sums[..12]
+            ))
         } else {
             anyhow::bail!(
                 "the canary did not pass (report in {}): {}",
