@@ -630,6 +630,10 @@ impl RunDir {
     pub fn perf_events(&self, process: &str) -> PathBuf {
         self.path.join(format!("{process}.perf.jsonl"))
     }
+    /// Captured stderr of the Waymark worker generations of one process (E1, W3).
+    pub fn worker_stderr_log(&self, process: &str) -> PathBuf {
+        self.path.join(format!("worker.{process}.stderr.log"))
+    }
     /// Captured stderr of one process.
     pub fn stderr_log(&self, process: &str) -> PathBuf {
         self.path.join(format!("{process}.stderr.log"))

@@ -5,6 +5,7 @@
 pub mod client;
 pub mod command;
 pub mod plan;
+pub mod record;
 pub mod report;
 
 use std::collections::BTreeMap;
@@ -268,6 +269,13 @@ impl Canary {
             "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
         ));
+        env.push((
+            crate::waymark::config::ENV_WORKER_STDERR_LOG.into(),
+            self.run
+                .worker_stderr_log(kind.as_str())
+                .display()
+                .to_string(),
+        ));
         // Operator-level settings the child still honours (P1): node binary and worker dir.
         for var in [
             "PATCHDIFF_NODE_BINARY",
@@ -391,6 +399,7 @@ impl Canary {
     fn write_manifest(&mut self, initial_targets: Vec<InitialTarget>) -> anyhow::Result<()> {
         let (source_sha, source_sha_origin) = crate::evidence::source_sha();
         let observed = self.launch_spec(ProcessKind::Observed);
+        let full = self.launch_spec(ProcessKind::Full);
         let manifest = RunManifest {
             run_id: self.run.run_id.clone(),
             started_ms: self.started_ms,
@@ -401,6 +410,16 @@ impl Canary {
             initial_targets,
             configuration: json!({
                 "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+                // E1: the complete run record (resolved per process; software versions).
+                "processes": {
+                    "observed": record::process_record(&observed.env),
+                    "full": record::process_record(&full.env),
+                },
+                "node": record::node_record(&observed.env),
+                "waymark_packages": record::waymark_packages(
+                    &crate::waymark::WaymarkConfig::default_script_dir()
+                ),
+                "console": record::console_record(),
                 "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
                     .unwrap_or_else(|_| self.options.manifest.clone()),
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
