@@ -447,6 +447,10 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         ("observed requests/results".into(), run.wire_log("observed")),
         ("full requests/results".into(), run.wire_log("full")),
         ("transcript".into(), run.transcript()),
+        (
+            "worker stderr (observed)".into(),
+            run.worker_stderr_log("observed"),
+        ),
     ]);
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {

@@ -718,6 +718,9 @@ fn evidence<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
     for (i, s) in ev.summaries.iter().enumerate().skip(start).take(room) {
         if i == ev.selected && app.focus == Pane::Evidence {
             out.push(Line::styled(format!("▶ {s}"), theme.selected()));
+        } else if ev.is_match(i) {
+            // A line holding the search text.
+            out.push(Line::styled(format!("≡ {s}"), theme.level(Level::High)));
         } else {
             out.push(Line::raw(format!("  {s}")));
         }
@@ -835,6 +838,8 @@ fn draw_overlay(frame: &mut Frame, title: &str, lines: &[Line], scroll: u16) {
                     .borders(Borders::ALL)
                     .title(format!(" {title} ")),
             )
+            // Long lines (a message's raw text) wrap instead of being cut; scrolling still works.
+            .wrap(ratatui::widgets::Wrap { trim: false })
             .scroll((scroll, 0)),
         rect,
     );
