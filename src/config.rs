@@ -160,6 +160,7 @@ pub const FILE_KEYS: &[&str] = &[
     "perf_events",
     "perf_memory",
     "evidence_wire_log",
+    "worker_stderr_log",
     "waymark_dir",
     "waymark_work_root",
     "data_dir",

@@ -1,7 +1,14 @@
-//! The independent evaluator (SPEC C6): compares exported bytes with the expected bytes
+//! The independent evaluator (SPEC C6, V3): compares exported bytes with the expected bytes
 //! (full-byte) and runs each target's behavioral check command. It reads only the exported files
 //! and the fixture manifest — never the database — so it can be run on its own
 //! (`patchdiff evaluate`) by someone who trusts nothing else in the run.
+//!
+//! Before judging an export, each target's check is run as a *control* in the same environment:
+//! on the fixture's expected bytes (it must pass) and on the original bytes (it must fail). A
+//! control that does not hold means the check or its environment is broken (a missing toolchain,
+//! a command that cannot start), so the target is [`Status::InfraError`] — never the agent's
+//! [`Status::Fail`]. With `repeat` > 1 the check on the export runs that many times; verdicts that
+//! differ make the target [`Status::Flaky`].
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -9,35 +16,131 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::fixtures::{FixtureManifest, read_pinned, sha256_hex};
+use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 
 /// Behavioral checks that run longer than this are killed and count as failed.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
-/// Bytes of a check's combined output kept in the report (the tail).
+/// Bytes of a check's combined output kept in the report (the tail): 4 KiB.
 pub const CHECK_OUTPUT_TAIL_BYTES: usize = 4096;
+/// Upper bound of `evaluate --repeat K`.
+pub const MAX_REPEAT: u32 = 100;
+
+/// A target's verdict class.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Full-byte equal and the check passed on every run, with both controls holding.
+    Pass,
+    /// The agent's export is wrong: bytes differ or the (working) check fails on it.
+    Fail,
+    /// The check or its environment is broken (a control did not hold, or the check could not
+    /// start); says nothing about the agent.
+    InfraError,
+    /// Repeated runs of the check on the same bytes gave different verdicts.
+    Flaky,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pass => "pass",
+            Self::Fail => "FAIL",
+            Self::InfraError => "infra_error",
+            Self::Flaky => "flaky",
+        }
+    }
+}
+
+/// One run of a check command.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CheckRun {
+    /// Exit status 0.
+    pub passed: bool,
+    /// `exit N`, `signal N`, `timed out after 120 s` or `could not start: <error>`.
+    pub exit: String,
+    /// Whether the command started at all.
+    pub started: bool,
+    /// The last [`CHECK_OUTPUT_TAIL_BYTES`] of stdout followed by stderr.
+    pub output: String,
+    pub ms: u64,
+}
+
+/// The two controls of one target (V3).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Controls {
+    /// The check on the fixture's expected bytes; must pass.
+    pub expected: CheckRun,
+    /// The check on the fixture's original bytes; must fail.
+    pub original: CheckRun,
+}
+
+impl Controls {
+    /// Both controls hold.
+    pub fn hold(&self) -> bool {
+        self.expected.passed && !self.original.passed && self.original.started
+    }
+
+    /// Why the controls do not hold, with the run that shows it; `None` when they hold.
+    pub fn failure(&self) -> Option<(String, &CheckRun)> {
+        if !self.expected.passed {
+            Some((
+                format!(
+                    "control failed: the check does not pass on the expected bytes ({})",
+                    self.expected.exit
+                ),
+                &self.expected,
+            ))
+        } else if !self.original.started {
+            Some((
+                format!(
+                    "control failed: the check did not run on the original bytes ({})",
+                    self.original.exit
+                ),
+                &self.original,
+            ))
+        } else if self.original.passed {
+            Some((
+                "control failed: the check passes on the original bytes, so it cannot tell a \
+                 solved target from an unsolved one"
+                    .to_owned(),
+                &self.original,
+            ))
+        } else {
+            None
+        }
+    }
+}
 
 /// One target's verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TargetVerdict {
     pub name: String,
+    pub status: Status,
     /// Exported bytes equal the expected bytes exactly.
     pub full_byte: bool,
-    /// The behavioral check command exited 0 on the exported bytes.
+    /// The behavioral check passed on the exported bytes on every run, with its controls holding.
     pub behavioral: bool,
+    /// Verdict of each run of the check on the export (`--repeat`); empty when it did not run.
+    pub behavioral_runs: Vec<bool>,
     /// SHA-256 of the exported file, or null when it was missing.
     pub exported_sha256: Option<String>,
     pub expected_sha256: String,
-    /// Why a check failed (missing export, hash difference, exit status), empty when both pass.
+    /// Why the target is not `pass` (missing export, hash difference, control, exit status).
     pub notes: Vec<String>,
-    /// Tail of the check's stdout+stderr.
+    /// Exit status of the run that explains a non-pass (a failed control, else the export's
+    /// first failing run); null on pass.
+    pub check_exit: Option<String>,
+    /// Tail (≤ 4 KiB) of that run's stdout+stderr; for a pass, the last run's.
     pub check_output: String,
     pub check_ms: u64,
+    /// The controls; null when they could not be prepared.
+    pub controls: Option<Controls>,
 }
 
 impl TargetVerdict {
-    /// Both checks passed.
+    /// Both checks passed (status `pass`).
     pub fn passed(&self) -> bool {
-        self.full_byte && self.behavioral
+        self.status == Status::Pass
     }
 }
 
@@ -47,6 +150,17 @@ pub struct Evaluation {
     pub targets: Vec<TargetVerdict>,
     pub passed: usize,
     pub total: usize,
+    #[serde(default)]
+    pub infra_errors: usize,
+    #[serde(default)]
+    pub flaky: usize,
+    /// Runs of each check on the export (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Evaluation {
@@ -54,6 +168,29 @@ impl Evaluation {
     pub fn all_passed(&self) -> bool {
         self.passed == self.total && self.total > 0
     }
+}
+
+/// The controls alone (`patchdiff evaluate --controls-only`), as the console's preflight runs
+/// them before the agent starts.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ControlReport {
+    pub targets: Vec<TargetControls>,
+    /// Every target's controls hold.
+    pub hold: bool,
+}
+
+/// One target's controls.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TargetControls {
+    pub name: String,
+    pub hold: bool,
+    /// Why not, when they do not hold.
+    pub reason: Option<String>,
+    /// Exit status of the run that shows it.
+    pub check_exit: Option<String>,
+    /// Its output tail (≤ 4 KiB).
+    pub check_output: String,
+    pub controls: Controls,
 }
 
 /// Errors that stop the evaluator before it can judge any target.
@@ -65,90 +202,240 @@ pub enum EvaluateError {
     NoExports(PathBuf),
     #[error("cannot prepare a scratch directory for the checks: {0}")]
     Scratch(std::io::Error),
+    #[error("--repeat {0}: must be between 1 and {MAX_REPEAT}")]
+    Repeat(u32),
 }
 
-/// Evaluates every fixture of `manifest` against `<exports>/<module_file>`.
+/// Runs both controls of every fixture (expected bytes must pass, original must fail).
+pub async fn evaluate_controls(manifest: &FixtureManifest) -> Result<ControlReport, EvaluateError> {
+    let mut targets = Vec::with_capacity(manifest.fixtures.len());
+    for fixture in &manifest.fixtures {
+        let controls = run_controls(manifest, fixture).await?;
+        let failure = controls.failure().map(|(r, run)| (r, run.clone()));
+        targets.push(TargetControls {
+            name: fixture.target.clone(),
+            hold: failure.is_none(),
+            reason: failure.as_ref().map(|(r, _)| r.clone()),
+            check_exit: failure.as_ref().map(|(_, run)| run.exit.clone()),
+            check_output: failure
+                .as_ref()
+                .map(|(_, run)| run.output.clone())
+                .unwrap_or_default(),
+            controls,
+        });
+    }
+    let hold = targets.iter().all(|t| t.hold);
+    Ok(ControlReport { targets, hold })
+}
+
+async fn run_controls(
+    manifest: &FixtureManifest,
+    fixture: &Fixture,
+) -> Result<Controls, EvaluateError> {
+    let expected = read_pinned(
+        &fixture.target,
+        &manifest.resolve(&fixture.expected),
+        &fixture.expected_sha256,
+    )?;
+    let original = read_pinned(
+        &fixture.target,
+        &manifest.resolve(&fixture.original),
+        &fixture.sha256,
+    )?;
+    Ok(Controls {
+        expected: run_check_in_scratch(manifest, fixture, &expected).await?,
+        original: run_check_in_scratch(manifest, fixture, &original).await?,
+    })
+}
+
+/// Evaluates every fixture of `manifest` against `<exports>/<module_file>`, running each check on
+/// the export `repeat` times (1 = once) after its controls.
 ///
 /// Expected files are authenticated against the manifest's `expected_sha256` first; a tampered
 /// expected file fails the run. A missing export fails that target only.
 pub async fn evaluate(
     manifest: &FixtureManifest,
     exports: &Path,
+    repeat: u32,
 ) -> Result<Evaluation, EvaluateError> {
+    if !(1..=MAX_REPEAT).contains(&repeat) {
+        return Err(EvaluateError::Repeat(repeat));
+    }
     if !exports.is_dir() {
         return Err(EvaluateError::NoExports(exports.to_path_buf()));
     }
     let mut targets = Vec::with_capacity(manifest.fixtures.len());
     for fixture in &manifest.fixtures {
-        let expected = read_pinned(
-            &fixture.target,
-            &manifest.resolve(&fixture.expected),
-            &fixture.expected_sha256,
-        )?;
-        let exported_path = exports.join(&fixture.module_file);
-        let mut verdict = TargetVerdict {
-            name: fixture.target.clone(),
-            full_byte: false,
-            behavioral: false,
-            exported_sha256: None,
-            expected_sha256: fixture.expected_sha256.clone(),
-            notes: Vec::new(),
-            check_output: String::new(),
-            check_ms: 0,
-        };
-        let exported = match std::fs::read(&exported_path) {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                verdict
-                    .notes
-                    .push(format!("no export at {}: {e}", exported_path.display()));
-                targets.push(verdict);
-                continue;
-            }
-        };
-        verdict.exported_sha256 = Some(sha256_hex(&exported));
-        verdict.full_byte = exported == expected;
-        if !verdict.full_byte {
-            verdict.notes.push(first_difference(&exported, &expected));
-        }
-        let scratch = tempfile::Builder::new()
-            .prefix(&format!("patchdiff-eval-{}-", fixture.target))
-            .tempdir()
-            .map_err(EvaluateError::Scratch)?;
-        let started = Instant::now();
-        match run_check(manifest, fixture, &exported, scratch.path()).await {
-            Ok((ok, output)) => {
-                verdict.behavioral = ok;
-                verdict.check_output = output;
-                if !ok {
-                    verdict.notes.push(format!(
-                        "behavioral check `{}` failed",
-                        fixture.check.command.join(" ")
-                    ));
-                }
-            }
-            Err(e) => verdict
-                .notes
-                .push(format!("behavioral check could not run: {e}")),
-        }
-        verdict.check_ms = started.elapsed().as_millis() as u64;
-        targets.push(verdict);
+        targets.push(evaluate_target(manifest, fixture, exports, repeat).await?);
     }
-    let passed = targets.iter().filter(|t| t.passed()).count();
-    let total = targets.len();
+    let count = |s: Status| targets.iter().filter(|t| t.status == s).count();
     Ok(Evaluation {
+        passed: count(Status::Pass),
+        infra_errors: count(Status::InfraError),
+        flaky: count(Status::Flaky),
+        total: targets.len(),
         targets,
-        passed,
-        total,
+        repeat,
     })
+}
+
+async fn evaluate_target(
+    manifest: &FixtureManifest,
+    fixture: &Fixture,
+    exports: &Path,
+    repeat: u32,
+) -> Result<TargetVerdict, EvaluateError> {
+    let expected = read_pinned(
+        &fixture.target,
+        &manifest.resolve(&fixture.expected),
+        &fixture.expected_sha256,
+    )?;
+    let started = Instant::now();
+    let mut verdict = TargetVerdict {
+        name: fixture.target.clone(),
+        status: Status::Fail,
+        full_byte: false,
+        behavioral: false,
+        behavioral_runs: Vec::new(),
+        exported_sha256: None,
+        expected_sha256: fixture.expected_sha256.clone(),
+        notes: Vec::new(),
+        check_exit: None,
+        check_output: String::new(),
+        check_ms: 0,
+        controls: None,
+    };
+    let exported_path = exports.join(&fixture.module_file);
+    let exported = match std::fs::read(&exported_path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            verdict
+                .notes
+                .push(format!("no export at {}: {e}", exported_path.display()));
+            None
+        }
+    };
+    if let Some(bytes) = &exported {
+        verdict.exported_sha256 = Some(sha256_hex(bytes));
+        verdict.full_byte = *bytes == expected;
+        if !verdict.full_byte {
+            verdict.notes.push(first_difference(bytes, &expected));
+        }
+    }
+    // V3: the controls come first; if they do not hold, the export is not judged at all.
+    let controls = run_controls(manifest, fixture).await?;
+    if let Some((reason, run)) = controls.failure() {
+        verdict.status = Status::InfraError;
+        verdict.notes.push(format!(
+            "infra_error: {reason}; `{}` — the check or its environment is broken, the agent is \
+             not judged",
+            fixture.check.command.join(" ")
+        ));
+        verdict.check_exit = Some(run.exit.clone());
+        verdict.check_output = run.output.clone();
+        verdict.controls = Some(controls);
+        verdict.check_ms = started.elapsed().as_millis() as u64;
+        return Ok(verdict);
+    }
+    verdict.controls = Some(controls);
+    let Some(exported) = exported else {
+        verdict.check_ms = started.elapsed().as_millis() as u64;
+        return Ok(verdict);
+    };
+    let mut runs = Vec::with_capacity(repeat as usize);
+    for _ in 0..repeat {
+        runs.push(run_check_in_scratch(manifest, fixture, &exported).await?);
+    }
+    verdict.behavioral_runs = runs.iter().map(|r| r.passed).collect();
+    let explaining = runs.iter().find(|r| !r.passed).or(runs.last()).cloned();
+    if let Some(run) = &explaining {
+        verdict.check_output = run.output.clone();
+        if !run.passed {
+            verdict.check_exit = Some(run.exit.clone());
+        }
+    }
+    let all_pass = runs.iter().all(|r| r.passed);
+    let none_pass = runs.iter().all(|r| !r.passed);
+    verdict.behavioral = all_pass;
+    let command = fixture.check.command.join(" ");
+    verdict.status = if runs.iter().any(|r| !r.started) {
+        verdict.notes.push(format!(
+            "infra_error: the check `{command}` could not start on the export ({}), though its \
+             controls ran",
+            explaining.as_ref().map_or("", |r| r.exit.as_str())
+        ));
+        Status::InfraError
+    } else if !all_pass && !none_pass {
+        verdict.notes.push(format!(
+            "flaky: the check `{command}` passed {} of {} runs on the same bytes",
+            runs.iter().filter(|r| r.passed).count(),
+            runs.len()
+        ));
+        Status::Flaky
+    } else if !all_pass && verdict.full_byte {
+        // The bytes are the expected bytes, on which the control passed: the check, not the
+        // export, changed its mind.
+        verdict.notes.push(format!(
+            "flaky: the check `{command}` failed on bytes equal to the expected bytes, on which \
+             its control passed"
+        ));
+        Status::Flaky
+    } else if !all_pass {
+        verdict.notes.push(format!(
+            "behavioral check `{command}` failed ({})",
+            explaining.as_ref().map_or("", |r| r.exit.as_str())
+        ));
+        Status::Fail
+    } else if verdict.full_byte {
+        Status::Pass
+    } else {
+        Status::Fail
+    };
+    verdict.check_ms = started.elapsed().as_millis() as u64;
+    Ok(verdict)
+}
+
+/// Runs the check of `fixture` on `bytes` in a fresh scratch directory holding the check's
+/// files plus `bytes` saved as the fixture's `module_file`. Failing to start the command is a
+/// [`CheckRun`] with `started: false` and the OS error as its output, not an `Err`.
+async fn run_check_in_scratch(
+    manifest: &FixtureManifest,
+    fixture: &Fixture,
+    bytes: &[u8],
+) -> Result<CheckRun, EvaluateError> {
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("patchdiff-eval-{}-", fixture.target))
+        .tempdir()
+        .map_err(EvaluateError::Scratch)?;
+    let started = Instant::now();
+    let mut run = match run_check(manifest, fixture, bytes, scratch.path()).await {
+        Ok(run) => run,
+        Err(e) => CheckRun {
+            passed: false,
+            exit: format!("could not start: {e}"),
+            started: false,
+            output: tail(
+                &format!(
+                    "patchdiff evaluate: the check `{}` could not start in {}: {e}\n",
+                    fixture.check.command.join(" "),
+                    manifest.resolve(&fixture.check.dir).display()
+                ),
+                CHECK_OUTPUT_TAIL_BYTES,
+            ),
+            ms: 0,
+        },
+    };
+    run.ms = started.elapsed().as_millis() as u64;
+    Ok(run)
 }
 
 async fn run_check(
     manifest: &FixtureManifest,
-    fixture: &crate::fixtures::Fixture,
+    fixture: &Fixture,
     exported: &[u8],
     scratch: &Path,
-) -> std::io::Result<(bool, String)> {
+) -> std::io::Result<CheckRun> {
+    use std::os::unix::process::ExitStatusExt;
     let check_dir = manifest.resolve(&fixture.check.dir);
     for entry in std::fs::read_dir(&check_dir)? {
         let entry = entry?;
@@ -169,25 +456,39 @@ async fn run_check(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
-        .spawn()?;
+        .spawn()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("`{program}`: {e}")))?;
     let output = match tokio::time::timeout(CHECK_TIMEOUT, child.wait_with_output()).await {
         Ok(out) => out?,
         Err(_) => {
-            return Ok((
-                false,
-                format!("timed out after {} s", CHECK_TIMEOUT.as_secs()),
-            ));
+            let exit = format!("timed out after {} s", CHECK_TIMEOUT.as_secs());
+            return Ok(CheckRun {
+                passed: false,
+                output: exit.clone(),
+                exit,
+                started: true,
+                ms: 0,
+            });
         }
     };
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&output.stderr));
-    Ok((
-        output.status.success(),
-        tail(&text, CHECK_OUTPUT_TAIL_BYTES),
-    ))
+    let exit = match (output.status.code(), output.status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "unknown exit".to_owned(),
+    };
+    Ok(CheckRun {
+        passed: output.status.success(),
+        exit,
+        started: true,
+        output: tail(&text, CHECK_OUTPUT_TAIL_BYTES),
+        ms: 0,
+    })
 }
 
-fn tail(text: &str, max: usize) -> String {
+/// The last `max` bytes of `text`, cut forward to a character boundary.
+pub fn tail(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
@@ -198,6 +499,16 @@ fn tail(text: &str, max: usize) -> String {
     text[start..].to_owned()
 }
 
+/// One line of a check's output for one-line summaries: the first line mentioning an error
+/// (rustup, rustc, node and python put the cause there), else the last non-empty line.
+pub fn headline(output: &str) -> &str {
+    let mut lines = output.lines().map(str::trim).filter(|l| !l.is_empty());
+    lines
+        .clone()
+        .find(|l| l.to_ascii_lowercase().contains("error"))
+        .or_else(|| lines.next_back())
+        .unwrap_or("")
+}
 /// Describes where two byte strings first differ, as `line L, byte B`.
 fn first_difference(actual: &[u8], expected: &[u8]) -> String {
     let at = actual
@@ -217,22 +528,59 @@ fn first_difference(actual: &[u8], expected: &[u8]) -> String {
     )
 }
 
-/// Renders the evaluation as text lines, one per target.
+/// Renders the evaluation as text: one line per target, then, for every target that did not
+/// pass, its check's exit status and output tail (≤ 4 KiB) indented.
 pub fn render_text(evaluation: &Evaluation) -> String {
     let mut out = String::new();
     for t in &evaluation.targets {
         out.push_str(&format!(
-            "{:<14} full-byte {:<4} behavioral {:<4} {}\n",
+            "{:<14} full-byte {:<4} behavioral {:<4} {:<11} {}\n",
             t.name,
             if t.full_byte { "pass" } else { "FAIL" },
             if t.behavioral { "pass" } else { "FAIL" },
+            t.status.as_str(),
             t.notes.join("; ")
         ));
     }
+    for t in evaluation.targets.iter().filter(|t| !t.passed()) {
+        out.push_str(&check_detail(
+            &t.name,
+            t.check_exit.as_deref(),
+            &t.check_output,
+        ));
+    }
     out.push_str(&format!(
-        "{}/{} targets pass both checks\n",
+        "{}/{} targets pass both checks",
         evaluation.passed, evaluation.total
     ));
+    if evaluation.infra_errors > 0 {
+        out.push_str(&format!(
+            " · {} infra_error (the check environment, not the agent)",
+            evaluation.infra_errors
+        ));
+    }
+    if evaluation.flaky > 0 {
+        out.push_str(&format!(" · {} flaky", evaluation.flaky));
+    }
+    out.push('\n');
+    out
+}
+
+/// A non-passing check's exit status and output tail, indented, for text reports.
+pub fn check_detail(name: &str, exit: Option<&str>, output: &str) -> String {
+    let mut out = format!(
+        "\n{name}: check {}; last {} KiB of its output:\n",
+        exit.unwrap_or("did not run"),
+        CHECK_OUTPUT_TAIL_BYTES / 1024
+    );
+    if output.trim().is_empty() {
+        out.push_str("    (no output)\n");
+    }
+    for line in output.lines() {
+        out.push_str("    ");
+        out.push_str(line);
+        out.push('\n');
+    }
     out
 }
 

@@ -56,19 +56,79 @@ pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     f.sync_all()
 }
 
-/// An append-only JSONL log shared between tasks. Each record gets `ts_ms` (Unix ms).
+/// Chain value of a log's first line: 64 zeros (V1).
+pub const CHAIN_GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+/// The field each evidence JSONL line carries: the SHA-256 (hex) of the previous line's bytes,
+/// newline excluded, or [`CHAIN_GENESIS`] on the first line (V1).
+pub const CHAIN_FIELD: &str = "prev_sha256";
+
+/// SHA-256 (hex) of one log line's bytes, newline excluded: the next line's [`CHAIN_FIELD`].
+pub fn line_digest(line: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(line))
+}
+
+/// The chain value to continue a log with: the digest of its last line, or the genesis value
+/// for an empty or missing file. Reads backwards from the end, so it costs one line, not the
+/// file.
+fn chain_tail(file: &mut File) -> std::io::Result<String> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.seek(SeekFrom::End(0))?;
+    if len == 0 {
+        return Ok(CHAIN_GENESIS.to_owned());
+    }
+    // The last line: everything after the last newline that precedes the final byte.
+    let mut tail: Vec<u8> = Vec::new();
+    let mut pos = len;
+    let mut first = true;
+    loop {
+        let step = pos.min(64 * 1024);
+        pos -= step;
+        let mut chunk = vec![0u8; step as usize];
+        file.seek(SeekFrom::Start(pos))?;
+        file.read_exact(&mut chunk)?;
+        if first {
+            first = false;
+            if chunk.last() == Some(&b'\n') {
+                chunk.pop();
+            }
+        }
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        if let Some(nl) = tail.iter().rposition(|&b| b == b'\n') {
+            tail.drain(..=nl);
+            break;
+        }
+        if pos == 0 {
+            break;
+        }
+    }
+    Ok(line_digest(&tail))
+}
+
+struct ChainedFile {
+    file: File,
+    /// Digest of the last line written (or found at open).
+    prev: String,
+}
+
+/// An append-only JSONL log shared between tasks and hash-chained (V1): each record is written
+/// as one line carrying [`CHAIN_FIELD`], the SHA-256 of the line before it, so changing any
+/// line breaks the chain at the next one. A process that reopens the log continues its chain.
 #[derive(Clone)]
 pub struct JsonlLog {
     path: PathBuf,
-    file: Arc<Mutex<File>>,
+    file: Arc<Mutex<ChainedFile>>,
 }
 
 impl JsonlLog {
     /// Opens (or creates, 0600) the log at `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = open_append_private(path)?;
+        let prev = chain_tail(&mut File::open(path)?)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file: Arc::new(Mutex::new(open_append_private(path)?)),
+            file: Arc::new(Mutex::new(ChainedFile { file, prev })),
         })
     }
 
@@ -77,12 +137,19 @@ impl JsonlLog {
         &self.path
     }
 
-    /// Appends one record as a single line.
+    /// Appends one record (a JSON object) as a single chained line.
     pub fn append(&self, record: &Value) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(record)?;
+        let mut chained = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        let mut record = record.clone();
+        if let Value::Object(map) = &mut record {
+            map.insert(CHAIN_FIELD.to_owned(), Value::String(chained.prev.clone()));
+        }
+        let mut line = serde_json::to_vec(&record)?;
+        let digest = line_digest(&line);
         line.push(b'\n');
-        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        file.write_all(&line)
+        chained.file.write_all(&line)?;
+        chained.prev = digest;
+        Ok(())
     }
 }
 
@@ -96,81 +163,176 @@ pub enum Direction {
     Result,
 }
 
-/// One line of an MCP request/result log: exactly what crossed the wire, in order.
+/// One line of an MCP wire log (E1): one message's exact bytes as they crossed the transport
+/// (a stdio line without its newline, an HTTP body, an SSE event's data), with the direction,
+/// the logging process's sequence number and a monotonic timestamp taken at the read/write.
+/// Lines of one process appear in the file in wire order.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct WireRecord {
+    /// Per-process sequence number, from 0, in wire order.
+    pub seq: u64,
+    /// The process that logged the message (a relaunched process restarts `seq`).
+    pub pid: u32,
+    /// `CLOCK_MONOTONIC` in ns at the read or write (comparable across processes of one boot).
+    pub mono_ns: u64,
+    /// Wall clock, Unix ms, at the same moment.
     pub ts_ms: f64,
     pub direction: Direction,
-    /// The JSON-RPC message as parsed from the wire, or the raw line as a string when it was
-    /// not JSON.
-    pub message: Value,
+    /// The message's bytes when they are UTF-8 (always, for JSON-RPC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw: Option<String>,
+    /// The message's bytes in hex when they are not UTF-8.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_hex: Option<String>,
+    /// A stdio message that ended at end of stream without its newline.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unterminated: bool,
 }
 
-/// Splits a byte stream into newline-delimited messages and logs each one.
-struct LineTee {
+impl WireRecord {
+    /// The exact bytes of the message.
+    pub fn bytes(&self) -> Vec<u8> {
+        match (&self.raw, &self.raw_hex) {
+            (Some(raw), _) => raw.as_bytes().to_vec(),
+            (None, Some(h)) => hex::decode(h).unwrap_or_default(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// The message parsed as JSON, or its text as a JSON string when it is not JSON.
+    pub fn message(&self) -> Value {
+        let bytes = self.bytes();
+        serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC is always available on Linux.
+    if unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One process's wire log (E1): assigns the sequence number and timestamps and appends, under
+/// one lock that the stdio tee also holds across the transport write, so the order in the file
+/// is the order on the wire.
+#[derive(Clone)]
+pub struct WireLog {
     log: JsonlLog,
+    seq: Arc<Mutex<u64>>,
+    pid: u32,
+}
+
+impl WireLog {
+    /// Opens (or creates, 0600) the wire log at `path`, continuing its chain.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            log: JsonlLog::open(path)?,
+            seq: Arc::new(Mutex::new(0)),
+            pid: std::process::id(),
+        })
+    }
+
+    /// The log's path.
+    pub fn path(&self) -> &Path {
+        self.log.path()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        self.seq.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records one message whose read or write has just completed.
+    pub fn record(&self, direction: Direction, bytes: &[u8]) {
+        let mut seq = self.lock();
+        self.record_locked(&mut seq, direction, bytes, false);
+    }
+
+    fn record_locked(&self, seq: &mut u64, direction: Direction, bytes: &[u8], unterminated: bool) {
+        let mono_ns = monotonic_ns();
+        let (raw, raw_hex) = match std::str::from_utf8(bytes) {
+            Ok(text) => (Some(text.to_owned()), None),
+            Err(_) => (None, Some(hex::encode(bytes))),
+        };
+        let record = WireRecord {
+            seq: *seq,
+            pid: self.pid,
+            mono_ns,
+            ts_ms: unix_ms_now(),
+            direction,
+            raw,
+            raw_hex,
+            unterminated,
+        };
+        *seq += 1;
+        if let Ok(v) = serde_json::to_value(&record) {
+            let _ = self.log.append(&v);
+        }
+    }
+}
+
+/// Splits a byte stream into newline-delimited messages for the wire log.
+struct LineTee {
+    log: WireLog,
     direction: Direction,
     pending: Vec<u8>,
 }
 
 impl LineTee {
-    fn feed(&mut self, bytes: &[u8]) {
+    /// Feeds bytes that just crossed the transport; `seq` is the held wire-log lock.
+    fn feed(&mut self, seq: &mut u64, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
         while let Some(nl) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=nl).collect();
-            let body = &line[..line.len() - 1];
-            if body.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let message = serde_json::from_slice(body)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-            let record = WireRecord {
-                ts_ms: unix_ms_now(),
-                direction: self.direction,
-                message,
-            };
-            if let Ok(v) = serde_json::to_value(&record) {
-                let _ = self.log.append(&v);
-            }
+            self.log
+                .record_locked(seq, self.direction, &line[..line.len() - 1], false);
+        }
+    }
+
+    /// End of stream: a message without its newline is still logged.
+    fn finish(&mut self, seq: &mut u64) {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.log.record_locked(seq, self.direction, &rest, true);
         }
     }
 }
 
-/// Logs one whole wire message (an HTTP request or JSON response body) as a [`WireRecord`];
-/// empty bodies are skipped.
-pub fn log_wire_message(log: &JsonlLog, direction: Direction, body: &[u8]) {
-    if body.iter().all(u8::is_ascii_whitespace) {
+/// Logs one whole wire message (an HTTP request or JSON response body); empty bodies are
+/// skipped.
+pub fn log_wire_message(log: &WireLog, direction: Direction, body: &[u8]) {
+    if body.is_empty() {
         return;
     }
-    let message = serde_json::from_slice(body)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned()));
-    let record = WireRecord {
-        ts_ms: unix_ms_now(),
-        direction,
-        message,
-    };
-    if let Ok(v) = serde_json::to_value(&record) {
-        let _ = log.append(&v);
-    }
+    log.record(direction, body);
 }
 
 /// Logs the messages of a Server-Sent Events stream as it passes (E1 wire log over Streamable
-/// HTTP): each event's `data:` lines, joined, are one message. Events without data (priming,
-/// keep-alive comments) are not logged.
+/// HTTP): each event's `data:` lines, joined by `\n`, are one message. Events without data
+/// (priming, keep-alive comments) are not logged.
 pub struct SseTee {
-    log: JsonlLog,
+    log: WireLog,
     direction: Direction,
     pending: Vec<u8>,
     data: Vec<u8>,
+    has_data: bool,
 }
 
 impl SseTee {
-    pub fn new(log: JsonlLog, direction: Direction) -> Self {
+    pub fn new(log: WireLog, direction: Direction) -> Self {
         Self {
             log,
             direction,
             pending: Vec::new(),
             data: Vec::new(),
+            has_data: false,
         }
     }
 
@@ -183,11 +345,14 @@ impl SseTee {
             let line = line.strip_suffix(b"\r").unwrap_or(line);
             if line.is_empty() {
                 let data = std::mem::take(&mut self.data);
-                log_wire_message(&self.log, self.direction, &data);
+                if std::mem::take(&mut self.has_data) {
+                    log_wire_message(&self.log, self.direction, &data);
+                }
             } else if let Some(rest) = line.strip_prefix(b"data:") {
-                if !self.data.is_empty() {
+                if self.has_data {
                     self.data.push(b'\n');
                 }
+                self.has_data = true;
                 self.data
                     .extend_from_slice(rest.strip_prefix(b" ").unwrap_or(rest));
             }
@@ -195,14 +360,15 @@ impl SseTee {
     }
 }
 
-/// An `AsyncRead` that logs every newline-delimited message it reads (E1 wire log).
+/// An `AsyncRead` that logs every newline-delimited message it reads (E1 wire log), taking the
+/// sequence number and timestamp as the read completes.
 pub struct TeeReader<R> {
     inner: R,
     tee: LineTee,
 }
 
 impl<R> TeeReader<R> {
-    pub fn new(inner: R, log: JsonlLog, direction: Direction) -> Self {
+    pub fn new(inner: R, log: WireLog, direction: Direction) -> Self {
         Self {
             inner,
             tee: LineTee {
@@ -224,20 +390,29 @@ impl<R: AsyncRead + Unpin> AsyncRead for TeeReader<R> {
         let this = &mut *self;
         let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
-            this.tee.feed(&buf.filled()[before..]);
+            let log = this.tee.log.clone();
+            let mut seq = log.lock();
+            let new = &buf.filled()[before..];
+            if new.is_empty() && buf.remaining() > 0 {
+                this.tee.finish(&mut seq);
+            } else {
+                this.tee.feed(&mut seq, new);
+            }
         }
         poll
     }
 }
 
 /// An `AsyncWrite` that logs every newline-delimited message written through it (E1 wire log).
+/// It holds the wire log's lock across the inner write and the logging, so a reply the peer
+/// answers can never be logged after the answer is read (wire order).
 pub struct TeeWriter<W> {
     inner: W,
     tee: LineTee,
 }
 
 impl<W> TeeWriter<W> {
-    pub fn new(inner: W, log: JsonlLog, direction: Direction) -> Self {
+    pub fn new(inner: W, log: WireLog, direction: Direction) -> Self {
         Self {
             inner,
             tee: LineTee {
@@ -256,9 +431,11 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for TeeWriter<W> {
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
         let this = &mut *self;
+        let log = this.tee.log.clone();
+        let mut seq = log.lock();
         let poll = Pin::new(&mut this.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = poll {
-            this.tee.feed(&buf[..n]);
+            this.tee.feed(&mut seq, &buf[..n]);
         }
         poll
     }
@@ -332,6 +509,96 @@ pub fn source_sha() -> (String, String) {
     }
 }
 
+/// The run's file digests (V1), `sha256sum` format: `<hex>  <relative path>` per line, sorted by
+/// path; `sha256sum -c SHA256SUMS` in the run directory checks them too.
+pub const SUMS_FILE: &str = "SHA256SUMS";
+/// The run's final digest (V1): the digest of `manifest.json` and of [`SUMS_FILE`], created
+/// once at `report`. The run manifest itself is written once at `init` and never rewritten
+/// (E2), so the final digest lives beside it rather than in it.
+pub const SEAL_FILE: &str = "manifest.seal";
+/// First line of a seal.
+pub const SEAL_HEADER: &str = "patchdiff-seal 1";
+
+/// SHA-256 (hex) of a file, read in 64 KiB blocks.
+pub fn file_digest(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// Every regular file under `root` (recursively; symlinks are not followed) except the sums and
+/// the seal, as `/`-separated relative paths, sorted.
+pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let path = entry.path();
+            if kind.is_dir() {
+                walk(root, &path, out)?;
+            } else if kind.is_file() {
+                let rel = path
+                    .strip_prefix(root)
+                    .map_err(std::io::Error::other)?
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
+                if rel != SUMS_FILE && rel != SEAL_FILE {
+                    out.push(rel);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// The seal's exact text for these digests.
+pub fn seal_text(run_id: &str, manifest_sha256: Option<&str>, sums_sha256: &str) -> String {
+    let mut text = format!("{SEAL_HEADER}\nrun {run_id}\n");
+    if let Some(m) = manifest_sha256 {
+        text.push_str(&format!("SHA256 (manifest.json) = {m}\n"));
+    }
+    text.push_str(&format!("SHA256 ({SUMS_FILE}) = {sums_sha256}\n"));
+    text
+}
+
+/// Seals a finished run (V1): writes [`SUMS_FILE`] over every file in the run directory, then
+/// [`SEAL_FILE`]; both are created exclusively. Returns the digest of the sums. Nothing may
+/// write into the run afterwards (its processes are stopped first).
+pub fn seal_run(run: &RunDir) -> std::io::Result<String> {
+    let mut sums = String::new();
+    for rel in evidence_files(&run.path)? {
+        sums.push_str(&format!("{}  {rel}\n", file_digest(&run.path.join(&rel))?));
+    }
+    write_new_private(&run.path.join(SUMS_FILE), sums.as_bytes())?;
+    let sums_sha256 = line_digest(sums.as_bytes());
+    let manifest_sha256 = match file_digest(&run.manifest()) {
+        Ok(d) => Some(d),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    write_new_private(
+        &run.path.join(SEAL_FILE),
+        seal_text(&run.run_id, manifest_sha256.as_deref(), &sums_sha256).as_bytes(),
+    )?;
+    Ok(sums_sha256)
+}
+
 /// A run's evidence directory and its standard file names.
 #[derive(Debug, Clone)]
 pub struct RunDir {
@@ -362,6 +629,10 @@ impl RunDir {
     /// Perf events of one MCP process, e.g. `observed.perf.jsonl`.
     pub fn perf_events(&self, process: &str) -> PathBuf {
         self.path.join(format!("{process}.perf.jsonl"))
+    }
+    /// Captured stderr of the Waymark worker generations of one process (E1, W3).
+    pub fn worker_stderr_log(&self, process: &str) -> PathBuf {
+        self.path.join(format!("worker.{process}.stderr.log"))
     }
     /// Captured stderr of one process.
     pub fn stderr_log(&self, process: &str) -> PathBuf {
@@ -455,61 +726,85 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn tee_logs_each_message_in_order_and_passes_bytes_through() {
+    async fn tee_logs_each_message_exactly_in_order_and_passes_bytes_through() {
         let dir = tempfile::tempdir().unwrap();
-        let log = JsonlLog::open(&dir.path().join("wire.jsonl")).unwrap();
-        let input: &[u8] = b"{\"id\":1}\n{\"id\":2}\nnot json\n";
+        let path = dir.path().join("wire.jsonl");
+        let log = WireLog::open(&path).unwrap();
+        let input: &[u8] = b"{\"b\":1,  \"a\":2}\n\n{\"id\":2}\nnot json\npartial";
         let mut reader = TeeReader::new(input, log.clone(), Direction::Request);
         let mut seen = Vec::new();
         reader.read_to_end(&mut seen).await.unwrap();
         assert_eq!(seen, input);
         let mut writer = TeeWriter::new(Vec::new(), log, Direction::Result);
-        writer
-            .write_all(b"{\"id\":1,\"result\":{}}\n")
-            .await
-            .unwrap();
-        let text = std::fs::read_to_string(dir.path().join("wire.jsonl")).unwrap();
+        writer.write_all(b"{\"id\":1,").await.unwrap();
+        writer.write_all(b"\"result\":{}}\n").await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
         let records: Vec<WireRecord> = text
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect();
-        let messages: Vec<_> = records
+        let logged: Vec<_> = records
             .iter()
-            .map(|r| (r.direction, r.message.clone()))
+            .map(|r| (r.seq, r.direction, r.bytes()))
             .collect();
         assert_eq!(
-            messages,
+            logged,
             vec![
-                (Direction::Request, serde_json::json!({"id": 1})),
-                (Direction::Request, serde_json::json!({"id": 2})),
-                (Direction::Request, Value::String("not json".into())),
-                (
-                    Direction::Result,
-                    serde_json::json!({"id": 1, "result": {}})
-                ),
+                (0, Direction::Request, b"{\"b\":1,  \"a\":2}".to_vec()),
+                (1, Direction::Request, b"".to_vec()),
+                (2, Direction::Request, b"{\"id\":2}".to_vec()),
+                (3, Direction::Request, b"not json".to_vec()),
+                (4, Direction::Request, b"partial".to_vec()),
+                (5, Direction::Result, b"{\"id\":1,\"result\":{}}".to_vec()),
             ]
         );
+        assert!(records[4].unterminated);
+        assert!(records.windows(2).all(|w| w[0].mono_ns <= w[1].mono_ns));
+    }
+
+    #[test]
+    fn every_line_carries_the_digest_of_the_line_before_across_reopens() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        JsonlLog::open(&path)
+            .unwrap()
+            .append(&serde_json::json!({"n": 1}))
+            .unwrap();
+        let log = JsonlLog::open(&path).unwrap();
+        log.append(&serde_json::json!({"n": 2})).unwrap();
+        log.append(&serde_json::json!({"n": 3})).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let prev = |l: &str| {
+            serde_json::from_str::<Value>(l).unwrap()[CHAIN_FIELD]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(prev(lines[0]), CHAIN_GENESIS);
+        assert_eq!(prev(lines[1]), line_digest(lines[0].as_bytes()));
+        assert_eq!(prev(lines[2]), line_digest(lines[1].as_bytes()));
     }
 
     #[test]
     fn sse_tee_logs_each_data_event_across_chunk_boundaries() {
         let dir = tempfile::tempdir().unwrap();
-        let log = JsonlLog::open(&dir.path().join("sse.jsonl")).unwrap();
+        let log = WireLog::open(&dir.path().join("sse.jsonl")).unwrap();
         let mut tee = SseTee::new(log, Direction::Result);
         let stream = b"id: 0\nretry: 3000\ndata:\n\ndata: {\"id\":1,\r\ndata: \"result\":{}}\n\n: keep-alive\n\ndata: {\"id\":2}\n\n";
         for chunk in stream.chunks(5) {
             tee.feed(chunk);
         }
         let text = std::fs::read_to_string(dir.path().join("sse.jsonl")).unwrap();
-        let messages: Vec<Value> = text
+        let messages: Vec<Vec<u8>> = text
             .lines()
-            .map(|l| serde_json::from_str::<WireRecord>(l).unwrap().message)
+            .map(|l| serde_json::from_str::<WireRecord>(l).unwrap().bytes())
             .collect();
         assert_eq!(
             messages,
             vec![
-                serde_json::json!({"id": 1, "result": {}}),
-                serde_json::json!({"id": 2})
+                b"{\"id\":1,\n\"result\":{}}".to_vec(),
+                b"{\"id\":2}".to_vec()
             ]
         );
     }

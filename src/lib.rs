@@ -11,4 +11,5 @@ pub mod kernel;
 pub mod mcp;
 pub mod store;
 pub mod telemetry;
+pub mod verify;
 pub mod waymark;

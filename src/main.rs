@@ -38,6 +38,26 @@ enum Cmd {
     /// The independent evaluator: exported files against the fixture manifest (full-byte and
     /// behavioral). Reads no database.
     Evaluate(EvaluateArgs),
+    /// Re-check a sealed run directory: seal, SHA256SUMS digests, evidence hash chains, fixture
+    /// hashes, journal replay against the exports (and, with --evaluate, the verdicts). Exit 0
+    /// only if all hold.
+    Verify(VerifyArgs),
+}
+
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// The run directory (the one `report` sealed).
+    #[arg(value_name = "RUN_DIR")]
+    run_dir: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// Fixture manifest to check against (default: the one the run recorded).
+    #[arg(long, value_name = "PATH")]
+    manifest: Option<PathBuf>,
+    /// Also re-run the evaluator on the exports and compare verdicts with report.json.
+    #[arg(long)]
+    evaluate: bool,
 }
 
 #[derive(clap::Args, Default)]
@@ -87,11 +107,19 @@ struct EvaluateArgs {
     #[arg(long, value_name = "PATH")]
     manifest: PathBuf,
     /// Directory holding the exported targets, named by each fixture's module_file.
-    #[arg(long, value_name = "DIR")]
-    exports: PathBuf,
+    #[arg(long, value_name = "DIR", required_unless_present = "controls_only")]
+    exports: Option<PathBuf>,
     /// Print the evaluation as JSON.
     #[arg(long)]
     json: bool,
+    /// Run the behavioral check on each export K times; a target whose verdicts differ is
+    /// `flaky` (V3).
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    repeat: u32,
+    /// Run only the controls (each check on the expected bytes must pass, on the original must
+    /// fail) and exit 0 if they all hold; --exports is not read.
+    #[arg(long)]
+    controls_only: bool,
 }
 
 fn main() -> ExitCode {
@@ -119,6 +147,7 @@ fn main() -> ExitCode {
             Some(Cmd::Console(args)) => run_console(args, &paths).await,
             Some(Cmd::Mcp(args)) => run_mcp(args, &paths).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
+            Some(Cmd::Verify(args)) => run_verify(args).await,
         }
     });
     ExitCode::from(code as u8)
@@ -292,6 +321,33 @@ fn init_tracing() -> Option<()> {
         .ok()
 }
 
+async fn run_verify(args: VerifyArgs) -> i32 {
+    let options = patchdiff::verify::VerifyOptions {
+        manifest: args.manifest,
+        evaluate: args.evaluate,
+    };
+    match patchdiff::verify::verify(&args.run_dir, &options).await {
+        Ok(report) => {
+            if args.json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => println!("{text}"),
+                    Err(e) => {
+                        eprintln!("patchdiff verify: {e}");
+                        return EXIT_FAILED;
+                    }
+                }
+            } else {
+                print!("{}", report.to_text());
+            }
+            if report.ok { 0 } else { EXIT_FAILED }
+        }
+        Err(e) => {
+            eprintln!("patchdiff verify: {e}");
+            EXIT_USAGE
+        }
+    }
+}
+
 async fn run_evaluate(args: EvaluateArgs) -> i32 {
     let manifest = match patchdiff::fixtures::FixtureManifest::load(&args.manifest) {
         Ok(m) => m,
@@ -300,7 +356,46 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    match patchdiff::evaluate::evaluate(&manifest, &args.exports).await {
+    if args.controls_only {
+        return match patchdiff::evaluate::evaluate_controls(&manifest).await {
+            Ok(report) => {
+                if args.json {
+                    match serde_json::to_string_pretty(&report) {
+                        Ok(text) => println!("{text}"),
+                        Err(e) => {
+                            eprintln!("patchdiff evaluate: {e}");
+                            return EXIT_FAILED;
+                        }
+                    }
+                } else {
+                    for t in &report.targets {
+                        println!(
+                            "{:<14} {}",
+                            t.name,
+                            t.reason.as_deref().unwrap_or("controls hold")
+                        );
+                    }
+                    for t in report.targets.iter().filter(|t| !t.hold) {
+                        print!(
+                            "{}",
+                            patchdiff::evaluate::check_detail(
+                                &t.name,
+                                t.check_exit.as_deref(),
+                                &t.check_output
+                            )
+                        );
+                    }
+                }
+                if report.hold { 0 } else { EXIT_FAILED }
+            }
+            Err(e) => {
+                eprintln!("patchdiff evaluate: {e}");
+                EXIT_USAGE
+            }
+        };
+    }
+    let exports = args.exports.unwrap_or_default();
+    match patchdiff::evaluate::evaluate(&manifest, &exports, args.repeat).await {
         Ok(evaluation) => {
             if args.json {
                 match serde_json::to_string_pretty(&evaluation) {

@@ -100,6 +100,36 @@ fn demo_canary_passes_both_checks_on_all_five_targets() {
     assert_eq!(manifest["agent"]["model"], "scripted-demo");
     assert_eq!(manifest["initial_targets"].as_array().unwrap().len(), 5);
     assert_eq!(manifest["source_sha"].as_str().unwrap().len(), 40);
+    // E1, the complete run record: every process resolved, Node and its version, the pinned
+    // engine and grammars, the console's own build.
+    let config = &manifest["configuration"];
+    assert_eq!(config["processes"]["observed"]["profile"], "observed");
+    assert_eq!(config["processes"]["full"]["profile"], "full");
+    assert_eq!(
+        config["processes"]["observed"]["waymark"]["mode"],
+        "resident"
+    );
+    assert_eq!(
+        config["processes"]["observed"]["waymark"]["limits"]["rss_limit_bytes"],
+        1u64 << 30
+    );
+    let node_version = config["node"]["version"].as_str().unwrap();
+    let node_path = config["node"]["path"].as_str().unwrap();
+    let actual = Command::new(node_path).arg("--version").output().unwrap();
+    assert_eq!(node_version, String::from_utf8_lossy(&actual.stdout).trim());
+    assert_eq!(
+        config["waymark_packages"]["packages"]["node_modules/web-tree-sitter"]["version"],
+        "0.25.10"
+    );
+    assert_eq!(config["console"]["version"], env!("CARGO_PKG_VERSION"));
+    // W3 + E1: the worker's stderr of each generation, with its exit, is in the run.
+    let worker_log = run.join("worker.observed.stderr.log");
+    let text = std::fs::read_to_string(&worker_log).unwrap();
+    assert!(text.starts_with("=== generation 1 pid "), "{text}");
+    assert_eq!(
+        std::fs::metadata(&worker_log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
     // One progress line per step on stderr in --json mode (U5).
     let stderr = String::from_utf8_lossy(&output.stderr);
     for (i, step) in [

@@ -517,7 +517,18 @@ fn slash_searches_the_evidence_log() {
     type_str(&mut app, "/patchdiff_save");
     app.on_key(key(KeyCode::Enter));
     assert!(
-        app.evidence.status.contains("found"),
+        app.evidence.status.contains("match 1 of"),
+        "{}",
+        app.evidence.status
+    );
+    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+    // `n` moves to the next match; the status counts it.
+    let n = app.evidence.matches.len();
+    app.on_key(key(KeyCode::Char('n')));
+    assert!(
+        app.evidence
+            .status
+            .contains(&format!("match {} of {n}", 2.min(n))),
         "{}",
         app.evidence.status
     );

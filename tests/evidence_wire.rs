@@ -1,5 +1,6 @@
-//! SPEC E1, E2: the request/result wire log of a real `patchdiff mcp` process equals, message
-//! for message, what an independent client-side recording saw; logs are private and append-only.
+//! SPEC E1, E2: the request/result wire log of a real `patchdiff mcp` process equals, byte for
+//! byte and in the same order, what an independent client-side recording of the same session
+//! saw; logs are private, append-only and hash-chained.
 
 mod mcp_support;
 
@@ -15,10 +16,32 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Collects every byte that passes through it (the client's own record of the wire).
+/// Collects every byte that passes through it (the client's own record of the wire), and
+/// appends each complete line, with its direction, to `order`, shared by both directions: the
+/// client's view of the interleaving.
 struct Capture<T> {
     inner: T,
     bytes: Arc<Mutex<Vec<u8>>>,
+    direction: Direction,
+    pending: Vec<u8>,
+    order: WireOrder,
+}
+
+/// Complete lines in the order the client saw them cross, with their direction.
+type WireOrder = Arc<Mutex<Vec<(Direction, Vec<u8>)>>>;
+
+impl<T> Capture<T> {
+    fn saw(&mut self, new: &[u8]) {
+        self.bytes.lock().unwrap().extend_from_slice(new);
+        self.pending.extend_from_slice(new);
+        while let Some(nl) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=nl).collect();
+            self.order
+                .lock()
+                .unwrap()
+                .push((self.direction, line[..line.len() - 1].to_vec()));
+        }
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Capture<T> {
@@ -31,7 +54,7 @@ impl<T: AsyncRead + Unpin> AsyncRead for Capture<T> {
         let poll = Pin::new(&mut self.inner).poll_read(cx, buf);
         if let Poll::Ready(Ok(())) = poll {
             let new = buf.filled()[before..].to_vec();
-            self.bytes.lock().unwrap().extend_from_slice(&new);
+            self.saw(&new);
         }
         poll
     }
@@ -45,7 +68,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Capture<T> {
     ) -> Poll<std::io::Result<usize>> {
         let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
         if let Poll::Ready(Ok(n)) = poll {
-            self.bytes.lock().unwrap().extend_from_slice(&buf[..n]);
+            let new = buf[..n].to_vec();
+            self.saw(&new);
         }
         poll
     }
@@ -82,14 +106,21 @@ async fn wire_log_equals_what_the_client_sent_and_received() {
     let mut child = cmd.spawn().expect("spawn");
     let sent = Arc::new(Mutex::new(Vec::new()));
     let received = Arc::new(Mutex::new(Vec::new()));
+    let order = Arc::new(Mutex::new(Vec::new()));
     let transport = (
         Capture {
             inner: child.stdout.take().expect("stdout"),
             bytes: received.clone(),
+            direction: Direction::Result,
+            pending: Vec::new(),
+            order: order.clone(),
         },
         Capture {
             inner: child.stdin.take().expect("stdin"),
             bytes: sent.clone(),
+            direction: Direction::Request,
+            pending: Vec::new(),
+            order: order.clone(),
         },
     );
     let client = ().serve(transport).await.expect("handshake");
@@ -117,27 +148,48 @@ async fn wire_log_equals_what_the_client_sent_and_received() {
     let status = child.wait().await.expect("child exits when stdin closes");
     assert!(status.success(), "{status}");
 
-    let sent = messages(&sent.lock().unwrap());
-    let received = messages(&received.lock().unwrap());
     let log = std::fs::read_to_string(&wire).expect("wire log");
     let records: Vec<WireRecord> = log
         .lines()
         .map(|l| serde_json::from_str(l).expect("wire record"))
         .collect();
-    let logged = |d: Direction| -> Vec<Value> {
-        records
-            .iter()
-            .filter(|r| r.direction == d)
-            .map(|r| r.message.clone())
-            .collect()
+    // Byte for byte: each direction's logged messages, newline-terminated and concatenated, are
+    // exactly the bytes the client wrote and read.
+    let logged_bytes = |d: Direction| -> Vec<u8> {
+        let mut out = Vec::new();
+        for r in records.iter().filter(|r| r.direction == d) {
+            out.extend_from_slice(&r.bytes());
+            out.push(b'\n');
+        }
+        out
     };
-    // initialize + initialized + tools/list + 6 calls.
-    assert_eq!(sent.len(), 9, "client sent {sent:#?}");
-    assert_eq!(logged(Direction::Request), sent);
-    assert_eq!(logged(Direction::Result), received);
-    assert_eq!(received.len(), 8);
-    // Timestamps never go backwards: the log is written in wire order.
-    assert!(records.windows(2).all(|w| w[0].ts_ms <= w[1].ts_ms));
+    let sent = sent.lock().unwrap().clone();
+    let received = received.lock().unwrap().clone();
+    assert_eq!(
+        String::from_utf8_lossy(&logged_bytes(Direction::Request)),
+        String::from_utf8_lossy(&sent)
+    );
+    assert_eq!(logged_bytes(Direction::Request), sent);
+    assert_eq!(logged_bytes(Direction::Result), received);
+    // initialize + initialized + tools/list + 6 calls; 8 replies.
+    assert_eq!(messages(&sent).len(), 9);
+    assert_eq!(messages(&received).len(), 8);
+    // Wire order: the file's interleaving of both directions is the client's. Every call
+    // awaited its reply, so a reply logged after the next request would differ here.
+    let logged_order: Vec<(Direction, Vec<u8>)> =
+        records.iter().map(|r| (r.direction, r.bytes())).collect();
+    assert_eq!(logged_order, *order.lock().unwrap());
+    // One process, sequence numbers 0.. in file order, monotonic time never going back.
+    assert!(records.iter().all(|r| r.pid == records[0].pid));
+    assert!(records.iter().enumerate().all(|(i, r)| r.seq == i as u64));
+    assert!(records.windows(2).all(|w| w[0].mono_ns <= w[1].mono_ns));
+    // V1: every line carries the digest of the one before.
+    let mut prev = patchdiff::evidence::CHAIN_GENESIS.to_owned();
+    for line in log.lines() {
+        let v: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v[patchdiff::evidence::CHAIN_FIELD], prev.as_str());
+        prev = patchdiff::evidence::line_digest(line.as_bytes());
+    }
     let mode = std::fs::metadata(&wire).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
@@ -192,23 +244,26 @@ async fn http_wire_log_records_authenticated_messages_only() {
         .collect();
     assert_eq!(records.len(), 2, "{records:#?}");
     assert_eq!(records[0].direction, Direction::Request);
-    assert_eq!(
-        records[0].message,
-        serde_json::from_str::<Value>(INITIALIZE).unwrap()
-    );
+    // The body exactly as the client posted it.
+    assert_eq!(records[0].bytes(), INITIALIZE.as_bytes());
     assert_eq!(records[1].direction, Direction::Result);
-    assert_eq!(records[1].message["id"], 1);
-    assert_eq!(
-        records[1].message["result"]["serverInfo"]["name"],
-        "patchdiff"
-    );
+    let reply = records[1].message();
+    assert_eq!(reply["id"], 1);
+    assert_eq!(reply["result"]["serverInfo"]["name"], "patchdiff");
     // The response the client saw carries the same message.
     let seen: Vec<Value> = text
         .lines()
         .filter_map(|l| l.strip_prefix("data: "))
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect();
-    assert_eq!(seen, vec![records[1].message.clone()], "{text}");
+    assert_eq!(seen, vec![reply.clone()], "{text}");
+    // And its bytes are exactly the event's data.
+    let data = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|d| d.starts_with('{'))
+        .unwrap();
+    assert_eq!(records[1].bytes(), data.as_bytes());
     let mode = std::fs::metadata(&wire).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }

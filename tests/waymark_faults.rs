@@ -152,6 +152,43 @@ async fn stderr_flood_is_captured_up_to_64_kib_per_generation() {
 }
 
 #[tokio::test]
+async fn a_killed_generation_leaves_its_stderr_and_signal_in_the_evidence_log() {
+    use std::os::unix::fs::PermissionsExt;
+    let work = tempfile::tempdir().expect("tempdir");
+    let log_path = work.path().join("worker.observed.stderr.log");
+    let mut config = support::fault_config("stderr_flood", work.path());
+    config.stderr_log = Some(log_path.clone());
+    let (waymark, log) = start(config);
+    waymark
+        .discover(Language::JavaScript, JS)
+        .await
+        .expect("the flood does not block the worker");
+    let pid = waymark.status().pid.expect("pid");
+    // A crash (as a V8 out-of-memory abort would be): the generation dies on its own.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill child");
+    log.retirement(Duration::from_secs(5)).await;
+    waymark.shutdown().await; // cleanup of the retired generation has finished
+    let text = std::fs::read(&log_path).expect("the evidence log exists");
+    let header_end = text.iter().position(|&b| b == b'\n').unwrap();
+    let header = String::from_utf8_lossy(&text[..header_end]);
+    assert_eq!(
+        header,
+        format!(
+            "=== generation 1 pid {pid} signal 9 · 1048576 bytes of stderr, first 65536 kept ==="
+        )
+    );
+    let body = &text[header_end + 1..];
+    assert_eq!(body.len(), 64 * 1024 + 1, "capture and a closing newline");
+    assert!(body[..64 * 1024].iter().all(|&b| b == b'x'));
+    let mode = std::fs::metadata(&log_path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}
+
+#[tokio::test]
 async fn hang_past_the_active_timeout_is_a_domain_result_and_retires() {
     let work = tempfile::tempdir().expect("tempdir");
     let mut config = support::fault_config("hang", work.path());

@@ -687,29 +687,19 @@ fn join(items: &[&String]) -> String {
         .join(", ")
 }
 
-/// The tools a `tools/list` result in an MCP wire log offered, newest last (C3 on the process
-/// the host started). Accepts records whose `message` is the parsed JSON-RPC message or the
-/// exact wire text of it.
+/// The tools the newest `tools/list` result in an MCP wire log offered (C3 on the process the
+/// host started), or `None` before there is one.
 pub fn listed_tools_in_wire_log(log: &str) -> Option<Vec<String>> {
-    let mut last = None;
-    for line in log.lines() {
-        let Ok(record) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        let message = match &record["message"] {
-            Value::String(s) => serde_json::from_str::<Value>(s).unwrap_or(Value::Null),
-            other => other.clone(),
-        };
-        if let Some(tools) = message["result"]["tools"].as_array() {
-            last = Some(
-                tools
-                    .iter()
-                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                    .collect(),
-            );
-        }
-    }
-    last
+    super::story::wire_messages(log)
+        .iter()
+        .rev()
+        .find_map(|m| m["result"]["tools"].as_array().cloned())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
 }
 
 /// The pid of the newest process that wrote perf events to `text` (the host-started observed
@@ -964,13 +954,20 @@ mod tests {
     }
 
     #[test]
-    fn the_wire_log_tools_list_is_read_from_parsed_or_exact_records() {
-        let result =
-            json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [{"name": "a"}, {"name": "b"}]}});
-        let parsed = json!({"direction": "result", "message": result}).to_string();
-        let exact = json!({"direction": "result", "message": result.to_string()}).to_string();
-        assert_eq!(listed_tools_in_wire_log(&parsed).unwrap(), ["a", "b"]);
-        assert_eq!(listed_tools_in_wire_log(&exact).unwrap(), ["a", "b"]);
+    fn the_newest_tools_list_is_read_from_the_wire_log() {
+        let record = |seq: u64, tools: &[&str]| {
+            let names: Vec<Value> = tools.iter().map(|n| json!({"name": n})).collect();
+            let result = json!({"jsonrpc": "2.0", "id": seq, "result": {"tools": names}});
+            json!({"seq": seq, "pid": 1, "mono_ns": 0, "ts_ms": 0.0, "direction": "result",
+                   "raw": result.to_string()})
+            .to_string()
+        };
+        let log = format!(
+            "{}\nnot json\n{}",
+            record(1, &["a"]),
+            record(2, &["a", "b"])
+        );
+        assert_eq!(listed_tools_in_wire_log(&log).unwrap(), ["a", "b"]);
         assert_eq!(listed_tools_in_wire_log("{}\nnot json"), None);
     }
 

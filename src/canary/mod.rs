@@ -7,6 +7,7 @@ pub mod command;
 pub mod host;
 pub mod host_run;
 pub mod plan;
+pub mod record;
 pub mod report;
 pub mod story;
 
@@ -52,6 +53,11 @@ pub struct TargetRow {
     pub replay_consistent: Option<bool>,
     pub full_byte: Option<bool>,
     pub behavioral: Option<bool>,
+    /// The evaluator's verdict class, or a preflight control's `infra_error` (V3).
+    pub status: Option<crate::evaluate::Status>,
+    /// Exit status and output tail (≤ 4 KiB) of the check run that explains a non-pass.
+    pub check_exit: Option<String>,
+    pub check_output: Option<String>,
     pub notes: Vec<String>,
 }
 
@@ -205,7 +211,7 @@ impl Canary {
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
             Command::Evaluate => self.evaluate().await,
-            Command::Report => self.report(),
+            Command::Report => self.report().await,
             Command::Stop { which } => {
                 self.stop(*which).await;
                 Ok("stopped".to_owned())
@@ -293,6 +299,13 @@ impl Canary {
         env.push((
             "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
+        ));
+        env.push((
+            crate::waymark::config::ENV_WORKER_STDERR_LOG.into(),
+            self.run
+                .worker_stderr_log(kind.as_str())
+                .display()
+                .to_string(),
         ));
         // Operator-level settings the child still honours (P1): node binary and worker dir.
         for var in [
@@ -417,6 +430,7 @@ impl Canary {
     fn write_manifest(&mut self, initial_targets: Vec<InitialTarget>) -> anyhow::Result<()> {
         let (source_sha, source_sha_origin) = crate::evidence::source_sha();
         let observed = self.launch_spec(ProcessKind::Observed);
+        let full = self.launch_spec(ProcessKind::Full);
         let manifest = RunManifest {
             run_id: self.run.run_id.clone(),
             started_ms: self.started_ms,
@@ -427,7 +441,19 @@ impl Canary {
             initial_targets,
             configuration: json!({
                 "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
-                "fixture_manifest": self.options.manifest,
+                // E1: the complete run record (resolved per process; software versions).
+                "processes": {
+                    "observed": record::process_record(&observed.env),
+                    "full": record::process_record(&full.env),
+                },
+                "node": record::node_record(&observed.env),
+                "waymark_packages": record::waymark_packages(
+                    &crate::waymark::WaymarkConfig::default_script_dir()
+                ),
+                "console": record::console_record(),
+                "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
+                    .unwrap_or_else(|_| self.options.manifest.clone()),
+                "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
                 "agent_host": self.planned_host,
                 // A1: the observed process an agent host starts from its MCP configuration.
@@ -467,9 +493,11 @@ impl Canary {
         }
         let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
         self.check_targets_fresh().await?;
+        // V3: a check that cannot judge (missing toolchain) stops the canary before the agent.
+        let controls = self.run_controls().await?;
         self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
         Ok(format!(
-            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh",
+            "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh · {controls}",
             self.targets.len()
         ))
     }
@@ -686,6 +714,53 @@ impl Canary {
         ))
     }
 
+    /// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
+    /// broken check environment stops the canary before the agent starts. A target whose
+    /// controls do not hold is marked `infra_error` with the check's exit and output.
+    async fn run_controls(&mut self) -> anyhow::Result<String> {
+        let output = tokio::process::Command::new(&self.options.exe)
+            .arg("evaluate")
+            .arg("--controls-only")
+            .arg("--manifest")
+            .arg(&self.options.manifest)
+            .arg("--json")
+            .output()
+            .await?;
+        let report: crate::evaluate::ControlReport = serde_json::from_slice(&output.stdout)
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the evaluator's controls produced no report ({e}): {}",
+                    String::from_utf8_lossy(&output.stderr).trim()
+                )
+            })?;
+        let mut broken = Vec::new();
+        for t in report.targets.iter().filter(|t| !t.hold) {
+            if let Some(row) = self.targets.iter_mut().find(|r| r.name == t.name) {
+                row.status = Some(crate::evaluate::Status::InfraError);
+                row.check_exit.clone_from(&t.check_exit);
+                row.check_output = Some(t.check_output.clone());
+                row.notes.push(format!(
+                    "infra_error: {}",
+                    t.reason.as_deref().unwrap_or("")
+                ));
+            }
+            broken.push(format!(
+                "{} ({}; {}: {})",
+                t.name,
+                t.reason.as_deref().unwrap_or("control failed"),
+                t.check_exit.as_deref().unwrap_or("-"),
+                crate::evaluate::headline(&t.check_output)
+            ));
+        }
+        if !broken.is_empty() {
+            anyhow::bail!(
+                "evaluator controls do not hold — infra_error, not the agent's: {}",
+                broken.join("; ")
+            );
+        }
+        Ok(format!("{} checks' controls hold", report.targets.len()))
+    }
+
     async fn evaluate(&mut self) -> anyhow::Result<String> {
         // C6: a separate process that reads only the exports and the fixture manifest.
         let output = tokio::process::Command::new(&self.options.exe)
@@ -707,6 +782,9 @@ impl Canary {
             if let Some(row) = self.targets.iter_mut().find(|r| r.name == verdict.name) {
                 row.full_byte = Some(verdict.full_byte);
                 row.behavioral = Some(verdict.behavioral);
+                row.status = Some(verdict.status);
+                row.check_exit.clone_from(&verdict.check_exit);
+                row.check_output = (!verdict.passed()).then(|| verdict.check_output.clone());
                 row.notes.extend(verdict.notes.iter().cloned());
             }
         }
@@ -714,7 +792,16 @@ impl Canary {
             .targets
             .iter()
             .filter(|t| !t.passed())
-            .map(|t| t.name.clone())
+            .map(|t| match t.status {
+                crate::evaluate::Status::InfraError | crate::evaluate::Status::Flaky => format!(
+                    "{} {} ({}: {})",
+                    t.name,
+                    t.status.as_str(),
+                    t.check_exit.as_deref().unwrap_or("-"),
+                    crate::evaluate::headline(&t.check_output)
+                ),
+                _ => t.name.clone(),
+            })
             .collect();
         let summary = format!(
             "{}/{} targets pass full-byte and behavioral",
@@ -728,11 +815,34 @@ impl Canary {
         }
     }
 
-    fn report(&mut self) -> anyhow::Result<String> {
+    async fn report(&mut self) -> anyhow::Result<String> {
+        // V1: the report seals the run, so nothing may write into it afterwards: stop both
+        // processes and wait (bounded) until they have exited.
+        let pids: Vec<u32> = [&self.full, &self.observed]
+            .into_iter()
+            .filter_map(|p| p.as_ref().and_then(|p| p.pid))
+            .collect();
+        self.stop(None).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for pid in pids {
+            while Instant::now() < deadline {
+                let state = client::proc_state(u64::from(pid));
+                if state == "gone" || state.starts_with('Z') {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
+        let sums = crate::evidence::seal_run(&self.run)?;
         if report.passed {
-            Ok(format!("report written to {}", self.run.path.display()))
+            Ok(format!(
+                "report written to {} · sealed ({} {})",
+                self.run.path.display(),
+                crate::evidence::SUMS_FILE,
+                &sums[..12]
+            ))
         } else {
             anyhow::bail!(
                 "the canary did not pass (report in {}): {}",

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::client::McpProcess;
 use super::{Canary, StepOutcome, TargetRow};
+use crate::evaluate::Status;
 use crate::evidence::{RunDir, write_new_private};
 use crate::fixtures::sha256_hex;
 
@@ -140,7 +141,34 @@ pub struct ReportTarget {
     pub initial_sha256: String,
     pub exported_sha256: Option<String>,
     pub replay_consistent: Option<bool>,
+    /// `pass`, `fail`, `infra_error` (the check or its environment is broken — V3), `flaky`;
+    /// null when not evaluated.
+    pub status: Option<Status>,
+    /// For any non-pass: the check's exit status and the last 4 KiB of its output.
+    pub check_exit: Option<String>,
+    pub check_output: Option<String>,
     pub notes: Vec<String>,
+}
+
+impl ReportTarget {
+    /// Passed both checks.
+    pub fn passed(&self) -> bool {
+        self.status == Some(Status::Pass) && self.full_byte && self.behavioral
+    }
+
+    /// The verdict column: `pass`, `FAIL`, `infra_error`, `flaky` or `-`.
+    pub fn verdict(&self) -> &'static str {
+        self.status.map_or("-", Status::as_str)
+    }
+
+    /// The behavioral column: `-` when the check itself is broken (nothing was judged).
+    fn behavioral_column(&self) -> &'static str {
+        if self.status == Some(Status::InfraError) {
+            "-"
+        } else {
+            verdict(self.evaluated, self.behavioral)
+        }
+    }
 }
 
 impl From<&TargetRow> for ReportTarget {
@@ -157,6 +185,9 @@ impl From<&TargetRow> for ReportTarget {
             initial_sha256: r.initial_sha256.clone(),
             exported_sha256: r.exported_sha256.clone(),
             replay_consistent: r.replay_consistent,
+            status: r.status,
+            check_exit: r.check_exit.clone(),
+            check_output: r.check_output.clone(),
             notes: r.notes.clone(),
         }
     }
@@ -172,7 +203,7 @@ impl Report {
             .filter(|s| s.command != "report")
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
-        let passed = steps_ok && evaluated && targets.iter().all(|t| t.full_byte && t.behavioral);
+        let passed = steps_ok && evaluated && targets.iter().all(ReportTarget::passed);
         Self {
             run_id: canary.run.run_id.clone(),
             run_dir: canary.run.path.display().to_string(),
@@ -193,17 +224,22 @@ impl Report {
             .filter(|s| !s.ok && s.command != "report")
             .map(|s| format!("step {} failed", s.command))
             .collect();
-        for t in self
-            .targets
-            .iter()
-            .filter(|t| !(t.full_byte && t.behavioral))
-        {
-            parts.push(format!(
+        for t in self.targets.iter().filter(|t| !t.passed()) {
+            let mut part = format!(
                 "target {} full-byte {} behavioral {}",
                 t.name,
                 verdict(t.evaluated, t.full_byte),
-                verdict(t.evaluated, t.behavioral)
-            ));
+                t.behavioral_column()
+            );
+            if matches!(t.status, Some(Status::InfraError | Status::Flaky)) {
+                part.push_str(&format!(
+                    " {} ({}: {})",
+                    t.verdict(),
+                    t.check_exit.as_deref().unwrap_or("-"),
+                    crate::evaluate::headline(t.check_output.as_deref().unwrap_or(""))
+                ));
+            }
+            parts.push(part);
         }
         if parts.is_empty() && !self.passed {
             parts.push("the evaluator has not run".into());
@@ -250,13 +286,16 @@ impl Report {
                 if calls.is_empty() { "none".to_owned() } else { calls.join(", ") },
             ));
         }
-        out.push_str("\ntargets:                 full-byte behavioral ver rev acc/rej replay\n");
+        out.push_str(
+            "\ntargets:                 verdict     full-byte behavioral ver rev acc/rej replay\n",
+        );
         for t in &self.targets {
             out.push_str(&format!(
-                "  {:<22} {:<9} {:<10} {:>3} {:>3} {:>3}/{:<3} {}\n",
+                "  {:<22} {:<11} {:<9} {:<10} {:>3} {:>3} {:>3}/{:<3} {}\n",
                 t.name,
+                t.verdict(),
                 verdict(t.evaluated, t.full_byte),
-                verdict(t.evaluated, t.behavioral),
+                t.behavioral_column(),
                 t.version,
                 t.revision,
                 t.accepted,
@@ -268,48 +307,140 @@ impl Report {
                 }
             ));
         }
-        let passing = self
+        for t in self
             .targets
             .iter()
-            .filter(|t| t.full_byte && t.behavioral)
+            .filter(|t| t.status.is_some() && !t.passed())
+        {
+            if !t.notes.is_empty() {
+                out.push_str(&format!("\n{}: {}", t.name, t.notes.join("; ")));
+            }
+            out.push_str(&crate::evaluate::check_detail(
+                &t.name,
+                t.check_exit.as_deref(),
+                t.check_output.as_deref().unwrap_or(""),
+            ));
+        }
+        let passing = self.targets.iter().filter(|t| t.passed()).count();
+        let infra = self
+            .targets
+            .iter()
+            .filter(|t| t.status == Some(Status::InfraError))
             .count();
         out.push_str(&format!(
-            "\n{passing}/{} targets pass both checks\n",
+            "\n{passing}/{} targets pass both checks",
             self.targets.len()
         ));
+        if infra > 0 {
+            out.push_str(&format!(
+                " · {infra} infra_error (the check environment, not the agent)"
+            ));
+        }
+        out.push('\n');
         out
     }
 
-    /// JUnit XML: one test case per step and one per target check.
+    /// JUnit XML: one test case per step and one per target check. A target whose check is
+    /// broken (`infra_error`) is a JUnit `<error>`, not a `<failure>`; every non-pass carries the
+    /// check's exit status and output tail in the element's text.
     pub fn to_junit(&self) -> String {
         let mut cases = String::new();
-        let mut failures = 0;
-        let mut case = |class: &str, name: &str, ok: bool, message: &str| {
-            cases.push_str(&format!(
-                "    <testcase classname=\"{}\" name=\"{}\">",
-                xml_escape(class),
-                xml_escape(name)
-            ));
-            if !ok {
-                failures += 1;
-                cases.push_str(&format!("<failure message=\"{}\"/>", xml_escape(message)));
-            }
-            cases.push_str("</testcase>\n");
-        };
+        let (mut failures, mut errors) = (0, 0);
         for s in &self.steps {
-            case("canary.step", &s.command, s.ok, &s.summary);
+            cases.push_str(&junit_case(
+                "canary.step",
+                &s.command,
+                (!s.ok).then(|| {
+                    failures += 1;
+                    JunitProblem::failure("step_failed", &s.summary, None)
+                }),
+            ));
         }
         for t in &self.targets {
             let notes = t.notes.join("; ");
-            case("canary.full_byte", &t.name, t.full_byte, &notes);
-            case("canary.behavioral", &t.name, t.behavioral, &notes);
+            let detail = t
+                .check_exit
+                .as_ref()
+                .map(|exit| format!("check {exit}\n{}", t.check_output.as_deref().unwrap_or("")));
+            let infra = t.status == Some(Status::InfraError);
+            let mut problem = |ok: bool, kind: &str| {
+                if ok {
+                    None
+                } else if infra {
+                    errors += 1;
+                    Some(JunitProblem::error(
+                        "infra_error",
+                        &notes,
+                        detail.as_deref(),
+                    ))
+                } else {
+                    failures += 1;
+                    let kind = if t.status == Some(Status::Flaky) {
+                        "flaky"
+                    } else {
+                        kind
+                    };
+                    Some(JunitProblem::failure(kind, &notes, detail.as_deref()))
+                }
+            };
+            let full = problem(t.full_byte && !infra, "full_byte");
+            cases.push_str(&junit_case("canary.full_byte", &t.name, full));
+            let behavioral = problem(t.behavioral && !infra, "behavioral");
+            cases.push_str(&junit_case("canary.behavioral", &t.name, behavioral));
         }
         let tests = self.steps.len() + 2 * self.targets.len();
         format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"patchdiff-canary {}\" tests=\"{tests}\" failures=\"{failures}\">\n{cases}  </testsuite>\n</testsuites>\n",
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"patchdiff-canary {}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">\n{cases}  </testsuite>\n</testsuites>\n",
             xml_escape(&self.run_id)
         )
     }
+}
+
+/// A JUnit `<failure>` or `<error>` element.
+struct JunitProblem {
+    element: &'static str,
+    kind: String,
+    message: String,
+    text: Option<String>,
+}
+
+impl JunitProblem {
+    fn failure(kind: &str, message: &str, text: Option<&str>) -> Self {
+        Self {
+            element: "failure",
+            kind: kind.to_owned(),
+            message: message.to_owned(),
+            text: text.map(str::to_owned),
+        }
+    }
+    fn error(kind: &str, message: &str, text: Option<&str>) -> Self {
+        Self {
+            element: "error",
+            ..Self::failure(kind, message, text)
+        }
+    }
+}
+
+fn junit_case(class: &str, name: &str, problem: Option<JunitProblem>) -> String {
+    let mut out = format!(
+        "    <testcase classname=\"{}\" name=\"{}\">",
+        xml_escape(class),
+        xml_escape(name)
+    );
+    if let Some(p) = problem {
+        out.push_str(&format!(
+            "<{} type=\"{}\" message=\"{}\"",
+            p.element,
+            xml_escape(&p.kind),
+            xml_escape(&p.message)
+        ));
+        match p.text {
+            Some(text) => out.push_str(&format!(">{}</{}>", xml_escape(&text), p.element)),
+            None => out.push_str("/>"),
+        }
+    }
+    out.push_str("</testcase>\n");
+    out
 }
 
 fn verdict(evaluated: bool, ok: bool) -> &'static str {
@@ -320,8 +451,13 @@ fn verdict(evaluated: bool, ok: bool) -> &'static str {
     }
 }
 
+/// Escapes markup, and drops control characters XML 1.0 cannot carry (a check's output may hold
+/// terminal escapes).
 fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
+    s.chars()
+        .filter(|&c| c >= ' ' || matches!(c, '\t' | '\n' | '\r'))
+        .collect::<String>()
+        .replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")

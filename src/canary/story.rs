@@ -11,6 +11,7 @@ use similar::TextDiff;
 
 use super::Canary;
 use super::host_run::HOST_OBSERVED;
+use crate::evidence::WireRecord;
 
 /// Lines of context around each change in the diffs.
 pub const DIFF_CONTEXT: usize = 3;
@@ -33,16 +34,13 @@ pub struct Attempt {
     pub reasons: Vec<String>,
 }
 
-/// The JSON-RPC messages of a wire log, in order. Records hold the parsed message or its exact
-/// wire text; lines that are neither are skipped.
+/// The JSON-RPC messages of a wire log ([`WireRecord`] lines: the exact bytes of each message),
+/// in wire order; lines that are not records, or messages that are not JSON, are skipped.
 pub fn wire_messages(log: &str) -> Vec<Value> {
     log.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .map(|record| match &record["message"] {
-            Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
-            other => other.clone(),
-        })
-        .filter(|m| !m.is_null())
+        .filter_map(|l| serde_json::from_str::<WireRecord>(l).ok())
+        .map(|record| record.message())
+        .filter(Value::is_object)
         .collect()
 }
 
@@ -266,7 +264,9 @@ mod tests {
     use serde_json::json;
 
     fn record(message: Value) -> String {
-        json!({"ts_ms": 0, "direction": "x", "message": message}).to_string()
+        json!({"seq": 0, "pid": 1, "mono_ns": 0, "ts_ms": 0.0, "direction": "request",
+               "raw": message.to_string()})
+        .to_string()
     }
 
     #[test]
@@ -284,10 +284,9 @@ mod tests {
             submit(6, "k-3", "chess"),
             record(json!({"jsonrpc": "2.0", "id": 6, "result": {"structuredContent": {
                 "outcome": "rejected", "reasons": [{"code": "OLD_TEXT_NOT_FOUND", "message": "gone"}]}}})),
-            // The exact-wire form of a record (a string) is read too.
-            json!({"message": json!({"jsonrpc": "2.0", "id": 4, "result": {"structuredContent": {
-                "outcome": "accepted", "revision": 2}}}).to_string()})
-            .to_string(),
+            record(json!({"jsonrpc": "2.0", "id": 4, "result": {"structuredContent": {
+                "outcome": "accepted", "revision": 2}}})),
+            "not a record".to_owned(),
         ]
         .join("\n");
         let attempts = attempts_in(&log, "observed", "chess");

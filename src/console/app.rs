@@ -57,6 +57,7 @@ impl Pane {
             Pane::Evidence => &[
                 ("↑↓", "select"),
                 ("/", "search"),
+                ("n/N", "next/prev match"),
                 ("f", "follow"),
                 ("t", "tool filter"),
                 ("o", "other log"),
@@ -364,6 +365,8 @@ impl App {
                     KeyCode::Char('f') => ev.toggle_follow(),
                     KeyCode::Char('t') => ev.cycle_tool_filter(),
                     KeyCode::Char('o') => ev.next_source(),
+                    KeyCode::Char('n') => ev.next_match(true),
+                    KeyCode::Char('N') => ev.next_match(false),
                     KeyCode::Char('/') => {
                         self.input = Input::Search {
                             text: String::new(),

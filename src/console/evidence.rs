@@ -18,9 +18,12 @@ pub const MAX_VIEW_LINE: usize = 4 * 1024 * 1024;
 pub const MAX_SCAN_BYTES: u64 = 512 * 1024 * 1024;
 /// Lines kept in the on-screen window.
 pub const WINDOW_CAPACITY: usize = 256;
-/// Tool names remembered for the filter cycle and request ids remembered for result lines.
-const TOOLS_CAPACITY: usize = 32;
-const KEYS_CAPACITY: usize = 4096;
+/// Tool names remembered per log for the filter cycle, and request keys remembered per log for
+/// result lines.
+const TOOLS_CAPACITY: usize = 256;
+const KEYS_CAPACITY: usize = 1 << 16;
+/// Most search matches remembered (their line offsets) for `match k of n`.
+const MATCHES_CAPACITY: usize = 100_000;
 
 /// One line of a log and where it starts (byte offset).
 #[derive(Debug, Clone, PartialEq)]
@@ -224,6 +227,22 @@ pub fn clock(ts_ms: f64) -> String {
     )
 }
 
+/// Parses one log line. A wire record carries the message's exact bytes in `raw` (E1); it is
+/// parsed into `message` here so summaries and the detail view read one shape.
+pub fn parse_line(line: &str) -> Option<Value> {
+    let mut v = serde_json::from_str::<Value>(line).ok()?;
+    if let Some(raw) = v.get("raw").and_then(Value::as_str)
+        && v.get("message").is_none()
+    {
+        let message =
+            serde_json::from_str::<Value>(raw).unwrap_or_else(|_| Value::String(raw.to_owned()));
+        if let Value::Object(map) = &mut v {
+            map.insert("message".to_owned(), message);
+        }
+    }
+    Some(v)
+}
+
 /// The tool a log line is about: `params.name` of a `tools/call` request, or the transcript's
 /// `tool` field.
 fn tool_of(v: &Value) -> Option<&str> {
@@ -232,11 +251,17 @@ fn tool_of(v: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// The key pairing a result with its request: JSON-RPC `id` or the transcript's `step`.
+/// The key pairing a result with its request: the logging process's pid with the JSON-RPC
+/// `id` (a relaunched process appends to the same log and reuses ids), or the transcript's
+/// `step`.
 fn key_of(v: &Value) -> Option<String> {
-    v.pointer("/message/id")
-        .or_else(|| v.get("step"))
-        .map(|k| k.to_string())
+    if let Some(id) = v.pointer("/message/id") {
+        return Some(match v.get("pid") {
+            Some(pid) => format!("{pid}:{id}"),
+            None => id.to_string(),
+        });
+    }
+    v.get("step").map(|k| k.to_string())
 }
 
 fn short(s: &str, n: usize) -> String {
@@ -283,7 +308,7 @@ fn result_fields(structured: &Value) -> String {
 /// One-line summary of a wire-log or transcript line. `tools` maps request keys to tool names
 /// so result lines can name their tool.
 pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option<String>) {
-    let Ok(v) = serde_json::from_str::<Value>(line) else {
+    let Some(v) = parse_line(line) else {
         return (format!("(not JSON) {}", short(line, 120)), None);
     };
     // A4: a line of an agent host's own event stream (`agent.<host>.jsonl`).
@@ -393,14 +418,74 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
 /// Pretty-prints one line for the detail view (the `message` of a wire record, else the
 /// whole record); non-JSON lines are shown as they are.
 pub fn pretty(line: &str) -> Vec<String> {
-    match serde_json::from_str::<Value>(line) {
-        Ok(v) => serde_json::to_string_pretty(&v)
+    match parse_line(line).map(|mut v| {
+        // The message is shown parsed; its exact bytes stay in the file.
+        if let Value::Object(map) = &mut v
+            && map.contains_key("message")
+        {
+            map.remove("raw");
+        }
+        v
+    }) {
+        Some(v) => serde_json::to_string_pretty(&v)
             .unwrap_or_else(|_| line.to_owned())
             .lines()
             .map(str::to_owned)
             .collect(),
-        Err(_) => vec![line.to_owned()],
+        None => vec![line.to_owned()],
     }
+}
+
+/// What one log has taught the viewer: request keys → tools and the tools that appear.
+#[derive(Debug, Clone, Default)]
+struct LogIndex {
+    /// Bytes of the log scanned by [`EvidenceView::index_current`].
+    scanned: u64,
+    request_tools: HashMap<String, String>,
+    tools: BTreeSet<String>,
+}
+
+impl LogIndex {
+    fn learn(&mut self, v: &Value) {
+        if let (Some(k), Some(t)) = (key_of(v), tool_of(v)) {
+            if self.request_tools.len() < KEYS_CAPACITY {
+                self.request_tools.insert(k, t.to_owned());
+            }
+            if self.tools.len() < TOOLS_CAPACITY {
+                self.tools.insert(t.to_owned());
+            }
+        }
+    }
+}
+
+/// Line-start offsets of every line holding `needle` (ASCII case-insensitive), scanning at
+/// most `max_scan` bytes and keeping at most `max_matches`.
+pub fn find_matches(
+    path: &Path,
+    needle: &str,
+    max_scan: u64,
+    max_matches: usize,
+) -> std::io::Result<Vec<u64>> {
+    let needle = needle.to_ascii_lowercase();
+    let mut reader = BufReader::with_capacity(256 * 1024, File::open(path)?);
+    let mut out = Vec::new();
+    let mut offset = 0u64;
+    let mut line = Vec::new();
+    while offset < max_scan && out.len() < max_matches {
+        line.clear();
+        let n = reader.read_until(b'\n', &mut line)?;
+        if n == 0 || line.last() != Some(&b'\n') {
+            break; // end, or a line still being written
+        }
+        if String::from_utf8_lossy(&line)
+            .to_ascii_lowercase()
+            .contains(&needle)
+        {
+            out.push(offset);
+        }
+        offset += n as u64;
+    }
+    Ok(out)
 }
 
 /// The viewer's state: which log, where, how filtered. Reading happens in [`EvidenceView::reload`]
@@ -422,9 +507,16 @@ pub struct EvidenceView {
     /// Rows available (set from the last layout).
     pub rows: usize,
     pub tool_filter: Option<String>,
+    /// Tools of the current log (every tool once the log was indexed for the filter).
     pub tools_seen: BTreeSet<String>,
-    request_tools: HashMap<String, String>,
+    /// Per log (by path): request keys → tools, and the tools seen (issue 10: one map shared by
+    /// all logs mislabelled results).
+    indexes: HashMap<PathBuf, LogIndex>,
     pub last_search: Option<String>,
+    /// Line offsets of the current search's matches (whole log, bounded), and which one is
+    /// shown: `match k of n`.
+    pub matches: Vec<u64>,
+    pub match_at: Option<usize>,
     /// One-line status (search result, errors).
     pub status: String,
     /// Size of the current log (bytes).
@@ -444,8 +536,10 @@ impl EvidenceView {
             rows: 8,
             tool_filter: None,
             tools_seen: BTreeSet::new(),
-            request_tools: HashMap::new(),
+            indexes: HashMap::new(),
             last_search: None,
+            matches: Vec::new(),
+            match_at: None,
             status: String::new(),
             file_len: 0,
         }
@@ -461,19 +555,53 @@ impl EvidenceView {
             .map_or("none", |(l, _)| l.as_str())
     }
 
+    fn index(&self) -> Option<&LogIndex> {
+        self.path().and_then(|p| self.indexes.get(p))
+    }
+
+    /// Scans the current log from where its index stopped to its end (bounded by
+    /// [`MAX_SCAN_BYTES`] per call), pairing every request key with its tool and listing every
+    /// tool, so the filter offers all tools and keeps results whose requests are off screen.
+    fn index_current(&mut self) {
+        let Some(path) = self.path().map(Path::to_path_buf) else {
+            return;
+        };
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let index = self.indexes.entry(path.clone()).or_default();
+        if len < index.scanned {
+            *index = LogIndex::default(); // replaced or truncated
+        }
+        let mut budget = MAX_SCAN_BYTES;
+        while index.scanned < len && budget > 0 {
+            let Ok(lines) = read_forward(&path, index.scanned, 4096, budget, |_| true) else {
+                break;
+            };
+            let Some(last) = lines.last() else { break };
+            let end = last.end();
+            for l in &lines {
+                if let Some(v) = parse_line(&l.text) {
+                    index.learn(&v);
+                }
+            }
+            budget = budget.saturating_sub(end - index.scanned);
+            index.scanned = end;
+        }
+        self.tools_seen = index.tools.clone();
+    }
+
     fn keep_fn(&self) -> impl FnMut(&str) -> bool + '_ {
         let filter = self.tool_filter.clone();
+        let index = self.index();
         move |line: &str| match &filter {
             None => true,
             Some(tool) => {
                 if line.contains(tool.as_str()) {
                     return true;
                 }
-                // Result lines name no tool: pair them with a remembered request key.
-                serde_json::from_str::<Value>(line)
-                    .ok()
+                // Result lines name no tool: pair them with this log's request key.
+                parse_line(line)
                     .and_then(|v| key_of(&v))
-                    .and_then(|k| self.request_tools.get(&k))
+                    .and_then(|k| index.and_then(|i| i.request_tools.get(&k)))
                     .is_some_and(|t| t == tool)
             }
         }
@@ -485,6 +613,9 @@ impl EvidenceView {
             return;
         };
         self.file_len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        if self.tool_filter.is_some() {
+            self.index_current(); // new results must find their requests
+        }
         let rows = self.rows.clamp(1, WINDOW_CAPACITY);
         let result = if self.follow {
             read_backward(&path, u64::MAX, rows, MAX_SCAN_BYTES, self.keep_fn())
@@ -513,23 +644,18 @@ impl EvidenceView {
         if let Some(first) = lines.first() {
             self.top = first.offset;
         }
+        let key = self.path().map(Path::to_path_buf).unwrap_or_default();
+        let index = self.indexes.entry(key).or_default();
         self.summaries = lines
             .iter()
             .map(|l| {
-                if let Ok(v) = serde_json::from_str::<Value>(&l.text)
-                    && let (Some(k), Some(t)) = (key_of(&v), tool_of(&v))
-                {
-                    if self.request_tools.len() >= KEYS_CAPACITY {
-                        self.request_tools.clear();
-                    }
-                    self.request_tools.insert(k, t.to_owned());
-                    if self.tools_seen.len() < TOOLS_CAPACITY {
-                        self.tools_seen.insert(t.to_owned());
-                    }
+                if let Some(v) = parse_line(&l.text) {
+                    index.learn(&v);
                 }
-                summarize(&l.text, &self.request_tools).0
+                summarize(&l.text, &index.request_tools).0
             })
             .collect();
+        self.tools_seen.extend(index.tools.iter().cloned());
         self.lines = lines;
         self.selected = self.selected.min(self.lines.len().saturating_sub(1));
     }
@@ -603,18 +729,23 @@ impl EvidenceView {
         self.reload();
     }
 
-    /// Switches to the next log.
+    /// Switches to the next log (its own request map, tools and search).
     pub fn next_source(&mut self) {
         if !self.sources.is_empty() {
             self.current = (self.current + 1) % self.sources.len();
         }
         self.follow = true;
         self.top = 0;
+        self.tool_filter = None;
+        self.matches.clear();
+        self.match_at = None;
+        self.tools_seen = self.index().map(|i| i.tools.clone()).unwrap_or_default();
         self.reload();
     }
 
-    /// Cycles the tool filter through the tools seen so far, then off.
+    /// Cycles the tool filter through every tool the current log holds, then off.
     pub fn cycle_tool_filter(&mut self) {
+        self.index_current();
         let next = match &self.tool_filter {
             None => self.tools_seen.iter().next().cloned(),
             Some(t) => self
@@ -630,8 +761,9 @@ impl EvidenceView {
         self.reload();
     }
 
-    /// Searches forward from the line after the selection for `needle`; the match becomes the
-    /// top line. Says so in `status` when nothing matches.
+    /// Searches the whole log (bounded) for lines holding `needle` (ASCII case-insensitive),
+    /// then shows the first match after the selection (wrapping) as the top line, with
+    /// `match k of n` in `status`; `n`/`N` move between matches ([`Self::next_match`]).
     pub fn search(&mut self, needle: &str) {
         let needle = needle.trim();
         if needle.is_empty() {
@@ -642,21 +774,66 @@ impl EvidenceView {
             return;
         };
         let from = self.lines.get(self.selected).map_or(0, LogLine::end);
-        let found = search_forward(&path, from, needle, MAX_SCAN_BYTES).and_then(|hit| match hit {
-            None if from > 0 => search_forward(&path, 0, needle, MAX_SCAN_BYTES),
-            other => Ok(other),
-        });
-        match found {
-            Ok(Some(offset)) => {
-                self.follow = false;
-                self.top = offset;
-                self.selected = 0;
-                self.tool_filter = None;
-                self.reload();
-                self.status = format!("/{needle}: found at byte {offset}");
+        match find_matches(&path, needle, MAX_SCAN_BYTES, MATCHES_CAPACITY) {
+            Ok(matches) if matches.is_empty() => {
+                self.matches.clear();
+                self.match_at = None;
+                self.status = format!("/{needle}: no match");
             }
-            Ok(None) => self.status = format!("/{needle}: no match"),
+            Ok(matches) => {
+                let k = matches.iter().position(|&m| m >= from).unwrap_or(0);
+                self.matches = matches;
+                self.show_match(k);
+            }
             Err(e) => self.status = format!("/{needle}: {e}"),
+        }
+    }
+
+    /// Moves to the next (`forward`) or previous match of the last search, wrapping.
+    pub fn next_match(&mut self, forward: bool) {
+        let n = self.matches.len();
+        let Some(k) = self.match_at.filter(|_| n > 0) else {
+            self.status = "no search: press / first".into();
+            return;
+        };
+        self.show_match(if forward {
+            (k + 1) % n
+        } else {
+            (k + n - 1) % n
+        });
+    }
+
+    fn show_match(&mut self, k: usize) {
+        let Some(&offset) = self.matches.get(k) else {
+            return;
+        };
+        self.match_at = Some(k);
+        self.follow = false;
+        self.top = offset;
+        self.selected = 0;
+        self.tool_filter = None;
+        self.reload();
+        self.status = format!(
+            "/{}: match {} of {}{}",
+            self.last_search.as_deref().unwrap_or(""),
+            k + 1,
+            self.matches.len(),
+            if self.matches.len() >= MATCHES_CAPACITY {
+                "+"
+            } else {
+                ""
+            }
+        );
+    }
+
+    /// Whether row `i` on screen holds the last search's text (the UI highlights it).
+    pub fn is_match(&self, i: usize) -> bool {
+        match (&self.last_search, self.lines.get(i)) {
+            (Some(needle), Some(line)) => line
+                .text
+                .to_ascii_lowercase()
+                .contains(&needle.to_ascii_lowercase()),
+            _ => false,
         }
     }
 
@@ -781,6 +958,90 @@ mod tests {
             "{:?}",
             view.summaries
         );
+    }
+
+    /// A wire log of `n` calls cycling through `tools` tools, each request followed by its
+    /// result, in the exact-bytes format (`raw`).
+    fn calls(dir: &Path, name: &str, n: usize, tools: usize, pid: u32) -> PathBuf {
+        let path = dir.join(name);
+        let mut f = std::io::BufWriter::new(File::create(&path).unwrap());
+        for i in 0..n {
+            let req = format!(
+                r#"{{"jsonrpc":"2.0","id":{i},"method":"tools/call","params":{{"name":"tool{}","arguments":{{}}}}}}"#,
+                i % tools
+            );
+            let res = format!(
+                r#"{{"jsonrpc":"2.0","id":{i},"result":{{"structuredContent":{{"n":{i}}}}}}}"#
+            );
+            for (dir, raw) in [("request", req), ("result", res)] {
+                let v = serde_json::json!({"seq": 0, "pid": pid, "ts_ms": 0, "direction": dir, "raw": raw});
+                writeln!(f, "{v}").unwrap();
+            }
+        }
+        f.flush().unwrap();
+        path
+    }
+
+    #[test]
+    fn each_log_pairs_results_with_its_own_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = calls(dir.path(), "a.jsonl", 1, 1, 7);
+        // Log b holds only a result for id 0: its request is not in this log.
+        let b = dir.path().join("b.jsonl");
+        std::fs::write(
+            &b,
+            "{\"pid\":7,\"ts_ms\":0,\"direction\":\"result\",\"raw\":\"{\\\"id\\\":0,\\\"result\\\":{}}\"}\n",
+        )
+        .unwrap();
+        let mut view = EvidenceView::new(vec![("a".into(), a), ("b".into(), b)]);
+        view.reload();
+        assert!(view.summaries[1].contains("tool0"), "{:?}", view.summaries);
+        view.next_source();
+        assert_eq!(view.summaries.len(), 1);
+        assert!(
+            !view.summaries[0].contains("tool0"),
+            "a result labelled with another log's tool: {:?}",
+            view.summaries
+        );
+    }
+
+    #[test]
+    fn tool_filter_lists_every_tool_and_keeps_each_result_with_its_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = calls(dir.path(), "w.jsonl", 120, 6, 9);
+        let mut view = EvidenceView::new(vec![("w".into(), path)]);
+        view.rows = 10;
+        view.reload(); // only the last 10 lines (5 calls, 5 tools) are on screen
+        view.cycle_tool_filter();
+        let all: Vec<String> = (0..6).map(|i| format!("tool{i}")).collect();
+        assert_eq!(view.tools_seen.iter().cloned().collect::<Vec<_>>(), all);
+        assert_eq!(view.tool_filter.as_deref(), Some("tool0"));
+        assert_eq!(view.lines.len(), 10);
+        for pair in view.summaries.chunks(2) {
+            assert!(pair[0].contains("→ tools/call tool0"), "{pair:?}");
+            assert!(pair[1].contains("← ok tool0"), "{pair:?}");
+        }
+    }
+
+    #[test]
+    fn search_shows_match_k_of_n_and_moves_between_matches() {
+        let (_d, path) = numbered(30);
+        let mut view = EvidenceView::new(vec![("log".into(), path)]);
+        view.rows = 5;
+        view.reload();
+        view.home();
+        view.search(r#""name":"T1""#);
+        assert_eq!(view.matches.len(), 10);
+        assert_eq!(view.status, r#"/"name":"T1": match 1 of 10"#);
+        assert!(view.lines[0].text.contains(r#""id":1,"#));
+        assert!(view.is_match(0) && !view.is_match(1));
+        view.next_match(true);
+        assert_eq!(view.status, r#"/"name":"T1": match 2 of 10"#);
+        assert!(view.lines[0].text.contains(r#""id":4,"#));
+        view.next_match(false);
+        view.next_match(false);
+        assert_eq!(view.status, r#"/"name":"T1": match 10 of 10"#);
+        assert!(view.lines[0].text.contains(r#""id":28,"#));
     }
 
     #[test]

@@ -108,6 +108,23 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             if outcome.ok { "ok" } else { "FAIL" },
             outcome.summary
         );
+        // V3: a check that did not pass shows its exit status and output tail right here.
+        if !outcome.ok && matches!(command, Command::Preflight | Command::Evaluate) {
+            for row in canary.targets.iter().filter(|r| {
+                r.status.is_some_and(|s| s != crate::evaluate::Status::Pass)
+                    && r.check_output.is_some()
+            }) {
+                let _ = write!(
+                    progress,
+                    "{}",
+                    crate::evaluate::check_detail(
+                        &format!("  {} {}", row.name, row.status.map_or("-", |s| s.as_str())),
+                        row.check_exit.as_deref(),
+                        row.check_output.as_deref().unwrap_or("")
+                    )
+                );
+            }
+        }
         if let (Command::HostConfig { host }, true) = (command, outcome.ok) {
             let _ = writeln!(progress, "{}", canary.host_config(*host));
         }
@@ -126,11 +143,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             Err(e) => eprintln!("patchdiff: cannot serialize the report: {e}"),
         }
     } else if canary.evaluation.is_some() {
-        let passing = report
-            .targets
-            .iter()
-            .filter(|t| t.full_byte && t.behavioral)
-            .count();
+        let passing = report.targets.iter().filter(|t| t.passed()).count();
         let _ = writeln!(
             progress,
             "{} · {passing}/{} targets pass both checks · report {}",

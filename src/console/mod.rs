@@ -460,6 +460,10 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
             "host-observed requests/results".into(),
             run.wire_log(crate::canary::host_run::HOST_OBSERVED),
         ),
+        (
+            "worker stderr (observed)".into(),
+            run.worker_stderr_log("observed"),
+        ),
     ]);
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {

@@ -478,7 +478,15 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
             Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
             Some(_) => ("≠ changed".to_owned(), Level::High),
         };
+        let status = row.and_then(|r| r.status);
         let (eval, eval_level) = match row.map(|r| (r.full_byte, r.behavioral)) {
+            // V3: a broken check environment is not the agent's failure.
+            _ if status == Some(crate::evaluate::Status::InfraError) => {
+                ("⚠ infra_error".to_owned(), Level::High)
+            }
+            _ if status == Some(crate::evaluate::Status::Flaky) => {
+                ("⚠ flaky".to_owned(), Level::High)
+            }
             Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
             Some((Some(f), Some(b))) => (
                 format!(
@@ -745,6 +753,9 @@ fn evidence<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
     for (i, s) in ev.summaries.iter().enumerate().skip(start).take(room) {
         if i == ev.selected && app.focus == Pane::Evidence {
             out.push(Line::styled(format!("▶ {s}"), theme.selected()));
+        } else if ev.is_match(i) {
+            // A line holding the search text.
+            out.push(Line::styled(format!("≡ {s}"), theme.level(Level::High)));
         } else {
             out.push(Line::raw(format!("  {s}")));
         }
@@ -862,6 +873,8 @@ fn draw_overlay(frame: &mut Frame, title: &str, lines: &[Line], scroll: u16) {
                     .borders(Borders::ALL)
                     .title(format!(" {title} ")),
             )
+            // Long lines (a message's raw text) wrap instead of being cut; scrolling still works.
+            .wrap(ratatui::widgets::Wrap { trim: false })
             .scroll((scroll, 0)),
         rect,
     );

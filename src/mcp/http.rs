@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::server::PatchdiffServer;
 use crate::config::ConfigError;
-use crate::evidence::{Direction, JsonlLog, SseTee, log_wire_message};
+use crate::evidence::{Direction, SseTee, WireLog, log_wire_message};
 
 /// Environment variable naming the HTTP bind address (same as `--http`).
 pub const HTTP_VARIABLE: &str = "PATCHDIFF_MCP_HTTP";
@@ -158,7 +158,7 @@ async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -
 /// the response (a JSON body, or the `data:` of every SSE event) as they pass, in the same
 /// [`crate::evidence::WireRecord`] format as the stdio wire log. Bodies above rmcp's request
 /// limit are refused with 413 before reaching MCP either way.
-async fn wire_layer(State(log): State<JsonlLog>, request: Request, next: Next) -> Response {
+async fn wire_layer(State(log): State<WireLog>, request: Request, next: Next) -> Response {
     use futures::StreamExt;
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_LOGGED_BODY).await {
@@ -242,7 +242,7 @@ impl HttpListener {
         server: PatchdiffServer,
         token: String,
         shutdown: CancellationToken,
-        wire_log: Option<JsonlLog>,
+        wire_log: Option<WireLog>,
     ) -> std::io::Result<()> {
         let origins = allowed_origins(self.local_addr.port());
         let config = StreamableHttpServerConfig::default()

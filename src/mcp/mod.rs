@@ -14,7 +14,7 @@ use anyhow::Context;
 use rmcp::ServiceExt;
 
 use crate::config::{self, ConfigError, Paths, Profile};
-use crate::evidence::{Direction, JsonlLog, TeeReader, TeeWriter};
+use crate::evidence::{Direction, TeeReader, TeeWriter, WireLog};
 use crate::store::SqliteStore;
 use crate::telemetry::Recorder;
 use crate::waymark::{Waymark, WaymarkConfig, WaymarkMode};
@@ -163,7 +163,7 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     let (stdin, stdout) = rmcp::transport::stdio();
     let service = match &options.wire_log {
         Some(path) => {
-            let log = JsonlLog::open(path)
+            let log = WireLog::open(path)
                 .with_context(|| format!("opening wire log {}", path.display()))?;
             let reader = TeeReader::new(stdin, log.clone(), Direction::Request);
             let writer = TeeWriter::new(stdout, log, Direction::Result);
@@ -216,7 +216,7 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
     });
     let wire_log = match &options.wire_log {
         Some(path) => Some(
-            JsonlLog::open(path).with_context(|| format!("opening wire log {}", path.display()))?,
+            WireLog::open(path).with_context(|| format!("opening wire log {}", path.display()))?,
         ),
         None => None,
     };

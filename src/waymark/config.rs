@@ -25,6 +25,9 @@ pub const ENV_SCRIPT_DIR: &str = "PATCHDIFF_WAYMARK_DIR";
 /// `PATCHDIFF_WAYMARK_WORK_ROOT`: where generation roots and request files live (default: a
 /// per-user directory under the system temp dir).
 pub const ENV_WORK_ROOT: &str = "PATCHDIFF_WAYMARK_WORK_ROOT";
+/// E1: absolute path of a private log receiving each retired generation's captured stderr
+/// (first 64 KiB) and its exit status; unset: kept in memory only (W3).
+pub const ENV_WORKER_STDERR_LOG: &str = "PATCHDIFF_WORKER_STDERR_LOG";
 
 /// W6: default active discovery timeout (15 s).
 pub const DEFAULT_ACTIVE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -164,6 +167,9 @@ pub struct WaymarkConfig {
     pub worker_args: Vec<String>,
     /// Policy clock for generation age and the launch window (W10).
     pub clock: Clock,
+    /// E1: where each retired generation's stderr capture and exit status are appended
+    /// (0600); `None`: nowhere.
+    pub stderr_log: Option<PathBuf>,
 }
 
 impl WaymarkConfig {
@@ -184,6 +190,7 @@ impl WaymarkConfig {
             worker_script: None,
             worker_args: Vec::new(),
             clock: Clock::system(),
+            stderr_log: None,
         }
     }
 
@@ -244,6 +251,18 @@ impl WaymarkConfig {
         let node_binary = resolve_node_binary(node_value.as_deref(), path_var.as_deref())?;
         let mut config = Self::new(mode, node_binary, script_dir, work_root);
         config.active_timeout = active_timeout;
+        if let Some(log) = text(ENV_WORKER_STDERR_LOG)? {
+            let path = PathBuf::from(&log);
+            if !path.is_absolute() {
+                return Err(ConfigError::new(
+                    ENV_WORKER_STDERR_LOG,
+                    &log,
+                    "an absolute file path",
+                    "a relative evidence path would depend on the working directory",
+                ));
+            }
+            config.stderr_log = Some(path);
+        }
         Ok(config)
     }
 

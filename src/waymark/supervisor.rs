@@ -1445,19 +1445,24 @@ async fn cleanup(
     graceful_exit: Duration,
 ) {
     let child = lock(&worker.child).take();
+    let mut exit = None;
     if let Some(mut child) = child {
         if graceful {
             drop(worker.writer.lock().await.take()); // close stdin: the worker exits (W11 guard)
-            if tokio::time::timeout(graceful_exit, child.wait())
-                .await
-                .is_err()
-            {
-                let _ = kill_group(worker.pid);
+            match tokio::time::timeout(graceful_exit, child.wait()).await {
+                Ok(Ok(status)) => exit = Some(status),
+                _ => {
+                    let _ = kill_group(worker.pid);
+                }
             }
         } else {
             let _ = kill_group(worker.pid);
         }
-        let _ = tokio::time::timeout(REAP_BOUND, child.wait()).await;
+        if exit.is_none()
+            && let Ok(Ok(status)) = tokio::time::timeout(REAP_BOUND, child.wait()).await
+        {
+            exit = Some(status);
+        }
     }
     drop(worker.writer.lock().await.take());
     let mut stderr_done = worker.stderr_done.subscribe();
@@ -1479,12 +1484,62 @@ async fn cleanup(
             );
         }
         let capture = worker.stderr_capture();
+        if let Some(path) = &inner.config.stderr_log {
+            append_stderr_log(path, &capture, worker.pid, exit);
+        }
         let mut st = lock(&inner.state);
         st.live.remove(&worker.id);
         st.stderr_history.push_back(capture);
         while st.stderr_history.len() > STDERR_HISTORY {
             st.stderr_history.pop_front();
         }
+    }
+}
+
+/// E1: appends one retired generation's stderr capture to the evidence log (created 0600):
+/// a header line with the generation, pid, exit status or signal and byte counts, the captured
+/// bytes, and a closing newline. A log that cannot be written is skipped (the capture stays in
+/// status).
+fn append_stderr_log(
+    path: &std::path::Path,
+    capture: &StderrCapture,
+    pid: u32,
+    exit: Option<std::process::ExitStatus>,
+) {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    use std::os::unix::process::ExitStatusExt;
+    let exit = match exit {
+        Some(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => format!("exit {code}"),
+            (None, Some(signal)) => format!("signal {signal}"),
+            (None, None) => "exit unknown".to_owned(),
+        },
+        None => "exit not observed".to_owned(),
+    };
+    let mut entry = format!(
+        "=== generation {} pid {pid} {exit} · {} bytes of stderr{} ===\n",
+        capture.generation,
+        capture.total_bytes,
+        if capture.truncated {
+            format!(", first {} kept", capture.bytes.len())
+        } else {
+            String::new()
+        }
+    )
+    .into_bytes();
+    entry.extend_from_slice(&capture.bytes);
+    if !capture.bytes.is_empty() && !capture.bytes.ends_with(b"\n") {
+        entry.push(b'\n');
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path);
+    if let Ok(mut f) = file {
+        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
+        let _ = f.write_all(&entry);
     }
 }
 

@@ -1,0 +1,709 @@
+//! `patchdiff verify RUN_DIR` (SPEC V1, V2): re-checks a sealed run from its files alone —
+//! the seal, every file's digest in `SHA256SUMS`, the hash chain of every chained evidence log,
+//! the fixture hashes against the fixture manifest, that replaying the journal in `store.sqlite`
+//! from the authenticated fixture bytes reproduces every export byte for byte, and (with
+//! `--evaluate`) that a fresh evaluation gives the verdicts the report states.
+//!
+//! Verify never writes into the run: the database is copied to a scratch directory before it is
+//! opened. Every problem names the file (and the line, when one can be named).
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::evidence::{
+    CHAIN_FIELD, CHAIN_GENESIS, RunManifest, SEAL_FILE, SUMS_FILE, evidence_files, file_digest,
+    line_digest, seal_text,
+};
+use crate::fixtures::{FixtureManifest, read_pinned, sha256_hex};
+use crate::store::{EditStore, JournalKind, SqliteStore};
+
+/// What to check beyond the defaults.
+#[derive(Debug, Clone, Default)]
+pub struct VerifyOptions {
+    /// The fixture manifest; default: the one the run manifest records.
+    pub manifest: Option<PathBuf>,
+    /// Re-run the evaluator on the exports and compare verdicts with `report.json`.
+    pub evaluate: bool,
+}
+
+/// One problem found.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Problem {
+    /// Which check found it: `seal`, `digest`, `chain`, `fixtures`, `journal`, `evaluation`.
+    pub check: &'static str,
+    /// Path relative to the run directory (or the fixture file's path).
+    pub file: String,
+    /// 1-based line, when the problem is on one line.
+    pub line: Option<usize>,
+    pub message: String,
+}
+
+/// One check that ran, with what it covered.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Checked {
+    pub check: &'static str,
+    pub ok: bool,
+    pub summary: String,
+}
+
+/// The verification result.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct VerifyReport {
+    pub run_dir: String,
+    /// Every check ran and found nothing.
+    pub ok: bool,
+    pub checks: Vec<Checked>,
+    pub problems: Vec<Problem>,
+}
+
+impl VerifyReport {
+    /// Text rendering: one line per check, then one per problem.
+    pub fn to_text(&self) -> String {
+        let mut out = format!("patchdiff verify {}\n", self.run_dir);
+        for c in &self.checks {
+            out.push_str(&format!(
+                "  {:<4} {:<10} {}\n",
+                if c.ok { "ok" } else { "FAIL" },
+                c.check,
+                c.summary
+            ));
+        }
+        for p in &self.problems {
+            let at = match p.line {
+                Some(l) => format!("{}:{l}", p.file),
+                None => p.file.clone(),
+            };
+            out.push_str(&format!("  {} {at}: {}\n", p.check, p.message));
+        }
+        out.push_str(if self.ok {
+            "VERIFIED: every check holds\n"
+        } else {
+            "NOT VERIFIED\n"
+        });
+        out
+    }
+}
+
+struct Ctx {
+    root: PathBuf,
+    problems: Vec<Problem>,
+    checks: Vec<Checked>,
+}
+
+impl Ctx {
+    fn problem(&mut self, check: &'static str, file: &str, line: Option<usize>, message: String) {
+        self.problems.push(Problem {
+            check,
+            file: file.to_owned(),
+            line,
+            message,
+        });
+    }
+
+    /// Records a check's summary; it failed if it added problems since `before`.
+    fn done(&mut self, check: &'static str, before: usize, summary: String) {
+        self.checks.push(Checked {
+            check,
+            ok: self.problems.len() == before,
+            summary,
+        });
+    }
+}
+
+/// Verifies the run directory `root`. Errors only when `root` is not a directory.
+pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport, String> {
+    if !root.is_dir() {
+        return Err(format!("{} is not a run directory", root.display()));
+    }
+    let mut ctx = Ctx {
+        root: root.to_path_buf(),
+        problems: Vec::new(),
+        checks: Vec::new(),
+    };
+    check_seal(&mut ctx);
+    check_digests(&mut ctx);
+    check_chains(&mut ctx);
+    let manifest = check_fixtures(&mut ctx, options);
+    if let Some(fixtures) = &manifest {
+        check_journal(&mut ctx, fixtures);
+        if options.evaluate {
+            check_evaluation(&mut ctx, fixtures).await;
+        }
+    }
+    Ok(VerifyReport {
+        run_dir: root.display().to_string(),
+        ok: ctx.problems.is_empty(),
+        checks: ctx.checks,
+        problems: ctx.problems,
+    })
+}
+
+fn run_id_of(root: &Path) -> String {
+    root.canonicalize()
+        .unwrap_or_else(|_| root.to_path_buf())
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The seal must be exactly what the current `SHA256SUMS` and `manifest.json` give.
+fn check_seal(ctx: &mut Ctx) {
+    let before = ctx.problems.len();
+    let found = match std::fs::read(ctx.root.join(SEAL_FILE)) {
+        Ok(b) => b,
+        Err(e) => {
+            ctx.problem(
+                "seal",
+                SEAL_FILE,
+                None,
+                format!("cannot read the seal ({e}); a run is sealed by its `report` step"),
+            );
+            ctx.done("seal", before, "no seal".into());
+            return;
+        }
+    };
+    let sums = file_digest(&ctx.root.join(SUMS_FILE)).unwrap_or_default();
+    let manifest = file_digest(&ctx.root.join("manifest.json")).ok();
+    let expected = seal_text(&run_id_of(&ctx.root), manifest.as_deref(), &sums);
+    if found != expected.as_bytes() {
+        let found = String::from_utf8_lossy(&found).into_owned();
+        // Name the sealed file whose digest moved, then the seal itself.
+        for (name, now) in [
+            (SUMS_FILE, Some(sums.as_str())),
+            ("manifest.json", manifest.as_deref()),
+        ] {
+            let prefix = format!("SHA256 ({name}) = ");
+            let recorded = found.lines().find_map(|l| l.strip_prefix(prefix.as_str()));
+            if let (Some(recorded), Some(now)) = (recorded, now)
+                && recorded != now
+            {
+                ctx.problem(
+                    "seal",
+                    name,
+                    None,
+                    format!(
+                        "SHA-256 is {now}, the seal records {recorded}: {name} (or the seal) \
+                         changed after sealing"
+                    ),
+                );
+            }
+        }
+        let (n, want, got) = first_different_line(&expected, &found);
+        ctx.problem(
+            "seal",
+            SEAL_FILE,
+            Some(n),
+            format!(
+                "the seal does not match the run: expected `{want}`, found `{got}` (the sums, \
+                 the manifest or the seal changed)"
+            ),
+        );
+    }
+    ctx.done("seal", before, format!("{SEAL_FILE} binds {SUMS_FILE}"));
+}
+
+fn first_different_line<'a>(expected: &'a str, found: &'a str) -> (usize, &'a str, &'a str) {
+    let mut e = expected.split('\n');
+    let mut f = found.split('\n');
+    let mut n = 1;
+    loop {
+        match (e.next(), f.next()) {
+            (Some(a), Some(b)) if a == b => n += 1,
+            (a, b) => return (n, a.unwrap_or("<end>"), b.unwrap_or("<end>")),
+        }
+    }
+}
+
+/// Every listed file exists with its digest; no file is unlisted.
+fn check_digests(ctx: &mut Ctx) {
+    let before = ctx.problems.len();
+    let text = match std::fs::read(ctx.root.join(SUMS_FILE)) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+        Err(e) => {
+            ctx.problem("digest", SUMS_FILE, None, format!("cannot read: {e}"));
+            ctx.done("digest", before, "no digests".into());
+            return;
+        }
+    };
+    let mut listed = std::collections::BTreeSet::new();
+    for (i, line) in text.lines().enumerate() {
+        let parsed = line.split_once("  ").filter(|(hex, rel)| {
+            hex.len() == 64
+                && hex
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+                && !rel.is_empty()
+        });
+        let Some((want, rel)) = parsed else {
+            ctx.problem(
+                "digest",
+                SUMS_FILE,
+                Some(i + 1),
+                format!("not a `<sha256>  <path>` line: {line:?}"),
+            );
+            continue;
+        };
+        listed.insert(rel.to_owned());
+        if rel.split('/').any(|c| c == ".." || c.is_empty()) {
+            ctx.problem(
+                "digest",
+                SUMS_FILE,
+                Some(i + 1),
+                format!("path `{rel}` leaves the run directory"),
+            );
+            continue;
+        }
+        match file_digest(&ctx.root.join(rel)) {
+            Ok(got) if got == want => {}
+            Ok(got) => ctx.problem(
+                "digest",
+                rel,
+                None,
+                format!(
+                    "SHA-256 is {got}, but {SUMS_FILE} line {} records {want}",
+                    i + 1
+                ),
+            ),
+            Err(e) => ctx.problem(
+                "digest",
+                rel,
+                None,
+                format!(
+                    "listed in {SUMS_FILE} line {} but cannot be read: {e}",
+                    i + 1
+                ),
+            ),
+        }
+    }
+    match evidence_files(&ctx.root) {
+        Ok(files) => {
+            for rel in files.iter().filter(|f| !listed.contains(*f)) {
+                ctx.problem(
+                    "digest",
+                    rel,
+                    None,
+                    format!("not listed in {SUMS_FILE}: added after the run was sealed"),
+                );
+            }
+        }
+        Err(e) => ctx.problem("digest", ".", None, format!("cannot list the run: {e}")),
+    }
+    ctx.done(
+        "digest",
+        before,
+        format!("{} files against {SUMS_FILE}", listed.len()),
+    );
+}
+
+/// Whether a run file is a hash-chained evidence log (the wire logs and the transcript).
+pub fn is_chained(rel: &str) -> bool {
+    rel.ends_with(".mcp.jsonl") || rel == "transcript.jsonl"
+}
+
+/// Checks the chain of one log's bytes; returns the first broken line (1-based) and why.
+pub fn check_chain(bytes: &[u8]) -> Result<usize, (usize, String)> {
+    let mut prev = CHAIN_GENESIS.to_owned();
+    let mut count = 0;
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    if lines.last().is_some_and(|l| l.is_empty()) {
+        lines.pop();
+    } else if !bytes.is_empty() {
+        return Err((
+            lines.len(),
+            "the last line has no newline (torn write)".into(),
+        ));
+    }
+    for (i, line) in lines.iter().enumerate() {
+        let n = i + 1;
+        let value: Value =
+            serde_json::from_slice(line).map_err(|e| (n, format!("line {n} is not JSON: {e}")))?;
+        let recorded = value
+            .get(CHAIN_FIELD)
+            .and_then(Value::as_str)
+            .ok_or((n, format!("line {n} carries no {CHAIN_FIELD}")))?;
+        if recorded != prev {
+            // Line n's link names line n-1's digest: line n-1 changed (or n's link did).
+            let at = n.saturating_sub(1).max(1);
+            return Err((
+                at,
+                format!(
+                    "line {n}'s {CHAIN_FIELD} does not match the digest of line {} — line {at} \
+                     was changed, removed or inserted",
+                    n - 1
+                ),
+            ));
+        }
+        prev = line_digest(line);
+        count = n;
+    }
+    Ok(count)
+}
+
+fn check_chains(ctx: &mut Ctx) {
+    let before = ctx.problems.len();
+    let files: Vec<String> = evidence_files(&ctx.root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| is_chained(f))
+        .collect();
+    let mut lines = 0;
+    for rel in &files {
+        match std::fs::read(ctx.root.join(rel)) {
+            Ok(bytes) => match check_chain(&bytes) {
+                Ok(n) => lines += n,
+                Err((line, message)) => ctx.problem("chain", rel, Some(line), message),
+            },
+            Err(e) => ctx.problem("chain", rel, None, format!("cannot read: {e}")),
+        }
+    }
+    ctx.done(
+        "chain",
+        before,
+        format!("{} chained logs, {lines} lines", files.len()),
+    );
+}
+
+/// The run manifest's initial targets against the fixture manifest's pinned hashes, and the
+/// fixture files against their pins. Returns the authenticated manifest.
+fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManifest> {
+    let before = ctx.problems.len();
+    let run_manifest: Option<RunManifest> = match std::fs::read(ctx.root.join("manifest.json")) {
+        Ok(b) => match serde_json::from_slice(&b) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                ctx.problem(
+                    "fixtures",
+                    "manifest.json",
+                    None,
+                    format!("not a run manifest: {e}"),
+                );
+                None
+            }
+        },
+        Err(e) => {
+            ctx.problem(
+                "fixtures",
+                "manifest.json",
+                None,
+                format!("cannot read: {e}"),
+            );
+            None
+        }
+    };
+    let recorded = run_manifest.as_ref().and_then(|m| {
+        m.configuration["fixture_manifest"]
+            .as_str()
+            .map(PathBuf::from)
+    });
+    let Some(path) = options.manifest.clone().or(recorded) else {
+        ctx.done("fixtures", before, "no fixture manifest".into());
+        return None;
+    };
+    let shown = path.display().to_string();
+    if options.manifest.is_none()
+        && let Some(pinned) = run_manifest
+            .as_ref()
+            .and_then(|m| m.configuration["fixture_manifest_sha256"].as_str())
+    {
+        match file_digest(&path) {
+            Ok(d) if d == pinned => {}
+            Ok(d) => ctx.problem(
+                "fixtures",
+                &shown,
+                None,
+                format!("the fixture manifest's SHA-256 is {d}, the run recorded {pinned}"),
+            ),
+            Err(e) => ctx.problem("fixtures", &shown, None, format!("cannot read: {e}")),
+        }
+    }
+    let fixtures = match FixtureManifest::load(&path) {
+        Ok(f) => f,
+        Err(e) => {
+            ctx.problem("fixtures", &shown, None, e.to_string());
+            ctx.done("fixtures", before, shown);
+            return None;
+        }
+    };
+    for f in &fixtures.fixtures {
+        for (file, pin) in [(&f.original, &f.sha256), (&f.expected, &f.expected_sha256)] {
+            if let Err(e) = read_pinned(&f.target, &fixtures.resolve(file), pin) {
+                ctx.problem(
+                    "fixtures",
+                    &fixtures.resolve(file).display().to_string(),
+                    None,
+                    e.to_string(),
+                );
+            }
+        }
+        if let Some(m) = &run_manifest {
+            match m.initial_targets.iter().find(|t| t.target == f.target) {
+                Some(t) if t.sha256 == f.sha256 => {}
+                Some(t) => ctx.problem(
+                    "fixtures",
+                    "manifest.json",
+                    None,
+                    format!(
+                        "target `{}` started from {}, but the fixture manifest pins {}",
+                        f.target, t.sha256, f.sha256
+                    ),
+                ),
+                None => ctx.problem(
+                    "fixtures",
+                    "manifest.json",
+                    None,
+                    format!("target `{}` is missing from initial_targets", f.target),
+                ),
+            }
+        }
+    }
+    ctx.done(
+        "fixtures",
+        before,
+        format!("{} fixtures pinned by {shown}", fixtures.fixtures.len()),
+    );
+    Some(fixtures)
+}
+
+/// Replays each target's journal from its authenticated fixture bytes: every edit must
+/// reproduce its recorded hash, every save the content at its revision, and the last saved
+/// version must equal the export byte for byte.
+fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
+    let before = ctx.problems.len();
+    const DB: &str = "store.sqlite";
+    let db = ctx.root.join(DB);
+    if !db.is_file() {
+        ctx.problem(
+            "journal",
+            DB,
+            None,
+            "the run has no store.sqlite (a run on an external database cannot be replayed \
+             from its directory)"
+                .into(),
+        );
+        ctx.done("journal", before, "no database".into());
+        return;
+    }
+    // Open a copy: verifying must not write into the run (SQLite creates -wal/-shm files).
+    let scratch = match tempfile::tempdir() {
+        Ok(d) => d,
+        Err(e) => {
+            ctx.problem("journal", DB, None, format!("no scratch directory: {e}"));
+            return;
+        }
+    };
+    let copy = scratch.path().join(DB);
+    let copied = std::fs::copy(&db, &copy).and_then(|_| {
+        let wal = ctx.root.join(format!("{DB}-wal"));
+        if wal.is_file() {
+            std::fs::copy(&wal, scratch.path().join(format!("{DB}-wal")))?;
+        }
+        Ok(())
+    });
+    if let Err(e) = copied {
+        ctx.problem("journal", DB, None, format!("cannot copy: {e}"));
+        return;
+    }
+    let store = match SqliteStore::open(&copy) {
+        Ok(s) => s,
+        Err(e) => {
+            ctx.problem("journal", DB, None, format!("cannot open: {e}"));
+            ctx.done("journal", before, "unreadable database".into());
+            return;
+        }
+    };
+    let mut entries_total = 0;
+    let mut exports = 0;
+    for f in &fixtures.fixtures {
+        let original = match std::fs::read(fixtures.resolve(&f.original)) {
+            Ok(b) => b,
+            Err(_) => continue, // reported by the fixtures check
+        };
+        match replay_target(&store, &f.target, &original) {
+            Ok((saved, n)) => {
+                entries_total += n;
+                let rel = format!("export/{}", f.module_file);
+                match std::fs::read(ctx.root.join(&rel)) {
+                    Ok(exported) if exported == saved => exports += 1,
+                    Ok(exported) => ctx.problem(
+                        "journal",
+                        &rel,
+                        None,
+                        format!(
+                            "replaying `{}`'s journal gives {} bytes (SHA-256 {}), the export \
+                             holds {} bytes (SHA-256 {})",
+                            f.target,
+                            saved.len(),
+                            sha256_hex(&saved),
+                            exported.len(),
+                            sha256_hex(&exported)
+                        ),
+                    ),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => ctx.problem("journal", &rel, None, format!("cannot read: {e}")),
+                }
+            }
+            Err(message) => ctx.problem(
+                "journal",
+                DB,
+                None,
+                format!("target `{}`: {message}", f.target),
+            ),
+        }
+    }
+    ctx.done(
+        "journal",
+        before,
+        format!(
+            "{entries_total} journal entries replayed · {exports} exports reproduced byte for byte"
+        ),
+    );
+}
+
+/// Replays one target; returns the content of its last saved version (the initial bytes when
+/// never saved) and the number of entries.
+fn replay_target(
+    store: &SqliteStore,
+    target: &str,
+    original: &[u8],
+) -> Result<(Vec<u8>, usize), String> {
+    let mut content = original.to_vec();
+    let mut saved = original.to_vec();
+    let mut revision = 0u64;
+    let mut after: Option<String> = None;
+    let mut count = 0;
+    loop {
+        let page = store
+            .replay(target, after.as_deref(), Some(500))
+            .map_err(|e| format!("replay failed: {e}"))?;
+        for entry in &page.entries {
+            count += 1;
+            match entry.kind {
+                JournalKind::Init => {
+                    if entry.sha256 != sha256_hex(original) {
+                        return Err(format!(
+                            "the init entry records {}, not the fixture's {}",
+                            entry.sha256,
+                            sha256_hex(original)
+                        ));
+                    }
+                }
+                JournalKind::Edit => {
+                    if entry.revision != revision + 1 {
+                        return Err(format!(
+                            "edit for revision {} follows revision {revision}",
+                            entry.revision
+                        ));
+                    }
+                    let mut ops = entry.operations.clone();
+                    ops.sort_by_key(|o| std::cmp::Reverse(o.start_byte));
+                    for op in ops {
+                        if op.start_byte > op.end_byte || op.end_byte > content.len() {
+                            return Err(format!(
+                                "revision {}: operation {}..{} is out of bounds",
+                                entry.revision, op.start_byte, op.end_byte
+                            ));
+                        }
+                        content.splice(op.start_byte..op.end_byte, op.new_text.bytes());
+                    }
+                    revision = entry.revision;
+                    if entry.sha256 != sha256_hex(&content) {
+                        return Err(format!(
+                            "replaying revision {revision} gives SHA-256 {}, the journal records {}",
+                            sha256_hex(&content),
+                            entry.sha256
+                        ));
+                    }
+                }
+                JournalKind::Save => {
+                    if entry.revision != revision || entry.sha256 != sha256_hex(&content) {
+                        return Err(format!(
+                            "version {} (revision {}) does not match the replayed content at \
+                             revision {revision}",
+                            entry.version, entry.revision
+                        ));
+                    }
+                    saved.clone_from(&content);
+                }
+            }
+        }
+        match page.next_cursor {
+            Some(c) if page.has_more => after = Some(c),
+            _ => break,
+        }
+    }
+    Ok((saved, count))
+}
+
+/// Re-runs the evaluator on the exports and compares each target's verdict with `report.json`.
+async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
+    let before = ctx.problems.len();
+    let report: Value = match std::fs::read(ctx.root.join("report.json"))
+        .map_err(|e| e.to_string())
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
+    {
+        Ok(v) => v,
+        Err(e) => {
+            ctx.problem("evaluation", "report.json", None, e);
+            ctx.done("evaluation", before, "no report".into());
+            return;
+        }
+    };
+    let evaluation = match crate::evaluate::evaluate(fixtures, &ctx.root.join("export"), 1).await {
+        Ok(e) => e,
+        Err(e) => {
+            ctx.problem("evaluation", "export", None, e.to_string());
+            ctx.done("evaluation", before, "evaluator failed".into());
+            return;
+        }
+    };
+    for t in &evaluation.targets {
+        let stated = report["targets"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|r| r["name"] == t.name.as_str()))
+            .map(|r| r["status"].clone())
+            .unwrap_or(Value::Null);
+        let fresh = serde_json::to_value(t.status).unwrap_or(Value::Null);
+        if stated != fresh {
+            ctx.problem(
+                "evaluation",
+                "report.json",
+                None,
+                format!(
+                    "target `{}`: the report states {stated}, a fresh evaluation gives {fresh}",
+                    t.name
+                ),
+            );
+        }
+    }
+    ctx.done(
+        "evaluation",
+        before,
+        format!(
+            "{}/{} pass on re-evaluation",
+            evaluation.passed, evaluation.total
+        ),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_changed_line_breaks_the_chain_at_that_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let log = crate::evidence::JsonlLog::open(&path).unwrap();
+        for n in 0..4 {
+            log.append(&serde_json::json!({ "n": n })).unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(check_chain(&bytes), Ok(4));
+        let text = String::from_utf8(bytes).unwrap();
+        let changed = text.replacen("\"n\":1", "\"n\":7", 1);
+        let (line, message) = check_chain(changed.as_bytes()).unwrap_err();
+        assert_eq!(line, 2, "{message}");
+    }
+}

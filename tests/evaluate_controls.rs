@@ -1,0 +1,272 @@
+//! The evaluator's controls (SPEC V3, issue 10 item 3) through the real binary: a check that
+//! cannot pass on the expected bytes, or that passes on the original, is the infrastructure's
+//! fault (`infra_error`) in every report format — never the agent's `FAIL` — and carries the
+//! check's own exit status and error text; `--repeat K` finds a flaky check.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A copy of the bundled fixtures in `dir` whose `target` check command is replaced.
+fn fixtures_with_check(dir: &Path, target: &str, command: &[&str]) -> PathBuf {
+    let fixtures = dir.join("fixtures");
+    copy_tree(&repo().join("assets/fixtures"), &fixtures);
+    let path = fixtures.join("manifest.json");
+    let mut manifest: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let entry = manifest["fixtures"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|f| f["target"] == target)
+        .unwrap();
+    entry["check"]["command"] = serde_json::json!(command);
+    std::fs::write(&path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    path
+}
+
+/// Exports equal to the expected bytes: the agent did everything right.
+fn perfect_exports(dir: &Path) -> PathBuf {
+    let exports = dir.join("export");
+    std::fs::create_dir_all(&exports).unwrap();
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(repo().join("assets/fixtures/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    for f in manifest["fixtures"].as_array().unwrap() {
+        std::fs::copy(
+            repo()
+                .join("assets/fixtures")
+                .join(f["expected"].as_str().unwrap()),
+            exports.join(f["module_file"].as_str().unwrap()),
+        )
+        .unwrap();
+    }
+    exports
+}
+
+fn evaluate(manifest: &Path, exports: &Path, extra: &[&str]) -> (Output, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("evaluate")
+        .arg("--manifest")
+        .arg(manifest)
+        .arg("--exports")
+        .arg(exports)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output, json)
+}
+
+fn target<'a>(evaluation: &'a Value, name: &str) -> &'a Value {
+    evaluation["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap()
+}
+
+#[test]
+fn a_check_failing_on_the_expected_bytes_is_infra_error_with_its_own_text() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "import sys; sys.stderr.write('checker: no default toolchain is configured\\n'); sys.exit(3)";
+    let manifest = fixtures_with_check(dir.path(), "limiter", &["python3", "-c", script]);
+    let exports = perfect_exports(dir.path());
+    let (output, evaluation) = evaluate(&manifest, &exports, &[]);
+    assert!(!output.status.success());
+    let limiter = target(&evaluation, "limiter");
+    assert_eq!(limiter["status"], "infra_error", "{limiter:#}");
+    assert_eq!(limiter["full_byte"], true);
+    assert_eq!(limiter["check_exit"], "exit 3");
+    assert!(
+        limiter["check_output"]
+            .as_str()
+            .unwrap()
+            .contains("checker: no default toolchain is configured"),
+        "{limiter:#}"
+    );
+    assert_eq!(evaluation["infra_errors"], 1);
+    // The other four are judged normally.
+    assert_eq!(evaluation["passed"], 4, "{evaluation:#}");
+
+    // The text report carries the same, beside the status.
+    let text = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["evaluate", "--manifest"])
+        .arg(&manifest)
+        .arg("--exports")
+        .arg(&exports)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text.lines().find(|l| l.starts_with("limiter")).unwrap();
+    assert!(line.contains("infra_error"), "{text}");
+    assert!(text.contains("limiter: check exit 3"), "{text}");
+    assert!(
+        text.contains("checker: no default toolchain is configured"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_check_that_passes_on_the_original_is_infra_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = fixtures_with_check(dir.path(), "chess", &["true"]);
+    let exports = perfect_exports(dir.path());
+    let (_, evaluation) = evaluate(&manifest, &exports, &[]);
+    let chess = target(&evaluation, "chess");
+    assert_eq!(chess["status"], "infra_error", "{chess:#}");
+    assert!(
+        chess["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("passes on the original bytes"),
+        "{chess:#}"
+    );
+}
+
+#[test]
+fn repeat_finds_a_check_whose_verdicts_differ() {
+    let dir = tempfile::tempdir().unwrap();
+    // Passes on even-numbered runs, fails on odd ones, counting in a file outside the scratch
+    // directory: controls are runs 0 (expected, pass) and 1 (original, fail), then the export
+    // gets runs 2 (pass), 3 (fail), 4 (pass).
+    let counter = dir.path().join("runs");
+    let script = format!(
+        "n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) > {c}; echo run $n; [ $((n % 2)) -eq 0 ]",
+        c = counter.display()
+    );
+    let manifest = fixtures_with_check(dir.path(), "calendar", &["sh", "-c", &script]);
+    let exports = perfect_exports(dir.path());
+    let (_, evaluation) = evaluate(&manifest, &exports, &["--repeat", "3"]);
+    let calendar = target(&evaluation, "calendar");
+    assert_eq!(calendar["status"], "flaky", "{calendar:#}");
+    assert_eq!(
+        calendar["behavioral_runs"],
+        serde_json::json!([true, false, true])
+    );
+    assert_eq!(calendar["check_exit"], "exit 1");
+    assert!(calendar["check_output"].as_str().unwrap().contains("run 3"));
+    assert_eq!(evaluation["flaky"], 1);
+    assert_eq!(evaluation["repeat"], 3);
+    // Every other target passes each of its three runs.
+    assert_eq!(
+        target(&evaluation, "chess")["behavioral_runs"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert_eq!(evaluation["passed"], 4);
+}
+
+#[test]
+fn a_canary_with_a_check_that_cannot_start_reports_infra_error_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = fixtures_with_check(
+        dir.path(),
+        "limiter",
+        &["patchdiff-no-such-check-runner", "--test"],
+    );
+    let runs = dir.path().join("runs");
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(repo().join("assets/canary/demo.canary"))
+        .arg("--runs-dir")
+        .arg(&runs)
+        .arg("--manifest")
+        .arg(&manifest)
+        .env("PATCHDIFF_STATE_DIR", runs.join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .output()
+        .unwrap();
+    let console = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{console}");
+    let own_text = "No such file or directory";
+    // The console: preflight stops the canary before the agent starts, naming the cause.
+    let preflight = console
+        .lines()
+        .find(|l| l.contains(" preflight "))
+        .unwrap_or_else(|| panic!("{console}"));
+    assert!(preflight.contains("FAIL"), "{preflight}");
+    assert!(preflight.contains("infra_error"), "{preflight}");
+    assert!(preflight.contains("limiter"), "{preflight}");
+    assert!(preflight.contains(own_text), "{preflight}");
+    assert!(
+        console
+            .lines()
+            .any(|l| l.contains(" agent ") && l.contains("skipped")),
+        "{console}"
+    );
+
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .unwrap();
+    let read = |name: &str| std::fs::read_to_string(run.join(name)).unwrap();
+
+    let report: Value = serde_json::from_str(&read("report.json")).unwrap();
+    let limiter = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "limiter")
+        .unwrap();
+    assert_eq!(limiter["status"], "infra_error", "{limiter:#}");
+    assert!(
+        limiter["check_exit"]
+            .as_str()
+            .unwrap()
+            .starts_with("could not start")
+    );
+    assert!(
+        limiter["check_output"].as_str().unwrap().contains(own_text),
+        "{limiter:#}"
+    );
+    assert_eq!(report["passed"], false);
+
+    let text = read("report.txt");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("limiter"))
+        .unwrap();
+    assert!(row.contains("infra_error"), "{text}");
+    assert!(!row.contains("FAIL"), "the agent is not blamed: {row}");
+    assert!(text.contains(own_text), "{text}");
+
+    let junit = read("report.junit.xml");
+    let case = junit
+        .lines()
+        .find(|l| l.contains("canary.behavioral") && l.contains("name=\"limiter\""))
+        .unwrap();
+    assert!(case.contains("<error type=\"infra_error\""), "{case}");
+    assert!(case.contains(own_text), "{case}");
+    assert!(!case.contains("<failure"), "{case}");
+}

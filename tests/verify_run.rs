@@ -1,0 +1,225 @@
+//! SPEC V1, V2 (issue 10 item 4): a canary run driven through the real console is sealed at
+//! `report`; `patchdiff verify` accepts it untouched and, for one flipped byte in any file of
+//! the run (and for one changed journal row in `store.sqlite`), exits non-zero naming the file.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// One demo canary for all tests of this file, run once (the tests only read it and copy it).
+fn sealed_run() -> &'static Path {
+    static RUN: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, run) = RUN.get_or_init(|| {
+        let runs = tempfile::tempdir().unwrap();
+        let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+            .arg("console")
+            .arg("--script")
+            .arg(repo().join("assets/canary/demo.canary"))
+            .arg("--runs-dir")
+            .arg(runs.path())
+            .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+            .env_remove("PATCHDIFF_DATABASE_URL")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        let run = std::fs::read_dir(runs.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+            .unwrap();
+        (runs, run)
+    });
+    run
+}
+
+fn verify(run: &Path, extra: &[&str]) -> (Output, Value) {
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(run)
+        .arg("--json")
+        .args(extra)
+        .output()
+        .unwrap();
+    let json = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "verify printed no JSON ({e}): {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    (output, json)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let dest = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &dest);
+        } else {
+            std::fs::copy(entry.path(), &dest).unwrap();
+        }
+    }
+}
+
+/// A copy of the sealed run under the same directory name (the seal names the run).
+fn copy_of_run(scratch: &Path) -> PathBuf {
+    let run = sealed_run();
+    let copy = scratch.join(run.file_name().unwrap());
+    copy_tree(run, &copy);
+    copy
+}
+
+fn problem_files(report: &Value) -> Vec<String> {
+    report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["file"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn an_untouched_run_verifies_including_a_fresh_evaluation() {
+    let run = sealed_run();
+    for name in ["SHA256SUMS", "manifest.seal"] {
+        assert!(run.join(name).is_file(), "{name} missing");
+    }
+    let (output, report) = verify(run, &["--evaluate"]);
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["ok"], true);
+    let checks: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["check"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        checks,
+        [
+            "seal",
+            "digest",
+            "chain",
+            "fixtures",
+            "journal",
+            "evaluation"
+        ]
+    );
+    // `sha256sum -c` agrees with the sums (the format is the standard one).
+    let status = Command::new("sha256sum")
+        .args(["--quiet", "-c", "SHA256SUMS"])
+        .current_dir(run)
+        .status();
+    if let Ok(status) = status {
+        assert!(status.success());
+    }
+}
+
+#[test]
+fn one_flipped_byte_in_any_file_of_the_run_is_named() {
+    let run = sealed_run();
+    let sums = std::fs::read_to_string(run.join("SHA256SUMS")).unwrap();
+    let mut files: Vec<String> = sums
+        .lines()
+        .map(|l| l.split_once("  ").unwrap().1.to_owned())
+        .collect();
+    files.push("SHA256SUMS".into());
+    files.push("manifest.seal".into());
+    let mut flipped = 0;
+    for rel in &files {
+        let len = std::fs::metadata(run.join(rel)).unwrap().len();
+        if len == 0 {
+            continue; // nothing to flip (an empty stderr log); its digest is still checked
+        }
+        let scratch = tempfile::tempdir().unwrap();
+        let copy = copy_of_run(scratch.path());
+        let path = copy.join(rel);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let at = bytes.len() / 3;
+        bytes[at] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let (output, report) = verify(&copy, &[]);
+        assert_eq!(output.status.code(), Some(1), "{rel}: {report:#}");
+        assert_eq!(report["ok"], false);
+        // The file that changed is named (the seal is named when the sums change, as well).
+        assert!(
+            problem_files(&report).contains(rel),
+            "{rel} is not named: {report:#}"
+        );
+        // A chained log also names the line.
+        if rel.ends_with(".mcp.jsonl") || rel == "transcript.jsonl" {
+            let line = report["problems"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["check"] == "chain" && p["file"] == rel.as_str())
+                .and_then(|p| p["line"].as_u64())
+                .unwrap_or_else(|| panic!("{rel}: no chain problem with a line: {report:#}"));
+            let expected = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+            assert_eq!(line, expected, "{rel}: {report:#}");
+        }
+        flipped += 1;
+    }
+    assert!(
+        flipped >= 15,
+        "only {flipped} files were flipped: {files:?}"
+    );
+}
+
+#[test]
+fn a_changed_journal_row_fails_the_replay_against_the_exports() {
+    let scratch = tempfile::tempdir().unwrap();
+    let copy = copy_of_run(scratch.path());
+    {
+        let db = rusqlite::Connection::open(copy.join("store.sqlite")).unwrap();
+        let (entry_id, mut text): (i64, Vec<u8>) = db
+            .query_row(
+                "SELECT entry_id, inline_text FROM journal WHERE kind = 'edit' \
+                 AND length(inline_text) > 0 ORDER BY entry_id LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        let i = text.iter().position(u8::is_ascii_alphabetic).unwrap();
+        text[i] ^= 0x20; // one ASCII letter's case: still UTF-8, one byte different
+        db.execute(
+            "UPDATE journal SET inline_text = ?1 WHERE entry_id = ?2",
+            rusqlite::params![text, entry_id],
+        )
+        .unwrap();
+    }
+    let (output, report) = verify(&copy, &[]);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    let journal: Vec<&Value> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["check"] == "journal")
+        .collect();
+    assert!(
+        journal.iter().any(|p| p["file"] == "store.sqlite"),
+        "the replay does not name the database: {report:#}"
+    );
+    assert!(problem_files(&report).contains(&"store.sqlite".to_owned()));
+}
+
+#[test]
+fn a_file_added_after_the_seal_is_named() {
+    let scratch = tempfile::tempdir().unwrap();
+    let copy = copy_of_run(scratch.path());
+    std::fs::write(copy.join("export/extra.js"), b"// planted\n").unwrap();
+    let (output, report) = verify(&copy, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(problem_files(&report).contains(&"export/extra.js".to_owned()));
+}
