@@ -4,6 +4,7 @@
 pub mod http;
 pub mod params;
 pub mod server;
+pub mod stdio;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -177,7 +178,8 @@ fn open_store(database: &Path) -> anyhow::Result<SqliteStore> {
 }
 
 /// Serves MCP over stdio until the client disconnects, owning the Waymark worker across the
-/// serving loop (W13). With `wire_log` set, every message in both directions is appended to it
+/// serving loop (W13). Every request gets an answer, malformed ones included
+/// ([`stdio::StdioTransport`]). With `wire_log` set, every message in both directions is appended to it
 /// exactly as it crossed the pipe (E1).
 pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     let Served { server, waymark } = build_server(&options)?;
@@ -188,9 +190,15 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
                 .with_context(|| format!("opening wire log {}", path.display()))?;
             let reader = TeeReader::new(stdin, log.clone(), Direction::Request);
             let writer = TeeWriter::new(stdout, log, Direction::Result);
-            server.serve((reader, writer)).await?
+            server
+                .serve(stdio::StdioTransport::new(reader, writer))
+                .await?
         }
-        None => server.serve((stdin, stdout)).await?,
+        None => {
+            server
+                .serve(stdio::StdioTransport::new(stdin, stdout))
+                .await?
+        }
     };
     let served = service.waiting().await;
     if let Some(w) = &waymark {

@@ -759,15 +759,18 @@ impl ServerHandler for PatchdiffServer {
                 ),
             ));
         }
-        // M5: malformed arguments are protocol misuse, refused before any handler runs.
+        // M5, MCP 2025-11-25 (SEP-1303): arguments that do not fit the tool's input schema are
+        // refused before any handler runs, as an `isError` result the model can correct itself
+        // from (a JSON-RPC error would reach only the host).
         if let Err(detail) = super::params::validate(&request.name, request.arguments.as_ref()) {
-            return Err(ErrorData::invalid_params(
+            return domain_error(DomainError::new(
+                "INVALID_ARGUMENTS",
                 format!(
                     "invalid arguments for `{}`: {detail}; see the tool's inputSchema",
                     request.name
                 ),
-                Some(json!({"code": "INVALID_ARGUMENTS", "tool": request.name})),
-            ));
+            ))
+            .map(CallToolResponse::Complete);
         }
         let mut span = self.recorder.span("mcp_call");
         span.id("tool", request.name.to_string());
