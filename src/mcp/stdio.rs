@@ -150,6 +150,9 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
     /// Decides what to do with one complete line (without its newline).
     fn classify(&mut self, line: &[u8]) -> Verdict {
         let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Verdict::Ignore;
+        }
         let text = match std::str::from_utf8(line) {
             Ok(t) => t,
             Err(e) => {
@@ -251,8 +254,8 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
                 )
             }
             Ok(message) => Verdict::Deliver(Box::new(message)),
-            // A notification nobody can answer: drop it, as rmcp does.
-            Err(_) if id.is_none() => Verdict::Ignore,
+            // A notification or a response: nobody to answer (rmcp drops these too).
+            Err(_) if id.is_none() || method.is_none() => Verdict::Ignore,
             Err(e) => invalid(INVALID_REQUEST, format!("Invalid request: {e}")),
         }
     }
