@@ -83,17 +83,41 @@ pub fn strict_observation_from(value: Option<&str>) -> Result<bool, ConfigError>
     }
 }
 
-/// Parses `PATCHDIFF_DATABASE_URL` (P1): `sqlite://` followed by an absolute path.
+/// Parses `PATCHDIFF_DATABASE_URL` (P1): `sqlite://` followed by an absolute path. A `?query`,
+/// a `#fragment`, a `%` escape or a `..` component would be taken literally as part of the file
+/// name (or climb out of the directory the operator named), so each is refused, not guessed at.
 pub fn parse_database_url(value: &str) -> Result<PathBuf, ConfigError> {
-    let accepted = "`sqlite://` followed by an absolute path without query parameters, e.g. \
-                    sqlite:///var/lib/patchdiff/pd.sqlite (PostgreSQL is not available in this build)";
-    match value.strip_prefix("sqlite://") {
-        // A `?query` would silently become part of the file name: refuse it.
-        Some(path) if Path::new(path).is_absolute() && !path.contains('?') => {
-            Ok(PathBuf::from(path))
-        }
-        _ => Err(ConfigError::new("PATCHDIFF_DATABASE_URL", value, accepted)),
+    let accepted = "`sqlite://` followed by an absolute path without `?`, `#`, `%` or `..` \
+                    components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (PostgreSQL is not \
+                    available in this build)";
+    let refused = |why: &str| {
+        ConfigError::new(
+            "PATCHDIFF_DATABASE_URL",
+            value,
+            &format!("{accepted}; this value {why}"),
+        )
+    };
+    let Some(path) = value.strip_prefix("sqlite://") else {
+        return Err(refused("does not start with sqlite://"));
+    };
+    if !Path::new(path).is_absolute() {
+        return Err(refused("does not name an absolute path"));
     }
+    if let Some(c) = path.chars().find(|c| matches!(c, '?' | '#' | '%')) {
+        return Err(refused(&format!(
+            "holds `{c}`, which a URL would read as a query, fragment or escape"
+        )));
+    }
+    if Path::new(path)
+        .components()
+        .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(refused("holds a `..` component"));
+    }
+    if path.chars().any(char::is_control) {
+        return Err(refused("holds a control character"));
+    }
+    Ok(PathBuf::from(path))
 }
 
 /// Platform paths (P4), each overridable: `PATCHDIFF_CONFIG_DIR`, `PATCHDIFF_DATA_DIR`,
@@ -254,6 +278,22 @@ mod tests {
         assert!(parse_database_url("sqlite://relative.sqlite").is_err());
         assert!(parse_database_url("postgres://localhost/pd").is_err());
         assert!(parse_database_url("sqlite:///tmp/pd.sqlite?mode=ro").is_err());
+    }
+
+    #[test]
+    fn database_url_refuses_fragments_escapes_and_parent_components() {
+        for url in [
+            "sqlite:///tmp/pd.sqlite#frag",
+            "sqlite:///tmp/p%20d.sqlite",
+            "sqlite:///tmp/../etc/pd.sqlite",
+            "sqlite:///tmp/x/..",
+            "sqlite:///tmp/pd\n.sqlite",
+        ] {
+            let err = parse_database_url(url).expect_err(url);
+            assert_eq!(err.variable, "PATCHDIFF_DATABASE_URL", "{url}");
+            assert!(err.to_string().contains("this value"), "{err}");
+        }
+        assert!(parse_database_url("sqlite:///tmp/a..b/pd.sqlite").is_ok());
     }
 
     #[test]

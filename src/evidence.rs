@@ -4,9 +4,9 @@
 //! Nothing here rewrites a file: logs are opened `O_APPEND`, and the manifest is created with
 //! `O_EXCL`, once per run.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -18,43 +18,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::telemetry::unix_ms_now;
 
-/// Creates `path` (and missing parents) as a private directory, mode 0700 (E1). A directory
-/// that already exists keeps its mode: `--runs-dir /tmp` must not strip `/tmp`'s bits.
-pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
-    let existed = path.is_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)?;
-    if existed {
-        return Ok(());
-    }
-    // The umask may only narrow the mode; set it exactly on the directory we created.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
-}
-
-/// Opens `path` for appending, creating it 0600 (E1, E2). An existing file is made 0600 too
-/// (it must be ours), so evidence never lands in a file others can read.
-pub fn open_append_private(path: &Path) -> std::io::Result<File> {
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
-}
-
-/// Writes `bytes` to a new file at `path` (0600); fails if it exists (E2: never rewritten).
-pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()
-}
+pub use crate::owned_fs::{create_private_dir, open_append_private, write_new_private};
 
 /// Chain value of a log's first line: 64 zeros (V1).
 pub const CHAIN_GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -693,15 +657,16 @@ mod tests {
     }
 
     #[test]
-    fn an_existing_evidence_file_is_made_private() {
+    fn an_existing_evidence_file_readable_by_others_is_refused_and_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wire.jsonl");
         std::fs::write(&path, b"").unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        JsonlLog::open(&path).unwrap();
+        let err = JsonlLog::open(&path).err().expect("refused");
+        assert!(err.to_string().contains("mode 0644"), "{err}");
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
+            0o644
         );
     }
 

@@ -9,6 +9,7 @@ pub mod evidence;
 pub mod fixtures;
 pub mod kernel;
 pub mod mcp;
+pub mod owned_fs;
 pub mod store;
 pub mod telemetry;
 pub mod verify;

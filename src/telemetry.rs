@@ -4,15 +4,16 @@
 //! The event schema is documented in `docs/perf-events.md`; the console and outside tools read it.
 //! Telemetry never changes transactions: a misconfiguration only marks the status invalid.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::owned_fs::{Refusal, open_append_private};
 
 /// T4: at most this many events are written to one perf-events file.
 pub const MAX_EVENTS: u64 = 200_000;
@@ -140,8 +141,12 @@ pub struct TelemetryStatus {
     /// True when telemetry configuration is valid (T3).
     pub valid: bool,
     /// Why telemetry is invalid: `relative_events_path`, `invalid_memory_configuration`,
-    /// `open_failed`.
+    /// `symlink`, `not_a_regular_file`, `not_owned_by_us`, `accessible_by_others` (the events or
+    /// memory path is not a private regular file of ours; nothing was changed), `open_failed`.
     pub invalid_reason: Option<String>,
+    /// One human-readable line saying what was wrong and what is accepted (absent when valid).
+    #[serde(default)]
+    pub invalid_detail: Option<String>,
     /// T2: whether RSS samples go to the memory file.
     pub memory_sampling_enabled: bool,
     /// T1: the absolute events path (also reported when it was refused).
@@ -159,6 +164,7 @@ impl TelemetryStatus {
             recording: false,
             valid: true,
             invalid_reason: None,
+            invalid_detail: None,
             memory_sampling_enabled: false,
             events_path: None,
             memory_path: None,
@@ -166,11 +172,12 @@ impl TelemetryStatus {
         }
     }
 
-    fn invalid(reason: &str, events_path: Option<PathBuf>) -> Self {
+    fn invalid(reason: &str, detail: String, events_path: Option<PathBuf>) -> Self {
         Self {
             recording: false,
             valid: false,
             invalid_reason: Some(reason.to_owned()),
+            invalid_detail: Some(detail),
             memory_sampling_enabled: false,
             events_path,
             memory_path: None,
@@ -223,7 +230,10 @@ impl Recorder {
     /// Builds the recorder from explicit values of `PATCHDIFF_PERF_EVENTS` (`events`) and
     /// `PATCHDIFF_PERF_MEMORY` (`memory`: unset or `1` → sampling on, `0` → off, anything else →
     /// `invalid_memory_configuration`). The events file is created 0600 and appended to; the
-    /// memory file is `<events>.memory.jsonl`, created only when sampling is on.
+    /// memory file is `<events>.memory.jsonl`, created only when sampling is on. An existing
+    /// file must be a regular 0600 file of ours: a symlink, device, FIFO, directory, another
+    /// user's file or a file others can read is refused untouched (see
+    /// [`crate::owned_fs::open_append_private`]) and the status says why.
     pub fn configure(events: Option<&Path>, memory: Option<&str>) -> (Self, TelemetryStatus) {
         Self::configure_with_limits(events, memory, Limits::PRODUCT)
     }
@@ -241,26 +251,37 @@ impl Recorder {
         if !events.is_absolute() {
             return (
                 Self::disabled(),
-                TelemetryStatus::invalid("relative_events_path", Some(events.to_path_buf())),
+                TelemetryStatus::invalid(
+                    "relative_events_path",
+                    format!(
+                        "PATCHDIFF_PERF_EVENTS={:?} is relative; give an absolute path",
+                        events.display()
+                    ),
+                    Some(events.to_path_buf()),
+                ),
             );
         }
         let memory_sampling = match memory {
             None | Some("1") => true,
             Some("0") => false,
-            Some(_) => {
+            Some(other) => {
                 return (
                     Self::disabled(),
                     TelemetryStatus::invalid(
                         "invalid_memory_configuration",
+                        format!(
+                            "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
+                             RSS, the default) or `0` (timing events only)"
+                        ),
                         Some(events.to_path_buf()),
                     ),
                 );
             }
         };
         let memory_path = memory_sampling.then(|| memory_path_for(events));
-        let opened = open_private_append(events).and_then(|ev| {
+        let opened = open_append_private(events).and_then(|ev| {
             let mem = match &memory_path {
-                Some(p) => Some(open_private_append(p)?),
+                Some(p) => Some(open_append_private(p)?),
                 None => None,
             };
             Ok((ev, mem))
@@ -289,6 +310,7 @@ impl Recorder {
                         recording: true,
                         valid: true,
                         invalid_reason: None,
+                        invalid_detail: None,
                         memory_sampling_enabled: memory_sampling,
                         events_path: Some(events.to_path_buf()),
                         memory_path,
@@ -296,10 +318,17 @@ impl Recorder {
                     },
                 )
             }
-            Err(_) => (
-                Self::disabled(),
-                TelemetryStatus::invalid("open_failed", Some(events.to_path_buf())),
-            ),
+            Err(e) => {
+                let reason = Refusal::of(&e).map_or("open_failed", Refusal::code);
+                (
+                    Self::disabled(),
+                    TelemetryStatus::invalid(
+                        reason,
+                        format!("perf-event recording is off: {e}"),
+                        Some(events.to_path_buf()),
+                    ),
+                )
+            }
         }
     }
 
@@ -465,16 +494,4 @@ pub fn memory_path_for(events: &Path) -> PathBuf {
     let mut name = events.file_name().unwrap_or_default().to_os_string();
     name.push(".memory.jsonl");
     events.with_file_name(name)
-}
-
-/// Opens for appending, created 0600; an existing file is made 0600 too (T1).
-fn open_private_append(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::PermissionsExt;
-    let file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    Ok(file)
 }

@@ -5,7 +5,6 @@
 mod mcp_support;
 
 use mcp_support::*;
-use rmcp::model::ErrorCode;
 use serde_json::{Value, json};
 
 /// M6: required argument names per tool (the stable public contract).
@@ -233,7 +232,7 @@ async fn domain_failures_are_is_error_results_with_recovery_advice() {
 }
 
 #[tokio::test]
-async fn malformed_arguments_are_json_rpc_invalid_params() {
+async fn malformed_arguments_are_is_error_results_a_model_can_correct() {
     let env = TestEnv::new();
     env.init_target("calendar", CALENDAR_JS).await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
@@ -257,11 +256,18 @@ async fn malformed_arguments_are_json_rpc_invalid_params() {
             json!({"target": "calendar", "lines": {"start": "one", "end": 2}}),
         ),
     ] {
-        let err = mcp
+        // MCP 2025-11-25 (SEP-1303): a tool result with isError, not a JSON-RPC error.
+        let r = mcp
             .call(tool, args.clone())
             .await
-            .expect_err(&format!("{tool} {args} must be a JSON-RPC error"));
-        assert_eq!(err.code, ErrorCode::INVALID_PARAMS, "{tool} {args}");
+            .unwrap_or_else(|e| panic!("{tool} {args}: JSON-RPC error {e:?}"));
+        assert_eq!(r.is_error, Some(true), "{tool} {args}");
+        let error = &r.structured_content.as_ref().expect("structured")["error"];
+        assert_eq!(error["code"], "INVALID_ARGUMENTS", "{tool} {args}");
+        assert!(
+            error["message"].as_str().unwrap().contains("inputSchema"),
+            "{error}"
+        );
     }
     // The session is still usable and nothing changed.
     let t = mcp

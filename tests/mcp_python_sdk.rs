@@ -48,7 +48,7 @@ async fn python_sdk_client_sees_the_contract() {
         "ok: observed profile lists exactly six tools",
         "ok: full-profile tool refused at the profile boundary",
         "ok: ambiguous old_text is an isError receipt with advice",
-        "ok: malformed arguments (unknown field) are JSON-RPC invalid params",
+        "ok: malformed arguments (unknown field) are an isError result",
         "ok: HTTP tools/list is the observed six",
     ] {
         assert!(stdout.contains(check), "missing `{check}`");

@@ -115,6 +115,8 @@ fn byte_bound_counts_what_earlier_processes_appended() {
     let dir = tempfile::tempdir().unwrap();
     let events = dir.path().join("reused.jsonl");
     std::fs::write(&events, vec![b'x'; 3_900]).unwrap();
+    // An earlier process created it private; a file others can read would be refused.
+    std::fs::set_permissions(&events, std::fs::Permissions::from_mode(0o600)).unwrap();
     let limits = Limits {
         max_events: 1_000_000,
         max_bytes: 4_096,

@@ -14,11 +14,15 @@ use patchdiff::waymark::stale::{self, Manifest};
 use patchdiff::waymark::{Language, Waymark, WaymarkMode, owner::OwnerGuard};
 use support::{EventLog, PY};
 
-#[tokio::test]
-async fn parent_sigkill_leaves_no_orphan_worker() {
-    let work = tempfile::tempdir().expect("tempdir");
-    let mut probe = Command::new(env!("CARGO_BIN_EXE_waymark-probe"))
-        .arg(work.path())
+/// Starts `waymark-probe` (a real parent owning a resident worker, optionally a fault worker)
+/// and returns it with its worker's pid once the worker is ready.
+async fn launch_probe(work: &Path, fault: Option<&str>) -> (std::process::Child, u32) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waymark-probe"));
+    cmd.arg(work);
+    if let Some(fault) = fault {
+        cmd.args(["--fault", fault]);
+    }
+    let mut probe = cmd
         .env("PATCHDIFF_WAYMARK_DIR", support::script_dir())
         .env("PATCHDIFF_NODE_BINARY", support::node())
         .env_remove("PATCHDIFF_WAYMARK_MODE")
@@ -39,17 +43,28 @@ async fn parent_sigkill_leaves_no_orphan_worker() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected probe output {line:?}"));
     assert!(child > 0 && is_running(child));
-    // The child runs in its own process group (W11), not the probe's.
-    let child_pgid =
-        nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child as i32))).expect("child pgid");
-    assert_eq!(child_pgid.as_raw(), child as i32);
+    (probe, child)
+}
 
+fn kill_probe(mut probe: std::process::Child) {
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(probe.id() as i32),
         nix::sys::signal::Signal::SIGKILL,
     )
     .expect("kill -9 probe");
     probe.wait().expect("reap probe");
+}
+
+#[tokio::test]
+async fn parent_sigkill_leaves_no_orphan_worker() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (probe, child) = launch_probe(work.path(), None).await;
+    // The child runs in its own process group (W11), not the probe's.
+    let child_pgid =
+        nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child as i32))).expect("child pgid");
+    assert_eq!(child_pgid.as_raw(), child as i32);
+
+    kill_probe(probe);
     // The stdin-reader guard makes the child exit once its stdin closes.
     support::wait_gone(child, Duration::from_secs(10)).await;
 
@@ -73,6 +88,34 @@ fn fake_root(work: &Path, name: &str, manifest: Option<&Manifest>) -> std::path:
         stale::write_manifest(&root, m).expect("manifest");
     }
     root
+}
+
+/// W11: a worker whose main thread is busy (a long synchronous parse) never runs its stdin
+/// guard; PR_SET_PDEATHSIG kills it with its parent. It used to outlive the parent.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn parent_sigkill_kills_a_worker_busy_on_its_main_thread() {
+    let work = tempfile::tempdir().expect("tempdir");
+    // TEST ONLY fault worker: reports ready, then spins synchronously forever.
+    let (probe, child) = launch_probe(work.path(), Some("spin")).await;
+    kill_probe(probe);
+    support::wait_gone(child, Duration::from_secs(5)).await;
+}
+
+/// W11: a SIGSTOPped worker cannot read the end of its stdin; it used to stay forever once its
+/// parent died.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn parent_sigkill_kills_a_stopped_worker() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let (probe, child) = launch_probe(work.path(), None).await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child as i32),
+        nix::sys::signal::Signal::SIGSTOP,
+    )
+    .expect("SIGSTOP worker");
+    kill_probe(probe);
+    support::wait_gone(child, Duration::from_secs(5)).await;
 }
 
 #[tokio::test]

@@ -2,8 +2,10 @@
 //! `child <pid>` once it is ready, and then waits forever. The orphan test kills it with SIGKILL
 //! and checks that the Node child exits on its own (stdin-reader guard).
 //!
-//! Usage: `waymark-probe <work root>`; the script dir and Node binary come from
-//! `PATCHDIFF_WAYMARK_DIR` / `PATCHDIFF_NODE_BINARY` as in the product.
+//! Usage: `waymark-probe <work root> [--fault NAME]`; the script dir and Node binary come from
+//! `PATCHDIFF_WAYMARK_DIR` / `PATCHDIFF_NODE_BINARY` as in the product. `--fault NAME` runs the
+//! test-only `test-fixtures/fault_worker.mjs` with that fault (e.g. `spin`: a worker whose main
+//! thread is busy forever) instead of the real worker.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -17,13 +19,30 @@ async fn main() -> std::process::ExitCode {
         eprintln!("usage: waymark-probe <work root>");
         return std::process::ExitCode::from(2);
     };
-    let config = match WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), work_root) {
+    let fault = match std::env::args().nth(2).as_deref() {
+        None => None,
+        Some("--fault") => std::env::args().nth(3),
+        Some(other) => {
+            eprintln!("waymark-probe: unknown argument {other:?}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    let mut config = match WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), work_root) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("waymark-probe: {e}");
             return std::process::ExitCode::from(2);
         }
     };
+    if let Some(fault) = fault {
+        config.worker_script = Some(
+            config
+                .script_dir
+                .join("test-fixtures")
+                .join("fault_worker.mjs"),
+        );
+        config.worker_args = vec!["--fault".into(), fault];
+    }
     let waymark = Waymark::new(config, Recorder::disabled());
     if let Err(e) = waymark.prewarm().await {
         eprintln!("waymark-probe: prewarm failed: {e}");

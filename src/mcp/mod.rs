@@ -5,6 +5,7 @@ pub mod gate;
 pub mod http;
 pub mod params;
 pub mod server;
+pub mod stdio;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -103,16 +104,11 @@ struct Served {
 /// logged and does not stop request-key recovery.
 fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     let (recorder, telemetry) = Recorder::from_env();
-    if let Some(parent) = options.database.parent() {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating database directory {}", parent.display()))?;
+    // T3: telemetry stays off and transactions are unchanged, but the operator hears of it.
+    if let Some(detail) = &telemetry.invalid_detail {
+        eprintln!("patchdiff mcp: warning: {detail}");
     }
-    // E1: the database holds evidence too; create it private before SQLite opens it (its WAL
-    // and shared-memory files inherit the mode).
-    crate::evidence::open_append_private(&options.database)
-        .with_context(|| format!("creating database {}", options.database.display()))?;
-    let store = SqliteStore::open(&options.database)
-        .with_context(|| format!("opening database {}", options.database.display()))?;
+    let store = open_store(&options.database)?;
     // K5/W7: submissions validate under the write lock for up to the outer discovery allowance;
     // writers in other processes queue behind them rather than fail.
     // A workspace process (no worker) may share the database with an observed one: it assumes
@@ -155,8 +151,37 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     Ok(Served { server, waymark })
 }
 
+/// Opens the database without touching a file that is not ours (E1; issue 12): a missing file
+/// is created exclusively (0600, its parent directories 0700); an existing one must be a regular
+/// file owned by the effective uid and is changed only after SQLite accepted it as a database —
+/// then tightened to 0600 (its WAL and shared-memory files inherit the mode).
+fn open_store(database: &Path) -> anyhow::Result<SqliteStore> {
+    if let Some(parent) = database.parent() {
+        crate::owned_fs::create_private_dir(parent)
+            .with_context(|| format!("creating database directory {}", parent.display()))?;
+    }
+    let existed = crate::owned_fs::check_existing_owned(database)
+        .with_context(|| format!("refusing database {}", database.display()))?;
+    if !existed {
+        crate::owned_fs::write_new_private(database, b"")
+            .with_context(|| format!("creating database {}", database.display()))?;
+    }
+    let store = SqliteStore::open(database)
+        .with_context(|| format!("opening database {}", database.display()))?;
+    if existed {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(database)?.permissions().mode() & 0o777;
+        if mode & 0o077 != 0 {
+            std::fs::set_permissions(database, std::fs::Permissions::from_mode(0o600))
+                .with_context(|| format!("making database {} private", database.display()))?;
+        }
+    }
+    Ok(store)
+}
+
 /// Serves MCP over stdio until the client disconnects, owning the Waymark worker across the
-/// serving loop (W13). With `wire_log` set, every message in both directions is appended to it
+/// serving loop (W13). Every request gets an answer, malformed ones included
+/// ([`stdio::StdioTransport`]). With `wire_log` set, every message in both directions is appended to it
 /// exactly as it crossed the pipe (E1).
 pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     let Served { server, waymark } = build_server(&options)?;
@@ -167,9 +192,15 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
                 .with_context(|| format!("opening wire log {}", path.display()))?;
             let reader = TeeReader::new(stdin, log.clone(), Direction::Request);
             let writer = TeeWriter::new(stdout, log, Direction::Result);
-            server.serve((reader, writer)).await?
+            server
+                .serve(stdio::StdioTransport::new(reader, writer))
+                .await?
         }
-        None => server.serve((stdin, stdout)).await?,
+        None => {
+            server
+                .serve(stdio::StdioTransport::new(stdin, stdout))
+                .await?
+        }
     };
     let served = service.waiting().await;
     if let Some(w) = &waymark {

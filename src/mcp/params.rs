@@ -135,8 +135,9 @@ pub struct ExportTargetArgs {
 pub struct NoArgs {}
 
 /// Checks `arguments` against the argument type of `tool` before dispatch, so that malformed
-/// arguments (wrong types, missing required fields, unknown fields) are protocol misuse — a
-/// JSON-RPC `invalid_params` error (M5) — rather than a tool result. Returns the
+/// arguments (wrong types, missing required fields, unknown fields) are refused before any
+/// handler runs — as an `isError` result with code `INVALID_ARGUMENTS` the model can correct
+/// itself from (MCP 2025-11-25, SEP-1303; issue 12). Returns the
 /// deserialization message (field and expected type) on failure. Unknown tools pass (the
 /// profile boundary handles them).
 pub fn validate(

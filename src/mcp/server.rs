@@ -419,10 +419,14 @@ impl PatchdiffServer {
                 Some(_) => self.discover(&t.name, &t.language, &t.content).await?,
                 None => Vec::new(),
             };
-            let limit = args
-                .limit
-                .unwrap_or(OCCURRENCES_DEFAULT_LIMIT)
-                .clamp(1, OCCURRENCES_MAX_LIMIT) as usize;
+            let limit = args.limit.unwrap_or(OCCURRENCES_DEFAULT_LIMIT);
+            if !(1..=OCCURRENCES_MAX_LIMIT).contains(&limit) {
+                return Err(DomainError::new(
+                    "OUT_OF_RANGE",
+                    format!("`limit` must be 1..={OCCURRENCES_MAX_LIMIT} (got {limit}); omit it for {OCCURRENCES_DEFAULT_LIMIT}"),
+                ));
+            }
+            let limit = limit as usize;
             let starts = kernel::find_all(&t.content, &args.text);
             let mut occurrences = Vec::new();
             for &start in starts.iter().take(limit) {
@@ -569,10 +573,22 @@ impl PatchdiffServer {
         Parameters(args): Parameters<InitTargetArgs>,
     ) -> ToolResult {
         let outcome = async {
-            let bytes = std::fs::read(&args.fixture).map_err(|e| {
+            // A regular file within the content cap, read off the async runtime: a FIFO or our
+            // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
+            let fixture = PathBuf::from(&args.fixture);
+            let bytes = tokio::task::spawn_blocking(move || {
+                crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64)
+            })
+            .await
+            .map_err(|e| DomainError::new("INTERNAL", format!("fixture read task failed: {e}")))?
+            .map_err(|e| {
                 DomainError::new(
                     "FIXTURE_UNREADABLE",
-                    format!("cannot read fixture {}: {e}", args.fixture),
+                    format!(
+                        "cannot read fixture {}: {e}; a fixture is a regular file of at most {} bytes",
+                        args.fixture,
+                        kernel::MAX_CONTENT_BYTES
+                    ),
                 )
             })?;
             self.blocking(move |s| {
@@ -600,14 +616,19 @@ impl PatchdiffServer {
                     format!("`dest` must be an absolute path, got `{}`", args.dest),
                 ));
             }
+            refuse_store_paths(&dest, self.store.path())?;
             let target = args.target.clone();
             let saved = self.blocking(move |s| s.saved(&target)).await?;
-            write_export(&dest, saved.content.as_bytes()).map_err(|e| {
-                DomainError::new(
-                    "EXPORT_FAILED",
-                    format!("cannot write {}: {e}", dest.display()),
-                )
-            })?;
+            let (path, bytes) = (dest.clone(), saved.content.clone().into_bytes());
+            tokio::task::spawn_blocking(move || write_export(&path, &bytes))
+                .await
+                .map_err(|e| DomainError::new("INTERNAL", format!("export task failed: {e}")))?
+                .map_err(|e| {
+                    DomainError::new(
+                        "EXPORT_FAILED",
+                        format!("cannot write {}: {e}", dest.display()),
+                    )
+                })?;
             Ok(json!({
                 "target": saved.target, "version": saved.version, "revision": saved.revision,
                 "sha256": saved.sha256, "path": dest,
@@ -639,12 +660,48 @@ impl PatchdiffServer {
     }
 }
 
-/// Writes an export file exclusively (0600); never overwrites.
+/// Writes an export file exclusively (0600; parents it creates 0700); never overwrites.
 fn write_export(dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
     if let Some(parent) = dest.parent() {
-        std::fs::create_dir_all(parent)?;
+        crate::owned_fs::create_private_dir(parent)?;
     }
-    crate::evidence::write_new_private(dest, bytes)
+    crate::owned_fs::write_new_private(dest, bytes)
+}
+
+/// SQLite's own files beside a database: an export named like one of them could be taken for
+/// (and deleted as) a hot journal.
+const SIDECAR_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];
+
+/// An export never lands in the store's own directory nor under a sidecar-like name (issue 12:
+/// SQLite deleted such an export).
+fn refuse_store_paths(dest: &Path, database: &Path) -> Result<(), DomainError> {
+    let name = dest.file_name().map(|n| n.to_string_lossy().into_owned());
+    if let Some(suffix) = name
+        .as_deref()
+        .and_then(|n| SIDECAR_SUFFIXES.iter().find(|s| n.ends_with(*s)))
+    {
+        return Err(DomainError::new(
+            "INVALID_DEST",
+            format!(
+                "`dest` {} ends in `{suffix}`, like an SQLite journal file; choose a name not                  ending in -journal, -wal or -shm",
+                dest.display()
+            ),
+        ));
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    if let (Some(dest_dir), Some(db_dir)) = (dest.parent(), database.parent())
+        && canonical(dest_dir) == canonical(db_dir)
+    {
+        return Err(DomainError::new(
+            "INVALID_DEST",
+            format!(
+                "`dest` {} is in the database's own directory {}; export to another directory",
+                dest.display(),
+                db_dir.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 impl ServerHandler for PatchdiffServer {
@@ -720,15 +777,18 @@ impl ServerHandler for PatchdiffServer {
                 Some(json!({"code": "NOT_ADMITTED"})),
             ));
         }
-        // M5: malformed arguments are protocol misuse, refused before any handler runs.
+        // M5, MCP 2025-11-25 (SEP-1303): arguments that do not fit the tool's input schema are
+        // refused before any handler runs, as an `isError` result the model can correct itself
+        // from (a JSON-RPC error would reach only the host).
         if let Err(detail) = super::params::validate(&request.name, request.arguments.as_ref()) {
-            return Err(ErrorData::invalid_params(
+            return domain_error(DomainError::new(
+                "INVALID_ARGUMENTS",
                 format!(
                     "invalid arguments for `{}`: {detail}; see the tool's inputSchema",
                     request.name
                 ),
-                Some(json!({"code": "INVALID_ARGUMENTS", "tool": request.name})),
-            ));
+            ))
+            .map(CallToolResponse::Complete);
         }
         let mut span = self.recorder.span("mcp_call");
         span.id("tool", request.name.to_string());

@@ -406,6 +406,9 @@ fn ensure_cached<'c>(
     Ok(&cache[&t.id].content)
 }
 
+/// Names are shown in logs, the console and audits: 1..=256 bytes, without control characters
+/// (NUL, newline, DEL, C1) or the invisible bidirectional controls that reorder text (U+061C,
+/// U+200E/F, U+202A–U+202E, U+2066–U+2069).
 fn check_name(what: &str, value: &str) -> Result<(), StoreError> {
     if value.is_empty() || value.len() > MAX_NAME_BYTES {
         return Err(StoreError::new(
@@ -413,6 +416,16 @@ fn check_name(what: &str, value: &str) -> Result<(), StoreError> {
             format!(
                 "{what} must be 1..={MAX_NAME_BYTES} bytes (got {})",
                 value.len()
+            ),
+        ));
+    }
+    let bidi = |c: char| matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    if let Some(c) = value.chars().find(|&c| c.is_control() || bidi(c)) {
+        return Err(StoreError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "{what} {value:?} holds the control character U+{:04X}; use printable characters only",
+                c as u32
             ),
         ));
     }
@@ -555,7 +568,10 @@ impl SqliteStore {
     /// [`BUSY_TIMEOUT_MS`]). A server that validates submissions under the lock (W7) sets this
     /// above its outer discovery allowance (W6: active + 13 s), so a writer queued behind a
     /// validating submission waits for it instead of failing.
+    ///
+    /// Clamped to `i32::MAX` milliseconds (about 24.8 days), SQLite's own ceiling.
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError> {
+        let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
         self.with(|inner| Ok(inner.conn.busy_timeout(timeout)?))
     }
 

@@ -303,9 +303,16 @@ impl WaymarkConfig {
     }
 }
 
-/// W6: parses an active timeout in milliseconds; zero, negative, NaN and infinite are refused.
+/// W6: the shortest active timeout accepted (1 ms): below it every discovery would time out.
+pub const MIN_ACTIVE_TIMEOUT: Duration = Duration::from_millis(1);
+/// W6: the longest active timeout accepted (24 h). Derived waits (outer allowance, the store's
+/// busy timeout) stay far below `i32::MAX` milliseconds, where SQLite's busy timeout ends.
+pub const MAX_ACTIVE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// W6: parses an active timeout in milliseconds. Accepted: a finite number from 1 to 86400000
+/// (24 h); zero, `0.5`, negative, NaN, infinite and anything over 24 h are refused.
 pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
-    const ACCEPTED: &str = "a positive, finite number of milliseconds (default 15000)";
+    const ACCEPTED: &str = "a number of milliseconds from 1 to 86400000 (24 h), default 15000";
     let ms: f64 = value
         .trim()
         .parse()
@@ -318,8 +325,25 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
             "must be positive and finite",
         ));
     }
-    Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))
+    let timeout = Duration::try_from_secs_f64(ms / 1000.0)
+        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))?;
+    if timeout < MIN_ACTIVE_TIMEOUT {
+        return Err(ConfigError::new(
+            ENV_ACTIVE_TIMEOUT_MS,
+            value,
+            ACCEPTED,
+            "under 1 ms, every discovery would time out",
+        ));
+    }
+    if timeout > MAX_ACTIVE_TIMEOUT {
+        return Err(ConfigError::new(
+            ENV_ACTIVE_TIMEOUT_MS,
+            value,
+            ACCEPTED,
+            "over 24 hours",
+        ));
+    }
+    Ok(timeout)
 }
 
 /// P1: resolves `PATCHDIFF_NODE_BINARY` (or `node`) to an absolute path of an executable file.
@@ -368,11 +392,21 @@ pub fn resolve_node_binary(
     Ok(absolute)
 }
 
+/// A regular file this process may execute (effective ids, `eaccess(X_OK)`) that starts like
+/// an executable: an ELF header or a `#!` interpreter line. A data file with an `x` bit would
+/// pass startup and fail only at the first spawn.
 fn is_executable_file(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path)
-        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        .unwrap_or(false)
+    use std::io::Read;
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() || nix::unistd::eaccess(path, nix::unistd::AccessFlags::X_OK).is_err() {
+        return false;
+    }
+    let mut magic = [0u8; 4];
+    let read = std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut magic));
+    // Unreadable but executable (mode 0111): let exec decide, as a shell would.
+    read.is_err() || magic == *b"\x7fELF" || magic.starts_with(b"#!")
 }
 
 #[cfg(test)]
@@ -440,7 +474,20 @@ mod tests {
 
     #[test]
     fn active_timeout_must_be_positive_and_finite() {
-        for v in ["0", "-5", "NaN", "inf", "-inf", "abc", "1e400"] {
+        for v in [
+            "0",
+            "-5",
+            "NaN",
+            "inf",
+            "-inf",
+            "abc",
+            "1e400",
+            "0.5",
+            "0.999",
+            "86400001",
+            "2147468648",
+            "1e12",
+        ] {
             let e = load(&[(ENV_ACTIVE_TIMEOUT_MS, v)]).expect_err(v);
             assert_eq!(e.variable, ENV_ACTIVE_TIMEOUT_MS, "{v}");
         }
@@ -464,5 +511,30 @@ mod tests {
         assert!(e.problem.contains("PATH"));
         let dir_path = dir.path().to_string_lossy().into_owned();
         assert!(load(&[(ENV_NODE_BINARY, &dir_path)]).is_err());
+    }
+
+    #[test]
+    fn active_timeout_bounds_are_one_millisecond_and_a_day() {
+        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "1")]).expect("1 ms");
+        assert_eq!(c.active_timeout, MIN_ACTIVE_TIMEOUT);
+        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "86400000")]).expect("24 h");
+        assert_eq!(c.active_timeout, MAX_ACTIVE_TIMEOUT);
+        let e = load(&[(ENV_ACTIVE_TIMEOUT_MS, "0.5")]).expect_err("0.5");
+        assert!(e.to_string().contains("from 1 to 86400000"), "{e}");
+    }
+
+    #[test]
+    fn node_binary_with_an_exec_bit_but_no_executable_format_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data-with-x-bit");
+        std::fs::write(&data, "just text\n").expect("write");
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let e = load(&[(ENV_NODE_BINARY, &data.to_string_lossy())]).expect_err("no format");
+        assert_eq!(e.variable, ENV_NODE_BINARY);
+        let script = dir.path().join("node-wrapper");
+        std::fs::write(&script, "#!/bin/sh\nexec node \"$@\"\n").expect("write");
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        assert!(load(&[(ENV_NODE_BINARY, &script.to_string_lossy())]).is_ok());
     }
 }

@@ -206,6 +206,38 @@ pub async fn capture_stderr(
     }
 }
 
+/// W11: makes the child `cmd` spawns die with its parent (Linux `PR_SET_PDEATHSIG(SIGKILL)`,
+/// set in the child between fork and exec). This complements the stdin-close guard, which runs
+/// on Node's main thread: a worker in a long synchronous parse, or a SIGSTOPped one, never reads
+/// the end of its stdin, and used to outlive a SIGKILLed parent (by 12.6 s, or forever).
+///
+/// The signal fires when the *thread* that spawned the child exits: spawn from a thread that
+/// lives as long as the owner (a tokio runtime worker, or the thread driving a current-thread
+/// runtime), never from a short-lived one. A parent already gone before the `prctl` (the child
+/// was reparented) makes the spawn fail with `ESRCH` instead of leaving an orphan.
+/// Elsewhere a no-op: the process group and the guard remain the mechanism.
+pub fn die_with_parent(cmd: &mut tokio::process::Command) {
+    #[cfg(target_os = "linux")]
+    {
+        let parent = nix::unistd::getpid();
+        // SAFETY: the closure runs in the forked child before exec and only makes two system
+        // calls (prctl, getppid); it allocates nothing and takes no locks, so it is
+        // async-signal-safe.
+        unsafe {
+            cmd.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(|e| std::io::Error::from_raw_os_error(e as i32))?;
+                if nix::unistd::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = cmd;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

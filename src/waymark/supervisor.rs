@@ -890,6 +890,8 @@ impl Inner {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .process_group(0); // W11: own process group
+        // W11: and it dies with us even when its main thread is busy or it is stopped.
+        super::process::die_with_parent(&mut cmd);
         let spawned_wall = std::time::Instant::now();
         let mut child = match cmd.spawn() {
             Ok(c) => c,

@@ -39,7 +39,6 @@ FULL = OBSERVED | {
     "patchdiff_audit",
     "patchdiff_worker_status",
 }
-INVALID_PARAMS = -32602
 
 passed = []
 
@@ -206,11 +205,14 @@ async def observed_checks(cfg, session):
         ("unknown field", {"target": "calendar", "profile": "full"}),
         ("missing field", {}),
     ]:
-        err = await expect_jsonrpc_error(session, "patchdiff_read_target", args)
+        # MCP 2025-11-25 (SEP-1303): an isError result the model can correct itself from.
+        r = await expect_jsonrpc_error(session, "patchdiff_read_target", args)
         check(
-            f"malformed arguments ({label}) are JSON-RPC invalid params",
-            isinstance(err, MCPError) and err.code == INVALID_PARAMS,
-            err,
+            f"malformed arguments ({label}) are an isError result",
+            not isinstance(r, MCPError)
+            and r.is_error
+            and r.structured_content["error"]["code"] == "INVALID_ARGUMENTS",
+            r,
         )
 
 

@@ -9,7 +9,10 @@
 //   hang             ready, then never answers
 //   no_ready         never reports ready
 //   balloon          on a request, allocates and touches 256 MiB, then never answers
-// Every mode keeps the W11 stdin-reader guard (exits when stdin closes).
+//   spin             ready, then spins synchronously forever: the main thread never returns to
+//                    the event loop, so the stdin-reader guard never runs (a long parse, W11)
+// Every mode keeps the W11 stdin-reader guard (exits when stdin closes), though `spin` never
+// gets to run it.
 
 import { createEngine } from "../discovery_core.mjs";
 import {
@@ -79,6 +82,16 @@ switch (fault) {
       for (let i = 0; i < 256; i++) keep.push(Buffer.from(mib));
     });
     ready();
+    break;
+  case "spin":
+    readFrames(() => {});
+    ready();
+    // Once the ready frame has been handed to the pipe, the main thread never comes back.
+    process.stdout.write(Buffer.alloc(0), () => {
+      for (;;) {
+        // busy, as in a long synchronous parse
+      }
+    });
     break;
   default:
     die(`unknown --fault ${fault}`, 2);

@@ -1,0 +1,641 @@
+//! The stdio transport of `patchdiff mcp` (M1, M5, K8; issue 12: every request gets an answer).
+//!
+//! rmcp 3.11's own stdio transport drops a line that is not JSON (no reply), drops a line over
+//! 16 MiB (a log line on stderr, no reply) although a legal submission carries up to 32 MiB of
+//! text, answers shape errors with an `-32600` that has no `id`, and hands requests whose params
+//! do not fit their method to the handler as unknown methods (`-32601`). This transport sits in
+//! front of rmcp's service loop and answers those itself, in JSON-RPC 2.0 terms:
+//!
+//! | input | answer |
+//! |---|---|
+//! | not UTF-8, not JSON, lone surrogate, trailing garbage | `-32700`, `"id": null` |
+//! | a line over [`MAX_LINE_BYTES`] | `-32600` with the request's `id` when its prefix names one, else `null` |
+//! | a batch (JSON array) | an array of `-32600`, one per request in it, each with its `id` |
+//! | `jsonrpc` not `"2.0"`, `id` neither string nor integer, no `method` | `-32600` (with the `id` when valid) |
+//! | `params` not an object; `tools/call` without a string `name` or with non-object `arguments`; params of a standard method that do not fit it | `-32602` with the `id` |
+//! | a request other than `initialize`, `server/discover` or `ping` before `initialize` (and without MCP 2026-07-28 `_meta`) | `-32600` "initialize first" with the `id` |
+//!
+//! Batches: MCP 2025-03-26 allowed JSON-RPC batches; later versions removed them. An `initialize`
+//! asking for 2025-03-26 is offered 2025-06-18 instead (a server may answer with another version
+//! it supports), so a batch is never owed a batched answer.
+//!
+//! Everything else goes to rmcp unchanged. All writes — rmcp's and these answers — go through one
+//! writer task, so lines never interleave, and `receive` stays cancellation-safe (rmcp polls it
+//! inside `select!`): partial lines and unsent answers live on the struct.
+
+use std::collections::VecDeque;
+
+use rmcp::RoleServer;
+use rmcp::model::{ClientRequest, JsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Map, Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::kernel::MAX_SUBMISSION_TEXT_BYTES;
+
+/// The longest request line accepted, in bytes (65 MiB): a legal submission's 32 MiB of
+/// `old_text` + `new_text` (K3) even when JSON escaping doubles it, plus 1 MiB for the rest.
+/// Longer lines are discarded unbuffered and answered with an error.
+pub const MAX_LINE_BYTES: usize = 2 * MAX_SUBMISSION_TEXT_BYTES + 1024 * 1024;
+
+/// How much of an oversize line is kept to find its `id` (bytes).
+const ID_SNIFF_BYTES: usize = 64 * 1024;
+
+/// JSON-RPC 2.0 error codes.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
+
+/// The `_meta` key by which an MCP 2026-07-28 request names its protocol version (no session,
+/// no `initialize`).
+const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+
+struct Outgoing {
+    line: Vec<u8>,
+    done: Option<oneshot::Sender<std::io::Result<()>>>,
+}
+
+/// rmcp [`Transport`] over a byte stream pair (stdin/stdout, or tees of them), answering every
+/// request rmcp's own transport would leave unanswered or misanswer (see the module docs).
+pub struct StdioTransport<R> {
+    read: BufReader<R>,
+    line_buf: Vec<u8>,
+    max_line: usize,
+    /// Set while the tail of an oversize line is being skipped.
+    discarding: bool,
+    /// The first bytes of the oversize line being skipped (to find its `id`).
+    oversize_prefix: Vec<u8>,
+    outbox: mpsc::Sender<Outgoing>,
+    /// Answers decided here but not yet handed to the writer task.
+    pending: VecDeque<Vec<u8>>,
+    /// An `initialize` request has been passed on.
+    initialized: bool,
+    writer: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
+    /// A transport reading requests from `read` and writing every message to `write`.
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W) -> Self {
+        Self::with_max_line(read, write, MAX_LINE_BYTES)
+    }
+
+    /// [`StdioTransport::new`] with another line limit (tests use small ones).
+    pub fn with_max_line<W: AsyncWrite + Unpin + Send + 'static>(
+        read: R,
+        write: W,
+        max_line: usize,
+    ) -> Self {
+        let (outbox, rx) = mpsc::channel(64);
+        Self {
+            read: BufReader::with_capacity(64 * 1024, read),
+            line_buf: Vec::new(),
+            max_line,
+            discarding: false,
+            oversize_prefix: Vec::new(),
+            outbox,
+            pending: VecDeque::new(),
+            initialized: false,
+            writer: Some(tokio::spawn(write_loop(write, rx))),
+        }
+    }
+
+    /// Reads one `\n`-terminated line into `line_buf`, never holding more than `max_line`
+    /// bytes. Cancellation-safe: bytes are consumed from the reader only as they are copied
+    /// (or skipped), with no await in between.
+    async fn read_line(&mut self) -> LineRead {
+        loop {
+            let (consumed, step) = {
+                let available = match self.read.fill_buf().await {
+                    Ok(a) => a,
+                    Err(e) => return LineRead::Io(e),
+                };
+                if available.is_empty() {
+                    return LineRead::Eof;
+                }
+                let newline = available.iter().position(|&b| b == b'\n');
+                let take = newline.map_or(available.len(), |i| i + 1);
+                if self.discarding {
+                    (take, newline.map_or(Step::More, |_| Step::EndDiscard))
+                } else if self.line_buf.len() + take > self.max_line {
+                    let mut prefix = std::mem::take(&mut self.line_buf);
+                    let room = ID_SNIFF_BYTES.saturating_sub(prefix.len());
+                    prefix.extend_from_slice(&available[..take.min(room)]);
+                    prefix.truncate(ID_SNIFF_BYTES);
+                    self.oversize_prefix = prefix;
+                    (
+                        take,
+                        newline.map_or(Step::StartDiscard, |_| Step::Oversized),
+                    )
+                } else {
+                    self.line_buf.extend_from_slice(&available[..take]);
+                    (take, newline.map_or(Step::More, |_| Step::Line))
+                }
+            };
+            self.read.consume(consumed);
+            match step {
+                Step::Line => return LineRead::Line,
+                Step::More => {}
+                Step::StartDiscard => self.discarding = true,
+                Step::EndDiscard => {
+                    self.discarding = false;
+                    return LineRead::Oversized;
+                }
+                Step::Oversized => return LineRead::Oversized,
+            }
+        }
+    }
+
+    /// Decides what to do with one complete line (without its newline).
+    fn classify(&mut self, line: &[u8]) -> Verdict {
+        let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return Verdict::Ignore;
+        }
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                return Verdict::Answer(error_line(
+                    None,
+                    PARSE_ERROR,
+                    format!(
+                        "Parse error: the line is not UTF-8 (invalid byte at offset {}); send \
+                         one UTF-8 JSON-RPC message per line",
+                        e.valid_up_to()
+                    ),
+                ));
+            }
+        };
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return Verdict::Answer(error_line(
+                    None,
+                    PARSE_ERROR,
+                    format!("Parse error: {e}; send one JSON-RPC message per line"),
+                ));
+            }
+        };
+        match value {
+            Value::Array(items) => Verdict::answer_opt(batch_answer(&items)),
+            Value::Object(obj) => self.classify_object(obj),
+            other => Verdict::Answer(error_line(
+                None,
+                INVALID_REQUEST,
+                format!(
+                    "Invalid request: a JSON-RPC message is an object, got {}",
+                    kind(&other)
+                ),
+            )),
+        }
+    }
+
+    fn classify_object(&mut self, mut obj: Map<String, Value>) -> Verdict {
+        let id = match obj.get("id") {
+            None => None,
+            Some(v) if valid_id(v) => Some(v.clone()),
+            Some(v) => {
+                return Verdict::Answer(error_line(
+                    None,
+                    INVALID_REQUEST,
+                    format!(
+                        "Invalid request: `id` must be a string or an integer, got {}",
+                        kind(v)
+                    ),
+                ));
+            }
+        };
+        let invalid =
+            |code: i64, message: String| Verdict::Answer(error_line(id.clone(), code, message));
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return invalid(
+                INVALID_REQUEST,
+                "Invalid request: `jsonrpc` must be \"2.0\"".into(),
+            );
+        }
+        let method = match obj.get("method") {
+            Some(Value::String(m)) => Some(m.clone()),
+            Some(other) => {
+                return invalid(
+                    INVALID_REQUEST,
+                    format!(
+                        "Invalid request: `method` must be a string, got {}",
+                        kind(other)
+                    ),
+                );
+            }
+            None => None,
+        };
+        match (&method, &id) {
+            (Some(method), Some(_)) => {
+                if let Some(verdict) = self.check_request(method, &mut obj, &invalid) {
+                    return verdict;
+                }
+            }
+            (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {}
+            (None, _) => {
+                return invalid(
+                    INVALID_REQUEST,
+                    "Invalid request: no `method` (and not a response)".into(),
+                );
+            }
+            (Some(_), None) => {}
+        }
+        match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(Value::Object(obj)) {
+            Ok(JsonRpcMessage::Request(r))
+                if matches!(r.request, ClientRequest::CustomRequest(_))
+                    && method.as_deref().is_some_and(is_standard_request) =>
+            {
+                let method = method.unwrap_or_default();
+                invalid(
+                    INVALID_PARAMS,
+                    format!("Invalid params: the params of `{method}` do not match its MCP schema"),
+                )
+            }
+            Ok(message) => Verdict::Deliver(Box::new(message)),
+            // A notification or a response: nobody to answer (rmcp drops these too).
+            Err(_) if id.is_none() || method.is_none() => Verdict::Ignore,
+            Err(e) => invalid(INVALID_REQUEST, format!("Invalid request: {e}")),
+        }
+    }
+
+    /// Checks a request's params and the session state; `Some` answers it here.
+    fn check_request(
+        &mut self,
+        method: &str,
+        obj: &mut Map<String, Value>,
+        invalid: &dyn Fn(i64, String) -> Verdict,
+    ) -> Option<Verdict> {
+        let params = match obj.get_mut("params") {
+            None => None,
+            Some(Value::Object(p)) => Some(p),
+            Some(other) => {
+                return Some(invalid(
+                    INVALID_PARAMS,
+                    format!(
+                        "Invalid params: `params` of `{method}` must be an object, got {}",
+                        kind(other)
+                    ),
+                ));
+            }
+        };
+        let stateless = params
+            .as_ref()
+            .and_then(|p| p.get("_meta"))
+            .and_then(|m| m.get(META_PROTOCOL_VERSION))
+            .is_some();
+        match method {
+            "initialize" => {
+                if let Some(p) = params
+                    && p.get("protocolVersion").and_then(Value::as_str) == Some("2025-03-26")
+                {
+                    // Batches belong to 2025-03-26 only: offer the next version instead.
+                    p.insert("protocolVersion".into(), "2025-06-18".into());
+                }
+                self.initialized = true;
+            }
+            "server/discover" | "ping" => {}
+            _ if !self.initialized && !stateless => {
+                return Some(invalid(
+                    INVALID_REQUEST,
+                    format!(
+                        "initialize first: `{method}` came before `initialize`; send \
+                         `initialize` and `notifications/initialized`, then your requests (MCP \
+                         2026-07-28 clients put `{META_PROTOCOL_VERSION}` in each request's \
+                         `_meta` instead)"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        if method == "tools/call" {
+            let p = obj.get("params").and_then(Value::as_object);
+            match p.and_then(|p| p.get("name")) {
+                Some(Value::String(_)) => {}
+                None => {
+                    return Some(invalid(
+                        INVALID_PARAMS,
+                        "Invalid params: `tools/call` needs `params.name`, the name of the tool \
+                         to call (see tools/list)"
+                            .into(),
+                    ));
+                }
+                Some(other) => {
+                    return Some(invalid(
+                        INVALID_PARAMS,
+                        format!(
+                            "Invalid params: `params.name` of `tools/call` must be a string, got {}",
+                            kind(other)
+                        ),
+                    ));
+                }
+            }
+            match p.and_then(|p| p.get("arguments")) {
+                None | Some(Value::Object(_)) => {}
+                Some(other) => {
+                    return Some(invalid(
+                        INVALID_PARAMS,
+                        format!(
+                            "Invalid params: `params.arguments` of `tools/call` must be an object \
+                             of named arguments, got {}",
+                            kind(other)
+                        ),
+                    ));
+                }
+            }
+        }
+        None
+    }
+}
+
+enum LineRead {
+    Line,
+    Oversized,
+    Eof,
+    Io(std::io::Error),
+}
+
+enum Step {
+    Line,
+    More,
+    StartDiscard,
+    EndDiscard,
+    Oversized,
+}
+
+enum Verdict {
+    Deliver(Box<RxJsonRpcMessage<RoleServer>>),
+    Answer(Vec<u8>),
+    Ignore,
+}
+
+impl Verdict {
+    fn answer_opt(line: Option<Vec<u8>>) -> Self {
+        line.map_or(Verdict::Ignore, Verdict::Answer)
+    }
+}
+
+/// Client-to-server request methods rmcp 3.11 types (MCP 2026-07-28): one of these arriving as
+/// rmcp's `CustomRequest` means its params did not fit the method.
+fn is_standard_request(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "server/discover"
+            | "completion/complete"
+            | "logging/setLevel"
+            | "prompts/get"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "subscriptions/listen"
+            | "tools/call"
+            | "tools/list"
+    )
+}
+
+/// A JSON-RPC id: a string or an integer that fits rmcp's `i64` (`null` is not an id here).
+fn valid_id(v: &Value) -> bool {
+    v.is_string() || v.as_i64().is_some()
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+fn error_value(id: Option<Value>, code: i64, message: String) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.unwrap_or(Value::Null), "error": {"code": code, "message": message}})
+}
+
+fn error_line(id: Option<Value>, code: i64, message: String) -> Vec<u8> {
+    let mut line = error_value(id, code, message).to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// A batch gets an array answer: `-32600` for each request (with its id) and for each element
+/// that is not a message; notifications and responses in it get nothing (JSON-RPC 2.0 §6).
+fn batch_answer(items: &[Value]) -> Option<Vec<u8>> {
+    const WHY: &str = "Invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 and \
+                       later removed them); send each message on its own line";
+    if items.is_empty() {
+        return Some(error_line(
+            None,
+            INVALID_REQUEST,
+            "Invalid request: an empty batch".into(),
+        ));
+    }
+    let answers: Vec<Value> = items
+        .iter()
+        .filter_map(|item| {
+            let obj = item.as_object();
+            let id = obj.and_then(|o| o.get("id"));
+            let is_message = obj.is_some_and(|o| {
+                o.contains_key("method") || o.contains_key("result") || o.contains_key("error")
+            });
+            match id {
+                Some(id) if valid_id(id) && obj.is_some_and(|o| o.contains_key("method")) => {
+                    Some(error_value(Some(id.clone()), INVALID_REQUEST, WHY.into()))
+                }
+                None if is_message => None,
+                Some(_) if is_message && !obj.is_some_and(|o| o.contains_key("method")) => None,
+                _ => Some(error_value(None, INVALID_REQUEST, WHY.into())),
+            }
+        })
+        .collect();
+    if answers.is_empty() {
+        return None;
+    }
+    let mut line = Value::Array(answers).to_string().into_bytes();
+    line.push(b'\n');
+    Some(line)
+}
+
+/// The top-level `id` of a JSON object whose text may be cut short (an oversize line's prefix).
+fn sniff_id(prefix: &[u8]) -> Option<Value> {
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    struct Find<'a>(&'a mut Option<Value>);
+    impl<'de> Visitor<'de> for Find<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON-RPC object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<String>()? {
+                if key == "id" {
+                    *self.0 = Some(map.next_value::<Value>()?);
+                    return Ok(());
+                }
+                map.next_value::<IgnoredAny>()?;
+            }
+            Ok(())
+        }
+    }
+    let mut found = None;
+    let prefix = prefix.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(prefix);
+    // The object is cut short: the error after the id is expected.
+    let _ = serde_json::Deserializer::from_slice(prefix).deserialize_map(Find(&mut found));
+    found.filter(valid_id)
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut write: W, mut rx: mpsc::Receiver<Outgoing>) {
+    while let Some(out) = rx.recv().await {
+        let written = async {
+            write.write_all(&out.line).await?;
+            write.flush().await
+        }
+        .await;
+        if let Some(done) = out.done {
+            let _ = done.send(written);
+        }
+    }
+    let _ = write.shutdown().await;
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::NotConnected,
+        "the stdio transport is closed",
+    )
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTransport<R> {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let outbox = self.outbox.clone();
+        let line = serde_json::to_vec(&item).map(|mut l| {
+            l.push(b'\n');
+            l
+        });
+        async move {
+            let line = line.map_err(std::io::Error::other)?;
+            let (done, written) = oneshot::channel();
+            outbox
+                .send(Outgoing {
+                    line,
+                    done: Some(done),
+                })
+                .await
+                .map_err(|_| closed())?;
+            written.await.map_err(|_| closed())?
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            while !self.pending.is_empty() {
+                let permit = self.outbox.reserve().await.ok()?;
+                if let Some(line) = self.pending.pop_front() {
+                    permit.send(Outgoing { line, done: None });
+                }
+            }
+            match self.read_line().await {
+                LineRead::Line => {}
+                LineRead::Oversized => {
+                    let prefix = std::mem::take(&mut self.oversize_prefix);
+                    tracing::warn!(
+                        max_line_bytes = self.max_line,
+                        "an incoming line exceeded the line limit; answered with an error"
+                    );
+                    self.pending.push_back(error_line(
+                        sniff_id(&prefix),
+                        INVALID_REQUEST,
+                        format!(
+                            "Invalid request: the message is longer than {} bytes, the most this \
+                             server reads in one line; a submission carries at most {} bytes of \
+                             text — split it",
+                            self.max_line, MAX_SUBMISSION_TEXT_BYTES
+                        ),
+                    ));
+                    continue;
+                }
+                LineRead::Eof => return None,
+                LineRead::Io(e) => {
+                    tracing::error!("reading the MCP stream failed: {e}");
+                    return None;
+                }
+            }
+            let mut line = std::mem::take(&mut self.line_buf);
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            match self.classify(&line) {
+                Verdict::Deliver(message) => return Some(*message),
+                Verdict::Answer(answer) => self.pending.push_back(answer),
+                Verdict::Ignore => {}
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        // Hand over what is still owed, then let the writer drain and finish.
+        for line in self.pending.drain(..) {
+            let _ = self.outbox.send(Outgoing { line, done: None }).await;
+        }
+        let (outbox, _) = mpsc::channel(1);
+        drop(std::mem::replace(&mut self.outbox, outbox));
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_of_a_cut_off_request_is_found_at_top_level_only() {
+        let cut = br#"{"jsonrpc":"2.0","id":17,"method":"tools/call","params":{"arguments":{"new_text":"aaaa"#;
+        assert_eq!(sniff_id(cut), Some(json!(17)));
+        let late = br#"{"jsonrpc":"2.0","method":"tools/call","params":{"id":3,"x":"aaaa"#;
+        assert_eq!(sniff_id(late), None);
+        let after = br#"{"method":"x","params":{"id":3},"id":"k-1","#;
+        assert_eq!(sniff_id(after), Some(json!("k-1")));
+    }
+
+    #[test]
+    fn a_batch_is_answered_per_request_with_ids() {
+        let items = vec![
+            json!({"jsonrpc":"2.0","id":1,"method":"ping"}),
+            json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
+            json!(5),
+        ];
+        let line = batch_answer(&items).unwrap();
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        let ids: Vec<Value> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].clone())
+            .collect();
+        assert_eq!(ids, vec![json!(1), Value::Null]);
+        assert!(
+            batch_answer(&[json!({"jsonrpc":"2.0","method":"notifications/initialized"})])
+                .is_none()
+        );
+    }
+}
