@@ -112,8 +112,9 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         .with_context(|| format!("creating database {}", options.database.display()))?;
     let store = SqliteStore::open(&options.database)
         .with_context(|| format!("opening database {}", options.database.display()))?;
-    // K5/W7: submissions validate under the write lock for up to the outer discovery allowance;
-    // writers in other processes queue behind them rather than fail.
+    // K5/W7: a submission validates while holding its target's lock, for up to the outer
+    // discovery allowance; a submission of the same target (here or in another process) queues
+    // behind it rather than fail. Other targets never wait for it.
     // A workspace process (no worker) may share the database with an observed one: it assumes
     // the default allowance (W6: 15 s + 13 s).
     let outer = options.waymark.as_ref().map_or(
