@@ -58,10 +58,18 @@ impl McpOptions {
             }
             None => paths.default_database(),
         };
-        // Validate worker settings for every profile (P2), but only keep them where used.
-        let waymark =
-            WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
+        // Validate worker settings for every profile (P2), but only keep them where used. The
+        // workspace profile never starts the worker, so it needs no Node at all (M4, W13).
+        let waymark = if profile.uses_worker() {
+            Some(
+                WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
+                    .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?,
+            )
+        } else {
+            WaymarkConfig::validate_settings_from_env()
                 .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?;
+            None
+        };
         let wire_log = match var("PATCHDIFF_EVIDENCE_WIRE_LOG") {
             Some(p) if PathBuf::from(&p).is_absolute() => Some(PathBuf::from(p)),
             Some(p) => {
@@ -84,7 +92,7 @@ impl McpOptions {
             profile,
             strict,
             database,
-            waymark: profile.uses_worker().then_some(waymark),
+            waymark,
             wire_log,
             http,
         })

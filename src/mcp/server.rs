@@ -494,9 +494,23 @@ impl PatchdiffServer {
                 return Ok(receipt);
             }
             // W7: the validation below holds the target's lock and so never starts a worker;
-            // make sure one is ready first, outside the lock (a failure surfaces as NOT_READY).
-            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready) {
-                let _ = w.prewarm().await;
+            // make sure one is ready first, outside the lock. W8: a failure carries its real
+            // code (RESTART_LIMIT, PROTOCOL, SPAWN, STARTUP_TIMEOUT, …), not NOT_READY.
+            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready)
+                && let Err(e) = w.prewarm().await
+            {
+                let unavailable = DomainError::new(
+                    "VALIDATION_UNAVAILABLE",
+                    format!(
+                        "{}: {}; nothing was recorded, submit again with the same request_key",
+                        e.code.as_str(),
+                        e.message
+                    ),
+                );
+                if let Ok(mut slot) = worker_error.lock() {
+                    *slot = Some(e);
+                }
+                return Err(unavailable);
             }
             self.blocking(move |s| {
                 s.submit_validated(&target, &submission, strict, &|language, content| {

@@ -971,6 +971,9 @@ impl Inner {
             g.stderr_done.send_replace(true);
         });
         tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
+        if worker.mode == WaymarkMode::Resident {
+            tokio::spawn(retire_at_age(self.this.clone(), worker.clone()));
+        }
         if shut_down {
             // Shutdown raced this launch: it saw no such generation, so retire it here.
             self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
@@ -1385,6 +1388,40 @@ async fn read_loop(
                 }
             }
         }
+    }
+}
+
+/// W10: retires a resident generation on the policy clock when it reaches its maximum age while
+/// idle — not only when the next request arrives. It takes the active slot first (so it never
+/// retires a generation under an active request; a busy generation retires gracefully after
+/// its request, see `run_request`); if the slot is not free within the admission ceiling the
+/// request-time check applies.
+async fn retire_at_age(this: Weak<Inner>, worker: Arc<Generation>) {
+    let (clock, max_age, admission) = match this.upgrade() {
+        Some(inner) => (
+            inner.config.clock.clone(),
+            inner.config.limits.max_age,
+            inner.config.limits.admission,
+        ),
+        None => return,
+    };
+    let deadline = worker.started + max_age;
+    tokio::select! {
+        () = worker.cancel.cancelled() => return,
+        () = clock.sleep_until(deadline) => {}
+    }
+    let Some(inner) = this.upgrade() else { return };
+    let permit = tokio::select! {
+        () = worker.cancel.cancelled() => return,
+        permit = inner.admit(admission, None) => permit,
+    };
+    if let Ok(_permit) = permit {
+        inner.retire(
+            &worker,
+            reason::AGE_LIMIT,
+            "reached its maximum age while idle",
+            true,
+        );
     }
 }
 
