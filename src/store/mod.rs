@@ -192,6 +192,10 @@ pub fn parse_submission(json: &str) -> Result<Submission, StoreError> {
 pub enum Validation {
     /// The new content validated: commit the attempt as accepted.
     Passed,
+    /// The new content validated but has syntax errors (the parser's `has_error`): commit as
+    /// accepted; the receipt warns when the base content parsed cleanly (the edit introduced
+    /// them).
+    PassedWithSyntaxErrors,
     /// A domain result (parse failure, output over 2 MiB, active timeout): the attempt is
     /// recorded as rejected with reason code `VALIDATION_FAILED` and this message.
     Failed { code: String, message: String },

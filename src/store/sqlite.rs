@@ -736,6 +736,7 @@ impl SqliteStore {
         submission_sha: &str,
         planned: &TargetRow,
         plan: Plan,
+        warnings: Vec<String>,
     ) -> Result<Option<Receipt>, StoreError> {
         self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -760,6 +761,7 @@ impl SqliteStore {
                 corrections: Vec::new(),
                 reasons: Vec::new(),
                 reason_codes: Vec::new(),
+                warnings: Vec::new(),
             };
             let mut new_cache = None;
             match plan {
@@ -807,6 +809,7 @@ impl SqliteStore {
                     receipt.revision = revision;
                     receipt.sha256 = sha;
                     receipt.corrections = corrections;
+                    receipt.warnings = warnings;
                     new_cache = Some((revision, new_content));
                 }
                 Plan::Reject { reasons } => {
@@ -1126,12 +1129,23 @@ impl EditStore for SqliteStore {
                 } => (target, plan, current),
             };
             // W7/W8: validate what an accepted plan would produce, outside every database lock.
+            let mut warnings = Vec::new();
             let plan = match plan {
                 Plan::Accept {
                     ref new_content, ..
                 } => {
                     match validator(&t.language, new_content) {
                         Validation::Passed => plan,
+                        Validation::PassedWithSyntaxErrors => {
+                            // A warning only when the edit introduced them.
+                            if validator(&t.language, &current) == Validation::Passed {
+                                warnings.push(format!(
+                                    "SYNTAX_ERRORS_INTRODUCED: the accepted edit leaves the {} with syntax errors the base revision did not have; read the target and fix them",
+                                    t.language
+                                ));
+                            }
+                            plan
+                        }
                         Validation::Failed { code, message } => {
                             // Never blame an edit for a condition its base already had.
                             match validator(&t.language, &current) {
@@ -1160,7 +1174,7 @@ impl EditStore for SqliteStore {
                 reject => reject,
             };
             if let Some(receipt) =
-                self.commit_attempt(name, submission, &submission_sha, &t, plan)?
+                self.commit_attempt(name, submission, &submission_sha, &t, plan, warnings)?
             {
                 return Ok(receipt);
             }

@@ -55,7 +55,7 @@ use super::process::{ProcessIdentity, RssSampler, StderrBuffer, capture_stderr, 
 use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage, WorkerMessage};
 use super::queue::{AdmissionError, AdmissionQueue, QueueDepth};
 use super::stale::{self, Manifest, StaleReport};
-use super::{Discovery, Language};
+use super::{Discovery, Language, ScopeQuery};
 use crate::telemetry::{Outcome, PerfEvent, Recorder, Span};
 
 type WorkerCodec = FrameCodec<WorkerMessage, SupervisorMessage>;
@@ -333,7 +333,21 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, false).await
+        self.inner.discover(language, source, None, false).await
+    }
+
+    /// [`Waymark::discover`] answering one question (a named scope, the scopes covering byte
+    /// ranges, or only whether it parses), so the result stays small whatever the file: the
+    /// 2 MiB output cap (W3) applies to the answer, not to the file's whole scope list.
+    pub async fn discover_query(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(language, source, Some(query), false)
+            .await
     }
 
     /// W7: for a caller holding its target's lock. Waits at most 250 ms, in the same FIFO, for an
@@ -345,7 +359,20 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, true).await
+        self.inner.discover(language, source, None, true).await
+    }
+
+    /// [`Waymark::discover_holding_lock`] answering one question (see
+    /// [`Waymark::discover_query`]); submission validation asks only [`ScopeQuery::Summary`].
+    pub async fn discover_holding_lock_query(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(language, source, Some(query), true)
+            .await
     }
 
     /// A snapshot for status endpoints and the console (starts nothing).
@@ -602,6 +629,7 @@ impl Inner {
         &self,
         language: Language,
         source: &str,
+        query: Option<&ScopeQuery>,
         lock_holder: bool,
     ) -> Result<Discovery, DiscoveryError> {
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
@@ -616,7 +644,7 @@ impl Inner {
         outer_span.attr("ceiling_ms", ms(outer));
         let result = match tokio::time::timeout(
             outer,
-            self.discover_phases(request, language, source, lock_holder),
+            self.discover_phases(request, language, source, query, lock_holder),
         )
         .await
         {
@@ -652,6 +680,7 @@ impl Inner {
         request: u64,
         language: Language,
         source: &str,
+        query: Option<&ScopeQuery>,
         lock_holder: bool,
     ) -> Result<Discovery, DiscoveryError> {
         self.check_open()?;
@@ -696,7 +725,9 @@ impl Inner {
         active
             .id("generation", worker.id)
             .attr("ceiling_ms", ms(self.config.active_timeout));
-        let result = self.run_request(&worker, request, language, source).await;
+        let result = self
+            .run_request(&worker, request, language, source, query)
+            .await;
         active.finish(outcome(result.is_ok()));
         if worker.mode == WaymarkMode::Oneshot {
             self.retire(
@@ -991,6 +1022,7 @@ impl Inner {
         request: u64,
         language: Language,
         source: &str,
+        query: Option<&ScopeQuery>,
     ) -> Result<Discovery, DiscoveryError> {
         let Some(this) = self.arc() else {
             return Err(WorkerError::new(WorkerErrorCode::Cancelled, "supervisor dropped").into());
@@ -1070,6 +1102,7 @@ impl Inner {
             token,
             bytes,
             sha256,
+            query: query.cloned(),
         });
         let sent = {
             let mut writer = worker.writer.lock().await;
@@ -1292,8 +1325,11 @@ fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
             .into());
         };
         return Ok(Discovery {
+            scope_count: frame.scope_count.unwrap_or(scopes.len()),
             scopes,
             parse_ms: frame.parse_ms.unwrap_or(0.0),
+            has_error: frame.has_error.unwrap_or(false),
+            names: frame.names.unwrap_or_default(),
         });
     }
     let (code, message) = frame
