@@ -28,6 +28,14 @@ async fn error_of(mcp: &Mcp, tool: &str, args: Value) -> Value {
     r.structured_content.expect("structured")["error"].clone()
 }
 
+async fn observe_named(mcp: &Mcp, target: &str, scope: &str) -> Value {
+    mcp.ok(
+        "patchdiff_observe_scope",
+        json!({"target": target, "scope": scope}),
+    )
+    .await
+}
+
 async fn submit(mcp: &Mcp, target: &str, key: &str, obs: &Value, old: &str, new: &str) -> Value {
     let r = mcp
         .call(
@@ -133,6 +141,9 @@ async fn a_react_component_file_as_tsx_has_all_four_scopes() {
     assert!(r.get("warnings").is_none(), "{r}");
     // The same file as plain TypeScript does not parse cleanly, and now says so.
     let ts = with_target(&env, "panel-ts", "typescript", REACT_TSX).await;
+    // (A named observation waits for the worker; a read only asks an idle, ready one.)
+    let counter = observe_named(&ts, "panel-ts", "Counter").await;
+    assert_eq!(counter["parses_cleanly"], false);
     let read = ts
         .ok("patchdiff_read_target", json!({"target": "panel-ts"}))
         .await;
@@ -231,17 +242,13 @@ async fn identical_minified_scopes_are_listed_by_byte_range_and_picked_by_start_
 async fn parse_errors_are_reported_and_an_edit_introducing_them_is_warned_about() {
     let env = TestEnv::new();
     let mcp = with_target(&env, "t", "javascript", CALENDAR_JS).await;
+    // (A named observation waits for the worker; a read only asks an idle, ready one.)
+    let obs = observe_named(&mcp, "t", "Calendar.count").await;
+    assert_eq!(obs["parses_cleanly"], true);
     let read = mcp
         .ok("patchdiff_read_target", json!({"target": "t"}))
         .await;
     assert_eq!(read["parses_cleanly"], true);
-    let obs = mcp
-        .ok(
-            "patchdiff_observe_scope",
-            json!({"target": "t", "scope": "Calendar.count"}),
-        )
-        .await;
-    assert_eq!(obs["parses_cleanly"], true);
     // Drop a closing parenthesis: accepted, with a warning.
     let r = submit(
         &mcp,

@@ -249,10 +249,7 @@ impl PatchdiffServer {
                     start_byte,
                     end_byte,
                 };
-                (
-                    range,
-                    self.parses_cleanly(&t.name, &t.language, &t.content).await,
-                )
+                (range, self.parses_cleanly(&t.language, &t.content).await)
             }
             _ => {
                 return Err(DomainError::new(
@@ -272,12 +269,13 @@ impl PatchdiffServer {
     }
 
     /// Whether `content` parses without syntax errors (a summary discovery: no scope list), or
-    /// `None` when unknown (no worker, a language discovery does not parse, a worker error —
-    /// which is still recorded in the audit). Best effort: never fails the caller.
-    async fn parses_cleanly(&self, target: &str, language: &str, content: &str) -> Option<bool> {
-        self.waymark.as_ref()?;
-        language.parse::<Language>().ok()?;
-        self.discover(target, language, content, &ScopeQuery::Summary)
+    /// `None` when unknown: no worker, a language discovery does not parse, or the worker busy
+    /// or not ready — a read never waits for the worker (nor starts one) to answer this.
+    async fn parses_cleanly(&self, language: &str, content: &str) -> Option<bool> {
+        let waymark = self.waymark.as_ref()?;
+        let language = language.parse::<Language>().ok()?;
+        waymark
+            .discover_if_idle(language, content, &ScopeQuery::Summary)
             .await
             .ok()
             .map(|d| !d.has_error)
@@ -471,7 +469,7 @@ impl PatchdiffServer {
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
         let outcome = async {
             let t = self.blocking(move |s| s.read_target(&args.target)).await?;
-            let parses_cleanly = self.parses_cleanly(&t.name, &t.language, &t.content).await;
+            let parses_cleanly = self.parses_cleanly(&t.language, &t.content).await;
             Ok(json!({
                 "target": t.name, "version": t.version, "revision": t.revision,
                 "sha256": t.sha256, "language": t.language, "content": t.content,

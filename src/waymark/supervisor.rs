@@ -333,7 +333,7 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, None, false).await
+        self.inner.discover(language, source, None, None).await
     }
 
     /// [`Waymark::discover`] answering one question (a named scope, the scopes covering byte
@@ -346,7 +346,7 @@ impl Waymark {
         query: &ScopeQuery,
     ) -> Result<Discovery, DiscoveryError> {
         self.inner
-            .discover(language, source, Some(query), false)
+            .discover(language, source, Some(query), None)
             .await
     }
 
@@ -359,7 +359,14 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, None, true).await
+        self.inner
+            .discover(
+                language,
+                source,
+                None,
+                Some(self.inner.config.limits.lock_wait),
+            )
+            .await
     }
 
     /// [`Waymark::discover_holding_lock`] answering one question (see
@@ -371,7 +378,27 @@ impl Waymark {
         query: &ScopeQuery,
     ) -> Result<Discovery, DiscoveryError> {
         self.inner
-            .discover(language, source, Some(query), true)
+            .discover(
+                language,
+                source,
+                Some(query),
+                Some(self.inner.config.limits.lock_wait),
+            )
+            .await
+    }
+
+    /// Best-effort discovery for a caller that must not wait (a read reporting whether content
+    /// parses): like [`Waymark::discover_holding_lock_query`] it never starts a child, but it
+    /// does not wait at all — with the worker busy, not ready or absent it fails at once
+    /// (`WAYMARK_WORKER_QUEUE_EXPIRED` / `WAYMARK_WORKER_NOT_READY`).
+    pub async fn discover_if_idle(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(language, source, Some(query), Some(Duration::ZERO))
             .await
     }
 
@@ -630,8 +657,9 @@ impl Inner {
         language: Language,
         source: &str,
         query: Option<&ScopeQuery>,
-        lock_holder: bool,
+        lock_wait: Option<Duration>,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_holder = lock_wait.is_some();
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
         let mut total = self.span("discovery_total", Some(request));
         total
@@ -644,7 +672,7 @@ impl Inner {
         outer_span.attr("ceiling_ms", ms(outer));
         let result = match tokio::time::timeout(
             outer,
-            self.discover_phases(request, language, source, query, lock_holder),
+            self.discover_phases(request, language, source, query, lock_wait),
         )
         .await
         {
@@ -681,8 +709,9 @@ impl Inner {
         language: Language,
         source: &str,
         query: Option<&ScopeQuery>,
-        lock_holder: bool,
+        lock_wait: Option<Duration>,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_holder = lock_wait.is_some();
         self.check_open()?;
         let not_ready = || {
             WorkerError::new(
@@ -694,11 +723,7 @@ impl Inner {
         if lock_holder && !self.current_ready() {
             return Err(not_ready().into());
         }
-        let ceiling = if lock_holder {
-            self.config.limits.lock_wait
-        } else {
-            self.config.limits.admission
-        };
+        let ceiling = lock_wait.unwrap_or(self.config.limits.admission);
         let permit = self.admit(ceiling, Some(request)).await?;
 
         let mut readiness = self.span("phase_readiness", Some(request));

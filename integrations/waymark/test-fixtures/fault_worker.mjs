@@ -9,7 +9,15 @@
 //   hang             ready, then never answers
 //   no_ready         never reports ready
 //   balloon          on a request, allocates and touches 256 MiB, then never answers
+//   stall_marker     answers correctly, except that a request whose source contains STALL_HERE
+//                    first writes a line to the FIFO $PATCHDIFF_TEST_STALL_ENTERED (blocking
+//                    until the test reads it) and then reads the FIFO
+//                    $PATCHDIFF_TEST_STALL_RELEASE (blocking until the test writes it): a
+//                    validation the test holds stalled, with no timing involved
 // Every mode keeps the W11 stdin-reader guard (exits when stdin closes).
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 import { createEngine } from "../discovery_core.mjs";
 import {
@@ -80,6 +88,19 @@ switch (fault) {
     });
     ready();
     break;
+  case "stall_marker": {
+    const engine = await createEngine(["javascript"]);
+    readFrames((req) => {
+      const source = readFileSync(join(root, req.token, "source"), "utf8");
+      if (source.includes("STALL_HERE")) {
+        writeFileSync(process.env.PATCHDIFF_TEST_STALL_ENTERED, "entered\n");
+        readFileSync(process.env.PATCHDIFF_TEST_STALL_RELEASE);
+      }
+      answer(engine, root, generation, req);
+    });
+    ready();
+    break;
+  }
   default:
     die(`unknown --fault ${fault}`, 2);
 }
