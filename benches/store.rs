@@ -8,10 +8,14 @@
 //!   content) over a 100,000-entry journal of a 1 KB target, and over a 5,000-entry journal of a
 //!   100 KB target (the baseline journals whole contents: 100,000 × 100 KB would be 10 GB);
 //! - the same figures for a baseline that rewrites the whole content per submission (and
-//!   journals whole contents), and our ratio against it.
+//!   journals whole contents), and our ratio against it;
+//! - K5: save latency p50/p99 on target B, idle vs while a submission's validation on target A
+//!   stalls, through the stalled store itself and through a second store on the same file (as
+//!   another MCP process would), side by side (goal: stalled p99 within 2x of idle).
 //!
 //! Environment: `STORE_BENCH_SUBMISSIONS` (default 300 per size), `STORE_BENCH_JOURNAL`
-//! (default 100000), `STORE_BENCH_JOURNAL_100KB` (default 5000), `STORE_BENCH_DIR` (default: a temporary directory on the target disk).
+//! (default 100000), `STORE_BENCH_JOURNAL_100KB` (default 5000), `STORE_BENCH_SAVES` (default
+//! 300 saves per case), `STORE_BENCH_DIR` (default: a temporary directory on the target disk).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -257,9 +261,98 @@ fn main() {
         }
         println!();
     }
+    boundary_case(dir, env_usize("STORE_BENCH_SAVES", scale(300, 5)));
+    println!();
     println!("replay (page through the whole journal with limit 1000 and apply every entry)");
     replay_case(dir, 1024, journal);
     replay_case(dir, 100 * 1024, large_journal);
+}
+
+/// Durable saves of target `b`, `count` times, through `store`; sorted latencies.
+fn save_latencies(store: &SqliteStore, count: usize) -> Vec<Duration> {
+    let mut out: Vec<Duration> = (0..count)
+        .map(|_| {
+            let t0 = Instant::now();
+            store.save("b").unwrap();
+            t0.elapsed()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// K5: save latency on target B idle vs while a validation on target A stalls (a validator
+/// blocked on a channel stands in for a worker that stalls), through the same store and through
+/// a second store on the same database file.
+fn boundary_case(dir: &Path, count: usize) {
+    let path = dir.join("ours-boundary.sqlite");
+    let same = std::sync::Arc::new(SqliteStore::open(&path).unwrap());
+    let other = SqliteStore::open(&path).unwrap();
+    for name in ["a", "b"] {
+        let content = fixture(1024);
+        same.init_target(
+            name,
+            "javascript",
+            content.as_bytes(),
+            &sha256_hex(&content),
+            true,
+        )
+        .unwrap();
+    }
+    let idle_same = save_latencies(&same, count);
+    let idle_other = save_latencies(&other, count);
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let stalled = {
+        let store = same.clone();
+        let (entered_tx, release_rx) = (
+            std::sync::Mutex::new(entered_tx),
+            std::sync::Mutex::new(release_rx),
+        );
+        std::thread::spawn(move || {
+            let stall = move |_: &str, _: &str| {
+                let _ = entered_tx.lock().unwrap().send(());
+                let _ = release_rx.lock().unwrap().recv();
+                patchdiff::store::Validation::Passed
+            };
+            store
+                .submit_validated("a", &submission(0, 0), false, &stall)
+                .unwrap()
+        })
+    };
+    entered_rx.recv().unwrap();
+    let stalled_same = save_latencies(&same, count);
+    let stalled_other = save_latencies(&other, count);
+    release_tx.send(()).unwrap();
+    stalled.join().unwrap();
+    println!(
+        "K5 per-target boundary: durable save of target B, ms ({count} saves per case; A's validation stalls until all are done)"
+    );
+    println!(
+        "{:>16} {:>10} {:>10} {:>13} {:>13} {:>14}",
+        "save of B via",
+        "idle p50",
+        "idle p99",
+        "A-stalled p50",
+        "A-stalled p99",
+        "stalled/idle p99"
+    );
+    for (via, idle, stalled) in [
+        ("same store", &idle_same, &stalled_same),
+        ("second store", &idle_other, &stalled_other),
+    ] {
+        let (i50, i99) = (percentile(idle, 0.5), percentile(idle, 0.99));
+        let (s50, s99) = (percentile(stalled, 0.5), percentile(stalled, 0.99));
+        println!(
+            "{:>16} {:>10.3} {:>10.3} {:>13.3} {:>13.3} {:>15.2}x",
+            via,
+            ms(i50),
+            ms(i99),
+            ms(s50),
+            ms(s99),
+            ms(s99) / ms(i99)
+        );
+    }
 }
 
 /// Bytes of a database file plus its WAL, after a truncating checkpoint.

@@ -191,6 +191,23 @@ async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
             return EXIT_USAGE;
         }
     };
+    use std::io::IsTerminal;
+    // U4: the interactive console needs a terminal on stdin and stdout; refuse before creating
+    // anything (no run directory, no children) rather than fail inside the terminal library.
+    if args.script.is_none()
+        && let Some(stream) = [
+            ("stdin", std::io::stdin().is_terminal()),
+            ("stdout", std::io::stdout().is_terminal()),
+        ]
+        .into_iter()
+        .find_map(|(name, tty)| (!tty).then_some(name))
+    {
+        eprintln!(
+            "patchdiff console: {stream} is not a terminal; the interactive console needs one. \
+             For a headless run use `patchdiff console --script FILE` (see --help)"
+        );
+        return EXIT_USAGE;
+    }
     if let Some(events) = args.attach_events {
         return match patchdiff::console::run_attach(events, args.database).await {
             Ok(()) => 0,

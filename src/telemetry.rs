@@ -158,6 +158,26 @@ pub struct TelemetryStatus {
     pub limits: Option<Limits>,
 }
 
+/// T2: the `telemetry_status` point event (the status receipt as recorded in the events file):
+/// `recording`, `valid`, `invalid_reason`, `memory_sampling_enabled`, `memory_path`; `failed`
+/// when the configuration is invalid.
+fn status_event(status: &TelemetryStatus) -> PerfEvent {
+    PerfEvent::point("telemetry_status")
+        .outcome(if status.valid {
+            Outcome::Ok
+        } else {
+            Outcome::Failed
+        })
+        .attr("recording", status.recording)
+        .attr("valid", status.valid)
+        .attr("invalid_reason", status.invalid_reason.clone())
+        .attr("memory_sampling_enabled", status.memory_sampling_enabled)
+        .attr(
+            "memory_path",
+            status.memory_path.as_ref().map(|p| p.display().to_string()),
+        )
+}
+
 impl TelemetryStatus {
     fn off() -> Self {
         Self {
@@ -265,17 +285,22 @@ impl Recorder {
             None | Some("1") => true,
             Some("0") => false,
             Some(other) => {
-                return (
-                    Self::disabled(),
-                    TelemetryStatus::invalid(
-                        "invalid_memory_configuration",
-                        format!(
-                            "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
-                             RSS, the default) or `0` (timing events only)"
-                        ),
-                        Some(events.to_path_buf()),
+                let status = TelemetryStatus::invalid(
+                    "invalid_memory_configuration",
+                    format!(
+                        "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
+                         RSS, the default) or `0` (timing events only)"
                     ),
+                    Some(events.to_path_buf()),
                 );
+                // T2/T3: the events file says why nothing else is recorded: one status line.
+                if let Ok(file) = open_append_private(events) {
+                    let mut line =
+                        serde_json::to_string(&status_event(&status)).unwrap_or_default();
+                    line.push('\n');
+                    let _ = (&file).write_all(line.as_bytes());
+                }
+                return (Self::disabled(), status);
             }
         };
         let memory_path = memory_sampling.then(|| memory_path_for(events));
@@ -301,22 +326,23 @@ impl Recorder {
                     limits,
                     stats,
                 };
-                (
-                    Self {
-                        sink: Some(Arc::new(Mutex::new(sink))),
-                        listener: None,
-                    },
-                    TelemetryStatus {
-                        recording: true,
-                        valid: true,
-                        invalid_reason: None,
-                        invalid_detail: None,
-                        memory_sampling_enabled: memory_sampling,
-                        events_path: Some(events.to_path_buf()),
-                        memory_path,
-                        limits: Some(limits),
-                    },
-                )
+                let recorder = Self {
+                    sink: Some(Arc::new(Mutex::new(sink))),
+                    listener: None,
+                };
+                let status = TelemetryStatus {
+                    recording: true,
+                    valid: true,
+                    invalid_reason: None,
+                    invalid_detail: None,
+                    memory_sampling_enabled: memory_sampling,
+                    events_path: Some(events.to_path_buf()),
+                    memory_path,
+                    limits: Some(limits),
+                };
+                // T2: the status receipt is the first thing this process records.
+                recorder.record(status_event(&status));
+                (recorder, status)
             }
             Err(e) => {
                 let reason = Refusal::of(&e).map_or("open_failed", Refusal::code);

@@ -201,9 +201,10 @@ async fn ambiguous_old_text_is_an_is_error_receipt_naming_the_count() {
 }
 
 #[tokio::test]
-async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
-    // W7/W8: the post-edit discovery's output exceeds the 2 MiB cap — a domain result, so the
-    // attempt is recorded as rejected (VALIDATION_FAILED) and nothing is applied.
+async fn an_edit_whose_scope_list_would_exceed_2_mib_is_validated_and_accepted() {
+    // W3/W7: validation asks only whether the edited content parses, not for its scope list, so
+    // an edit adding 60,000 functions (a scope list far over the 2 MiB output cap) is accepted;
+    // before, it was rejected as VALIDATION_FAILED (output_too_large).
     let dir = tempfile::tempdir().unwrap();
     let full = full_with_calendar(dir.path()).await;
     let obs = observe_calendar(&full, "rangesOverlap").await;
@@ -228,22 +229,23 @@ async fn edit_whose_result_fails_discovery_is_a_recorded_failed_validation() {
         )
         .await
         .unwrap();
-    assert!(reply.is_error);
-    assert_eq!(
-        reply.structured["outcome"], "rejected",
+    assert!(!reply.is_error, "{}", reply.structured);
+    assert_eq!(reply.structured["outcome"], "accepted");
+    assert!(
+        reply.structured.get("warnings").is_none(),
         "{}",
         reply.structured
     );
-    assert_eq!(
-        reply.structured["reason_codes"],
-        json!(["VALIDATION_FAILED"])
-    );
-    let audit = full
-        .call_ok("patchdiff_audit", json!({"target": "calendar"}))
+    // Observing one of the 60,000 by name answers with that scope alone.
+    let f = full
+        .call_ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "scope": "f59999"}),
+        )
         .await
         .unwrap();
-    assert_eq!(audit["rejections"]["VALIDATION_FAILED"], 1, "{audit}");
-    assert_eq!(audit["revision"], 0, "nothing was applied");
+    assert_eq!(f["text"], "function f59999() {}");
+    assert_eq!(f["parses_cleanly"], true);
     full.stop().await;
 }
 

@@ -5,8 +5,6 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Barrier};
 
 use common::*;
@@ -177,62 +175,6 @@ fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
             .unwrap();
         assert!((max as usize) < RECORD_BOUND_BYTES, "{table}: {max}");
     }
-}
-
-struct Probe {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Probe {
-    fn spawn(args: &[&str]) -> Probe {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_store-probe"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn store-probe");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut p = Probe {
-            child,
-            stdin,
-            stdout,
-        };
-        assert_eq!(p.line().as_deref(), Some("READY"));
-        p
-    }
-
-    fn line(&mut self) -> Option<String> {
-        let mut s = String::new();
-        match self.stdout.read_line(&mut s) {
-            Ok(0) | Err(_) => None,
-            Ok(_) => Some(s.trim_end().to_owned()),
-        }
-    }
-
-    fn go(&mut self) {
-        writeln!(self.stdin, "GO").unwrap();
-        self.stdin.flush().unwrap();
-    }
-
-    /// Remaining lines until the child exits; asserts it succeeded.
-    fn finish(mut self) -> Vec<String> {
-        let mut lines = Vec::new();
-        while let Some(l) = self.line() {
-            lines.push(l);
-        }
-        assert!(
-            self.child.wait().unwrap().success(),
-            "probe failed: {lines:?}"
-        );
-        lines
-    }
-}
-
-fn db_arg(dir: &tempfile::TempDir) -> String {
-    dir.path().join("pd.sqlite").to_str().unwrap().to_owned()
 }
 
 #[test]

@@ -58,7 +58,42 @@ fn memory_zero_keeps_events_but_no_memory_file() {
     rec.record(PerfEvent::point("worker_ready"));
     rec.record_memory(42, 1, Map::new());
     assert!(!memory_path_for(&events).exists());
-    assert_eq!(std::fs::read_to_string(&events).unwrap().lines().count(), 1);
+    let lines = event_lines(&events);
+    assert_eq!(
+        lines.len(),
+        2,
+        "the status line and the one event: {lines:?}"
+    );
+    assert_eq!(lines[0]["name"], "telemetry_status");
+    assert_eq!(lines[0]["attrs"]["memory_sampling_enabled"], false);
+    assert_eq!(lines[1]["name"], "worker_ready");
+}
+
+/// The events file's lines, parsed.
+fn event_lines(events: &Path) -> Vec<Value> {
+    std::fs::read_to_string(events)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_status_receipt_is_the_first_line_of_the_events_file() {
+    // T2: `memory_sampling_enabled` reaches the events file, not only the status tool.
+    let dir = tempfile::tempdir().unwrap();
+    let events = dir.path().join("perf.jsonl");
+    let (_rec, status) = Recorder::configure(Some(&events), None);
+    assert!(status.memory_sampling_enabled);
+    let lines = event_lines(&events);
+    assert_eq!(lines[0]["name"], "telemetry_status");
+    assert_eq!(lines[0]["outcome"], "ok");
+    assert_eq!(lines[0]["attrs"]["valid"], true);
+    assert_eq!(lines[0]["attrs"]["memory_sampling_enabled"], true);
+    assert_eq!(
+        lines[0]["attrs"]["memory_path"],
+        memory_path_for(&events).display().to_string()
+    );
 }
 
 #[test]
@@ -74,6 +109,15 @@ fn junk_memory_value_invalidates_telemetry() {
         );
         assert!(!rec.is_recording());
     }
+    // T2/T3: the events file holds only the status lines saying why nothing else is recorded.
+    let lines = event_lines(&events);
+    assert_eq!(lines.len(), 4);
+    for l in lines {
+        assert_eq!(l["name"], "telemetry_status");
+        assert_eq!(l["outcome"], "failed");
+        assert_eq!(l["attrs"]["invalid_reason"], "invalid_memory_configuration");
+    }
+    assert!(!memory_path_for(&events).exists());
 }
 
 #[test]
@@ -148,9 +192,10 @@ fn events_file_stays_within_its_bounds_under_a_flood() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 51, "50 events and one marker");
+    assert_eq!(lines.len(), 51, "the status line, 49 events and one marker");
+    assert_eq!(lines[0]["name"], "telemetry_status");
     assert_eq!(lines[50]["name"], "telemetry_truncated");
-    assert_eq!(rec.stats().dropped_events, 4_950);
+    assert_eq!(rec.stats().dropped_events, 4_951);
 
     // Byte bound: big events, marker included, never past max_bytes.
     let events = dir.path().join("bytes.jsonl");
@@ -181,7 +226,11 @@ fn events_file_stays_within_its_bounds_under_a_flood() {
     );
     let stats = rec.stats();
     assert_eq!(stats.written_bytes, len);
-    assert_eq!(stats.written_events + stats.dropped_events, 2_000);
+    assert_eq!(
+        stats.written_events + stats.dropped_events,
+        2_001,
+        "the status line and the flood"
+    );
 }
 
 /// The status receipt of a real full-profile process for one `PATCHDIFF_PERF_MEMORY` value, and
@@ -263,7 +312,15 @@ async fn status_receipt_reports_each_memory_configuration() {
         s["telemetry"]["invalid_reason"],
         "invalid_memory_configuration"
     );
-    assert!(!events.exists());
+    // T2/T3: the events file holds only the status line, naming the invalid configuration.
+    let lines = event_lines(&events);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["name"], "telemetry_status");
+    assert_eq!(
+        lines[0]["attrs"]["invalid_reason"],
+        "invalid_memory_configuration"
+    );
+    assert!(!memory_path_for(&events).exists());
     // T3: telemetry never disables the worker's own RSS limit (W9).
     assert!(
         s["worker"].is_object(),

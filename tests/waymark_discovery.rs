@@ -322,6 +322,39 @@ async fn generation_retires_at_sixty_minutes_on_the_policy_clock() {
 }
 
 #[tokio::test]
+async fn an_idle_generation_retires_at_sixty_minutes_without_a_request() {
+    // W10: the age is enforced on the clock, not only when the next request arrives.
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let clock = Clock::manual();
+    config.clock = clock.clone();
+    let events = EventLog::default();
+    let waymark = Waymark::new(config, events.recorder());
+    waymark.prewarm().await.expect("prewarm");
+    let pid = waymark.status().pid.expect("running");
+    clock.advance(Duration::from_secs(59 * 60));
+    tokio::task::yield_now().await;
+    assert!(
+        waymark.status().retirements.is_empty(),
+        "59 minutes is young"
+    );
+    clock.advance(Duration::from_secs(60));
+    assert_eq!(events.retirement(Duration::from_secs(5)).await, "age_limit");
+    let status = waymark.status();
+    assert_eq!(status.retirements[0].generation, 1);
+    assert_eq!(status.retirements[0].requests, 0);
+    assert!(status.pid.is_none(), "no current generation: {status:?}");
+    support::wait_gone(pid, Duration::from_secs(5)).await;
+    // The next request launches a fresh generation.
+    waymark
+        .discover(Language::Rust, RS)
+        .await
+        .expect("answered");
+    assert_eq!(waymark.status().generation, Some(2));
+    waymark.shutdown().await;
+}
+
+#[tokio::test]
 async fn fourth_launch_in_a_rolling_minute_is_refused() {
     let work = tempfile::tempdir().expect("tempdir");
     let mut config = support::config(WaymarkMode::Resident, work.path());

@@ -21,12 +21,18 @@ import { Language, Parser, Query } from "web-tree-sitter";
 
 const require = createRequire(import.meta.url);
 
-/** The languages this core discovers, with their grammar wasm files. */
+/**
+ * The languages this core discovers, with their grammar wasm files. `jsx` is JavaScript's grammar
+ * (it parses JSX); `tsx` is the TSX grammar tree-sitter-typescript ships beside TypeScript's.
+ */
 export const LANGUAGES = Object.freeze({
   javascript: "tree-sitter-javascript/tree-sitter-javascript.wasm",
+  jsx: "tree-sitter-javascript/tree-sitter-javascript.wasm",
   typescript: "tree-sitter-typescript/tree-sitter-typescript.wasm",
+  tsx: "tree-sitter-typescript/tree-sitter-tsx.wasm",
   python: "tree-sitter-python/tree-sitter-python.wasm",
   rust: "tree-sitter-rust/tree-sitter-rust.wasm",
+  go: "tree-sitter-go/tree-sitter-go.wasm",
 });
 
 /** A small sample per language, parsed once at startup to warm up the JIT (FACTS: 9-24 ms). */
@@ -37,23 +43,26 @@ const WARMUP_SAMPLES = Object.freeze({
     "interface Window { start: number }\nenum Color { Red }\nclass Calendar {\n  addWindow(w: Window): void { this.w.push(w); }\n}\nexport function parseLine(l: string): string[] { return l.split(','); }\n",
   python:
     "class RateLimiter:\n    @property\n    def allow(self):\n        return True\n\ndef parse_line(line):\n    return line.split(',')\n",
+  jsx: "function App({ items }) {\n  return <ul>{items.map((i) => <li key={i}>{i}</li>)}</ul>;\n}\nconst Row = () => <tr />;\n",
+  tsx: "interface Props { n: number }\nexport function App({ n }: Props): JSX.Element {\n  return <div>{n}</div>;\n}\nconst Row = (p: Props) => <tr />;\n",
+  go: "package m\n\ntype Limiter struct{ n int }\n\nfunc (l *Limiter) Allow() bool { l.n++; return true }\n\ntype Limit interface{ Limit() int }\n\nfunc ParseLine(l string) []string { return nil }\n",
   rust:
     "struct RateLimiter { n: u32 }\nimpl RateLimiter {\n    fn allow(&mut self) -> bool { self.n += 1; true }\n}\ntrait T { fn t(&self); }\nenum E { A }\nmod m { fn inner() {} }\nfn parse_line(l: &str) -> Vec<&str> { l.split(',').collect() }\n",
 });
 
 let parserInit = null;
-const languageCache = new Map(); // language name -> Promise<Language> (grammar initialization only)
+const languageCache = new Map(); // wasm path -> Promise<Language> (grammar initialization only)
 
 function loadLanguage(language) {
   const rel = LANGUAGES[language];
   if (rel === undefined) {
     throw new DiscoveryError("unsupported_language", `unsupported language: ${language}`);
   }
-  let pending = languageCache.get(language);
+  let pending = languageCache.get(rel);
   if (pending === undefined) {
     parserInit ??= Parser.init();
     pending = parserInit.then(() => Language.load(readFileSync(require.resolve(rel))));
-    languageCache.set(language, pending);
+    languageCache.set(rel, pending);
   }
   return pending;
 }
@@ -67,7 +76,7 @@ export class DiscoveryError extends Error {
 }
 
 /**
- * Loads the grammars of `languages` (default: all four) and parses a warm-up sample with each.
+ * Loads the grammars of `languages` (default: all) and parses a warm-up sample with each.
  * Returns {warmup_ms, languages}. Call before reporting ready.
  */
 export async function initEngine(languages = Object.keys(LANGUAGES), { warmUp = true } = {}) {
@@ -117,6 +126,56 @@ export async function createEngine(languages = Object.keys(LANGUAGES)) {
       }
     },
   };
+}
+
+/** How many distinct names an unmatched name query lists (for the agent's advice). */
+export const NAMES_LISTED = 40;
+
+/**
+ * Answers the question a request asks, so the result stays small whatever the file (a
+ * generated file can have tens of thousands of scopes):
+ *   - absent/null: every scope;
+ *   - {name}: the scopes with that qualified name, and when there is none, the first
+ *     NAMES_LISTED distinct names (`names`) for the agent's advice;
+ *   - {covering: [[start, end], ...]}: for each UTF-8 byte range, the innermost scope
+ *     containing it (each scope once, in scope order);
+ *   - {summary: true}: no scopes (validation: does it parse, and how cleanly).
+ * Returns {scopes, names?}; callers add `scope_count` (all scopes) and `has_error`.
+ */
+export function selectScopes(scopes, query) {
+  if (query === undefined || query === null) return { scopes };
+  if (query.summary === true) return { scopes: [] };
+  if (typeof query.name === "string") {
+    const matches = scopes.filter((s) => s.name === query.name);
+    if (matches.length > 0) return { scopes: matches };
+    const names = [];
+    const seen = new Set();
+    for (const s of scopes) {
+      if (names.length >= NAMES_LISTED) break;
+      if (!seen.has(s.name)) {
+        seen.add(s.name);
+        names.push(s.name);
+      }
+    }
+    return { scopes: [], names };
+  }
+  if (Array.isArray(query.covering)) {
+    const picked = new Set();
+    for (const [start, end] of query.covering) {
+      let best = -1;
+      for (let i = 0; i < scopes.length; i++) {
+        const s = scopes[i];
+        if (s.start_byte > start) break; // sorted by start: no later scope contains it
+        if (end <= s.end_byte) {
+          const better = best < 0 || s.end_byte - s.start_byte <= scopes[best].end_byte - scopes[best].start_byte;
+          if (better) best = i;
+        }
+      }
+      if (best >= 0) picked.add(best);
+    }
+    return { scopes: [...picked].sort((a, b) => a - b).map((i) => scopes[i]) };
+  }
+  throw new DiscoveryError("invalid_query", `unknown discovery query ${JSON.stringify(query)}`);
 }
 
 /** Convenience: discover scopes with a lazily created engine for all languages. */
@@ -301,11 +360,52 @@ const RUST_HANDLERS = {
   },
 };
 
+// Go: `func (c *Calendar) Add()` is the method `Calendar.Add` (the receiver's type, without
+// pointer or type parameters); `type T struct {…}` / `type I interface {…}` are struct/interface.
+function goReceiverType(node) {
+  const receiver = node.childForFieldName("receiver");
+  const param = receiver?.namedChildren.find((c) => c !== null && c.type === "parameter_declaration");
+  let type = param?.childForFieldName("type") ?? null;
+  for (let i = 0; i < 4 && type !== null; i++) {
+    if (type.type === "pointer_type") type = type.namedChildren[0] ?? null;
+    else if (type.type === "generic_type") type = type.childForFieldName("type");
+    else return type.text;
+  }
+  return null;
+}
+
+const GO_TYPE_KINDS = { struct_type: "struct", interface_type: "interface" };
+
+const GO_HANDLERS = {
+  function_declaration: named("function"),
+  method_declaration: (node) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    const receiver = goReceiverType(node);
+    return { kind: "method", name: receiver === null ? name : `${receiver}.${name}`, range: node };
+  },
+  type_spec: (node) => {
+    const name = fieldText(node, "name");
+    const kind = GO_TYPE_KINDS[node.childForFieldName("type")?.type];
+    if (name === null || kind === undefined) return null;
+    // `type T struct {…}` covers its `type` keyword; a grouped `type ( … )` covers the spec.
+    const parent = node.parent;
+    const single =
+      parent !== null &&
+      parent.type === "type_declaration" &&
+      parent.namedChildren.filter((c) => c !== null && c.type === "type_spec").length === 1;
+    return { kind, name, range: single ? parent : node };
+  },
+};
+
 const HANDLERS = {
   javascript: JS_HANDLERS,
+  jsx: JS_HANDLERS,
   typescript: JS_HANDLERS,
+  tsx: JS_HANDLERS,
   python: PYTHON_HANDLERS,
   rust: RUST_HANDLERS,
+  go: GO_HANDLERS,
 };
 
 // One query per grammar capturing every candidate scope node (@scope). The query runs inside the

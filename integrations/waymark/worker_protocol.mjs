@@ -10,9 +10,9 @@
 //   worker:     {"type":"ready","generation":G,"pid":P,"mode":"resident"|"oneshot",
 //                "languages":[...],"warmup_ms":F,"engine":"web-tree-sitter@0.25.10"}
 //   supervisor: {"type":"discover","generation":G,"request":R,"language":L,"token":T,
-//                "bytes":N,"sha256":HEX}
+//                "bytes":N,"sha256":HEX,"query":Q?}   (Q: see selectScopes in discovery_core)
 //   worker:     {"type":"result","generation":G,"request":R,"ok":true,"scopes":[...],
-//                "parse_ms":F,"read_ms":F,"has_error":B}
+//                "parse_ms":F,"read_ms":F,"has_error":B,"scope_count":N,"names":[...]?}
 //            or {"type":"result","generation":G,"request":R,"ok":false,
 //                "error":{"code":"parse_failed"|"output_too_large"|"integrity_mismatch"|
 //                         "unsupported_language","message":S}}
@@ -22,6 +22,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
+import { selectScopes } from "./discovery_core.mjs";
 
 export const MAX_IN_FRAME = 1024 * 1024;
 export const OUTPUT_CAP = 2 * 1024 * 1024;
@@ -157,7 +158,13 @@ export function answer(engine, root, generation, request) {
   } catch (e) {
     return error(e.code ?? "parse_failed", String(e.message ?? e));
   }
-  const scopesJson = JSON.stringify(found.scopes);
+  let selected;
+  try {
+    selected = selectScopes(found.scopes, request.query);
+  } catch (e) {
+    return error(e.code ?? "invalid_query", String(e.message ?? e));
+  }
+  const scopesJson = JSON.stringify(selected.scopes);
   const scopesBytes = Buffer.byteLength(scopesJson, "utf8");
   if (scopesBytes > OUTPUT_CAP) {
     return error("output_too_large", `result of ${scopesBytes} bytes exceeds ${OUTPUT_CAP}`);
@@ -169,6 +176,8 @@ export function answer(engine, root, generation, request) {
     parse_ms: found.parse_ms,
     read_ms,
     has_error: found.has_error,
+    scope_count: found.scopes.length,
+    ...(selected.names === undefined ? {} : { names: selected.names }),
   });
   writeJsonFrame(`${head.slice(0, -1)},"scopes":${scopesJson}}`);
 }

@@ -10,13 +10,17 @@
 //! store-probe race-save DB TARGET            waits for GO, submits "a" -> "R" at base 0
 //!                                            (key "replica"), saves; prints both results
 //! store-probe saves DB TARGET N              waits for GO, saves N times; prints each result
+//! store-probe stall-submit DB TARGET         submits "<<END>>" -> "[stalled]<<END>>" at the
+//!                                            current revision (key "stalled") with a validator
+//!                                            that prints "VALIDATING" and waits for GO; then
+//!                                            prints the receipt
 //! ```
 
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use patchdiff::store::{EditStore, OperationRequest, SqliteStore, Submission};
+use patchdiff::store::{EditStore, OperationRequest, SqliteStore, Submission, Validation};
 
 fn op(old: &str, new: &str) -> OperationRequest {
     OperationRequest {
@@ -92,6 +96,28 @@ fn run(args: &[String]) -> Result<(), String> {
                     serde_json::to_string(&saved).map_err(|e| e.to_string())?
                 ))?;
             }
+        }
+        "stall-submit" => {
+            let base = store.read_target(target).map_err(err)?.revision;
+            let s = Submission {
+                request_key: "stalled".to_owned(),
+                base_revision: base,
+                expected_sha256: None,
+                operations: vec![op("<<END>>", "[stalled]<<END>>")],
+            };
+            let stall = |_: &str, _: &str| {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "VALIDATING").and_then(|_| out.flush());
+                wait_for_go();
+                Validation::Passed
+            };
+            let r = store
+                .submit_validated(target, &s, false, &stall)
+                .map_err(err)?;
+            say(format!(
+                "RECEIPT {}",
+                serde_json::to_string(&r).map_err(|e| e.to_string())?
+            ))?;
         }
         other => return Err(format!("unknown command {other:?}")),
     }

@@ -148,6 +148,10 @@ pub struct Receipt {
     pub corrections: Vec<Correction>,
     pub reasons: Vec<String>,
     pub reason_codes: Vec<String>,
+    /// Accepted-but-noteworthy facts, e.g. that the edit introduced syntax errors the base did
+    /// not have (a warning, not a rejection). Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// Result of `save` (K6; M6 `patchdiff_save`).

@@ -60,10 +60,18 @@ impl McpOptions {
             }
             None => paths.default_database(),
         };
-        // Validate worker settings for every profile (P2), but only keep them where used.
-        let waymark =
-            WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
+        // Validate worker settings for every profile (P2), but only keep them where used. The
+        // workspace profile never starts the worker, so it needs no Node at all (M4, W13).
+        let waymark = if profile.uses_worker() {
+            Some(
+                WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
+                    .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?,
+            )
+        } else {
+            WaymarkConfig::validate_settings_from_env()
                 .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?;
+            None
+        };
         let wire_log = match var("PATCHDIFF_EVIDENCE_WIRE_LOG") {
             Some(p) if PathBuf::from(&p).is_absolute() => Some(PathBuf::from(p)),
             Some(p) => {
@@ -86,7 +94,7 @@ impl McpOptions {
             profile,
             strict,
             database,
-            waymark: profile.uses_worker().then_some(waymark),
+            waymark,
             wire_log,
             http,
         })
@@ -109,8 +117,9 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         eprintln!("patchdiff mcp: warning: {detail}");
     }
     let store = open_store(&options.database)?;
-    // K5/W7: submissions validate under the write lock for up to the outer discovery allowance;
-    // writers in other processes queue behind them rather than fail.
+    // K5/W7: a submission validates while holding its target's lock, for up to the outer
+    // discovery allowance; a submission of the same target (here or in another process) queues
+    // behind it rather than fail. Other targets never wait for it.
     // A workspace process (no worker) may share the database with an observed one: it assumes
     // the default allowance (W6: 15 s + 13 s).
     let outer = options.waymark.as_ref().map_or(

@@ -54,6 +54,11 @@ pub struct ObserveScopeArgs {
     /// scope; use it for code outside any structural scope. Give either `scope` or `lines`.
     #[serde(default)]
     pub lines: Option<LineRange>,
+    /// UTF-8 byte offset picking one scope: with `scope`, the one of that name starting here
+    /// (when several share the name, `AMBIGUOUS_SCOPE` lists their `start_byte`s); alone, the
+    /// innermost scope containing this byte.
+    #[serde(default)]
+    pub start_byte: Option<usize>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -112,7 +117,8 @@ pub struct InitTargetArgs {
     pub fixture: String,
     /// Expected SHA-256 (hex) of the fixture bytes; a mismatch refuses the target.
     pub sha256: String,
-    /// Language of the target (`javascript`, `typescript`, `python`, `rust`).
+    /// Language of the target, exactly one of `javascript`, `jsx`, `typescript`, `tsx`,
+    /// `python`, `rust`, `go` (`.tsx` files are `tsx`); anything else is refused.
     pub language: String,
     /// Wipe an existing target's history and re-initialize it. Without this, a target that has
     /// any history is refused (C1: canary targets must be fresh).

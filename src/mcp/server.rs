@@ -23,7 +23,7 @@ use crate::store::{
     EditStore, ObserveRange, OperationRequest, SqliteStore, StoreError, Submission, Validation,
 };
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
-use crate::waymark::{DiscoveryError, Language, Scope, Waymark};
+use crate::waymark::{Discovery, DiscoveryError, Language, Scope, ScopeQuery, Waymark};
 
 /// Observation attempts when another writer keeps moving the revision (REVISION_MOVED).
 const OBSERVE_ATTEMPTS: usize = 3;
@@ -199,46 +199,95 @@ impl PatchdiffServer {
         }
     }
 
-    /// One observation attempt (K2): read the current revision, resolve the range (discovery for
-    /// a named scope), record the observation at that revision.
-    async fn observe_once(
-        &self,
-        args: &ObserveScopeArgs,
-    ) -> Result<crate::store::Observation, DomainError> {
+    /// One observation attempt (K2): read the current revision, resolve the range (a discovery
+    /// answering only the question asked: the named scope, or the scope of a byte), record the
+    /// observation at that revision. The result adds `parses_cleanly` (null when unknown).
+    async fn observe_once(&self, args: &ObserveScopeArgs) -> Result<Value, DomainError> {
         let target = args.target.clone();
         let t = self.blocking(move |s| s.read_target(&target)).await?;
-        let range = match (&args.scope, &args.lines) {
-            (Some(name), None) => {
-                let scopes = self.discover(&t.name, &t.language, &t.content).await?;
-                let found = resolve_scope(&scopes, name, &t.name)?;
-                ObserveRange {
-                    kind: found.kind.clone(),
-                    name: Some(found.name.clone()),
-                    start_byte: found.start_byte,
-                    end_byte: found.end_byte,
-                }
+        let (range, parses_cleanly) = match (&args.scope, &args.lines, args.start_byte) {
+            (Some(name), None, pick) => {
+                let d = self
+                    .discover(
+                        &t.name,
+                        &t.language,
+                        &t.content,
+                        &ScopeQuery::Name(name.clone()),
+                    )
+                    .await?;
+                let found = resolve_scope(&d, name, &t.name, pick)?;
+                (observe_range(found), Some(!d.has_error))
             }
-            (None, Some(lines)) => {
+            (None, None, Some(byte)) => {
+                if byte >= t.content.len() {
+                    return Err(DomainError::new(
+                        "OUT_OF_RANGE",
+                        format!(
+                            "start_byte {byte} is past the end of target `{}` ({} bytes)",
+                            t.name,
+                            t.content.len()
+                        ),
+                    ));
+                }
+                let d = self
+                    .discover(
+                        &t.name,
+                        &t.language,
+                        &t.content,
+                        &ScopeQuery::Covering(vec![[byte, byte + 1]]),
+                    )
+                    .await?;
+                let found = d.scopes.first().ok_or_else(|| {
+                    DomainError::new(
+                        "UNKNOWN_SCOPE",
+                        format!(
+                            "no structural scope of target `{}` contains byte {byte}; observe by `lines` instead",
+                            t.name
+                        ),
+                    )
+                })?;
+                (observe_range(found), Some(!d.has_error))
+            }
+            (None, Some(lines), None) => {
                 let (start_byte, end_byte) =
                     kernel::line_range_to_bytes(&t.content, lines.start, lines.end)
                         .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
-                ObserveRange {
+                let range = ObserveRange {
                     kind: "lines".into(),
                     name: None,
                     start_byte,
                     end_byte,
-                }
+                };
+                (range, self.parses_cleanly(&t.language, &t.content).await)
             }
             _ => {
                 return Err(DomainError::new(
                     "INVALID_ARGUMENTS",
-                    "give exactly one of `scope` (a qualified name) or `lines` {start, end}",
+                    "give exactly one of `scope` (a qualified name, optionally with the `start_byte` of the one you mean), `start_byte` alone, or `lines` {start, end}",
                 ));
             }
         };
         let (name, revision) = (t.name.clone(), t.revision);
-        self.blocking(move |s| s.observe(&name, revision, range))
+        let observation = self
+            .blocking(move |s| s.observe(&name, revision, range))
+            .await?;
+        let mut value = serde_json::to_value(observation)
+            .map_err(|e| DomainError::new("INTERNAL", format!("cannot serialize: {e}")))?;
+        value["parses_cleanly"] = json!(parses_cleanly);
+        Ok(value)
+    }
+
+    /// Whether `content` parses without syntax errors (a summary discovery: no scope list), or
+    /// `None` when unknown: no worker, a language discovery does not parse, or the worker busy
+    /// or not ready — a read never waits for the worker (nor starts one) to answer this.
+    async fn parses_cleanly(&self, language: &str, content: &str) -> Option<bool> {
+        let waymark = self.waymark.as_ref()?;
+        let language = language.parse::<Language>().ok()?;
+        waymark
+            .discover_if_idle(language, content, &ScopeQuery::Summary)
             .await
+            .ok()
+            .map(|d| !d.has_error)
     }
 
     /// Runs discovery on `content`, recording worker errors in the target's audit (W8).
@@ -247,7 +296,8 @@ impl PatchdiffServer {
         target: &str,
         language: &str,
         content: &str,
-    ) -> Result<Vec<Scope>, DomainError> {
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DomainError> {
         let Some(waymark) = &self.waymark else {
             return Err(DomainError::new(
                 "WORKER_UNAVAILABLE",
@@ -261,8 +311,8 @@ impl PatchdiffServer {
                 format!("target `{target}` is in `{language}`, which discovery does not parse; observe by `lines`"),
             )
         })?;
-        match waymark.discover(language, content).await {
-            Ok(discovery) => Ok(discovery.scopes),
+        match waymark.discover_query(language, content, query).await {
+            Ok(discovery) => Ok(discovery),
             Err(DiscoveryError::Worker(e)) => {
                 let code = e.code.as_str().to_owned();
                 let message = e.message.clone();
@@ -304,10 +354,13 @@ impl SubmissionValidator {
         let Ok(language) = language.parse::<Language>() else {
             return Validation::Passed;
         };
-        match self
-            .runtime
-            .block_on(waymark.discover_holding_lock(language, content))
-        {
+        // Validation asks only whether it parses: no scope list, so no output cap to exceed.
+        match self.runtime.block_on(waymark.discover_holding_lock_query(
+            language,
+            content,
+            &ScopeQuery::Summary,
+        )) {
+            Ok(d) if d.has_error => Validation::PassedWithSyntaxErrors,
             Ok(_) => Validation::Passed,
             Err(DiscoveryError::Domain(d)) => Validation::Failed {
                 code: d.code().to_owned(),
@@ -327,53 +380,86 @@ impl SubmissionValidator {
     }
 }
 
-/// Finds the one scope named `name` (a qualified name). None → `UNKNOWN_SCOPE` listing the
-/// names there are; several (a getter and setter, redeclared functions) → `AMBIGUOUS_SCOPE`
-/// listing their line ranges, so the agent can observe the one it means by `lines` (K2).
+/// The range to observe for a discovered scope.
+fn observe_range(s: &Scope) -> ObserveRange {
+    ObserveRange {
+        kind: s.kind.clone(),
+        name: Some(s.name.clone()),
+        start_byte: s.start_byte,
+        end_byte: s.end_byte,
+    }
+}
+
+/// Finds the one scope named `name` (a qualified name) in a name query's answer, or the one of
+/// them starting at byte `pick`. None → `UNKNOWN_SCOPE` listing names there are; several (a
+/// getter and setter, redeclared functions, identical entries in minified code) →
+/// `AMBIGUOUS_SCOPE` listing each one's kind, lines and byte range, so the agent can pick one by
+/// its `start_byte` (K2).
 fn resolve_scope<'a>(
-    scopes: &'a [Scope],
+    found: &'a Discovery,
     name: &str,
     target: &str,
+    pick: Option<usize>,
 ) -> Result<&'a Scope, DomainError> {
     const LISTED: usize = 40;
-    let matches: Vec<&Scope> = scopes.iter().filter(|s| s.name == name).collect();
-    match matches.as_slice() {
-        [one] => Ok(one),
-        [] => {
-            let mut names: Vec<&str> = Vec::new();
-            for s in scopes {
-                if !names.contains(&s.name.as_str()) {
-                    names.push(&s.name);
-                }
-            }
-            let more = names.len().saturating_sub(LISTED);
-            names.truncate(LISTED);
-            Err(DomainError::new(
+    let matches: Vec<&Scope> = found.scopes.iter().filter(|s| s.name == name).collect();
+    let describe = |several: &[&Scope]| {
+        let mut listed: Vec<String> = several
+            .iter()
+            .take(LISTED)
+            .map(|s| {
+                format!(
+                    "{} lines {}–{} bytes {}–{} (start_byte {})",
+                    s.kind, s.start_line, s.end_line, s.start_byte, s.end_byte, s.start_byte
+                )
+            })
+            .collect();
+        if several.len() > LISTED {
+            listed.push(format!("… and {} more", several.len() - LISTED));
+        }
+        listed.join(", ")
+    };
+    if let Some(byte) = pick {
+        return match matches.iter().find(|s| s.start_byte == byte) {
+            Some(one) => Ok(one),
+            None if matches.is_empty() => Err(unknown_scope(found, name, target)),
+            None => Err(DomainError::new(
                 "UNKNOWN_SCOPE",
                 format!(
-                    "no scope named `{name}` in target `{target}`; scopes are: {}{}",
-                    names.join(", "),
-                    if more > 0 {
-                        format!(" … and {more} more")
-                    } else {
-                        String::new()
-                    }
+                    "no scope named `{name}` in target `{target}` starts at byte {byte}; those named `{name}` are: {}",
+                    describe(&matches)
                 ),
-            ))
-        }
+            )),
+        };
+    }
+    match matches.as_slice() {
+        [one] => Ok(one),
+        [] => Err(unknown_scope(found, name, target)),
         several => Err(DomainError::new(
             "AMBIGUOUS_SCOPE",
             format!(
-                "`{name}` names {} scopes in target `{target}` ({}); observe the one you mean by `lines` {{start, end}}",
+                "`{name}` names {} scopes in target `{target}` ({}); observe the one you mean with `scope` and its `start_byte`, or by `lines` {{start, end}}",
                 several.len(),
-                several
-                    .iter()
-                    .map(|s| format!("{} lines {}–{}", s.kind, s.start_line, s.end_line))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                describe(several)
             ),
         )),
     }
+}
+
+fn unknown_scope(found: &Discovery, name: &str, target: &str) -> DomainError {
+    let shown = found.names.len();
+    let more = if found.scope_count > shown {
+        format!(" (the first {shown} names of {} scopes)", found.scope_count)
+    } else {
+        String::new()
+    };
+    DomainError::new(
+        "UNKNOWN_SCOPE",
+        format!(
+            "no scope named `{name}` in target `{target}`; scopes are: {}{more}",
+            found.names.join(", ")
+        ),
+    )
 }
 
 /// The innermost scope containing `[start, end)` (UTF-8 bytes), if any.
@@ -390,16 +476,17 @@ impl PatchdiffServer {
         description = "Read a target's current content with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 and language. Start here."
     )]
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
-        respond(
-            self.blocking(move |s| s.read_target(&args.target))
-                .await
-                .map(|t| {
-                    json!({
-                        "target": t.name, "version": t.version, "revision": t.revision,
-                        "sha256": t.sha256, "language": t.language, "content": t.content,
-                    })
-                }),
-        )
+        let outcome = async {
+            let t = self.blocking(move |s| s.read_target(&args.target)).await?;
+            let parses_cleanly = self.parses_cleanly(&t.language, &t.content).await;
+            Ok(json!({
+                "target": t.name, "version": t.version, "revision": t.revision,
+                "sha256": t.sha256, "language": t.language, "content": t.content,
+                "parses_cleanly": parses_cleanly,
+            }))
+        }
+        .await;
+        respond(outcome)
     }
 
     #[tool(
@@ -415,10 +502,6 @@ impl PatchdiffServer {
             }
             let target = args.target.clone();
             let t = self.blocking(move |s| s.read_target(&target)).await?;
-            let scopes = match &self.waymark {
-                Some(_) => self.discover(&t.name, &t.language, &t.content).await?,
-                None => Vec::new(),
-            };
             let limit = args.limit.unwrap_or(OCCURRENCES_DEFAULT_LIMIT);
             if !(1..=OCCURRENCES_MAX_LIMIT).contains(&limit) {
                 return Err(DomainError::new(
@@ -427,7 +510,28 @@ impl PatchdiffServer {
                 ));
             }
             let limit = limit as usize;
+            // Text search needs no scopes: find first, then ask discovery only for the scopes
+            // of the occurrences returned. Without them the occurrences still stand.
             let starts = kernel::find_all(&t.content, &args.text);
+            let ranges: Vec<[usize; 2]> = starts
+                .iter()
+                .take(limit)
+                .map(|&s| [s, s + args.text.len()])
+                .collect();
+            let mut scope_error = None;
+            let scopes = match (&self.waymark, ranges.is_empty()) {
+                (Some(_), false) => match self
+                    .discover(&t.name, &t.language, &t.content, &ScopeQuery::Covering(ranges))
+                    .await
+                {
+                    Ok(d) => d.scopes,
+                    Err(e) => {
+                        scope_error = Some(json!({"code": e.code, "message": e.message}));
+                        Vec::new()
+                    }
+                },
+                _ => Vec::new(),
+            };
             let mut occurrences = Vec::new();
             for &start in starts.iter().take(limit) {
                 let end = start + args.text.len();
@@ -442,10 +546,14 @@ impl PatchdiffServer {
                     "scope": scope,
                 }));
             }
-            Ok(json!({
+            let mut result = json!({
                 "target": t.name, "revision": t.revision, "occurrences": occurrences,
                 "total": starts.len(), "truncated": starts.len() > limit,
-            }))
+            });
+            if let Some(e) = scope_error {
+                result["scope_error"] = e;
+            }
+            Ok(result)
         }
         .await;
         respond(outcome)
@@ -507,9 +615,23 @@ impl PatchdiffServer {
                 return Ok(receipt);
             }
             // W7: the validation below holds the target's lock and so never starts a worker;
-            // make sure one is ready first, outside the lock (a failure surfaces as NOT_READY).
-            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready) {
-                let _ = w.prewarm().await;
+            // make sure one is ready first, outside the lock. W8: a failure carries its real
+            // code (RESTART_LIMIT, PROTOCOL, SPAWN, STARTUP_TIMEOUT, …), not NOT_READY.
+            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready)
+                && let Err(e) = w.prewarm().await
+            {
+                let unavailable = DomainError::new(
+                    "VALIDATION_UNAVAILABLE",
+                    format!(
+                        "{}: {}; nothing was recorded, submit again with the same request_key",
+                        e.code.as_str(),
+                        e.message
+                    ),
+                );
+                if let Ok(mut slot) = worker_error.lock() {
+                    *slot = Some(e);
+                }
+                return Err(unavailable);
             }
             self.blocking(move |s| {
                 s.submit_validated(&target, &submission, strict, &|language, content| {
@@ -573,6 +695,10 @@ impl PatchdiffServer {
         Parameters(args): Parameters<InitTargetArgs>,
     ) -> ToolResult {
         let outcome = async {
+            // K8: a language discovery cannot parse would make every observation fail later.
+            args.language
+                .parse::<Language>()
+                .map_err(|e| DomainError::new("UNSUPPORTED_LANGUAGE", format!("{e}; nothing was initialized")))?;
             // A regular file within the content cap, read off the async runtime: a FIFO or our
             // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
             let fixture = PathBuf::from(&args.fixture);
@@ -818,31 +944,66 @@ mod tests {
         }
     }
 
+    /// A name query's answer (the worker returns only the scopes with that name).
+    fn answer(name: &str, scopes: &[Scope], names: &[&str]) -> Discovery {
+        Discovery {
+            scopes: scopes.iter().filter(|s| s.name == name).cloned().collect(),
+            parse_ms: 0.0,
+            has_error: false,
+            scope_count: scopes.len(),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+
     #[test]
-    fn a_name_shared_by_two_scopes_is_ambiguous_and_lists_their_lines() {
+    fn a_name_shared_by_two_scopes_is_ambiguous_and_lists_their_lines_and_bytes() {
         let scopes = [
             scope("Temp", "class", (1, 12)),
             scope("Temp.value", "method", (3, 5)),
             scope("Temp.value", "method", (7, 9)),
         ];
-        let err = resolve_scope(&scopes, "Temp.value", "t").unwrap_err();
+        let d = answer("Temp.value", &scopes, &[]);
+        let err = resolve_scope(&d, "Temp.value", "t", None).unwrap_err();
         assert_eq!(err.code, "AMBIGUOUS_SCOPE");
         assert!(
-            err.message.contains("method lines 3–5, method lines 7–9"),
+            err.message.contains(
+                "method lines 3–5 bytes 30–50 (start_byte 30), method lines 7–9 bytes 70–90 (start_byte 70)"
+            ),
             "{}",
             err.message
         );
-        assert_eq!(resolve_scope(&scopes, "Temp", "t").unwrap().start_line, 1);
+        let d = answer("Temp", &scopes, &[]);
+        assert_eq!(resolve_scope(&d, "Temp", "t", None).unwrap().start_line, 1);
     }
 
     #[test]
-    fn an_unknown_name_lists_each_known_name_once() {
+    fn identical_entries_are_told_apart_by_start_byte() {
+        // Minified code: `function lines 2–2` twice.
+        let scopes = [scope("f", "function", (2, 2)), {
+            let mut s = scope("f", "function", (2, 2));
+            s.start_byte = 40;
+            s.end_byte = 60;
+            s
+        }];
+        let d = answer("f", &scopes, &[]);
+        let err = resolve_scope(&d, "f", "t", None).unwrap_err();
+        assert_eq!(err.code, "AMBIGUOUS_SCOPE");
+        assert!(err.message.contains("bytes 20–20") && err.message.contains("bytes 40–60"));
+        assert_eq!(resolve_scope(&d, "f", "t", Some(40)).unwrap().end_byte, 60);
+        let err = resolve_scope(&d, "f", "t", Some(41)).unwrap_err();
+        assert_eq!(err.code, "UNKNOWN_SCOPE");
+        assert!(err.message.contains("start_byte 40"), "{}", err.message);
+    }
+
+    #[test]
+    fn an_unknown_name_lists_the_names_discovery_returned() {
         let scopes = [
             scope("A.b", "method", (1, 2)),
             scope("A.b", "method", (3, 4)),
         ];
-        let err = resolve_scope(&scopes, "A.c", "t").unwrap_err();
+        let d = answer("A.c", &scopes, &["A.b"]);
+        let err = resolve_scope(&d, "A.c", "t", None).unwrap_err();
         assert_eq!(err.code, "UNKNOWN_SCOPE");
-        assert!(err.message.ends_with("scopes are: A.b"), "{}", err.message);
+        assert!(err.message.contains("scopes are: A.b"), "{}", err.message);
     }
 }

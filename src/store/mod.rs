@@ -1,16 +1,18 @@
 //! Store: SQLite schema, migrations, chunked records, the per-target serialization boundary (SPEC K3–K7).
 //!
 //! [`EditStore`] is the backend-neutral interface (SQLite now, PostgreSQL later);
-//! [`SqliteStore`] implements it. Every public method is one transaction; writes use
-//! `BEGIN IMMEDIATE` on a WAL database with a busy timeout, so saves, submissions and
-//! observations of a target pass one serialization boundary — also across OS processes sharing
-//! the file (K5). Acceptance commits the journal entry, the new revision and the receipt
+//! [`SqliteStore`] implements it. Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
+//! database with a busy timeout; a submission additionally holds its target's lock (a per-target
+//! file lock, also across OS processes sharing the file) from planning through validation to
+//! commit, so submissions of one target pass one serialization boundary while other targets
+//! never wait for it (K5). Acceptance commits the journal entry, the new revision and the receipt
 //! together before returning (K3). Large content and journal text are split into chunk rows of
 //! at most [`RECORD_BOUND_BYTES`] including framing (K7).
 
 mod chunks;
 mod schema;
 mod sqlite;
+mod target_lock;
 
 pub use crate::kernel::types::*;
 pub use sqlite::{Durability, SqliteStore};
@@ -190,6 +192,10 @@ pub fn parse_submission(json: &str) -> Result<Submission, StoreError> {
 pub enum Validation {
     /// The new content validated: commit the attempt as accepted.
     Passed,
+    /// The new content validated but has syntax errors (the parser's `has_error`): commit as
+    /// accepted; the receipt warns when the base content parsed cleanly (the edit introduced
+    /// them).
+    PassedWithSyntaxErrors,
     /// A domain result (parse failure, output over 2 MiB, active timeout): the attempt is
     /// recorded as rejected with reason code `VALIDATION_FAILED` and this message.
     Failed { code: String, message: String },
@@ -197,8 +203,10 @@ pub enum Validation {
     Unavailable { code: String, message: String },
 }
 
-/// A post-edit validator: `(language, new_content) -> Validation`. It runs while the store
-/// holds its write lock, so it must be bounded (W7: at most 250 ms waiting for a ready worker).
+/// A post-edit validator: `(language, content) -> Validation`. It runs while the submission
+/// holds its target's boundary (but no database lock), so it must be bounded (W7: at most
+/// 250 ms waiting for a ready worker). When the edited content fails, the store also validates
+/// the base content: a failure the base already had (same code) is not the edit's fault.
 pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
 
 /// The edit store (K1–K8), implemented by [`SqliteStore`]; a PostgreSQL backend follows the same

@@ -1,12 +1,14 @@
 //! SQLite implementation of [`EditStore`] (K3–K7).
 //!
-//! One connection per `SqliteStore`, behind a mutex (so the store is `Send + Sync`). The
+//! Two connections per `SqliteStore`, each behind its own mutex (so the store is `Send + Sync`):
+//! a writer and a read-only reader, so a read never queues behind a write in this process. The
 //! database runs in WAL mode with `synchronous = FULL` (a commit is durable once acknowledged)
-//! and a busy timeout of [`BUSY_TIMEOUT_MS`]. Every write is a `BEGIN IMMEDIATE` transaction:
-//! SQLite's write lock is the serialization boundary shared by saves, submissions and
-//! observations of every target, in this process and in any other process using the same file
-//! (it is coarser than per-target, which is still correct). Reads run in one read transaction,
-//! so they see a committed, consistent state — never a view missing an acknowledged edit.
+//! and a busy timeout of [`BUSY_TIMEOUT_MS`]. Every write is a short `BEGIN IMMEDIATE`
+//! transaction. A submission's serialization boundary is its *target's* lock
+//! ([`super::target_lock`]), held across processes from planning through validation to commit;
+//! validation runs outside every database lock and mutex, so targets never wait on each other
+//! (K5, W7). Reads run in one read transaction, so they see a committed, consistent state —
+//! never a view missing an acknowledged edit.
 //!
 //! Content is stored as chunked snapshots (at init, at every save, and periodically) plus the
 //! journal of accepted edits; the current content is the latest snapshot with later edits
@@ -15,13 +17,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::chunks::{self, ChunkTable};
 use super::schema;
+use super::target_lock::TargetLocks;
 use super::*;
 use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
@@ -42,20 +45,24 @@ pub enum Durability {
 
 /// SQLite-backed [`EditStore`]. `Send + Sync`; share it behind an `Arc`.
 pub struct SqliteStore {
-    inner: Mutex<Inner>,
+    /// The connection for write transactions (kept short: never held across validation).
+    writer: Mutex<Connection>,
+    /// A `query_only` connection for reads, so a read never waits for a write in this process.
+    reader: Mutex<Connection>,
+    /// Current content per target id, valid while (incarnation, revision) match the row.
+    cache: Mutex<HashMap<i64, Cached>>,
+    /// K5: the per-target boundary submissions hold through validation.
+    target_locks: TargetLocks,
+    /// How long a submission waits for its target's lock (milliseconds).
+    lock_timeout_ms: std::sync::atomic::AtomicU64,
     path: PathBuf,
 }
 
-struct Inner {
-    conn: Connection,
-    /// Current content per target id, valid while (incarnation, revision) match the row.
-    cache: HashMap<i64, Cached>,
-}
-
+#[derive(Clone)]
 struct Cached {
     incarnation: String,
     revision: u64,
-    content: String,
+    content: Arc<str>,
 }
 
 /// One `journal` row as read by replay.
@@ -306,15 +313,13 @@ fn insert_journal(
 /// it (or a cached earlier revision, whichever is newer) with later journal edits applied.
 fn content_at(
     conn: &Connection,
-    cache: &HashMap<i64, Cached>,
+    cached: Option<&Cached>,
     t: &TargetRow,
     revision: u64,
 ) -> Result<String, StoreError> {
-    let cached = cache
-        .get(&t.id)
-        .filter(|c| c.incarnation == t.incarnation && c.revision <= revision);
+    let cached = cached.filter(|c| c.incarnation == t.incarnation && c.revision <= revision);
     if let Some(c) = cached.filter(|c| c.revision == revision) {
-        return Ok(c.content.clone());
+        return Ok(c.content.to_string());
     }
     let snap: Option<(i64, i64)> = conn
         .prepare_cached(
@@ -325,7 +330,7 @@ fn content_at(
         .optional()?;
     let (mut at, mut content) = match (snap, cached) {
         (_, Some(c)) if snap.is_none_or(|(_, r)| r as u64 <= c.revision) => {
-            (c.revision, c.content.clone())
+            (c.revision, c.content.to_string())
         }
         (Some((id, _)), _) => read_snapshot(conn, id)?,
         (None, _) => {
@@ -383,27 +388,40 @@ fn content_at(
     Ok(content)
 }
 
-/// Makes sure the cache holds `t`'s current content (rebuilding it if needed) and borrows it.
-fn ensure_cached<'c>(
-    conn: &Connection,
-    cache: &'c mut HashMap<i64, Cached>,
-    t: &TargetRow,
-) -> Result<&'c str, StoreError> {
-    let hit = cache
-        .get(&t.id)
-        .is_some_and(|c| c.incarnation == t.incarnation && c.revision == t.revision);
-    if !hit {
-        let content = content_at(conn, cache, t, t.revision)?;
-        cache.insert(
-            t.id,
-            Cached {
-                incarnation: t.incarnation.clone(),
-                revision: t.revision,
-                content,
-            },
-        );
-    }
-    Ok(&cache[&t.id].content)
+/// Times a submission plans again when a re-init moved its target before commit.
+const COMMIT_ATTEMPTS: usize = 3;
+
+/// What a submission's read phase found: a stored receipt (K4), or a decided plan.
+enum Planned {
+    Recovered(Receipt),
+    Plan {
+        target: TargetRow,
+        plan: Plan,
+        current: Arc<str>,
+    },
+}
+
+/// The consistent read a plan is made from.
+struct PlanRead {
+    target: TargetRow,
+    observations: HashMap<String, ObservationRecord>,
+    steps_from: u64,
+    steps: Vec<Vec<EditShape>>,
+    current: Arc<str>,
+    base_content: Option<String>,
+}
+
+fn validation_unavailable(code: &str, message: &str) -> StoreError {
+    StoreError::new(
+        ErrorCode::ValidationUnavailable,
+        format!("{code}: {message}; nothing was recorded, submit again with the same request_key"),
+    )
+}
+
+/// Locks a mutex, recovering from poisoning (a panicking holder leaves no partial state: every
+/// change is inside a SQLite transaction).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Names are shown in logs, the console and audits: 1..=256 bytes, without control characters
@@ -550,11 +568,19 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", synchronous)
             .map_err(|e| StoreError::storage(&ctx, e))?;
         schema::migrate(&mut conn)?;
+        let reader = Connection::open(path).map_err(|e| StoreError::storage(&ctx, e))?;
+        reader
+            .busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+            .map_err(|e| StoreError::storage(&ctx, e))?;
+        reader
+            .pragma_update(None, "query_only", true)
+            .map_err(|e| StoreError::storage(&ctx, e))?;
         Ok(Self {
-            inner: Mutex::new(Inner {
-                conn,
-                cache: HashMap::new(),
-            }),
+            writer: Mutex::new(conn),
+            reader: Mutex::new(reader),
+            cache: Mutex::new(HashMap::new()),
+            target_locks: TargetLocks::open(path)?,
+            lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
             path: path.to_owned(),
         })
     }
@@ -564,23 +590,273 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Sets how long a write waits for another connection's write lock (default
-    /// [`BUSY_TIMEOUT_MS`]). A server that validates submissions under the lock (W7) sets this
-    /// above its outer discovery allowance (W6: active + 13 s), so a writer queued behind a
-    /// validating submission waits for it instead of failing.
+    /// Sets how long a write waits for another connection's write lock, and a submission for
+    /// its target's lock (default [`BUSY_TIMEOUT_MS`]). Write transactions are short; the target
+    /// lock is held through a submission's validation, so a server that validates (W7) sets this
+    /// above its outer discovery allowance (W6: active + 13 s), so a submission queued behind
+    /// another submission *of the same target* waits for it instead of failing.
     ///
     /// Clamped to `i32::MAX` milliseconds (about 24.8 days), SQLite's own ceiling.
     pub fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError> {
         let timeout = timeout.min(Duration::from_millis(i32::MAX as u64));
-        self.with(|inner| Ok(inner.conn.busy_timeout(timeout)?))
+        self.lock_timeout_ms.store(
+            timeout.as_millis().min(u64::MAX as u128) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        lock(&self.reader).busy_timeout(timeout)?;
+        Ok(lock(&self.writer).busy_timeout(timeout)?)
     }
 
-    fn with<R>(
+    /// Runs `f` with the writer connection (its write transactions must stay short).
+    fn with_writer<R>(
         &self,
-        f: impl FnOnce(&mut Inner) -> Result<R, StoreError>,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
     ) -> Result<R, StoreError> {
-        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut guard)
+        f(&mut lock(&self.writer))
+    }
+
+    /// Runs `f` with the read-only connection; it never waits for this process's writer.
+    fn with_reader<R>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        f(&mut lock(&self.reader))
+    }
+
+    /// The cached content of target `t`, if any (any revision of its incarnation).
+    fn cached(&self, t: &TargetRow) -> Option<Cached> {
+        lock(&self.cache)
+            .get(&t.id)
+            .filter(|c| c.incarnation == t.incarnation)
+            .cloned()
+    }
+
+    /// Remembers `content` as target `id`'s content at `revision` unless a newer one is cached.
+    fn remember(&self, id: i64, incarnation: &str, revision: u64, content: Arc<str>) {
+        let mut cache = lock(&self.cache);
+        let newer = cache
+            .get(&id)
+            .is_some_and(|c| c.incarnation == incarnation && c.revision > revision);
+        if !newer {
+            cache.insert(
+                id,
+                Cached {
+                    incarnation: incarnation.to_owned(),
+                    revision,
+                    content,
+                },
+            );
+        }
+    }
+
+    /// Target `t`'s current content: cached, or rebuilt (and then cached).
+    fn current_content(&self, conn: &Connection, t: &TargetRow) -> Result<Arc<str>, StoreError> {
+        let cached = self.cached(t);
+        if let Some(c) = cached.as_ref().filter(|c| c.revision == t.revision) {
+            return Ok(c.content.clone());
+        }
+        let content: Arc<str> = content_at(conn, cached.as_ref(), t, t.revision)?.into();
+        self.remember(t.id, &t.incarnation, t.revision, content.clone());
+        Ok(content)
+    }
+
+    /// K3: plans a submission against one consistent read of the target (the reader
+    /// connection); the kernel's planning itself runs outside every lock.
+    fn plan(
+        &self,
+        name: &str,
+        submission: &Submission,
+        submission_sha: &str,
+        strict: bool,
+    ) -> Result<Planned, StoreError> {
+        let read = self.with_reader(|conn| {
+            let tx = conn.transaction()?;
+            let t = target_row(&tx, name)?;
+            // Another writer may have used the key before we took the boundary.
+            if let Some(r) =
+                lookup_receipt(&tx, t.id, name, &submission.request_key, submission_sha)?
+            {
+                return Ok(Err(r));
+            }
+            let base = submission.base_revision;
+            if base > t.revision {
+                return Err(StoreError::new(
+                    ErrorCode::OutOfRange,
+                    format!(
+                        "base_revision {base} is ahead of target {name}'s current revision {}; read the target and use its revision",
+                        t.revision
+                    ),
+                ));
+            }
+            let mut observations = HashMap::new();
+            for op in &submission.operations {
+                if let Some(id) = &op.observation_id
+                    && !observations.contains_key(id)
+                {
+                    let o = load_observation(&tx, t.id, name, id)?;
+                    observations.insert(id.clone(), o);
+                }
+            }
+            let steps_from = observations
+                .values()
+                .map(|o: &ObservationRecord| o.revision)
+                .chain([base])
+                .min()
+                .unwrap_or(base);
+            let steps = load_steps(&tx, t.id, steps_from, t.revision)?;
+            let current = self.current_content(&tx, &t)?;
+            let base_content = if base == t.revision {
+                None
+            } else {
+                Some(content_at(&tx, self.cached(&t).as_ref(), &t, base)?)
+            };
+            tx.finish()?;
+            Ok(Ok(PlanRead {
+                target: t,
+                observations,
+                steps_from,
+                steps,
+                current,
+                base_content,
+            }))
+        })?;
+        let r = match read {
+            Err(receipt) => return Ok(Planned::Recovered(receipt)),
+            Ok(r) => r,
+        };
+        let plan = plan_submission(&PlanInput {
+            target: name,
+            submission,
+            strict,
+            base_content: r.base_content.as_deref().unwrap_or(&r.current),
+            current_content: &r.current,
+            current_revision: r.target.revision,
+            steps_from: r.steps_from,
+            steps: &r.steps,
+            observations: &r.observations,
+        });
+        Ok(Planned::Plan {
+            target: r.target,
+            plan,
+            current: r.current,
+        })
+    }
+
+    /// K3/K4: records one decided attempt in a short write transaction. `None` when the target
+    /// is no longer at the planned revision and incarnation (only a writer outside the target
+    /// boundary — a re-init — can do that): the caller plans again.
+    fn commit_attempt(
+        &self,
+        name: &str,
+        submission: &Submission,
+        submission_sha: &str,
+        planned: &TargetRow,
+        plan: Plan,
+        warnings: Vec<String>,
+    ) -> Result<Option<Receipt>, StoreError> {
+        self.with_writer(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let t = target_row(&tx, name)?;
+            if let Some(r) =
+                lookup_receipt(&tx, t.id, name, &submission.request_key, submission_sha)?
+            {
+                return Ok(Some(r));
+            }
+            if t.incarnation != planned.incarnation || t.revision != planned.revision {
+                return Ok(None);
+            }
+            let attempt_id = uuid::Uuid::new_v4().to_string();
+            let mut receipt = Receipt {
+                target: name.to_owned(),
+                request_key: submission.request_key.clone(),
+                attempt_id: attempt_id.clone(),
+                outcome: Outcome::Rejected,
+                base_revision: submission.base_revision,
+                revision: t.revision,
+                sha256: t.sha256.clone(),
+                corrections: Vec::new(),
+                reasons: Vec::new(),
+                reason_codes: Vec::new(),
+                warnings: Vec::new(),
+            };
+            let mut new_cache = None;
+            match plan {
+                Plan::Accept {
+                    edits,
+                    new_content,
+                    corrections,
+                } => {
+                    let revision = t.revision + 1;
+                    let sha = sha256_hex(&new_content);
+                    insert_journal(
+                        &tx,
+                        t.id,
+                        "edit",
+                        revision,
+                        t.version,
+                        Some(&attempt_id),
+                        Some(&submission.request_key),
+                        &sha,
+                        &edits,
+                    )?;
+                    let text_bytes: u64 = edits.iter().map(|e| e.new_text.len() as u64 + 32).sum();
+                    let mut since_edits = t.edits_since_snapshot + 1;
+                    let mut since_bytes = t.bytes_since_snapshot + text_bytes;
+                    if since_edits >= SNAPSHOT_EVERY_EDITS
+                        || since_bytes >= (new_content.len() as u64).max(SNAPSHOT_MIN_BYTES)
+                    {
+                        write_snapshot(&tx, t.id, revision, &new_content, &sha)?;
+                        since_edits = 0;
+                        since_bytes = 0;
+                    }
+                    tx.prepare_cached(
+                        "UPDATE targets SET revision = ?2, sha256 = ?3, byte_len = ?4, \
+                         edits_since_snapshot = ?5, bytes_since_snapshot = ?6 WHERE id = ?1",
+                    )?
+                    .execute(params![
+                        t.id,
+                        i(revision),
+                        sha,
+                        new_content.len() as i64,
+                        i(since_edits),
+                        i(since_bytes)
+                    ])?;
+                    receipt.outcome = Outcome::Accepted;
+                    receipt.revision = revision;
+                    receipt.sha256 = sha;
+                    receipt.corrections = corrections;
+                    receipt.warnings = warnings;
+                    new_cache = Some((revision, new_content));
+                }
+                Plan::Reject { reasons } => {
+                    for r in reasons {
+                        receipt.reason_codes.push(r.code.to_owned());
+                        receipt.reasons.push(r.message);
+                    }
+                }
+            }
+            let json =
+                serde_json::to_string(&receipt).map_err(|e| StoreError::storage("receipt", e))?;
+            tx.prepare_cached(
+                "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
+                 outcome, revision, reason_codes, receipt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![
+                attempt_id,
+                t.id,
+                submission.request_key,
+                submission_sha,
+                receipt.outcome.as_str(),
+                i(receipt.revision),
+                serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
+                json
+            ])?;
+            tx.commit()?;
+            if let Some((revision, content)) = new_cache {
+                self.remember(t.id, &t.incarnation, revision, content.into());
+            }
+            Ok(Some(receipt))
+        })
     }
 
     fn summary_counts(conn: &Connection, target_id: i64) -> Result<(u64, u64, u64), StoreError> {
@@ -672,10 +948,8 @@ impl EditStore for SqliteStore {
                 ),
             ));
         }
-        self.with(|inner| {
-            let tx = inner
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.with_writer(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let incarnation = uuid::Uuid::new_v4().to_string();
             let id = match target_row_opt(&tx, name)? {
                 Some(t) => {
@@ -720,12 +994,12 @@ impl EditStore for SqliteStore {
             )?;
             insert_journal(&tx, id, "init", 0, 0, None, None, &actual, &[])?;
             tx.commit()?;
-            inner.cache.insert(
+            lock(&self.cache).insert(
                 id,
                 Cached {
                     incarnation,
                     revision: 0,
-                    content: text.to_owned(),
+                    content: text.into(),
                 },
             );
             Ok(TargetState {
@@ -742,11 +1016,10 @@ impl EditStore for SqliteStore {
     }
 
     fn read_target(&self, name: &str) -> Result<TargetState, StoreError> {
-        self.with(|inner| {
-            let Inner { conn, cache } = inner;
+        self.with_reader(|conn| {
             let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let content = ensure_cached(&tx, cache, &t)?.to_owned();
+            let content = self.current_content(&tx, &t)?.to_string();
             tx.finish()?;
             Ok(TargetState {
                 name: t.name,
@@ -779,8 +1052,7 @@ impl EditStore for SqliteStore {
                 "scope name must be at most 1024 bytes",
             ));
         }
-        self.with(|inner| {
-            let Inner { conn, cache } = inner;
+        self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let t = target_row(&tx, name)?;
             if at_revision != t.revision {
@@ -792,7 +1064,8 @@ impl EditStore for SqliteStore {
                     ),
                 ));
             }
-            let content = ensure_cached(&tx, cache, &t)?;
+            let content = self.current_content(&tx, &t)?;
+            let content: &str = &content;
             check_range(content, range.start_byte, range.end_byte).map_err(|e| {
                 StoreError::new(
                     ErrorCode::OutOfRange,
@@ -847,193 +1120,87 @@ impl EditStore for SqliteStore {
         validator: Validator<'_>,
     ) -> Result<Receipt, StoreError> {
         let submission_sha = submission_sha256(submission)?;
-        self.with(|inner| {
-            let Inner { conn, cache } = inner;
-            // K4 first: recovery needs no lock, no validation and no discovery.
-            {
-                let t = target_row(conn, name)?;
-                if let Some(r) =
-                    lookup_receipt(conn, t.id, name, &submission.request_key, &submission_sha)?
-                {
-                    return Ok(r);
-                }
-            }
-            validate_submission(submission)?;
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let t = target_row(&tx, name)?;
-            // Re-check under the write lock: another writer may have used the key meanwhile.
-            if let Some(r) =
-                lookup_receipt(&tx, t.id, name, &submission.request_key, &submission_sha)?
-            {
-                return Ok(r);
-            }
-            let base = submission.base_revision;
-            if base > t.revision {
-                return Err(StoreError::new(
-                    ErrorCode::OutOfRange,
-                    format!(
-                        "base_revision {base} is ahead of target {name}'s current revision {}; read the target and use its revision",
-                        t.revision
-                    ),
-                ));
-            }
-            let mut observations = HashMap::new();
-            for op in &submission.operations {
-                if let Some(id) = &op.observation_id
-                    && !observations.contains_key(id)
-                {
-                    let o = load_observation(&tx, t.id, name, id)?;
-                    observations.insert(id.clone(), o);
-                }
-            }
-            let steps_from = observations
-                .values()
-                .map(|o| o.revision)
-                .chain([base])
-                .min()
-                .unwrap_or(base);
-            let steps = load_steps(&tx, t.id, steps_from, t.revision)?;
-            ensure_cached(&tx, cache, &t)?;
-            let cached: &HashMap<i64, Cached> = cache;
-            let current: &str = &cached[&t.id].content;
-            let base_owned;
-            let base_content: &str = if base == t.revision {
-                current
-            } else {
-                base_owned = content_at(&tx, cached, &t, base)?;
-                &base_owned
+        // K4 first: recovery needs no lock, no validation and no discovery.
+        if let Some(r) = self.with_reader(|conn| {
+            let t = target_row(conn, name)?;
+            lookup_receipt(conn, t.id, name, &submission.request_key, &submission_sha)
+        })? {
+            return Ok(r);
+        }
+        validate_submission(submission)?;
+        // K5: the target's boundary, held through planning, validation and commit (also against
+        // other processes). Other targets' submissions, saves and reads never wait for it.
+        let timeout = Duration::from_millis(
+            self.lock_timeout_ms
+                .load(std::sync::atomic::Ordering::Relaxed),
+        );
+        let _boundary = self.target_locks.acquire(name, timeout)?;
+        for _ in 0..COMMIT_ATTEMPTS {
+            let (t, plan, current) = match self.plan(name, submission, &submission_sha, strict)? {
+                Planned::Recovered(r) => return Ok(r),
+                Planned::Plan {
+                    target,
+                    plan,
+                    current,
+                } => (target, plan, current),
             };
-            let plan = plan_submission(&PlanInput {
-                target: name,
-                submission,
-                strict,
-                base_content,
-                current_content: current,
-                current_revision: t.revision,
-                steps_from,
-                steps: &steps,
-                observations: &observations,
-            });
-            // W7/W8: validate what an accepted plan would produce, under the lock.
+            // W7/W8: validate what an accepted plan would produce, outside every database lock.
+            let mut warnings = Vec::new();
             let plan = match plan {
-                Plan::Accept { ref new_content, .. } => match validator(&t.language, new_content) {
-                    Validation::Passed => plan,
-                    Validation::Failed { code, message } => Plan::Reject {
-                        reasons: vec![Rejection {
-                            code: "VALIDATION_FAILED",
-                            message: format!(
-                                "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
-                                t.language
-                            ),
-                        }],
-                    },
-                    Validation::Unavailable { code, message } => {
-                        return Err(StoreError::new(
-                            ErrorCode::ValidationUnavailable,
-                            format!("{code}: {message}; nothing was recorded, submit again with the same request_key"),
-                        ));
+                Plan::Accept {
+                    ref new_content, ..
+                } => {
+                    match validator(&t.language, new_content) {
+                        Validation::Passed => plan,
+                        Validation::PassedWithSyntaxErrors => {
+                            // A warning only when the edit introduced them.
+                            if validator(&t.language, &current) == Validation::Passed {
+                                warnings.push(format!(
+                                    "SYNTAX_ERRORS_INTRODUCED: the accepted edit leaves the {} with syntax errors the base revision did not have; read the target and fix them",
+                                    t.language
+                                ));
+                            }
+                            plan
+                        }
+                        Validation::Failed { code, message } => {
+                            // Never blame an edit for a condition its base already had.
+                            match validator(&t.language, &current) {
+                                Validation::Failed {
+                                    code: base_code, ..
+                                } if base_code == code => plan,
+                                Validation::Unavailable { code, message } => {
+                                    return Err(validation_unavailable(&code, &message));
+                                }
+                                _ => Plan::Reject {
+                                    reasons: vec![Rejection {
+                                        code: "VALIDATION_FAILED",
+                                        message: format!(
+                                            "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
+                                            t.language
+                                        ),
+                                    }],
+                                },
+                            }
+                        }
+                        Validation::Unavailable { code, message } => {
+                            return Err(validation_unavailable(&code, &message));
+                        }
                     }
-                },
+                }
                 reject => reject,
             };
-            let attempt_id = uuid::Uuid::new_v4().to_string();
-            let mut receipt = Receipt {
-                target: name.to_owned(),
-                request_key: submission.request_key.clone(),
-                attempt_id: attempt_id.clone(),
-                outcome: Outcome::Rejected,
-                base_revision: base,
-                revision: t.revision,
-                sha256: t.sha256.clone(),
-                corrections: Vec::new(),
-                reasons: Vec::new(),
-                reason_codes: Vec::new(),
-            };
-            let mut new_cache = None;
-            match plan {
-                Plan::Accept {
-                    edits,
-                    new_content,
-                    corrections,
-                } => {
-                    let revision = t.revision + 1;
-                    let sha = sha256_hex(&new_content);
-                    insert_journal(
-                        &tx,
-                        t.id,
-                        "edit",
-                        revision,
-                        t.version,
-                        Some(&attempt_id),
-                        Some(&submission.request_key),
-                        &sha,
-                        &edits,
-                    )?;
-                    let text_bytes: u64 =
-                        edits.iter().map(|e| e.new_text.len() as u64 + 32).sum();
-                    let mut since_edits = t.edits_since_snapshot + 1;
-                    let mut since_bytes = t.bytes_since_snapshot + text_bytes;
-                    if since_edits >= SNAPSHOT_EVERY_EDITS
-                        || since_bytes >= (new_content.len() as u64).max(SNAPSHOT_MIN_BYTES)
-                    {
-                        write_snapshot(&tx, t.id, revision, &new_content, &sha)?;
-                        since_edits = 0;
-                        since_bytes = 0;
-                    }
-                    tx.prepare_cached(
-                        "UPDATE targets SET revision = ?2, sha256 = ?3, byte_len = ?4, \
-                         edits_since_snapshot = ?5, bytes_since_snapshot = ?6 WHERE id = ?1",
-                    )?
-                    .execute(params![
-                        t.id,
-                        i(revision),
-                        sha,
-                        new_content.len() as i64,
-                        i(since_edits),
-                        i(since_bytes)
-                    ])?;
-                    receipt.outcome = Outcome::Accepted;
-                    receipt.revision = revision;
-                    receipt.sha256 = sha;
-                    receipt.corrections = corrections;
-                    new_cache = Some((revision, new_content));
-                }
-                Plan::Reject { reasons } => {
-                    for r in reasons {
-                        receipt.reason_codes.push(r.code.to_owned());
-                        receipt.reasons.push(r.message);
-                    }
-                }
+            if let Some(receipt) =
+                self.commit_attempt(name, submission, &submission_sha, &t, plan, warnings)?
+            {
+                return Ok(receipt);
             }
-            let json =
-                serde_json::to_string(&receipt).map_err(|e| StoreError::storage("receipt", e))?;
-            tx.prepare_cached(
-                "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
-                 outcome, revision, reason_codes, receipt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![
-                attempt_id,
-                t.id,
-                submission.request_key,
-                submission_sha,
-                receipt.outcome.as_str(),
-                i(receipt.revision),
-                serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
-                json
-            ])?;
-            tx.commit()?;
-            if let Some((revision, content)) = new_cache {
-                cache.insert(
-                    t.id,
-                    Cached {
-                        incarnation: t.incarnation,
-                        revision,
-                        content,
-                    },
-                );
-            }
-            Ok(receipt)
-        })
+        }
+        Err(StoreError::new(
+            ErrorCode::Storage,
+            format!(
+                "target {name} was re-initialized while this submission was being decided ({COMMIT_ATTEMPTS} times); nothing was recorded, read the target and submit again"
+            ),
+        ))
     }
 
     fn recover_receipt(
@@ -1042,23 +1209,16 @@ impl EditStore for SqliteStore {
         submission: &Submission,
     ) -> Result<Option<Receipt>, StoreError> {
         let submission_sha = submission_sha256(submission)?;
-        self.with(|inner| {
-            let t = target_row(&inner.conn, name)?;
-            lookup_receipt(
-                &inner.conn,
-                t.id,
-                name,
-                &submission.request_key,
-                &submission_sha,
-            )
+        self.with_reader(|conn| {
+            let t = target_row(conn, name)?;
+            lookup_receipt(conn, t.id, name, &submission.request_key, &submission_sha)
         })
     }
 
     fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError> {
-        self.with(|inner| {
-            let t = target_row(&inner.conn, name)?;
-            Ok(inner
-                .conn
+        self.with_reader(|conn| {
+            let t = target_row(conn, name)?;
+            Ok(conn
                 .prepare_cached(
                     "SELECT receipt FROM attempts WHERE target_id = ?1 AND request_key = ?2",
                 )?
@@ -1068,8 +1228,7 @@ impl EditStore for SqliteStore {
     }
 
     fn save(&self, name: &str) -> Result<SaveResult, StoreError> {
-        self.with(|inner| {
-            let Inner { conn, cache } = inner;
+        self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let t = target_row(&tx, name)?;
             let existing: Option<i64> = tx
@@ -1083,9 +1242,9 @@ impl EditStore for SqliteStore {
             let snapshot_id = match existing {
                 Some(id) => id,
                 None => {
-                    let content = ensure_cached(&tx, cache, &t)?;
+                    let content = self.current_content(&tx, &t)?;
                     fresh_snapshot = true;
-                    write_snapshot(&tx, t.id, t.revision, content, &t.sha256)?
+                    write_snapshot(&tx, t.id, t.revision, &content, &t.sha256)?
                 }
             };
             let version = t.version + 1;
@@ -1134,8 +1293,8 @@ impl EditStore for SqliteStore {
     }
 
     fn saved(&self, name: &str) -> Result<SavedContent, StoreError> {
-        self.with(|inner| {
-            let tx = inner.conn.transaction()?;
+        self.with_reader(|conn| {
+            let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
             let saved = Self::read_version(&tx, &t, t.version)?;
             tx.finish()?;
@@ -1144,8 +1303,8 @@ impl EditStore for SqliteStore {
     }
 
     fn saved_version(&self, name: &str, version: u64) -> Result<SavedContent, StoreError> {
-        self.with(|inner| {
-            let tx = inner.conn.transaction()?;
+        self.with_reader(|conn| {
+            let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
             let saved = Self::read_version(&tx, &t, version)?;
             tx.finish()?;
@@ -1178,8 +1337,8 @@ impl EditStore for SqliteStore {
                 )
             })?,
         };
-        self.with(|inner| {
-            let tx = inner.conn.transaction()?;
+        self.with_reader(|conn| {
+            let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
             let rows: Vec<JournalRow> = tx
                 .prepare_cached(
@@ -1277,8 +1436,8 @@ impl EditStore for SqliteStore {
     }
 
     fn audit(&self, name: &str) -> Result<Audit, StoreError> {
-        self.with(|inner| {
-            let tx = inner.conn.transaction()?;
+        self.with_reader(|conn| {
+            let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
             let (accepted, rejected, observations) = Self::summary_counts(&tx, t.id)?;
             let mut rejections = BTreeMap::new();
@@ -1336,10 +1495,8 @@ impl EditStore for SqliteStore {
             ));
         }
         let message = crate::kernel::snippet(message, MAX_WORKER_ERROR_MESSAGE_BYTES);
-        self.with(|inner| {
-            let tx = inner
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        self.with_writer(|conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let t = target_row(&tx, name)?;
             tx.execute(
                 "INSERT INTO worker_errors (target_id, code, message) VALUES (?1, ?2, ?3)",
@@ -1351,8 +1508,8 @@ impl EditStore for SqliteStore {
     }
 
     fn list_targets(&self) -> Result<Vec<TargetSummary>, StoreError> {
-        self.with(|inner| {
-            let tx = inner.conn.transaction()?;
+        self.with_reader(|conn| {
+            let tx = conn.transaction()?;
             let names: Vec<String> = tx
                 .prepare_cached("SELECT name FROM targets ORDER BY name")?
                 .query_map([], |r| r.get(0))?

@@ -207,6 +207,38 @@ impl WaymarkConfig {
         work_root: PathBuf,
         lookup: impl Fn(&str) -> Option<OsString>,
     ) -> Result<Self, ConfigError> {
+        let (mode, active_timeout) = Self::settings_from_lookup(&lookup)?;
+        let node_value = lookup(ENV_NODE_BINARY);
+        let path_var = lookup("PATH");
+        let node_binary = resolve_node_binary(node_value.as_deref(), path_var.as_deref())?;
+        let mut config = Self::new(mode, node_binary, script_dir, work_root);
+        config.active_timeout = active_timeout;
+        if let Some(log) = lookup(ENV_WORKER_STDERR_LOG) {
+            let path = PathBuf::from(&log);
+            if !path.is_absolute() {
+                return Err(ConfigError::new(
+                    ENV_WORKER_STDERR_LOG,
+                    &log.to_string_lossy(),
+                    "an absolute file path",
+                    "a relative evidence path would depend on the working directory",
+                ));
+            }
+            config.stderr_log = Some(path);
+        }
+        Ok(config)
+    }
+
+    /// Validates `PATCHDIFF_WAYMARK_MODE`, `PATCHDIFF_WAYMARK_WORKERS` and
+    /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS` without resolving Node (P2, M4): for a process that
+    /// never starts the worker (the workspace profile), which must start where Node is absent.
+    pub fn validate_settings_from_env() -> Result<(), ConfigError> {
+        Self::settings_from_lookup(&|name: &str| std::env::var_os(name)).map(|_| ())
+    }
+
+    /// The mode and active timeout from `lookup` (everything but the Node binary).
+    fn settings_from_lookup(
+        lookup: &impl Fn(&str) -> Option<OsString>,
+    ) -> Result<(WaymarkMode, Duration), ConfigError> {
         let text = |name: &'static str| -> Result<Option<String>, ConfigError> {
             match lookup(name) {
                 None => Ok(None),
@@ -246,24 +278,7 @@ impl WaymarkConfig {
             None => DEFAULT_ACTIVE_TIMEOUT,
             Some(v) => parse_active_timeout_ms(&v)?,
         };
-        let node_value = lookup(ENV_NODE_BINARY);
-        let path_var = lookup("PATH");
-        let node_binary = resolve_node_binary(node_value.as_deref(), path_var.as_deref())?;
-        let mut config = Self::new(mode, node_binary, script_dir, work_root);
-        config.active_timeout = active_timeout;
-        if let Some(log) = text(ENV_WORKER_STDERR_LOG)? {
-            let path = PathBuf::from(&log);
-            if !path.is_absolute() {
-                return Err(ConfigError::new(
-                    ENV_WORKER_STDERR_LOG,
-                    &log,
-                    "an absolute file path",
-                    "a relative evidence path would depend on the working directory",
-                ));
-            }
-            config.stderr_log = Some(path);
-        }
-        Ok(config)
+        Ok((mode, active_timeout))
     }
 
     /// `PATCHDIFF_WAYMARK_DIR` if set, else this checkout's `integrations/waymark`.

@@ -35,28 +35,44 @@ pub use supervisor::{Retirement, StderrCapture, Waymark, WorkerStatus};
 #[serde(rename_all = "lowercase")]
 pub enum Language {
     JavaScript,
+    /// JavaScript with JSX, through the JavaScript grammar (which parses JSX).
+    Jsx,
     TypeScript,
+    /// TypeScript with JSX (`.tsx`), through the TSX grammar `tree-sitter-typescript` ships.
+    Tsx,
     Python,
     Rust,
+    Go,
 }
 
 impl Language {
     /// Every supported language.
-    pub const ALL: [Language; 4] = [
+    pub const ALL: [Language; 7] = [
         Language::JavaScript,
+        Language::Jsx,
         Language::TypeScript,
+        Language::Tsx,
         Language::Python,
         Language::Rust,
+        Language::Go,
     ];
 
-    /// The protocol name: `javascript`, `typescript`, `python` or `rust`.
+    /// The protocol name: `javascript`, `jsx`, `typescript`, `tsx`, `python`, `rust` or `go`.
     pub fn as_str(self) -> &'static str {
         match self {
             Language::JavaScript => "javascript",
+            Language::Jsx => "jsx",
             Language::TypeScript => "typescript",
+            Language::Tsx => "tsx",
             Language::Python => "python",
             Language::Rust => "rust",
+            Language::Go => "go",
         }
+    }
+
+    /// The accepted names, comma-separated (for error messages).
+    pub fn accepted() -> String {
+        Language::ALL.map(Language::as_str).join(", ")
     }
 }
 
@@ -66,10 +82,26 @@ impl fmt::Display for Language {
     }
 }
 
-/// Error for an unknown language name; names the value and the accepted names.
+/// Error for an unknown language name (K8); names the value, the accepted names and, for a
+/// near miss (`TypeScript`, `py`, `ts`), the name probably meant.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown language {0:?}: accepted values are javascript, typescript, python, rust")]
+#[error("unknown language {0:?}: accepted values are {accepted}{hint}", accepted = Language::accepted(), hint = near_miss(.0).map(|l| format!(" (did you mean {l}?)")).unwrap_or_default())]
 pub struct UnknownLanguage(pub String);
+
+/// The language a common misspelling or file extension probably means.
+fn near_miss(name: &str) -> Option<Language> {
+    let lower = name.trim().to_ascii_lowercase();
+    let lower = lower.trim_start_matches('.');
+    let alias = match lower {
+        "js" | "mjs" | "cjs" | "node" => "javascript",
+        "ts" | "mts" | "cts" => "typescript",
+        "py" | "python3" => "python",
+        "rs" => "rust",
+        "golang" => "go",
+        other => other,
+    };
+    Language::ALL.into_iter().find(|l| l.as_str() == alias)
+}
 
 impl FromStr for Language {
     type Err = UnknownLanguage;
@@ -79,6 +111,33 @@ impl FromStr for Language {
             .into_iter()
             .find(|l| l.as_str() == s)
             .ok_or_else(|| UnknownLanguage(s.to_owned()))
+    }
+}
+
+/// The question a discovery answers (W3: the answer, not the file, is capped at 2 MiB).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeQuery {
+    /// The scopes with this qualified name; with none, [`Discovery::names`] lists up to 40
+    /// distinct names there are.
+    Name(String),
+    /// For each `[start, end)` UTF-8 byte range, the innermost scope containing it.
+    Covering(Vec<[usize; 2]>),
+    /// No scopes: only whether the content parses ([`Discovery::has_error`],
+    /// [`Discovery::scope_count`]).
+    Summary,
+}
+
+impl Serialize for ScopeQuery {
+    /// `{"name": …}`, `{"covering": [[start, end], …]}` or `{"summary": true}`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(1))?;
+        match self {
+            ScopeQuery::Name(name) => m.serialize_entry("name", name)?,
+            ScopeQuery::Covering(ranges) => m.serialize_entry("covering", ranges)?,
+            ScopeQuery::Summary => m.serialize_entry("summary", &true)?,
+        }
+        m.end()
     }
 }
 
@@ -98,12 +157,23 @@ pub struct Scope {
     pub end_line: usize,
 }
 
-/// The result of one discovery: scopes sorted by `start_byte`, enclosing scopes first, and the
-/// worker-reported parse+walk time in milliseconds (excludes process start and IPC).
+/// The result of one discovery: scopes sorted by `start_byte`, enclosing scopes first (all of
+/// them, or those answering a [`ScopeQuery`]), and the worker-reported parse+walk time in
+/// milliseconds (excludes process start and IPC).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Discovery {
     pub scopes: Vec<Scope>,
     pub parse_ms: f64,
+    /// The parser found syntax errors (tree-sitter `ERROR`/`MISSING` nodes); scopes are still
+    /// reported for what did parse.
+    #[serde(default)]
+    pub has_error: bool,
+    /// How many scopes the whole content has (`scopes` may list fewer for a query).
+    #[serde(default)]
+    pub scope_count: usize,
+    /// For an unmatched [`ScopeQuery::Name`]: up to 40 distinct names there are.
+    #[serde(default)]
+    pub names: Vec<String>,
 }
 
 #[cfg(test)]
@@ -117,11 +187,30 @@ mod tests {
             let json = serde_json::to_string(&l).expect("serialize");
             assert_eq!(json, format!("\"{l}\""));
         }
-        let err = "go".parse::<Language>().expect_err("unknown");
-        assert!(err.to_string().contains("\"go\""));
+        let err = "cobol".parse::<Language>().expect_err("unknown");
+        assert!(err.to_string().contains("\"cobol\""));
         assert!(
             err.to_string()
-                .contains("javascript, typescript, python, rust")
+                .contains("javascript, jsx, typescript, tsx, python, rust, go"),
+            "{err}"
         );
+        let err = "TypeScript".parse::<Language>().expect_err("case matters");
+        assert!(
+            err.to_string().ends_with("(did you mean typescript?)"),
+            "{err}"
+        );
+        let err = "py".parse::<Language>().expect_err("an extension");
+        assert!(err.to_string().ends_with("(did you mean python?)"), "{err}");
+    }
+
+    #[test]
+    fn scope_queries_have_the_worker_json_shape() {
+        let json = |q: ScopeQuery| serde_json::to_string(&q).expect("json");
+        assert_eq!(json(ScopeQuery::Name("A.b".into())), r#"{"name":"A.b"}"#);
+        assert_eq!(
+            json(ScopeQuery::Covering(vec![[1, 2]])),
+            r#"{"covering":[[1,2]]}"#
+        );
+        assert_eq!(json(ScopeQuery::Summary), r#"{"summary":true}"#);
     }
 }

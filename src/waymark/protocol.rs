@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Language, Scope};
+use super::{Language, Scope, ScopeQuery};
 
 /// A frame from the supervisor to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -25,6 +25,9 @@ pub struct DiscoverFrame {
     pub bytes: u64,
     /// Lowercase hex SHA-256 of the request file.
     pub sha256: String,
+    /// What to answer (absent: every scope); see [`ScopeQuery`].
+    #[serde(default, skip_serializing_if = "Option::is_none", skip_deserializing)]
+    pub query: Option<ScopeQuery>,
 }
 
 /// A frame from a worker to the supervisor.
@@ -66,6 +69,10 @@ struct WireWorkerMessage {
     #[serde(default)]
     has_error: Option<bool>,
     #[serde(default)]
+    scope_count: Option<usize>,
+    #[serde(default)]
+    names: Option<Vec<String>>,
+    #[serde(default)]
     error: Option<ResultError>,
 }
 
@@ -92,6 +99,8 @@ impl<'de> Deserialize<'de> for WorkerMessage {
                 parse_ms: w.parse_ms,
                 read_ms: w.read_ms,
                 has_error: w.has_error,
+                scope_count: w.scope_count,
+                names: w.names,
                 error: w.error,
             })),
             other => Err(D::Error::unknown_variant(other, &["ready", "result"])),
@@ -132,6 +141,12 @@ pub struct ResultFrame {
     /// True when the tree contains syntax errors (discovery still succeeds).
     #[serde(default)]
     pub has_error: Option<bool>,
+    /// How many scopes the whole file has (the answer may list fewer).
+    #[serde(default)]
+    pub scope_count: Option<usize>,
+    /// For an unmatched name query: the first distinct names (the agent's advice).
+    #[serde(default)]
+    pub names: Option<Vec<String>>,
     #[serde(default)]
     pub error: Option<ResultError>,
 }
@@ -159,6 +174,7 @@ mod tests {
             token: "abc".into(),
             bytes: 3,
             sha256: "00".into(),
+            query: None,
         });
         assert_eq!(
             serde_json::to_value(&d).expect("json"),

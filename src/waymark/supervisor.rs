@@ -55,7 +55,7 @@ use super::process::{ProcessIdentity, RssSampler, StderrBuffer, capture_stderr, 
 use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage, WorkerMessage};
 use super::queue::{AdmissionError, AdmissionQueue, QueueDepth};
 use super::stale::{self, Manifest, StaleReport};
-use super::{Discovery, Language};
+use super::{Discovery, Language, ScopeQuery};
 use crate::telemetry::{Outcome, PerfEvent, Recorder, Span};
 
 type WorkerCodec = FrameCodec<WorkerMessage, SupervisorMessage>;
@@ -333,7 +333,21 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, false).await
+        self.inner.discover(language, source, None, None).await
+    }
+
+    /// [`Waymark::discover`] answering one question (a named scope, the scopes covering byte
+    /// ranges, or only whether it parses), so the result stays small whatever the file: the
+    /// 2 MiB output cap (W3) applies to the answer, not to the file's whole scope list.
+    pub async fn discover_query(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(language, source, Some(query), None)
+            .await
     }
 
     /// W7: for a caller holding its target's lock. Waits at most 250 ms, in the same FIFO, for an
@@ -345,7 +359,47 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, true).await
+        self.inner
+            .discover(
+                language,
+                source,
+                None,
+                Some(self.inner.config.limits.lock_wait),
+            )
+            .await
+    }
+
+    /// [`Waymark::discover_holding_lock`] answering one question (see
+    /// [`Waymark::discover_query`]); submission validation asks only [`ScopeQuery::Summary`].
+    pub async fn discover_holding_lock_query(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(
+                language,
+                source,
+                Some(query),
+                Some(self.inner.config.limits.lock_wait),
+            )
+            .await
+    }
+
+    /// Best-effort discovery for a caller that must not wait (a read reporting whether content
+    /// parses): like [`Waymark::discover_holding_lock_query`] it never starts a child, but it
+    /// does not wait at all — with the worker busy, not ready or absent it fails at once
+    /// (`WAYMARK_WORKER_QUEUE_EXPIRED` / `WAYMARK_WORKER_NOT_READY`).
+    pub async fn discover_if_idle(
+        &self,
+        language: Language,
+        source: &str,
+        query: &ScopeQuery,
+    ) -> Result<Discovery, DiscoveryError> {
+        self.inner
+            .discover(language, source, Some(query), Some(Duration::ZERO))
+            .await
     }
 
     /// A snapshot for status endpoints and the console (starts nothing).
@@ -602,8 +656,10 @@ impl Inner {
         &self,
         language: Language,
         source: &str,
-        lock_holder: bool,
+        query: Option<&ScopeQuery>,
+        lock_wait: Option<Duration>,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_holder = lock_wait.is_some();
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
         let mut total = self.span("discovery_total", Some(request));
         total
@@ -616,7 +672,7 @@ impl Inner {
         outer_span.attr("ceiling_ms", ms(outer));
         let result = match tokio::time::timeout(
             outer,
-            self.discover_phases(request, language, source, lock_holder),
+            self.discover_phases(request, language, source, query, lock_wait),
         )
         .await
         {
@@ -652,8 +708,10 @@ impl Inner {
         request: u64,
         language: Language,
         source: &str,
-        lock_holder: bool,
+        query: Option<&ScopeQuery>,
+        lock_wait: Option<Duration>,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_holder = lock_wait.is_some();
         self.check_open()?;
         let not_ready = || {
             WorkerError::new(
@@ -665,11 +723,7 @@ impl Inner {
         if lock_holder && !self.current_ready() {
             return Err(not_ready().into());
         }
-        let ceiling = if lock_holder {
-            self.config.limits.lock_wait
-        } else {
-            self.config.limits.admission
-        };
+        let ceiling = lock_wait.unwrap_or(self.config.limits.admission);
         let permit = self.admit(ceiling, Some(request)).await?;
 
         let mut readiness = self.span("phase_readiness", Some(request));
@@ -696,7 +750,9 @@ impl Inner {
         active
             .id("generation", worker.id)
             .attr("ceiling_ms", ms(self.config.active_timeout));
-        let result = self.run_request(&worker, request, language, source).await;
+        let result = self
+            .run_request(&worker, request, language, source, query)
+            .await;
         active.finish(outcome(result.is_ok()));
         if worker.mode == WaymarkMode::Oneshot {
             self.retire(
@@ -973,6 +1029,9 @@ impl Inner {
             g.stderr_done.send_replace(true);
         });
         tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
+        if worker.mode == WaymarkMode::Resident {
+            tokio::spawn(retire_at_age(self.this.clone(), worker.clone()));
+        }
         if shut_down {
             // Shutdown raced this launch: it saw no such generation, so retire it here.
             self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
@@ -990,6 +1049,7 @@ impl Inner {
         request: u64,
         language: Language,
         source: &str,
+        query: Option<&ScopeQuery>,
     ) -> Result<Discovery, DiscoveryError> {
         let Some(this) = self.arc() else {
             return Err(WorkerError::new(WorkerErrorCode::Cancelled, "supervisor dropped").into());
@@ -1069,6 +1129,7 @@ impl Inner {
             token,
             bytes,
             sha256,
+            query: query.cloned(),
         });
         let sent = {
             let mut writer = worker.writer.lock().await;
@@ -1291,8 +1352,11 @@ fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
             .into());
         };
         return Ok(Discovery {
+            scope_count: frame.scope_count.unwrap_or(scopes.len()),
             scopes,
             parse_ms: frame.parse_ms.unwrap_or(0.0),
+            has_error: frame.has_error.unwrap_or(false),
+            names: frame.names.unwrap_or_default(),
         });
     }
     let (code, message) = frame
@@ -1387,6 +1451,40 @@ async fn read_loop(
                 }
             }
         }
+    }
+}
+
+/// W10: retires a resident generation on the policy clock when it reaches its maximum age while
+/// idle — not only when the next request arrives. It takes the active slot first (so it never
+/// retires a generation under an active request; a busy generation retires gracefully after
+/// its request, see `run_request`); if the slot is not free within the admission ceiling the
+/// request-time check applies.
+async fn retire_at_age(this: Weak<Inner>, worker: Arc<Generation>) {
+    let (clock, max_age, admission) = match this.upgrade() {
+        Some(inner) => (
+            inner.config.clock.clone(),
+            inner.config.limits.max_age,
+            inner.config.limits.admission,
+        ),
+        None => return,
+    };
+    let deadline = worker.started + max_age;
+    tokio::select! {
+        () = worker.cancel.cancelled() => return,
+        () = clock.sleep_until(deadline) => {}
+    }
+    let Some(inner) = this.upgrade() else { return };
+    let permit = tokio::select! {
+        () = worker.cancel.cancelled() => return,
+        permit = inner.admit(admission, None) => permit,
+    };
+    if let Ok(_permit) = permit {
+        inner.retire(
+            &worker,
+            reason::AGE_LIMIT,
+            "reached its maximum age while idle",
+            true,
+        );
     }
 }
 

@@ -1,6 +1,9 @@
 //! Helpers shared by the store integration tests.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
 use patchdiff::kernel::{TextEdit, apply_edits, find_all, sha256_hex};
 use patchdiff::store::*;
 
@@ -116,4 +119,63 @@ pub fn replay_to_end(store: &SqliteStore, target: &str) -> (Vec<JournalEntry>, S
         }
     }
     (all, content)
+}
+
+/// A `store-probe` child: a second OS process sharing the database (K5). It prints `READY`
+/// first; tests synchronize with it through its pipes, never with sleeps.
+pub struct Probe {
+    pub child: Child,
+    pub stdin: ChildStdin,
+    pub stdout: BufReader<ChildStdout>,
+}
+
+impl Probe {
+    pub fn spawn(args: &[&str]) -> Probe {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_store-probe"))
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn store-probe");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut p = Probe {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(p.line().as_deref(), Some("READY"));
+        p
+    }
+
+    pub fn line(&mut self) -> Option<String> {
+        let mut s = String::new();
+        match self.stdout.read_line(&mut s) {
+            Ok(0) | Err(_) => None,
+            Ok(_) => Some(s.trim_end().to_owned()),
+        }
+    }
+
+    pub fn go(&mut self) {
+        writeln!(self.stdin, "GO").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Remaining lines until the child exits; asserts it succeeded.
+    pub fn finish(mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        while let Some(l) = self.line() {
+            lines.push(l);
+        }
+        assert!(
+            self.child.wait().unwrap().success(),
+            "probe failed: {lines:?}"
+        );
+        lines
+    }
+}
+
+/// The database path [`fresh`] uses, as a probe argument.
+pub fn db_arg(dir: &tempfile::TempDir) -> String {
+    dir.path().join("pd.sqlite").to_str().unwrap().to_owned()
 }

@@ -11,8 +11,16 @@
 //   balloon          on a request, allocates and touches 256 MiB, then never answers
 //   spin             ready, then spins synchronously forever: the main thread never returns to
 //                    the event loop, so the stdin-reader guard never runs (a long parse, W11)
+//   stall_marker     answers correctly, except that a request whose source contains STALL_HERE
+//                    first writes a line to the FIFO $PATCHDIFF_TEST_STALL_ENTERED (blocking
+//                    until the test reads it) and then reads the FIFO
+//                    $PATCHDIFF_TEST_STALL_RELEASE (blocking until the test writes it): a
+//                    validation the test holds stalled, with no timing involved
 // Every mode keeps the W11 stdin-reader guard (exits when stdin closes), though `spin` never
 // gets to run it.
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 import { createEngine } from "../discovery_core.mjs";
 import {
@@ -93,6 +101,19 @@ switch (fault) {
       }
     });
     break;
+  case "stall_marker": {
+    const engine = await createEngine(["javascript"]);
+    readFrames((req) => {
+      const source = readFileSync(join(root, req.token, "source"), "utf8");
+      if (source.includes("STALL_HERE")) {
+        writeFileSync(process.env.PATCHDIFF_TEST_STALL_ENTERED, "entered\n");
+        readFileSync(process.env.PATCHDIFF_TEST_STALL_RELEASE);
+      }
+      answer(engine, root, generation, req);
+    });
+    ready();
+    break;
+  }
   default:
     die(`unknown --fault ${fault}`, 2);
 }
