@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use patchdiff::canary::StepOutcome;
 use patchdiff::canary::TargetRow;
-use patchdiff::canary::command::{COMMANDS, Command};
+use patchdiff::canary::command::{COMMANDS, Command, ProcessKind};
 use patchdiff::canary::host::HostProgress;
 use patchdiff::console::app::{App, Input, Overlay, Pane};
 use patchdiff::console::evidence::EvidenceView;
@@ -544,4 +544,89 @@ fn enter_on_processes_shows_the_step_log() {
     };
     assert!(title.starts_with("step log"), "{title}");
     assert!(lines[0].starts_with("✔ preflight ok"), "{lines:?}");
+}
+
+#[test]
+fn processes_pane_restarts_stops_and_kills_one_process_saying_what_it_does() {
+    let mut app = live_app(false);
+    app.focus = Pane::Processes;
+    app.on_key(key(KeyCode::Down)); // observed
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('R'))),
+        Some(Command::Launch {
+            which: Some(ProcessKind::Observed)
+        })
+    );
+    assert!(app.statuses.iter().any(|s| {
+        s.text
+            .contains("restarting the observed process only (pid 7010)")
+    }));
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('X'))),
+        Some(Command::Stop {
+            which: Some(ProcessKind::Observed)
+        })
+    );
+    // A kill asks first; anything but `y` cancels.
+    assert_eq!(app.on_key(key(KeyCode::Char('K'))), None);
+    let screen = text(&render(&app, 120, 30));
+    assert!(
+        screen.contains("kill observed (pid 7010) with SIGKILL? y/N"),
+        "{screen}"
+    );
+    app.on_key(key(KeyCode::Char('n')));
+    assert!(app.statuses.iter().any(|s| s.text == "cancelled"));
+    // The selected row is highlighted and every process shows its sampled RSS and CPU.
+    app.proc_usage.insert(
+        7010,
+        patchdiff::console::app::ProcUsage {
+            rss_bytes: 64 * 1024 * 1024,
+            cpu_percent: 12.0,
+        },
+    );
+    let t = text(&render_pane(&app, Pane::Processes, 110, 6));
+    let row = t.lines().find(|l| l.contains("observed")).unwrap();
+    assert!(row.contains("rss 64.0 MiB cpu 12%"), "{t}");
+}
+
+#[test]
+fn a_confirmed_kill_sends_sigkill_to_the_selected_process() {
+    use std::os::unix::process::ExitStatusExt;
+    // A real process stands in for an agent host the console shows.
+    let mut child = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Host(Box::new(HostProgress {
+        host: "claude".into(),
+        pid: Some(child.id()),
+        started_ms: LAST_EVENT_MS,
+        state: "running".into(),
+        ..HostProgress::default()
+    })));
+    app.focus = Pane::Processes;
+    let rows = app.process_rows();
+    let index = rows.iter().position(|r| r.label == "claude").unwrap();
+    for _ in 0..index {
+        app.on_key(key(KeyCode::Down));
+    }
+    app.on_key(key(KeyCode::Char('K')));
+    assert!(matches!(app.input, Input::Confirm { .. }));
+    // `sleep` is its own process's leader only if spawned so; kill it alone here.
+    if let Input::Confirm {
+        action: patchdiff::console::app::ProcessAction::Kill { group, .. },
+        ..
+    } = &mut app.input
+    {
+        *group = false;
+    }
+    app.on_key(key(KeyCode::Char('y')));
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), Some(9), "{status:?}");
+    assert!(
+        app.statuses
+            .iter()
+            .any(|s| s.text.contains("sent SIGKILL to claude"))
+    );
 }

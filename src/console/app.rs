@@ -12,7 +12,7 @@ use super::evidence::{EvidenceView, pretty};
 use super::ring::Ring;
 use super::runner::{CanarySnapshot, RunnerEvent};
 use super::state::Monitor;
-use crate::canary::command::{COMMANDS, Command, complete};
+use crate::canary::command::{COMMANDS, Command, ProcessKind, complete};
 use crate::kernel::TargetSummary;
 
 /// Frame times kept.
@@ -65,7 +65,14 @@ impl Pane {
                 ("g/G", "top/end"),
             ],
             Pane::Perf => &[("↑↓", "scroll")],
-            Pane::Processes => &[("⏎", "step log")],
+            Pane::Processes => &[
+                ("↑↓", "select"),
+                ("R", "restart"),
+                ("X", "stop"),
+                ("K", "kill…"),
+                ("E", "stderr"),
+                ("⏎", "step log"),
+            ],
             Pane::Targets => &[("↑↓", "select"), ("⏎", "story: verdicts, diffs")],
             Pane::Worker => &[],
         }
@@ -75,6 +82,9 @@ impl Pane {
         Pane::ALL.iter().position(|p| *p == self).unwrap_or(0)
     }
 }
+
+/// How much of a process's stderr log the `E` view shows (its last lines).
+pub const STDERR_TAIL_LINES: usize = 200;
 
 /// Keys the console itself owns (not in the command table).
 pub const CONSOLE_KEYS: &[(&str, &str)] = &[
@@ -99,6 +109,40 @@ pub enum Input {
     Search {
         text: String,
     },
+    /// A question the operator answers with `y` (anything else cancels), e.g. before a kill.
+    Confirm {
+        question: String,
+        action: ProcessAction,
+    },
+}
+
+/// What the processes pane can do to one process (issue 13).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessAction {
+    /// SIGKILL the process (for an agent host: its whole process group). Confirmed first.
+    Kill {
+        label: String,
+        pid: u32,
+        group: bool,
+    },
+}
+
+/// One row of the processes pane, as the operator selects it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRow {
+    /// `full`, `observed`, the agent host's name, or `worker`.
+    pub label: String,
+    pub pid: Option<u32>,
+    /// The file holding the process's stderr, if the run keeps one.
+    pub stderr: Option<std::path::PathBuf>,
+}
+
+/// Resident memory and CPU of one process, sampled by the console (U1).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ProcUsage {
+    pub rss_bytes: u64,
+    /// Percent of one core since the previous sample.
+    pub cpu_percent: f32,
 }
 
 /// A window drawn over the panes.
@@ -140,6 +184,10 @@ pub struct App {
     pub store_error: Option<String>,
     /// Process state from `/proc` by pid: `R`, `S`, `Z`, … or `gone`.
     pub proc_state: BTreeMap<u64, String>,
+    /// RSS and CPU by pid, for every process the pane shows.
+    pub proc_usage: BTreeMap<u64, ProcUsage>,
+    /// The selected row of the processes pane.
+    pub process_cursor: usize,
     /// The console's clock (Unix ms), advanced by ticks; injected in tests.
     pub now_ms: f64,
     pub focus: Pane,
@@ -179,6 +227,8 @@ impl App {
             store_targets: Vec::new(),
             store_error: None,
             proc_state: BTreeMap::new(),
+            proc_usage: BTreeMap::new(),
+            process_cursor: 0,
             now_ms,
             focus: Pane::Processes,
             input: Input::Normal,
@@ -206,6 +256,13 @@ impl App {
             .iter()
             .flat_map(|c| c.processes.iter().filter_map(|p| p.pid.map(u64::from)))
             .collect();
+        pids.extend(
+            self.canary
+                .as_ref()
+                .and_then(|c| c.host.as_ref())
+                .and_then(|h| h.pid)
+                .map(u64::from),
+        );
         pids.extend(self.monitor.worker.pid);
         pids.extend(self.attached_pid());
         pids
@@ -283,6 +340,14 @@ impl App {
                 self.search_key(key, text);
                 return None;
             }
+            Input::Confirm { action, .. } => {
+                if key.code == KeyCode::Char('y') {
+                    self.perform(action);
+                } else {
+                    self.push_status(true, "cancelled");
+                }
+                return None;
+            }
             Input::Normal => {}
         }
         match key.code {
@@ -303,6 +368,11 @@ impl App {
                 self.mouse_changed = true;
             }
             KeyCode::Esc => self.notice = None,
+            _ if self.focus == Pane::Processes
+                && let Some(outcome) = self.process_key(key) =>
+            {
+                return outcome;
+            }
             KeyCode::Enter if self.focus == Pane::Targets => {
                 let name = self.target_names().get(self.target_cursor).cloned()?;
                 return Some(self.submit(Command::Target { name }));
@@ -330,6 +400,148 @@ impl App {
         }
     }
 
+    /// The processes pane's rows, in order: the MCP processes, the agent host (when one ran),
+    /// the worker.
+    pub fn process_rows(&self) -> Vec<ProcessRow> {
+        let run = self.canary.as_ref().map(|c| c.run_path.clone());
+        let file = |name: String| run.as_ref().map(|r| r.join(name));
+        let mut rows = Vec::new();
+        let kinds: &[&str] = if self.attached.is_some() {
+            &["observed"]
+        } else {
+            &["full", "observed"]
+        };
+        for kind in kinds {
+            let pid = match self.attached {
+                Some(_) => self.attached_pid().and_then(|p| u32::try_from(p).ok()),
+                None => self
+                    .canary
+                    .as_ref()
+                    .and_then(|c| c.processes.iter().find(|p| p.kind == *kind))
+                    .and_then(|p| p.pid),
+            };
+            rows.push(ProcessRow {
+                label: (*kind).to_owned(),
+                pid,
+                stderr: file(format!("{kind}.stderr.log")),
+            });
+        }
+        if let Some(h) = self.canary.as_ref().and_then(|c| c.host.as_ref()) {
+            rows.push(ProcessRow {
+                label: h.host.clone(),
+                pid: h.pid,
+                stderr: file(format!("agent.{}.stderr.log", h.host)),
+            });
+        }
+        rows.push(ProcessRow {
+            label: "worker".into(),
+            pid: self.monitor.worker.pid.and_then(|p| u32::try_from(p).ok()),
+            stderr: file("worker.observed.stderr.log".into()),
+        });
+        rows
+    }
+
+    /// A key on the focused processes pane: select, restart, stop, kill (confirmed), stderr.
+    fn process_key(&mut self, key: KeyEvent) -> Option<Option<Command>> {
+        let rows = self.process_rows();
+        let row = rows
+            .get(self.process_cursor.min(rows.len().saturating_sub(1)))?
+            .clone();
+        let kind = match row.label.as_str() {
+            "full" => Some(ProcessKind::Full),
+            "observed" => Some(ProcessKind::Observed),
+            _ => None,
+        };
+        match key.code {
+            KeyCode::Up | KeyCode::Char('k') => {
+                self.process_cursor = self.process_cursor.saturating_sub(1);
+                Some(None)
+            }
+            KeyCode::Down | KeyCode::Char('j') => {
+                self.process_cursor = (self.process_cursor + 1).min(rows.len().saturating_sub(1));
+                Some(None)
+            }
+            KeyCode::Char('R') | KeyCode::Char('X') => {
+                let restart = key.code == KeyCode::Char('R');
+                let Some(kind) = kind.filter(|_| self.attached.is_none()) else {
+                    self.push_status(
+                        false,
+                        format!(
+                            "{} is not a process the console launched; it can only be killed (K)",
+                            row.label
+                        ),
+                    );
+                    return Some(None);
+                };
+                // Say what the action does before doing it.
+                self.push_status(
+                    true,
+                    format!(
+                        "{} the {} process only (pid {})…",
+                        if restart { "restarting" } else { "stopping" },
+                        kind.as_str(),
+                        row.pid.map_or("-".into(), |p| p.to_string())
+                    ),
+                );
+                let command = if restart {
+                    Command::Launch { which: Some(kind) }
+                } else {
+                    Command::Stop { which: Some(kind) }
+                };
+                Some(Some(self.submit(command)))
+            }
+            KeyCode::Char('K') => {
+                match row.pid {
+                    Some(pid) => {
+                        let group = kind.is_none() && row.label != "worker";
+                        self.input = Input::Confirm {
+                            question: format!(
+                                "kill {} (pid {pid}{}) with SIGKILL? y/N",
+                                row.label,
+                                if group {
+                                    ", its whole process group"
+                                } else {
+                                    ""
+                                }
+                            ),
+                            action: ProcessAction::Kill {
+                                label: row.label.clone(),
+                                pid,
+                                group,
+                            },
+                        };
+                    }
+                    None => self.push_status(false, format!("{} is not running", row.label)),
+                }
+                Some(None)
+            }
+            KeyCode::Char('E') => {
+                let lines = match &row.stderr {
+                    None => vec!["no run directory".to_owned()],
+                    Some(path) => match std::fs::read(path) {
+                        Ok(bytes) if bytes.is_empty() => {
+                            vec![format!("{} is empty", path.display())]
+                        }
+                        Ok(bytes) => {
+                            let text = String::from_utf8_lossy(&bytes);
+                            let all: Vec<&str> = text.lines().collect();
+                            let skip = all.len().saturating_sub(STDERR_TAIL_LINES);
+                            all[skip..].iter().map(|l| (*l).to_owned()).collect()
+                        }
+                        Err(e) => vec![format!("{}: {e}", path.display())],
+                    },
+                };
+                self.overlay = Overlay::Text {
+                    title: format!("{} stderr (last {STDERR_TAIL_LINES} lines)", row.label),
+                    lines,
+                    scroll: 0,
+                };
+                Some(None)
+            }
+            _ => None,
+        }
+    }
+
     /// Target names in the order the targets pane shows them: the run's rows, then targets
     /// only the store knows.
     pub fn target_names(&self) -> Vec<String> {
@@ -344,6 +556,33 @@ impl App {
             }
         }
         names
+    }
+
+    /// Carries out a confirmed action. A kill goes straight to the process (not through the
+    /// canary task, which may be busy running the very step that process serves).
+    fn perform(&mut self, action: ProcessAction) {
+        match action {
+            ProcessAction::Kill { label, pid, group } => {
+                use nix::sys::signal::{Signal, kill, killpg};
+                use nix::unistd::Pid;
+                let target = Pid::from_raw(pid as i32);
+                let sent = if group {
+                    killpg(target, Signal::SIGKILL)
+                } else {
+                    kill(target, Signal::SIGKILL)
+                };
+                match sent {
+                    Ok(()) => self.push_status(
+                        true,
+                        format!(
+                            "sent SIGKILL to {label} (pid {pid}{})",
+                            if group { ", process group" } else { "" }
+                        ),
+                    ),
+                    Err(e) => self.push_status(false, format!("kill {label} (pid {pid}): {e}")),
+                }
+            }
+        }
     }
 
     fn submit(&mut self, command: Command) -> Command {

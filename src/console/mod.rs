@@ -18,6 +18,7 @@ pub mod state;
 pub mod tail;
 pub mod ui;
 
+use std::collections::BTreeMap;
 use std::io::Stdout;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -182,6 +183,8 @@ pub async fn run_loop<B: Backend>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_draw: Option<Instant> = None;
     let mut last_proc = Instant::now() - PROC_SAMPLE;
+    // U1: RSS and CPU of every process the pane shows (sysinfo keeps the CPU baseline).
+    let mut usage_sampler = sysinfo::System::new().ok();
     let mut dirty = true;
     let mut evidence_len = u64::MAX;
     loop {
@@ -212,6 +215,7 @@ pub async fn run_loop<B: Backend>(
             last_proc = Instant::now();
             remember_children(app);
             let pids = app.watched_pids();
+            app.proc_usage = sample_usage(&mut usage_sampler, &pids);
             app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
             // Follow mode: re-read the log when it grew.
             if app.evidence.follow {
@@ -394,6 +398,42 @@ pub fn attach(
     app.evidence = evidence::EvidenceView::new(logs);
     app.evidence.reload();
     app.push_status(true, format!("attached to {}", events.display()));
+}
+
+/// RSS and CPU (percent of one core since the previous call) of `pids`; pids that are gone or
+/// unreadable are left out.
+fn sample_usage(
+    system: &mut Option<sysinfo::System>,
+    pids: &[u64],
+) -> BTreeMap<u64, app::ProcUsage> {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate};
+    let Some(system) = system.as_mut() else {
+        return BTreeMap::new();
+    };
+    let wanted: Vec<Pid> = pids
+        .iter()
+        .filter_map(|p| u32::try_from(*p).ok())
+        .map(Pid::from_u32)
+        .collect();
+    system.refresh_processes_specifics(
+        ProcessesToUpdate::Some(&wanted),
+        true,
+        ProcessRefreshKind::nothing().with_memory().with_cpu(),
+    );
+    wanted
+        .iter()
+        .filter_map(|pid| {
+            system.process(*pid).map(|p| {
+                (
+                    u64::from(pid.as_u32()),
+                    app::ProcUsage {
+                        rss_bytes: p.memory(),
+                        cpu_percent: p.cpu_usage(),
+                    },
+                )
+            })
+        })
+        .collect()
 }
 
 fn spawn_terminal_input(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {

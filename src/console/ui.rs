@@ -336,7 +336,37 @@ fn host_line<'a>(app: &App, h: &crate::canary::host::HostProgress, theme: &Theme
     ])
 }
 
+/// `rss 62.1 MiB cpu 3%` for a sampled process, empty when it has no sample.
+fn usage_text(app: &App, pid: Option<u32>) -> String {
+    match pid.and_then(|p| app.proc_usage.get(&u64::from(p))) {
+        Some(u) => format!(
+            "  rss {:.1} MiB cpu {:.0}%",
+            u.rss_bytes as f64 / (1024.0 * 1024.0),
+            u.cpu_percent
+        ),
+        None => String::new(),
+    }
+}
+
 fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
+    let mut out = processes_rows(app, theme);
+    let rows = app.process_rows();
+    let focused = app.focus == Pane::Processes;
+    for (i, line) in out.iter_mut().enumerate() {
+        if let Some(row) = rows.get(i) {
+            let usage = usage_text(app, row.pid);
+            if !usage.is_empty() {
+                line.spans.push(Span::styled(usage, theme.dim()));
+            }
+        }
+        if focused && i == app.process_cursor.min(rows.len().saturating_sub(1)) {
+            *line = line.clone().style(theme.selected());
+        }
+    }
+    out
+}
+
+fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     let mut out = Vec::new();
     let mcp_kinds: &[&str] = if app.attached.is_some() {
         &["observed"]
@@ -801,6 +831,9 @@ fn draw_keys(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
             ])
         }
         Input::Search { text } => Line::raw(format!("/{text}█  (Enter searches the log)")),
+        Input::Confirm { question, .. } => {
+            Line::styled(question.clone(), theme.level(Level::Limit))
+        }
         Input::Normal => {
             let mut spans = Vec::new();
             for (k, what) in app.focus.keys() {
