@@ -630,3 +630,37 @@ fn a_confirmed_kill_sends_sigkill_to_the_selected_process() {
             .any(|s| s.text.contains("sent SIGKILL to claude"))
     );
 }
+
+#[test]
+fn after_report_the_header_carries_the_verdict() {
+    let mut app = live_app(false);
+    let header = |app: &App| {
+        text(&render(app, 200, 60))
+            .lines()
+            .next()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(!header(&app).contains("PASSED") && !header(&app).contains("FAILED"));
+    let mut snapshot = app.canary.clone().unwrap();
+    snapshot.steps.push(StepOutcome {
+        command: "report".into(),
+        ok: false,
+        summary: "the canary did not pass".into(),
+        elapsed_ms: 1,
+    });
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot.clone())));
+    // In the fixture only calendar has passed both checks.
+    assert!(
+        header(&app).contains("FAILED 1/5 (chess, incidents, worker-logs, limiter)"),
+        "{}",
+        header(&app)
+    );
+    for t in &mut snapshot.targets {
+        t.full_byte = Some(true);
+        t.behavioral = Some(true);
+    }
+    snapshot.steps.last_mut().unwrap().ok = true;
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    assert!(header(&app).contains("PASSED 5/5"), "{}", header(&app));
+}

@@ -132,11 +132,12 @@ fn perf_events_naming_another_users_file_or_a_device_change_nothing() {
 #[tokio::test]
 async fn invalid_telemetry_settings_print_one_warning_line_and_still_serve() {
     let env = TestEnv::new();
+    let invalid_memory = env.path().join("invalid-memory.perf.jsonl");
     for (events, memory, says) in [
         ("relative/perf.jsonl", "1", "relative"),
         (env.path().to_str().unwrap(), "1", "directory"),
         (
-            "/tmp/never-created-by-this-test.jsonl",
+            invalid_memory.to_str().unwrap(),
             "yes",
             "PATCHDIFF_PERF_MEMORY",
         ),
@@ -156,7 +157,21 @@ async fn invalid_telemetry_settings_print_one_warning_line_and_still_serve() {
         assert_eq!(warnings.len(), 1, "{events} {memory}: {text}");
         assert!(warnings[0].contains(says), "{warnings:?}");
     }
-    assert!(!Path::new("/tmp/never-created-by-this-test.jsonl").exists());
+    // T2/T3: telemetry is invalid, so the events file holds the status receipt saying so and
+    // nothing else; no memory file is created.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&invalid_memory)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0]
+            .to_string()
+            .contains("invalid_memory_configuration"),
+        "{lines:?}"
+    );
+    assert!(!Path::new(&format!("{}.memory.jsonl", invalid_memory.display())).exists());
 }
 
 #[test]

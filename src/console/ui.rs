@@ -281,7 +281,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
 fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     let what = match (&app.canary, &app.attached) {
         (_, Some(a)) => format!("attached · events {}", a.events.display()),
-        (Some(c), None) => format!("canary · run {}", c.run_id),
+        (Some(c), None) => format!("canary · run {}{}", c.run_id, verdict(c)),
         (None, None) => "canary · starting".into(),
     };
     let m = &app.monitor;
@@ -296,6 +296,41 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
         clock(app.now_ms)
     );
     frame.render_widget(Paragraph::new(Span::styled(text, theme.title(true))), area);
+}
+
+/// ` · PASSED 5/5` or ` · FAILED 4/5 (chess)` once the run has a `report` step; empty before.
+pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
+    let Some(report) = c.steps.iter().rev().find(|s| s.command == "report") else {
+        return String::new();
+    };
+    let passing: Vec<&str> = c
+        .targets
+        .iter()
+        .filter(|t| t.full_byte == Some(true) && t.behavioral == Some(true))
+        .map(|t| t.name.as_str())
+        .collect();
+    let failing: Vec<&str> = c
+        .targets
+        .iter()
+        .filter(|t| !passing.contains(&t.name.as_str()))
+        .map(|t| t.name.as_str())
+        .collect();
+    if report.ok {
+        format!(" · PASSED {}/{}", passing.len(), c.targets.len())
+    } else if failing.is_empty() {
+        format!(
+            " · FAILED {}/{} (a step failed)",
+            passing.len(),
+            c.targets.len()
+        )
+    } else {
+        format!(
+            " · FAILED {}/{} ({})",
+            passing.len(),
+            c.targets.len(),
+            failing.join(", ")
+        )
+    }
 }
 
 /// A process's state word from its sampled `/proc` state (U1: state and exit status).

@@ -231,8 +231,15 @@ impl WaymarkConfig {
     /// Validates `PATCHDIFF_WAYMARK_MODE`, `PATCHDIFF_WAYMARK_WORKERS` and
     /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS` without resolving Node (P2, M4): for a process that
     /// never starts the worker (the workspace profile), which must start where Node is absent.
+    ///
+    /// An explicitly set `PATCHDIFF_NODE_BINARY` is still checked (P2: an invalid value never
+    /// starts a process), but an unset one is not looked up on `PATH`.
     pub fn validate_settings_from_env() -> Result<(), ConfigError> {
-        Self::settings_from_lookup(&|name: &str| std::env::var_os(name)).map(|_| ())
+        Self::settings_from_lookup(&|name: &str| std::env::var_os(name))?;
+        if let Some(node) = std::env::var_os(ENV_NODE_BINARY).filter(|v| !v.is_empty()) {
+            resolve_node_binary(Some(&node), std::env::var_os("PATH").as_deref())?;
+        }
+        Ok(())
     }
 
     /// The mode and active timeout from `lookup` (everything but the Node binary).
