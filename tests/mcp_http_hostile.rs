@@ -85,6 +85,63 @@ async fn delete_of_an_unknown_session_is_404() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn bad_params_and_batches_get_json_rpc_errors_with_ids_and_2025_03_26_is_not_negotiated() {
+    let env = TestEnv::new();
+    let server = HttpServer::start(&env, "workspace").await;
+    let bearer = format!("Bearer {}", server.token);
+    let init = INITIALIZE.replace("2025-06-18", "2025-03-26");
+    let (status, text) = server.post(&[("Authorization", &bearer)], &init).await;
+    assert_eq!(status, 200, "{text}");
+    assert!(
+        !text.contains("\"protocolVersion\":\"2025-03-26\""),
+        "{text}"
+    );
+    let session = text
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("mcp-session-id: ")
+                .map(|_| l.split_once(": ").unwrap().1.trim().to_owned())
+        })
+        .expect("session id");
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Mcp-Session-Id", &session),
+    ];
+    let (status, text) = server
+        .post(&headers, r#"[{"jsonrpc":"2.0","id":2,"method":"ping"}]"#)
+        .await;
+    assert_eq!(status, 400, "{text}");
+    let answers = json_body(&text);
+    assert_eq!(answers[0]["id"], 2, "{text}");
+    assert_eq!(answers[0]["error"]["code"], -32600);
+    for (id, body) in [
+        (
+            3,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":"x"}"#,
+        ),
+        (
+            4,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"patchdiff_read_target","arguments":[1,2]}}"#,
+        ),
+        (
+            5,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}"#,
+        ),
+    ] {
+        let (status, text) = server.post(&headers, body).await;
+        assert_eq!(status, 400, "{text}");
+        let answer = json_body(&text);
+        assert_eq!(
+            (answer["id"].clone(), answer["error"]["code"].clone()),
+            (id.into(), (-32602).into()),
+            "{text}"
+        );
+    }
+    server.stop().await;
+}
+
 /// An in-process HTTP server (workspace profile, real SQLite store) with `limits`.
 async fn serve_in_process(limits: HttpLimits) -> (std::net::SocketAddr, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();

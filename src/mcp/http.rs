@@ -8,7 +8,9 @@
 //! Hostile clients (issue 12): the accept loop caps open connections ([`HttpLimits`]) and closes
 //! a connection whose request head does not arrive in time (idle keep-alive included); a body
 //! must arrive in time too. A body that is not JSON gets 400 with a JSON-RPC `-32700` (rmcp
-//! says 415 in plain text), and DELETE of a session that does not exist gets 404.
+//! says 415 in plain text); a body with bad params or envelope, or a batch, gets 400 with the
+//! JSON-RPC errors the stdio transport gives (`super::stdio`); DELETE of a session that does
+//! not exist gets 404.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -231,15 +233,37 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
         }
         Ok(Ok(b)) => b,
     };
-    if let Err(e) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-        return jsonrpc_error(
-            StatusCode::BAD_REQUEST,
-            -32700,
-            format!("Parse error: {e}; the body must be one JSON-RPC message"),
-        );
-    }
-    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
-        .await
+    let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("Parse error: {e}; the body must be one JSON-RPC message"),
+            );
+        }
+    };
+    // The same screening as stdio: -32602/-32600 with the request's id, batches answered per
+    // request, 2025-03-26 not negotiated (rmcp answers 415 in plain text, without the id).
+    let body = match super::stdio::screen_http_body(value) {
+        Ok(v) if v.get("method").and_then(|m| m.as_str()) == Some("initialize") => {
+            axum::body::Body::from(v.to_string())
+        }
+        Ok(_) => axum::body::Body::from(bytes),
+        Err(Some(answer)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                answer,
+            )
+                .into_response();
+        }
+        // Only notifications and responses: accepted, nothing to answer.
+        Err(None) => return StatusCode::ACCEPTED.into_response(),
+    };
+    let mut parts = parts;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    next.run(Request::from_parts(parts, body)).await
 }
 
 /// Bounds of the HTTP transport against slow or idle clients (issue 12).
