@@ -55,6 +55,31 @@ async fn malformed_json_gets_400_with_a_json_rpc_parse_error() {
 }
 
 #[tokio::test]
+async fn refused_bodies_and_their_answers_are_in_the_wire_log() {
+    let env = TestEnv::new();
+    let wire = env.path().join("http.mcp.jsonl");
+    let server = HttpServer::start_with(
+        &env,
+        "workspace",
+        &[("PATCHDIFF_EVIDENCE_WIRE_LOG", wire.display().to_string())],
+    )
+    .await;
+    let bearer = format!("Bearer {}", server.token);
+    let (status, _) = server.post(&[("Authorization", &bearer)], "not json").await;
+    assert_eq!(status, 400);
+    server.stop().await;
+    let log = std::fs::read_to_string(&wire).expect("wire log");
+    let records: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records[0]["direction"], "request");
+    assert_eq!(records[0]["message"], "not json");
+    assert_eq!(records[1]["direction"], "result");
+    assert_eq!(records[1]["message"]["error"]["code"], -32700);
+}
+
+#[tokio::test]
 async fn the_bearer_scheme_is_case_insensitive() {
     let env = TestEnv::new();
     let server = HttpServer::start(&env, "workspace").await;

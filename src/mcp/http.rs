@@ -291,13 +291,36 @@ impl HttpLimits {
 /// the response (a JSON body, or the `data:` of every SSE event) as they pass, in the same
 /// [`crate::evidence::WireRecord`] format as the stdio wire log. Bodies above rmcp's request
 /// limit are refused with 413 before reaching MCP either way.
-async fn wire_layer(State(log): State<JsonlLog>, request: Request, next: Next) -> Response {
+async fn wire_layer(
+    State((log, limits)): State<(JsonlLog, HttpLimits)>,
+    request: Request,
+    next: Next,
+) -> Response {
     use futures::StreamExt;
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_LOGGED_BODY).await {
-        Ok(b) => b,
+    let read = tokio::time::timeout(
+        limits.body_read_timeout,
+        axum::body::to_bytes(body, MAX_LOGGED_BODY),
+    )
+    .await;
+    let bytes = match read {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
+            );
+        }
         Err(_) => {
-            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+            return jsonrpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                format!(
+                    "the request body did not arrive within {} s",
+                    limits.body_read_timeout.as_secs()
+                ),
+            );
         }
     };
     log_wire_message(&log, Direction::Request, &bytes);
@@ -403,14 +426,17 @@ impl HttpListener {
             token: token.into(),
             origins: Arc::new(origins),
         };
-        let mut app = axum::Router::new().nest_service(ENDPOINT, service);
+        let limits = self.limits;
+        let mut app = axum::Router::new().nest_service(ENDPOINT, service).layer(
+            axum::middleware::from_fn_with_state(protocol, protocol_layer),
+        );
+        // The wire log sees what the protocol layer refuses, and its answers, too (E1).
         if let Some(log) = wire_log {
-            app = app.layer(axum::middleware::from_fn_with_state(log, wire_layer));
+            app = app.layer(axum::middleware::from_fn_with_state(
+                (log, limits),
+                wire_layer,
+            ));
         }
-        let app = app.layer(axum::middleware::from_fn_with_state(
-            protocol,
-            protocol_layer,
-        ));
         // The guard wraps everything: refused requests reach neither MCP nor the wire log.
         let app = app.layer(axum::middleware::from_fn_with_state(guard, guard_layer));
         accept_loop(self.listener, app, self.limits, shutdown).await
