@@ -671,6 +671,34 @@ mod tests {
         assert_eq!(sniff_id(after), Some(json!("k-1")));
     }
 
+    #[tokio::test]
+    async fn an_oversize_line_is_answered_with_its_id_and_reading_goes_on() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (mut client, server_in) = tokio::io::duplex(4096);
+        let (server_out, answers) = tokio::io::duplex(4096);
+        let mut transport = StdioTransport::with_max_line(server_in, server_out, 64);
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"x":"{}"}}}}"#,
+            "a".repeat(200)
+        );
+        client
+            .write_all(
+                format!("{long}\n{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}}\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+        match transport.receive().await {
+            Some(JsonRpcMessage::Request(r)) => assert_eq!(r.id.to_string(), "8"),
+            other => panic!("expected the ping with id 8, got {other:?}"),
+        }
+        let mut lines = tokio::io::BufReader::new(answers).lines();
+        let answer: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST);
+    }
+
     #[test]
     fn a_batch_is_answered_per_request_with_ids() {
         let items = vec![
