@@ -350,7 +350,14 @@ fn check_request(
                 *initialized = true;
             }
         }
-        "server/discover" | "ping" => {}
+        // MCP 2026-07-28 discovery opens the conversation as initialize does; from then on rmcp
+        // judges each request's `_meta` itself.
+        "server/discover" => {
+            if let Some(initialized) = initialized {
+                *initialized = true;
+            }
+        }
+        "ping" => {}
         _ if initialized.is_some_and(|done| !*done) && !stateless => {
             return Some(invalid(
                 INVALID_REQUEST,
