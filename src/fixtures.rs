@@ -162,12 +162,18 @@ impl FixtureManifest {
     }
 }
 
-/// Reads `path` and checks its SHA-256 against `expected` (lowercase hex).
+/// Reads `path` — a regular file of at most the content cap (K1: 256 MiB; a FIFO, device or
+/// larger file is refused without blocking or reading it whole, see
+/// [`crate::owned_fs::read_regular_bounded`]) — and checks its SHA-256 against `expected`
+/// (lowercase hex). Blocking.
 pub fn read_pinned(target: &str, path: &Path, expected: &str) -> Result<Vec<u8>, FixtureError> {
-    let bytes = std::fs::read(path).map_err(|source| FixtureError::Missing {
-        target: target.to_owned(),
-        path: path.to_path_buf(),
-        source,
+    let cap = crate::kernel::MAX_CONTENT_BYTES as u64;
+    let bytes = crate::owned_fs::read_regular_bounded(path, cap).map_err(|source| {
+        FixtureError::Missing {
+            target: target.to_owned(),
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let actual = sha256_hex(&bytes);
     if !actual.eq_ignore_ascii_case(expected) {
@@ -208,6 +214,15 @@ mod tests {
         let path = dir.join("manifest.json");
         std::fs::write(&path, manifest.to_string()).unwrap();
         path
+    }
+
+    #[test]
+    fn a_pinned_fifo_is_refused_without_blocking() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("original.js");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let err = read_pinned("t", &fifo, &"0".repeat(64)).unwrap_err();
+        assert!(err.to_string().contains("FIFO"), "{err}");
     }
 
     #[test]

@@ -290,6 +290,26 @@ pub fn create_private_dir(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`create_private_dir`], then checks that `path` — created now or before, possibly by someone
+/// else (a predictable name under `/tmp`) — is a real directory owned by the effective uid that
+/// group and others cannot write to. Refuses otherwise, changing nothing.
+pub fn create_owned_dir(path: &Path) -> std::io::Result<()> {
+    create_private_dir(path)?;
+    let meta = std::fs::symlink_metadata(path)?;
+    if meta.file_type().is_symlink() {
+        return Err(Refusal::Symlink.into_error(path));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != euid {
+        return Err(Refusal::ForeignOwner { uid: meta.uid() }.into_error(path));
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(Refusal::SharedMode { mode }.into_error(path));
+    }
+    Ok(())
+}
+
 /// Reads a fixture (C1; issue 12): `path` must name a regular file of at most `cap` bytes. The
 /// open never blocks (`O_NONBLOCK`: a FIFO with no writer is refused, not waited on), FIFOs,
 /// devices and sockets — `/dev/stdin`, `/proc/self/fd/0` included — are refused, and the read
@@ -399,6 +419,24 @@ mod tests {
             assert_eq!(mode(&root.path().join(p)), 0o700, "{p}");
         }
         assert_eq!(mode(root.path()), 0o755);
+    }
+
+    #[test]
+    fn an_owned_dir_must_be_ours_and_closed_to_others() {
+        let root = tempfile::tempdir().unwrap();
+        let shared = root.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = create_owned_dir(&shared).unwrap_err();
+        assert_eq!(
+            Refusal::of(&err).map(Refusal::code),
+            Some("accessible_by_others")
+        );
+        assert_eq!(mode(&shared), 0o777);
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(root.path(), &link).unwrap();
+        assert!(create_owned_dir(&link).is_err());
+        create_owned_dir(&root.path().join("fresh/deeper")).unwrap();
     }
 
     #[test]

@@ -385,7 +385,11 @@ impl Canary {
             );
         }
         // C1: authenticate every fixture before initializing any.
-        let fixtures = self.manifest.authenticate_originals()?;
+        // Off the async runtime: these are file reads (bounded, regular files only).
+        let manifest = self.manifest.clone();
+        let fixtures = tokio::task::spawn_blocking(move || manifest.authenticate_originals())
+            .await
+            .map_err(|e| anyhow::anyhow!("fixture authentication task failed: {e}"))??;
         self.ensure_full().await?;
         let full = self
             .full

@@ -4,6 +4,13 @@
 //! rmcp's `StreamableHttpService` checks `Host` against loopback names by default but does not
 //! check `Origin` unless configured; this module configures both and adds the bearer guard in
 //! front of it, so an unauthenticated request never reaches the MCP session machinery.
+//!
+//! Hostile clients (issue 12): the accept loop caps open connections ([`HttpLimits`]) and closes
+//! a connection whose request head does not arrive in time (idle keep-alive included); a body
+//! must arrive in time too. A body that is not JSON gets 400 with a JSON-RPC `-32700` (rmcp
+//! says 415 in plain text); a body with bad params or envelope, or a batch, gets 400 with the
+//! JSON-RPC errors the stdio transport gives (`super::stdio`); DELETE of a session that does
+//! not exist gets 404.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -124,10 +131,13 @@ fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<(StatusCode, &'static s
             ));
         }
     }
+    // RFC 7235: the auth scheme is case-insensitive (`bearer`, `BEARER` are `Bearer`).
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.trim_start().split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
     match presented {
         Some(t) if constant_time_eq(t.trim().as_bytes(), guard.token.as_bytes()) => None,
         Some(_) => Some((StatusCode::UNAUTHORIZED, "wrong bearer token")),
@@ -154,17 +164,163 @@ async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -
     }
 }
 
+/// A JSON-RPC error response body with `"id": null` (the request's id cannot be known).
+fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                                  "error": {"code": code, "message": message}});
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+#[derive(Clone)]
+struct Protocol {
+    sessions: Arc<LocalSessionManager>,
+    limits: HttpLimits,
+}
+
+/// Issue 12: answers what rmcp would answer badly, before it reaches rmcp. A POST body must
+/// arrive within [`HttpLimits::body_read_timeout`] (else 408) and be JSON (else 400 with a
+/// JSON-RPC `-32700`); DELETE of an unknown session is 404.
+async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next) -> Response {
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+    if request.method() == axum::http::Method::DELETE {
+        let id = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(|v| -> rmcp::transport::streamable_http_server::SessionId { v.into() });
+        if let Some(id) = id
+            && !p.sessions.has_session(&id).await.unwrap_or(false)
+        {
+            return jsonrpc_error(
+                StatusCode::NOT_FOUND,
+                -32600,
+                format!("no session `{id}`: it ended or never existed"),
+            );
+        }
+        return next.run(request).await;
+    }
+    if request.method() != axum::http::Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let read = tokio::time::timeout(
+        p.limits.body_read_timeout,
+        axum::body::to_bytes(body, MAX_LOGGED_BODY),
+    )
+    .await;
+    let bytes = match read {
+        Err(_) => {
+            return jsonrpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                format!(
+                    "the request body did not arrive within {} s",
+                    p.limits.body_read_timeout.as_secs()
+                ),
+            );
+        }
+        Ok(Err(_)) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
+            );
+        }
+        Ok(Ok(b)) => b,
+    };
+    let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
+        Ok(v) => v,
+        Err(e) => {
+            return jsonrpc_error(
+                StatusCode::BAD_REQUEST,
+                -32700,
+                format!("Parse error: {e}; the body must be one JSON-RPC message"),
+            );
+        }
+    };
+    // The same screening as stdio: -32602/-32600 with the request's id, batches answered per
+    // request, 2025-03-26 not negotiated (rmcp answers 415 in plain text, without the id).
+    let body = match super::stdio::screen_http_body(value) {
+        Ok(v) if v.get("method").and_then(|m| m.as_str()) == Some("initialize") => {
+            axum::body::Body::from(v.to_string())
+        }
+        Ok(_) => axum::body::Body::from(bytes),
+        Err(Some(answer)) => {
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, "application/json")],
+                answer,
+            )
+                .into_response();
+        }
+        // Only notifications and responses: accepted, nothing to answer.
+        Err(None) => return StatusCode::ACCEPTED.into_response(),
+    };
+    let mut parts = parts;
+    parts.headers.remove(header::CONTENT_LENGTH);
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// Bounds of the HTTP transport against slow or idle clients (issue 12).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// A request head (and, on a keep-alive connection, the next one) must arrive within this.
+    pub header_read_timeout: std::time::Duration,
+    /// A request body must arrive within this.
+    pub body_read_timeout: std::time::Duration,
+    /// Most connections open at once; further ones wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl HttpLimits {
+    /// 10 s for a head, 30 s for a body (64 MiB over loopback takes well under 1 s), 64
+    /// connections (the console needs two).
+    pub const PRODUCT: HttpLimits = HttpLimits {
+        header_read_timeout: std::time::Duration::from_secs(10),
+        body_read_timeout: std::time::Duration::from_secs(30),
+        max_connections: 64,
+    };
+}
+
 /// E1 over HTTP: logs each authenticated request body (client → server) and each message of
 /// the response (a JSON body, or the `data:` of every SSE event) as they pass, in the same
 /// [`crate::evidence::WireRecord`] format as the stdio wire log. Bodies above rmcp's request
 /// limit are refused with 413 before reaching MCP either way.
-async fn wire_layer(State(log): State<WireLog>, request: Request, next: Next) -> Response {
+async fn wire_layer(
+    State((log, limits)): State<(WireLog, HttpLimits)>,
+    request: Request,
+    next: Next,
+) -> Response {
     use futures::StreamExt;
     let (parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_LOGGED_BODY).await {
-        Ok(b) => b,
+    let read = tokio::time::timeout(
+        limits.body_read_timeout,
+        axum::body::to_bytes(body, MAX_LOGGED_BODY),
+    )
+    .await;
+    let bytes = match read {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
+            return jsonrpc_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                -32600,
+                format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
+            );
+        }
         Err(_) => {
-            return (StatusCode::PAYLOAD_TOO_LARGE, "request body too large").into_response();
+            return jsonrpc_error(
+                StatusCode::REQUEST_TIMEOUT,
+                -32600,
+                format!(
+                    "the request body did not arrive within {} s",
+                    limits.body_read_timeout.as_secs()
+                ),
+            );
         }
     };
     log_wire_message(&log, Direction::Request, &bytes);
@@ -212,6 +368,7 @@ pub struct HttpListener {
     listener: tokio::net::TcpListener,
     /// The actual bound address (the port is resolved when 0 was asked).
     pub local_addr: SocketAddr,
+    limits: HttpLimits,
 }
 
 impl HttpListener {
@@ -228,7 +385,14 @@ impl HttpListener {
         Ok(Self {
             listener,
             local_addr,
+            limits: HttpLimits::PRODUCT,
         })
+    }
+
+    /// Replaces the [`HttpLimits`] (tests use small ones).
+    pub fn with_limits(mut self, limits: HttpLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Serves `server` at [`ENDPOINT`] until `shutdown` is cancelled. Each MCP session gets a
@@ -251,24 +415,91 @@ impl HttpListener {
             // W3: no new source-size limit; rmcp's 4 MiB default would be one.
             .with_max_request_body_bytes(MAX_LOGGED_BODY)
             .with_cancellation_token(shutdown.child_token());
-        let service = StreamableHttpService::new(
-            move || Ok(server.clone()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        let sessions = Arc::new(LocalSessionManager::default());
+        let service =
+            StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
+        let protocol = Protocol {
+            sessions,
+            limits: self.limits,
+        };
         let guard = Guard {
             token: token.into(),
             origins: Arc::new(origins),
         };
-        let mut app = axum::Router::new().nest_service(ENDPOINT, service);
+        let limits = self.limits;
+        let mut app = axum::Router::new().nest_service(ENDPOINT, service).layer(
+            axum::middleware::from_fn_with_state(protocol, protocol_layer),
+        );
+        // The wire log sees what the protocol layer refuses, and its answers, too (E1).
         if let Some(log) = wire_log {
-            app = app.layer(axum::middleware::from_fn_with_state(log, wire_layer));
+            app = app.layer(axum::middleware::from_fn_with_state(
+                (log, limits),
+                wire_layer,
+            ));
         }
         // The guard wraps everything: refused requests reach neither MCP nor the wire log.
         let app = app.layer(axum::middleware::from_fn_with_state(guard, guard_layer));
-        axum::serve(self.listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled().await })
-            .await
+        accept_loop(self.listener, app, self.limits, shutdown).await
+    }
+}
+
+/// Serves `app` on `listener`: at most `limits.max_connections` at once (the rest wait in the
+/// backlog), each closed when a request head does not arrive within
+/// `limits.header_read_timeout`. On `shutdown`, stops accepting, lets open connections finish
+/// their current request and waits for them (at most 5 s).
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    limits: HttpLimits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    loop {
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.map_err(std::io::Error::other)?,
+            _ = shutdown.cancelled() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                // Per-connection failures (ECONNABORTED, EMFILE) must not end the server.
+                Err(e) => {
+                    tracing::warn!("accepting an HTTP connection failed: {e}");
+                    continue;
+                }
+            },
+            _ = shutdown.cancelled() => break,
+        };
+        let service = TowerToHyperService::new(app.clone());
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _slot = permit;
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(limits.header_read_timeout);
+            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), slots.acquire_many(all)).await;
+    Ok(())
+}
+
+impl HttpListener {
+    /// The bounds in force.
+    pub fn limits(&self) -> HttpLimits {
+        self.limits
     }
 }
 
@@ -327,11 +558,33 @@ mod tests {
             HeaderValue::from_static("Bearer abc"),
         );
         assert_eq!(refusal(&guard, &h), None);
+        // RFC 7235: the scheme is case-insensitive.
+        for scheme in ["bearer abc", "BEARER abc", "BeArEr abc"] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(scheme));
+            assert_eq!(refusal(&guard, &h), None, "{scheme}");
+        }
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert!(refusal(&guard, &h).is_some());
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://localhost:5"),
         );
         assert_eq!(refusal(&guard, &h), None);
+        // RFC 7235: the scheme is case-insensitive.
+        for scheme in ["bearer abc", "BEARER abc", "BeArEr abc"] {
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static(scheme));
+            assert_eq!(refusal(&guard, &h), None, "{scheme}");
+        }
+        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+        assert!(refusal(&guard, &h).is_some());
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Bearer abc"),
+        );
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("https://evil.example"),

@@ -192,161 +192,222 @@ impl<R: AsyncRead + Unpin + Send> StdioTransport<R> {
     }
 
     fn classify_object(&mut self, mut obj: Map<String, Value>) -> Verdict {
-        let id = match obj.get("id") {
-            None => None,
-            Some(v) if valid_id(v) => Some(v.clone()),
-            Some(v) => {
-                return Verdict::Answer(error_line(
-                    None,
-                    INVALID_REQUEST,
-                    format!(
-                        "Invalid request: `id` must be a string or an integer, got {}",
-                        kind(v)
-                    ),
-                ));
-            }
+        let (id, method) = match precheck(&mut obj, Some(&mut self.initialized)) {
+            Ok(found) => found,
+            Err(verdict) => return verdict,
         };
-        let invalid =
-            |code: i64, message: String| Verdict::Answer(error_line(id.clone(), code, message));
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return invalid(
-                INVALID_REQUEST,
-                "Invalid request: `jsonrpc` must be \"2.0\"".into(),
-            );
-        }
-        let method = match obj.get("method") {
-            Some(Value::String(m)) => Some(m.clone()),
-            Some(other) => {
-                return invalid(
-                    INVALID_REQUEST,
-                    format!(
-                        "Invalid request: `method` must be a string, got {}",
-                        kind(other)
-                    ),
-                );
-            }
-            None => None,
-        };
-        match (&method, &id) {
-            (Some(method), Some(_)) => {
-                if let Some(verdict) = self.check_request(method, &mut obj, &invalid) {
-                    return verdict;
-                }
-            }
-            (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {}
-            (None, _) => {
-                return invalid(
-                    INVALID_REQUEST,
-                    "Invalid request: no `method` (and not a response)".into(),
-                );
-            }
-            (Some(_), None) => {}
-        }
-        match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(Value::Object(obj)) {
-            Ok(JsonRpcMessage::Request(r))
-                if matches!(r.request, ClientRequest::CustomRequest(_))
-                    && method.as_deref().is_some_and(is_standard_request) =>
-            {
-                let method = method.unwrap_or_default();
-                invalid(
-                    INVALID_PARAMS,
-                    format!("Invalid params: the params of `{method}` do not match its MCP schema"),
-                )
-            }
-            Ok(message) => Verdict::Deliver(Box::new(message)),
-            // A notification or a response: nobody to answer (rmcp drops these too).
-            Err(_) if id.is_none() || method.is_none() => Verdict::Ignore,
-            Err(e) => invalid(INVALID_REQUEST, format!("Invalid request: {e}")),
-        }
+        deliver(obj, id, method)
     }
+}
 
-    /// Checks a request's params and the session state; `Some` answers it here.
-    fn check_request(
-        &mut self,
-        method: &str,
-        obj: &mut Map<String, Value>,
-        invalid: &dyn Fn(i64, String) -> Verdict,
-    ) -> Option<Verdict> {
-        let params = match obj.get_mut("params") {
-            None => None,
-            Some(Value::Object(p)) => Some(p),
+/// Envelope and params checks shared by stdio and HTTP (see the module docs). With
+/// `initialized` (stdio), also the session rule "initialize first"; over HTTP rmcp's session
+/// layer owns that. Rewrites an `initialize` asking for 2025-03-26 to 2025-06-18. Returns the
+/// request's `id` and `method`, or the answer.
+fn precheck(
+    obj: &mut Map<String, Value>,
+    initialized: Option<&mut bool>,
+) -> Result<(Option<Value>, Option<String>), Verdict> {
+    let id = match obj.get("id") {
+        None => None,
+        Some(v) if valid_id(v) => Some(v.clone()),
+        Some(v) => {
+            return Err(Verdict::Answer(error_line(
+                None,
+                INVALID_REQUEST,
+                format!(
+                    "Invalid request: `id` must be a string or an integer, got {}",
+                    kind(v)
+                ),
+            )));
+        }
+    };
+    let invalid =
+        |code: i64, message: String| Verdict::Answer(error_line(id.clone(), code, message));
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid(
+            INVALID_REQUEST,
+            "Invalid request: `jsonrpc` must be \"2.0\"".into(),
+        ));
+    }
+    let method = match obj.get("method") {
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(other) => {
+            return Err(invalid(
+                INVALID_REQUEST,
+                format!(
+                    "Invalid request: `method` must be a string, got {}",
+                    kind(other)
+                ),
+            ));
+        }
+        None => None,
+    };
+    match (&method, &id) {
+        (Some(method), Some(_)) => {
+            if let Some(verdict) = check_request(method, obj, initialized, &invalid) {
+                return Err(verdict);
+            }
+        }
+        (None, Some(_)) if obj.contains_key("result") || obj.contains_key("error") => {}
+        (None, _) => {
+            return Err(invalid(
+                INVALID_REQUEST,
+                "Invalid request: no `method` (and not a response)".into(),
+            ));
+        }
+        (Some(_), None) => {}
+    }
+    Ok((id, method))
+}
+
+/// Hands a prechecked message to rmcp, unless its params do not fit a standard method (rmcp
+/// would take it for an unknown method) or it does not deserialize.
+fn deliver(obj: Map<String, Value>, id: Option<Value>, method: Option<String>) -> Verdict {
+    let invalid =
+        |code: i64, message: String| Verdict::Answer(error_line(id.clone(), code, message));
+    match serde_json::from_value::<RxJsonRpcMessage<RoleServer>>(Value::Object(obj)) {
+        Ok(JsonRpcMessage::Request(r))
+            if matches!(r.request, ClientRequest::CustomRequest(_))
+                && method.as_deref().is_some_and(is_standard_request) =>
+        {
+            let method = method.unwrap_or_default();
+            invalid(
+                INVALID_PARAMS,
+                format!("Invalid params: the params of `{method}` do not match its MCP schema"),
+            )
+        }
+        Ok(message) => Verdict::Deliver(Box::new(message)),
+        // A notification or a response: nobody to answer (rmcp drops these too).
+        Err(_) if id.is_none() || method.is_none() => Verdict::Ignore,
+        Err(e) => invalid(INVALID_REQUEST, format!("Invalid request: {e}")),
+    }
+}
+
+/// Streamable HTTP (issue 12): screens one POSTed JSON body as a stdio line is screened, without
+/// the session rule. `Ok` is the body to pass on to rmcp (rewritten when an `initialize` asked
+/// for 2025-03-26); `Err` is the JSON answer to send instead (`None`: nothing to answer).
+pub(crate) fn screen_http_body(value: Value) -> Result<Value, Option<Vec<u8>>> {
+    match value {
+        Value::Array(items) => Err(batch_answer(&items)),
+        Value::Object(mut obj) => {
+            let (id, method) = match precheck(&mut obj, None) {
+                Ok(found) => found,
+                Err(Verdict::Answer(answer)) => return Err(Some(answer)),
+                Err(_) => return Err(None),
+            };
+            match deliver(obj.clone(), id, method) {
+                Verdict::Answer(answer) => Err(Some(answer)),
+                // rmcp answers (or drops) the rest itself.
+                _ => Ok(Value::Object(obj)),
+            }
+        }
+        other => Err(Some(error_line(
+            None,
+            INVALID_REQUEST,
+            format!(
+                "Invalid request: a JSON-RPC message is an object, got {}",
+                kind(&other)
+            ),
+        ))),
+    }
+}
+
+/// Checks a request's params and the session state; `Some` answers it here.
+fn check_request(
+    method: &str,
+    obj: &mut Map<String, Value>,
+    initialized: Option<&mut bool>,
+    invalid: &dyn Fn(i64, String) -> Verdict,
+) -> Option<Verdict> {
+    let params = match obj.get_mut("params") {
+        None => None,
+        Some(Value::Object(p)) => Some(p),
+        Some(other) => {
+            return Some(invalid(
+                INVALID_PARAMS,
+                format!(
+                    "Invalid params: `params` of `{method}` must be an object, got {}",
+                    kind(other)
+                ),
+            ));
+        }
+    };
+    let stateless = params
+        .as_ref()
+        .and_then(|p| p.get("_meta"))
+        .and_then(|m| m.get(META_PROTOCOL_VERSION))
+        .is_some();
+    match method {
+        "initialize" => {
+            if let Some(p) = params
+                && p.get("protocolVersion").and_then(Value::as_str) == Some("2025-03-26")
+            {
+                // Batches belong to 2025-03-26 only: offer the next version instead.
+                p.insert("protocolVersion".into(), "2025-06-18".into());
+            }
+            if let Some(initialized) = initialized {
+                *initialized = true;
+            }
+        }
+        // MCP 2026-07-28 discovery opens the conversation as initialize does; from then on rmcp
+        // judges each request's `_meta` itself.
+        "server/discover" => {
+            if let Some(initialized) = initialized {
+                *initialized = true;
+            }
+        }
+        "ping" => {}
+        _ if initialized.is_some_and(|done| !*done) && !stateless => {
+            return Some(invalid(
+                INVALID_REQUEST,
+                format!(
+                    "initialize first: `{method}` came before `initialize`; send \
+                     `initialize` and `notifications/initialized`, then your requests (MCP \
+                     2026-07-28 clients put `{META_PROTOCOL_VERSION}` in each request's \
+                     `_meta` instead)"
+                ),
+            ));
+        }
+        _ => {}
+    }
+    if method == "tools/call" {
+        let p = obj.get("params").and_then(Value::as_object);
+        match p.and_then(|p| p.get("name")) {
+            Some(Value::String(_)) => {}
+            None => {
+                return Some(invalid(
+                    INVALID_PARAMS,
+                    "Invalid params: `tools/call` needs `params.name`, the name of the tool \
+                     to call (see tools/list)"
+                        .into(),
+                ));
+            }
             Some(other) => {
                 return Some(invalid(
                     INVALID_PARAMS,
                     format!(
-                        "Invalid params: `params` of `{method}` must be an object, got {}",
+                        "Invalid params: `params.name` of `tools/call` must be a string, got {}",
                         kind(other)
                     ),
                 ));
             }
-        };
-        let stateless = params
-            .as_ref()
-            .and_then(|p| p.get("_meta"))
-            .and_then(|m| m.get(META_PROTOCOL_VERSION))
-            .is_some();
-        match method {
-            "initialize" => {
-                if let Some(p) = params
-                    && p.get("protocolVersion").and_then(Value::as_str) == Some("2025-03-26")
-                {
-                    // Batches belong to 2025-03-26 only: offer the next version instead.
-                    p.insert("protocolVersion".into(), "2025-06-18".into());
-                }
-                self.initialized = true;
-            }
-            "server/discover" | "ping" => {}
-            _ if !self.initialized && !stateless => {
+        }
+        match p.and_then(|p| p.get("arguments")) {
+            None | Some(Value::Object(_)) => {}
+            Some(other) => {
                 return Some(invalid(
-                    INVALID_REQUEST,
+                    INVALID_PARAMS,
                     format!(
-                        "initialize first: `{method}` came before `initialize`; send \
-                         `initialize` and `notifications/initialized`, then your requests (MCP \
-                         2026-07-28 clients put `{META_PROTOCOL_VERSION}` in each request's \
-                         `_meta` instead)"
+                        "Invalid params: `params.arguments` of `tools/call` must be an object \
+                         of named arguments, got {}",
+                        kind(other)
                     ),
                 ));
             }
-            _ => {}
         }
-        if method == "tools/call" {
-            let p = obj.get("params").and_then(Value::as_object);
-            match p.and_then(|p| p.get("name")) {
-                Some(Value::String(_)) => {}
-                None => {
-                    return Some(invalid(
-                        INVALID_PARAMS,
-                        "Invalid params: `tools/call` needs `params.name`, the name of the tool \
-                         to call (see tools/list)"
-                            .into(),
-                    ));
-                }
-                Some(other) => {
-                    return Some(invalid(
-                        INVALID_PARAMS,
-                        format!(
-                            "Invalid params: `params.name` of `tools/call` must be a string, got {}",
-                            kind(other)
-                        ),
-                    ));
-                }
-            }
-            match p.and_then(|p| p.get("arguments")) {
-                None | Some(Value::Object(_)) => {}
-                Some(other) => {
-                    return Some(invalid(
-                        INVALID_PARAMS,
-                        format!(
-                            "Invalid params: `params.arguments` of `tools/call` must be an object \
-                             of named arguments, got {}",
-                            kind(other)
-                        ),
-                    ));
-                }
-            }
-        }
-        None
     }
+    None
 }
 
 enum LineRead {
@@ -429,7 +490,7 @@ fn error_line(id: Option<Value>, code: i64, message: String) -> Vec<u8> {
 /// that is not a message; notifications and responses in it get nothing (JSON-RPC 2.0 §6).
 fn batch_answer(items: &[Value]) -> Option<Vec<u8>> {
     const WHY: &str = "Invalid request: JSON-RPC batches are not supported (MCP 2025-06-18 and \
-                       later removed them); send each message on its own line";
+                       later removed them); send each message on its own";
     if items.is_empty() {
         return Some(error_line(
             None,
@@ -615,6 +676,34 @@ mod tests {
         assert_eq!(sniff_id(late), None);
         let after = br#"{"method":"x","params":{"id":3},"id":"k-1","#;
         assert_eq!(sniff_id(after), Some(json!("k-1")));
+    }
+
+    #[tokio::test]
+    async fn an_oversize_line_is_answered_with_its_id_and_reading_goes_on() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (mut client, server_in) = tokio::io::duplex(4096);
+        let (server_out, answers) = tokio::io::duplex(4096);
+        let mut transport = StdioTransport::with_max_line(server_in, server_out, 64);
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"ping","params":{{"x":"{}"}}}}"#,
+            "a".repeat(200)
+        );
+        client
+            .write_all(
+                format!("{long}\n{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}}\n")
+                    .as_bytes(),
+            )
+            .await
+            .unwrap();
+        match transport.receive().await {
+            Some(JsonRpcMessage::Request(r)) => assert_eq!(r.id.to_string(), "8"),
+            other => panic!("expected the ping with id 8, got {other:?}"),
+        }
+        let mut lines = tokio::io::BufReader::new(answers).lines();
+        let answer: Value =
+            serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], 7, "{answer}");
+        assert_eq!(answer["error"]["code"], INVALID_REQUEST);
     }
 
     #[test]

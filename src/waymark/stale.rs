@@ -6,7 +6,7 @@
 //! confirmed dead or its pid reused; everything else is kept and reported.
 
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -32,12 +32,11 @@ pub struct Manifest {
     pub created_unix_ms: u64,
 }
 
-/// Creates `dir` (and parents) with mode 0700.
+/// Creates `dir` (and parents) with mode 0700 and checks it is ours: a work root under `/tmp`
+/// that another user created first (or a symlink planted there) is refused, not written into
+/// (issue 12; see [`crate::owned_fs::create_owned_dir`]).
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
+    crate::owned_fs::create_owned_dir(dir)
 }
 
 /// Writes a private (0600) file atomically: a temp file in the same directory, then rename.
@@ -50,6 +49,7 @@ pub fn write_private_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .create(true)
             .truncate(true)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(&tmp)?;
         f.write_all(bytes)?;
     }
@@ -62,6 +62,7 @@ pub fn write_private_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write(true)
         .create_new(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     f.write_all(bytes)
 }
