@@ -664,3 +664,60 @@ fn after_report_the_header_carries_the_verdict() {
     app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
     assert!(header(&app).contains("PASSED 5/5"), "{}", header(&app));
 }
+
+#[test]
+fn perf_table_shows_gauges_in_their_units_and_hides_a_kind_from_the_tail() {
+    let mut app = live_app(false);
+    let rss = |bytes: u64, ts: f64| {
+        format!(
+            r#"{{"name":"worker_rss","start_ms":{ts},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"limit_bytes":1073741824,"rss_bytes":{bytes}}},"pid":7010}}"#
+        )
+    };
+    // 20 MiB, 30 MiB, 40 MiB after the fixture's one sample: percentiles are sizes, not 0 ms.
+    for (i, mib) in [20u64, 30, 40].iter().enumerate() {
+        app.monitor.ingest_line(
+            "observed",
+            &rss(mib * 1024 * 1024, LAST_EVENT_MS + i as f64),
+        );
+    }
+    app.monitor.refresh();
+    app.focus = Pane::Perf;
+    let t = text(&render_pane(&app, Pane::Perf, 110, 40));
+    let row = t.lines().find(|l| l.contains("worker_rss")).unwrap();
+    assert_eq!(row.matches(" MiB").count(), 3, "{row}");
+    assert!(row.contains("40.0 MiB  40.0 MiB"), "p95 and p99: {row}");
+    assert!(
+        t.lines()
+            .any(|l| l.contains("worker_queue_depth") && !l.contains(" ms"))
+    );
+    // Select the worker_rss row and hide the kind from the tail.
+    let index = app
+        .monitor
+        .stat_rows
+        .iter()
+        .position(|r| r.name == "worker_rss")
+        .unwrap();
+    app.perf_scroll = index;
+    app.on_key(key(KeyCode::Char('x')));
+    let t = text(&render_pane(&app, Pane::Perf, 110, 40));
+    let tail: Vec<&str> = t.lines().skip_while(|l| !l.contains("live tail")).collect();
+    assert!(tail[0].contains("(hidden: worker_rss)"), "{t}");
+    assert!(!tail[1..].iter().any(|l| l.contains("worker_rss")), "{t}");
+    app.on_key(key(KeyCode::Char('x')));
+    assert!(app.perf_hidden.is_empty());
+}
+
+#[test]
+fn after_the_worker_exits_the_rss_line_says_it_is_gone() {
+    let mut app = live_app(false);
+    let t = text(&render_pane(&app, Pane::Worker, 110, 11));
+    assert!(!t.contains("worker gone"), "{t}");
+    let pid = app.monitor.worker.pid.expect("the fixture's worker");
+    app.proc_state.insert(pid, "gone".into());
+    let t = text(&render_pane(&app, Pane::Worker, 110, 11));
+    let row = t.lines().find(|l| l.contains("RSS")).unwrap();
+    assert!(
+        row.contains("worker gone (process exited)") && row.contains("—"),
+        "{row}"
+    );
+}

@@ -64,7 +64,7 @@ impl Pane {
                 ("⏎", "detail"),
                 ("g/G", "top/end"),
             ],
-            Pane::Perf => &[("↑↓", "scroll")],
+            Pane::Perf => &[("↑↓", "select"), ("x", "hide/show kind in tail")],
             Pane::Processes => &[
                 ("↑↓", "select"),
                 ("R", "restart"),
@@ -203,6 +203,8 @@ pub struct App {
     pub perf_scroll: usize,
     /// The selected row of the targets pane (Enter opens that target's story).
     pub target_cursor: usize,
+    /// Event kinds the perf pane's live tail hides (`x` on the selected row toggles).
+    pub perf_hidden: std::collections::BTreeSet<String>,
     /// False under `NO_COLOR` (U4).
     pub color: bool,
     pub mouse: bool,
@@ -239,6 +241,7 @@ impl App {
             evidence: EvidenceView::new(Vec::new()),
             perf_scroll: 0,
             target_cursor: 0,
+            perf_hidden: std::collections::BTreeSet::new(),
             color,
             mouse: false,
             mouse_changed: false,
@@ -660,6 +663,15 @@ impl App {
                 KeyCode::Down | KeyCode::Char('j') => {
                     self.perf_scroll =
                         (self.perf_scroll + 1).min(self.monitor.stat_rows.len().saturating_sub(1));
+                    true
+                }
+                KeyCode::Char('x') => {
+                    if let Some(row) = self.monitor.stat_rows.get(self.perf_scroll) {
+                        let name = row.name.clone();
+                        if !self.perf_hidden.remove(&name) {
+                            self.perf_hidden.insert(name);
+                        }
+                    }
                     true
                 }
                 _ => false,

@@ -262,7 +262,35 @@ pub struct Retirement {
 pub struct EventStats {
     pub count: u64,
     pub failed: u64,
+    /// Durations (ms) of timed events, or the values of a gauge (see [`Unit`]).
     durations: Ring<f64>,
+    unit: Unit,
+}
+
+/// What an event's percentiles measure: durations in ms, or a gauge in its own unit
+/// (`worker_rss` bytes, `worker_queue_depth` requests) — a point event's duration is 0 and says
+/// nothing (issue 13).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Unit {
+    #[default]
+    Ms,
+    Bytes,
+    Count,
+}
+
+impl Unit {
+    /// The gauge an event carries, with its value, if it is one.
+    pub fn gauge_of(ev: &PerfEvent) -> Option<(Unit, f64)> {
+        match ev.name.as_str() {
+            "worker_rss" => attr_u64(&ev.attrs, "rss_bytes").map(|b| (Unit::Bytes, b as f64)),
+            "worker_queue_depth" => {
+                let active = attr_u64(&ev.attrs, "active").unwrap_or(0);
+                let waiting = attr_u64(&ev.attrs, "waiting").unwrap_or(0);
+                Some((Unit::Count, (active + waiting) as f64))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl EventStats {
@@ -271,6 +299,7 @@ impl EventStats {
             count: 0,
             failed: 0,
             durations: Ring::new(DURATIONS_PER_NAME),
+            unit: Unit::Ms,
         }
     }
 }
@@ -281,6 +310,8 @@ pub struct StatRow {
     pub name: String,
     pub count: u64,
     pub failed: u64,
+    /// The unit of the percentiles.
+    pub unit: Unit,
     pub p50: f64,
     pub p95: f64,
     pub p99: f64,
@@ -447,7 +478,10 @@ impl Monitor {
         let ok = ev.outcome == Outcome::Ok;
         let ts = ev.start_ms;
         let end = ev.start_ms + ev.duration_ms.max(0.0);
-        self.record_stats(&ev.name, ev.duration_ms, ok);
+        match Unit::gauge_of(ev) {
+            Some((unit, value)) => self.record_stats(&ev.name, value, ok, unit),
+            None => self.record_stats(&ev.name, ev.duration_ms, ok, Unit::Ms),
+        }
         match ev.name.as_str() {
             "worker_queue_depth" => {
                 let active = attr_u64(&ev.attrs, "active").unwrap_or(0);
@@ -555,7 +589,7 @@ impl Monitor {
         });
     }
 
-    fn record_stats(&mut self, name: &str, duration_ms: f64, ok: bool) {
+    fn record_stats(&mut self, name: &str, duration_ms: f64, ok: bool, unit: Unit) {
         let key = if self.stats.contains_key(name) || self.stats.len() < MAX_EVENT_NAMES {
             name
         } else {
@@ -569,6 +603,7 @@ impl Monitor {
                 .or_insert_with(EventStats::new),
         };
         stats.count += 1;
+        stats.unit = unit;
         if !ok {
             stats.failed += 1;
         }
@@ -597,6 +632,7 @@ impl Monitor {
                     name: name.clone(),
                     count: s.count,
                     failed: s.failed,
+                    unit: s.unit,
                     p50: percentile(&scratch, 0.50),
                     p95: percentile(&scratch, 0.95),
                     p99: percentile(&scratch, 0.99),

@@ -13,7 +13,7 @@ use super::app::{App, CONSOLE_KEYS, Input, Overlay, Pane};
 use super::evidence::clock;
 use super::state::{
     GENERATION_MAX_AGE_MS, Level, MAX_LAUNCHES_PER_MINUTE, OLD_SPACE_BYTES, Phase,
-    QUEUE_ACTIVE_MAX, QUEUE_WAITING_MAX, WorkerState,
+    QUEUE_ACTIVE_MAX, QUEUE_WAITING_MAX, Unit, WorkerState,
 };
 use crate::canary::command::COMMANDS;
 
@@ -684,7 +684,17 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             ),
         ]));
     }
-    let rss = m.rss_now();
+    // After `stop` (or a retirement) the worker is gone: say so rather than freeze the value.
+    let gone = match &m.worker.state {
+        WorkerState::Retired(r) => Some(format!("worker gone ({r})")),
+        _ => m
+            .worker
+            .pid
+            .and_then(|p| app.proc_state.get(&p))
+            .filter(|s| s.as_str() == "gone" || s.starts_with('Z'))
+            .map(|_| "worker gone (process exited)".to_owned()),
+    };
+    let rss = if gone.is_some() { None } else { m.rss_now() };
     let rss_level = rss.map_or(Level::Ok, |r| Level::of(r as f64, m.rss_limit as f64));
     let values: Vec<u64> = m.rss.iter().map(|&(_, b)| b).collect();
     let spark_w = (width as usize).saturating_sub(52).clamp(4, 40);
@@ -702,7 +712,14 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             m.rss_limit as f64 / MIB,
             OLD_SPACE_BYTES as f64 / MIB
         )),
-        Span::styled(rss_level.word(), theme.level(rss_level)),
+        Span::styled(
+            gone.clone().unwrap_or_else(|| rss_level.word().to_owned()),
+            theme.level(if gone.is_some() {
+                Level::High
+            } else {
+                rss_level
+            }),
+        ),
     ]));
     let launches = m.launches_in_window(now);
     let l_level = Level::of(launches as f64, MAX_LAUNCHES_PER_MINUTE as f64);
@@ -756,25 +773,58 @@ fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
     } else {
         height as usize
     };
-    for r in m.stat_rows.iter().skip(app.perf_scroll).take(table_rows) {
+    for (i, r) in m
+        .stat_rows
+        .iter()
+        .enumerate()
+        .skip(app.perf_scroll)
+        .take(table_rows)
+    {
         let level = if r.failed > 0 { Level::High } else { Level::Ok };
-        out.push(Line::from(vec![
+        let value = |v: f64| match r.unit {
+            Unit::Ms => secs(Some(v)),
+            Unit::Bytes => format!("{:.1} MiB", v / MIB),
+            Unit::Count => format!("{v:.0}"),
+        };
+        let hidden = app.perf_hidden.contains(&r.name);
+        let mut line = Line::from(vec![
             Span::raw(format!(
                 "{:<22} {:>7} {:>9} {:>9} {:>9} ",
                 r.name.chars().take(22).collect::<String>(),
                 r.count,
-                secs(Some(r.p50)),
-                secs(Some(r.p95)),
-                secs(Some(r.p99))
+                value(r.p50),
+                value(r.p95),
+                value(r.p99)
             )),
             Span::styled(format!("{:>6}", r.failed), theme.level(level)),
-        ]));
+            Span::styled(if hidden { "  hidden" } else { "" }, theme.dim()),
+        ]);
+        if app.focus == Pane::Perf && i == app.perf_scroll {
+            line = line.style(theme.selected());
+        }
+        out.push(line);
     }
     if height >= 12 {
-        out.push(Line::styled("live tail", theme.dim()));
+        let hidden = if app.perf_hidden.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = app.perf_hidden.iter().map(String::as_str).collect();
+            format!(" (hidden: {})", names.join(", "))
+        };
+        out.push(Line::styled(
+            format!("live tail, by time{hidden}"),
+            theme.dim(),
+        ));
         let room = (height as usize).saturating_sub(out.len());
-        let start = m.tail.len().saturating_sub(room);
-        for l in m.tail.iter().skip(start) {
+        // Sources interleave: show the newest `room` lines in timestamp order.
+        let mut shown: Vec<&crate::console::state::TailLine> = m
+            .tail
+            .iter()
+            .filter(|l| !app.perf_hidden.contains(&l.name))
+            .collect();
+        shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
+        let start = shown.len().saturating_sub(room);
+        for l in shown.into_iter().skip(start) {
             let level = if l.ok { Level::Ok } else { Level::High };
             out.push(Line::from(vec![
                 Span::raw(format!("{} ", clock(l.ts_ms))),
