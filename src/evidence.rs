@@ -106,6 +106,16 @@ fn chain_tail(file: &mut File) -> std::io::Result<String> {
     Ok(line_digest(&tail))
 }
 
+/// The chain value to continue the log at `path` with (its last line's digest, or
+/// [`CHAIN_GENESIS`] when it is empty or missing).
+pub fn chain_tail_of(path: &Path) -> std::io::Result<String> {
+    match File::open(path) {
+        Ok(mut f) => chain_tail(&mut f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CHAIN_GENESIS.to_owned()),
+        Err(e) => Err(e),
+    }
+}
+
 struct ChainedFile {
     file: File,
     /// Digest of the last line written (or found at open).
