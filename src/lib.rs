@@ -11,5 +11,6 @@ pub mod kernel;
 pub mod mcp;
 pub mod store;
 pub mod telemetry;
+pub mod trace;
 pub mod verify;
 pub mod waymark;
