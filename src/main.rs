@@ -164,6 +164,9 @@ fn main() -> ExitCode {
             Some(Cmd::Trace(args)) => run_trace(args),
         }
     });
+    // The work is done; do not wait for blocking-pool threads still parked in a read of an
+    // open stdin (an MCP server stopped by SIGTERM while its client keeps the pipe open).
+    runtime.shutdown_background();
     ExitCode::from(code as u8)
 }
 
