@@ -140,7 +140,16 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     })
 }
 
+/// The run id: the run manifest's (so an archived copy under another directory name still
+/// verifies), else the directory's name.
 fn run_id_of(root: &Path) -> String {
+    if let Some(id) = std::fs::read(root.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["run_id"].as_str().map(str::to_owned))
+    {
+        return id;
+    }
     root.canonicalize()
         .unwrap_or_else(|_| root.to_path_buf())
         .file_name()

@@ -73,7 +73,7 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// A copy of the sealed run under the same directory name (the seal names the run).
+/// A copy of the sealed run under the same directory name.
 fn copy_of_run(scratch: &Path) -> PathBuf {
     let run = sealed_run();
     let copy = scratch.join(run.file_name().unwrap());
@@ -218,6 +218,15 @@ fn a_changed_journal_row_fails_the_replay_against_the_exports() {
         "the replay does not name the database: {report:#}"
     );
     assert!(problem_files(&report).contains(&"store.sqlite".to_owned()));
+}
+
+#[test]
+fn an_archived_copy_under_another_name_still_verifies() {
+    let scratch = tempfile::tempdir().unwrap();
+    let archive = scratch.path().join("archived-run");
+    copy_tree(sealed_run(), &archive);
+    let (output, report) = verify(&archive, &[]);
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
 }
 
 #[test]
