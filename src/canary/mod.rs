@@ -188,7 +188,7 @@ impl Canary {
             Command::Wait { what, timeout } => self.wait(*what, *timeout).await,
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
-            Command::Evaluate => self.evaluate().await,
+            Command::Evaluate { repeat } => self.evaluate(*repeat).await,
             Command::Report => self.report().await,
             Command::Stop { which } => {
                 self.stop(*which).await;
@@ -671,10 +671,12 @@ impl Canary {
         ))
     }
 
-    async fn evaluate(&mut self) -> anyhow::Result<String> {
+    async fn evaluate(&mut self, repeat: u32) -> anyhow::Result<String> {
         // C6: a separate process that reads only the exports and the fixture manifest.
         let output = tokio::process::Command::new(&self.options.exe)
             .arg("evaluate")
+            .arg("--repeat")
+            .arg(repeat.to_string())
             .arg("--manifest")
             .arg(&self.options.manifest)
             .arg("--exports")
