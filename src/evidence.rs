@@ -70,6 +70,16 @@ fn chain_tail(file: &mut File) -> std::io::Result<String> {
     Ok(line_digest(&tail))
 }
 
+/// The chain value to continue the log at `path` with (its last line's digest, or
+/// [`CHAIN_GENESIS`] when it is empty or missing).
+pub fn chain_tail_of(path: &Path) -> std::io::Result<String> {
+    match File::open(path) {
+        Ok(mut f) => chain_tail(&mut f),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CHAIN_GENESIS.to_owned()),
+        Err(e) => Err(e),
+    }
+}
+
 struct ChainedFile {
     file: File,
     /// Digest of the last line written (or found at open).
@@ -725,6 +735,70 @@ mod tests {
         );
         assert!(records[4].unterminated);
         assert!(records.windows(2).all(|w| w[0].mono_ns <= w[1].mono_ns));
+    }
+
+    /// A pipe whose peer answers the moment a message is written: its `poll_write` hands the
+    /// bytes over, then lets the peer's reply be read and logged on another thread, waiting
+    /// (up to 300 ms) for that to happen before returning — as a fast peer can.
+    struct AnsweringPipe {
+        log: WireLog,
+    }
+
+    impl AsyncWrite for AnsweringPipe {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            let log = self.log.clone();
+            let (done_tx, done_rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                log.record(Direction::Request, b"{\"id\":27}");
+                let _ = done_tx.send(());
+            });
+            // With the tee holding the log's lock across this write, the reply cannot be
+            // logged yet; without it, it would be logged first.
+            let _ = done_rx.recv_timeout(std::time::Duration::from_millis(300));
+            Poll::Ready(Ok(buf.len()))
+        }
+        fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reply_is_never_logged_before_the_message_it_answers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wire.jsonl");
+        let log = WireLog::open(&path).unwrap();
+        let mut writer = TeeWriter::new(
+            AnsweringPipe { log: log.clone() },
+            log.clone(),
+            Direction::Result,
+        );
+        writer.write_all(b"{\"id\":26}\n").await.unwrap();
+        // Let the answering thread finish logging.
+        drop(writer);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let records = loop {
+            let text = std::fs::read_to_string(&path).unwrap();
+            let records: Vec<WireRecord> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            if records.len() == 2 || std::time::Instant::now() > deadline {
+                break records;
+            }
+            std::thread::yield_now();
+        };
+        let order: Vec<(u64, Vec<u8>)> = records.iter().map(|r| (r.seq, r.bytes())).collect();
+        assert_eq!(
+            order,
+            vec![(0, b"{\"id\":26}".to_vec()), (1, b"{\"id\":27}".to_vec())]
+        );
     }
 
     #[test]

@@ -12,5 +12,6 @@ pub mod mcp;
 pub mod owned_fs;
 pub mod store;
 pub mod telemetry;
+pub mod trace;
 pub mod verify;
 pub mod waymark;

@@ -42,6 +42,19 @@ enum Cmd {
     /// hashes, journal replay against the exports (and, with --evaluate, the verdicts). Exit 0
     /// only if all hold.
     Verify(VerifyArgs),
+    /// Export the perf events of every process of a run as a Chrome trace-event file that
+    /// Perfetto UI (ui.perfetto.dev) and chrome://tracing open.
+    Trace(TraceArgs),
+}
+
+#[derive(clap::Args)]
+struct TraceArgs {
+    /// The run directory.
+    #[arg(value_name = "RUN_DIR")]
+    run_dir: PathBuf,
+    /// Where to write the trace (created new; keep it outside a sealed run directory).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
 }
 
 #[derive(clap::Args)]
@@ -148,8 +161,12 @@ fn main() -> ExitCode {
             Some(Cmd::Mcp(args)) => run_mcp(args, &paths).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
             Some(Cmd::Verify(args)) => run_verify(args).await,
+            Some(Cmd::Trace(args)) => run_trace(args),
         }
     });
+    // The work is done; do not wait for blocking-pool threads still parked in a read of an
+    // open stdin (an MCP server stopped by SIGTERM while its client keeps the pipe open).
+    runtime.shutdown_background();
     ExitCode::from(code as u8)
 }
 
@@ -336,6 +353,42 @@ fn init_tracing() -> Option<()> {
         )
         .try_init()
         .ok()
+}
+
+fn run_trace(args: TraceArgs) -> i32 {
+    let (trace, summary) = match patchdiff::trace::build(&args.run_dir) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "patchdiff trace: cannot read {}: {e}",
+                args.run_dir.display()
+            );
+            return EXIT_USAGE;
+        }
+    };
+    let written = serde_json::to_vec(&trace)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| patchdiff::evidence::write_new_private(&args.output, &bytes));
+    match written {
+        Ok(()) => {
+            println!(
+                "{}: {} processes · {} spans · {} instants · {} counter samples (open in ui.perfetto.dev)",
+                args.output.display(),
+                summary.processes,
+                summary.spans,
+                summary.instants,
+                summary.counters
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!(
+                "patchdiff trace: cannot write {}: {e}",
+                args.output.display()
+            );
+            EXIT_FAILED
+        }
+    }
 }
 
 async fn run_verify(args: VerifyArgs) -> i32 {

@@ -211,6 +211,22 @@ struct Sink {
     memory: Option<BufWriter<File>>,
     limits: Limits,
     stats: RecorderStats,
+    /// V1: digest of the last line of each file (the next line's `prev_sha256`).
+    events_prev: String,
+    memory_prev: String,
+}
+
+/// V1: `line` (a serialized JSON object, no newline) with `prev_sha256` first; `prev` becomes
+/// the new line's digest. Returns the line with its newline.
+fn chain_line(prev: &mut String, line: &str) -> String {
+    let body = line.strip_prefix('{').unwrap_or(line);
+    let sep = if body.starts_with('}') { "" } else { "," };
+    let chained = format!(
+        "{{\"{}\":\"{prev}\"{sep}{body}",
+        crate::evidence::CHAIN_FIELD
+    );
+    *prev = crate::evidence::line_digest(chained.as_bytes());
+    chained + "\n"
 }
 
 /// A cheap-to-clone handle that records perf events (T1–T5). A disabled recorder drops
@@ -320,11 +336,17 @@ impl Recorder {
                     memory_bytes: memory_file.as_ref().map_or(0, existing),
                     ..RecorderStats::default()
                 };
+                let tail = |p: &Path| {
+                    crate::evidence::chain_tail_of(p)
+                        .unwrap_or_else(|_| crate::evidence::CHAIN_GENESIS.to_owned())
+                };
                 let sink = Sink {
                     events: BufWriter::new(events_file),
                     memory: memory_file.map(BufWriter::new),
                     limits,
                     stats,
+                    events_prev: tail(events),
+                    memory_prev: memory_path.as_deref().map(tail).unwrap_or_default(),
                 };
                 let recorder = Self {
                     sink: Some(Arc::new(Mutex::new(sink))),
@@ -385,11 +407,12 @@ impl Recorder {
             listener(&event);
         }
         let Some(sink) = &self.sink else { return };
-        let Ok(mut line) = serde_json::to_string(&event) else {
+        let Ok(line) = serde_json::to_string(&event) else {
             return;
         };
-        line.push('\n');
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
+        let mut prev = sink.events_prev.clone();
+        let line = chain_line(&mut prev, &line);
         let limits = sink.limits;
         let byte_room = limits.max_bytes.saturating_sub(MARKER_RESERVE);
         let fits = sink.stats.written_events < limits.max_events
@@ -400,13 +423,15 @@ impl Recorder {
                     .outcome(Outcome::Failed)
                     .attr("max_events", limits.max_events)
                     .attr("max_bytes", limits.max_bytes);
-                if let Ok(mut m) = serde_json::to_string(&marker) {
-                    m.push('\n');
+                if let Ok(m) = serde_json::to_string(&marker) {
+                    let mut prev = sink.events_prev.clone();
+                    let m = chain_line(&mut prev, &m);
                     let len = m.len() as u64;
                     if sink.stats.written_bytes + len <= limits.max_bytes
                         && sink.events.write_all(m.as_bytes()).is_ok()
                     {
                         sink.stats.written_bytes += len;
+                        sink.events_prev = prev;
                     }
                     let _ = sink.events.flush();
                 }
@@ -417,6 +442,7 @@ impl Recorder {
         if sink.events.write_all(line.as_bytes()).is_ok() {
             sink.stats.written_events += 1;
             sink.stats.written_bytes += line.len() as u64;
+            sink.events_prev = prev;
         }
         let _ = sink.events.flush();
     }
@@ -432,7 +458,8 @@ impl Recorder {
         let sample = serde_json::json!({
             "ts_ms": unix_ms_now(), "pid": pid, "rss_bytes": rss_bytes, "ids": ids,
         });
-        let line = format!("{sample}\n");
+        let mut prev = sink.memory_prev.clone();
+        let line = chain_line(&mut prev, &sample.to_string());
         let len = line.len() as u64;
         if sink.stats.memory_bytes + len > sink.limits.max_bytes {
             return;
@@ -444,6 +471,7 @@ impl Recorder {
         if written {
             sink.stats.memory_bytes += len;
             sink.stats.memory_samples += 1;
+            sink.memory_prev = prev;
         }
     }
 

@@ -140,7 +140,16 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     })
 }
 
+/// The run id: the run manifest's (so an archived copy under another directory name still
+/// verifies), else the directory's name.
 fn run_id_of(root: &Path) -> String {
+    if let Some(id) = std::fs::read(root.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["run_id"].as_str().map(str::to_owned))
+    {
+        return id;
+    }
     root.canonicalize()
         .unwrap_or_else(|_| root.to_path_buf())
         .file_name()
@@ -297,9 +306,10 @@ fn check_digests(ctx: &mut Ctx) {
     );
 }
 
-/// Whether a run file is a hash-chained evidence log (the wire logs and the transcript).
+/// Whether a run file is a hash-chained evidence log: every JSONL file of a run (wire logs,
+/// transcript, perf events and memory samples).
 pub fn is_chained(rel: &str) -> bool {
-    rel.ends_with(".mcp.jsonl") || rel == "transcript.jsonl"
+    rel.ends_with(".jsonl")
 }
 
 /// Checks the chain of one log's bytes; returns the first broken line (1-based) and why.
@@ -324,8 +334,19 @@ pub fn check_chain(bytes: &[u8]) -> Result<usize, (usize, String)> {
             .and_then(Value::as_str)
             .ok_or((n, format!("line {n} carries no {CHAIN_FIELD}")))?;
         if recorded != prev {
-            // Line n's link names line n-1's digest: line n-1 changed (or n's link did).
-            let at = n.saturating_sub(1).max(1);
+            // Line n's link does not name line n-1's digest: either line n-1 changed, or line
+            // n's own bytes (its link) did — then line n+1's link breaks too.
+            let next_breaks = lines.get(n).is_some_and(|next| {
+                serde_json::from_slice::<Value>(next)
+                    .ok()
+                    .and_then(|v| {
+                        v.get(CHAIN_FIELD)
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .is_some_and(|link| link != line_digest(line))
+            });
+            let at = if next_breaks || n == 1 { n } else { n - 1 };
             return Err((
                 at,
                 format!(
@@ -705,5 +726,13 @@ mod tests {
         let changed = text.replacen("\"n\":1", "\"n\":7", 1);
         let (line, message) = check_chain(changed.as_bytes()).unwrap_err();
         assert_eq!(line, 2, "{message}");
+        // A changed link names its own line, not the one before.
+        let third = text.lines().nth(2).unwrap();
+        let link_at = third.find(CHAIN_FIELD).unwrap() + CHAIN_FIELD.len() + 3;
+        let mut bytes = text.clone().into_bytes();
+        let offset = text.find(third).unwrap() + link_at;
+        bytes[offset] = if bytes[offset] == b'a' { b'b' } else { b'a' };
+        let (line, message) = check_chain(&bytes).unwrap_err();
+        assert_eq!(line, 3, "{message}");
     }
 }

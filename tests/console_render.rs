@@ -232,6 +232,26 @@ fn targets_pane_shows_versions_counts_hashes_export_and_evaluation() {
 }
 
 #[test]
+fn targets_pane_shows_a_broken_check_as_infra_error_not_fail() {
+    let mut app = live_app(true);
+    if let Some(c) = app.canary.as_mut() {
+        let limiter = c.targets.iter_mut().find(|t| t.name == "limiter").unwrap();
+        limiter.full_byte = Some(true);
+        limiter.behavioral = Some(false);
+        limiter.status = Some(patchdiff::evaluate::Status::InfraError);
+        let chess = c.targets.iter_mut().find(|t| t.name == "chess").unwrap();
+        chess.full_byte = Some(true);
+        chess.behavioral = Some(false);
+        chess.status = Some(patchdiff::evaluate::Status::Flaky);
+    }
+    let t = text(&render_pane(&app, Pane::Targets, 80, 9));
+    let row = |name: &str| t.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(row("limiter").contains("infra_error"), "{t}");
+    assert!(!row("limiter").contains("FAIL"), "{t}");
+    assert!(row("chess").contains("flaky"), "{t}");
+}
+
+#[test]
 fn worker_pane_shows_queue_phases_rss_launches_and_retirements() {
     let app = live_app(true);
     let t = text(&render_pane(&app, Pane::Worker, 110, 11));

@@ -267,3 +267,60 @@ async fn http_wire_log_records_authenticated_messages_only() {
     let mode = std::fs::metadata(&wire).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+#[tokio::test]
+async fn sigterm_shuts_the_worker_down_and_completes_its_stderr_evidence() {
+    let env = TestEnv::new();
+    let perf = env.path().join("observed.perf.jsonl");
+    let worker_log = env.path().join("worker.observed.stderr.log");
+    let mut child = tokio::process::Command::new(EXE)
+        .arg("mcp")
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .envs(env.vars("observed"))
+        .env("PATCHDIFF_PERF_EVENTS", &perf)
+        .env("PATCHDIFF_WORKER_STDERR_LOG", &worker_log)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().expect("pid");
+    // The client keeps its end of stdin open throughout (tokio's `wait` would close it).
+    let _stdin = child.stdin.take();
+    // The stdio server prewarms its worker (W13): wait for its readiness event.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !std::fs::read_to_string(&perf)
+        .unwrap_or_default()
+        .contains("\"worker_ready\"")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no worker_ready in {}",
+            perf.display()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = tokio::time::timeout(std::time::Duration::from_secs(20), child.wait())
+        .await
+        .expect("exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "SIGTERM is a normal shutdown: {status}");
+    let log = std::fs::read_to_string(&worker_log).expect("worker stderr log");
+    let lines: Vec<&str> = log.lines().collect();
+    assert!(
+        lines[0].starts_with("=== generation 1 pid ") && lines[0].ends_with(" launched ==="),
+        "{log}"
+    );
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.starts_with("=== generation 1 pid ") && l.contains(" exit 0 · ")),
+        "the generation was reaped and its exit recorded: {log}"
+    );
+}

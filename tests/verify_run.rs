@@ -73,7 +73,7 @@ fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// A copy of the sealed run under the same directory name (the seal names the run).
+/// A copy of the sealed run under the same directory name.
 fn copy_of_run(scratch: &Path) -> PathBuf {
     let run = sealed_run();
     let copy = scratch.join(run.file_name().unwrap());
@@ -142,32 +142,38 @@ fn one_flipped_byte_in_any_file_of_the_run_is_named() {
         if len == 0 {
             continue; // nothing to flip (an empty stderr log); its digest is still checked
         }
-        let scratch = tempfile::tempdir().unwrap();
-        let copy = copy_of_run(scratch.path());
-        let path = copy.join(rel);
-        let mut bytes = std::fs::read(&path).unwrap();
-        let at = bytes.len() / 3;
-        bytes[at] ^= 0x01;
-        std::fs::write(&path, &bytes).unwrap();
-        let (output, report) = verify(&copy, &[]);
-        assert_eq!(output.status.code(), Some(1), "{rel}: {report:#}");
-        assert_eq!(report["ok"], false);
-        // The file that changed is named (the seal is named when the sums change, as well).
-        assert!(
-            problem_files(&report).contains(rel),
-            "{rel} is not named: {report:#}"
-        );
-        // A chained log also names the line.
-        if rel.ends_with(".mcp.jsonl") || rel == "transcript.jsonl" {
-            let line = report["problems"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|p| p["check"] == "chain" && p["file"] == rel.as_str())
-                .and_then(|p| p["line"].as_u64())
-                .unwrap_or_else(|| panic!("{rel}: no chain problem with a line: {report:#}"));
-            let expected = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
-            assert_eq!(line, expected, "{rel}: {report:#}");
+        for third in [1, 2] {
+            let scratch = tempfile::tempdir().unwrap();
+            let copy = copy_of_run(scratch.path());
+            let path = copy.join(rel);
+            let mut bytes = std::fs::read(&path).unwrap();
+            let at = (bytes.len() * third / 3).min(bytes.len() - 1);
+            bytes[at] ^= 0x01;
+            std::fs::write(&path, &bytes).unwrap();
+            let (output, report) = verify(&copy, &[]);
+            assert_eq!(output.status.code(), Some(1), "{rel}: {report:#}");
+            assert_eq!(report["ok"], false);
+            // The file that changed is named (the seal is named when the sums change, as well).
+            assert!(
+                problem_files(&report).contains(rel),
+                "{rel} is not named: {report:#}"
+            );
+            // A chained log also names the line.
+            if rel.ends_with(".jsonl") {
+                let line = report["problems"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|p| p["check"] == "chain" && p["file"] == rel.as_str())
+                    .and_then(|p| p["line"].as_u64())
+                    .unwrap_or_else(|| panic!("{rel}: no chain problem with a line: {report:#}"));
+                let expected = bytes[..at.min(bytes.len() - 1)]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count() as u64
+                    + 1;
+                assert_eq!(line, expected, "{rel}: {report:#}");
+            }
         }
         flipped += 1;
     }
@@ -212,6 +218,15 @@ fn a_changed_journal_row_fails_the_replay_against_the_exports() {
         "the replay does not name the database: {report:#}"
     );
     assert!(problem_files(&report).contains(&"store.sqlite".to_owned()));
+}
+
+#[test]
+fn an_archived_copy_under_another_name_still_verifies() {
+    let scratch = tempfile::tempdir().unwrap();
+    let archive = scratch.path().join("archived-run");
+    copy_tree(sealed_run(), &archive);
+    let (output, report) = verify(&archive, &[]);
+    assert_eq!(output.status.code(), Some(0), "{report:#}");
 }
 
 #[test]

@@ -84,8 +84,8 @@ pub enum Command {
     Export,
     /// C5: SAVE/replay consistency and the audit summary.
     Inspect,
-    /// C6: run the independent evaluator.
-    Evaluate,
+    /// C6: run the independent evaluator; each behavioral check runs `repeat` times (V3).
+    Evaluate { repeat: u32 },
     /// Write the final report (text, JSON, JUnit XML) to the run directory.
     Report,
     /// U1: stop MCP processes.
@@ -171,9 +171,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "evaluate",
-        usage: "evaluate",
+        usage: "evaluate [repeat=K]",
         key: Some('v'),
-        help: "run the independent evaluator (full-byte and behavioral)",
+        help: "run the independent evaluator (controls, full-byte and behavioral; checks K times)",
     },
     CommandSpec {
         name: "report",
@@ -221,7 +221,7 @@ impl Command {
             Self::Wait { .. } => "wait",
             Self::Export => "export",
             Self::Inspect => "inspect",
-            Self::Evaluate => "evaluate",
+            Self::Evaluate { .. } => "evaluate",
             Self::Report => "report",
             Self::Stop { .. } => "stop",
             Self::Record { .. } => "record",
@@ -296,7 +296,22 @@ impl Command {
             }
             "export" if args.is_empty() => Self::Export,
             "inspect" if args.is_empty() => Self::Inspect,
-            "evaluate" if args.is_empty() => Self::Evaluate,
+            "evaluate" => match args.as_slice() {
+                [] => Self::Evaluate { repeat: 1 },
+                [arg] => match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
+                    Some(Ok(k)) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => {
+                        Self::Evaluate { repeat: k }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "evaluate: `{arg}` is not repeat=K with K in 1..={}; {}",
+                            crate::evaluate::MAX_REPEAT,
+                            usage()
+                        ));
+                    }
+                },
+                _ => return Err(usage()),
+            },
             "report" if args.is_empty() => Self::Report,
             "record" => {
                 let (mut model, mut provider, mut reasoning) = (None, None, None);
@@ -487,6 +502,20 @@ mod tests {
             let err = Command::parse(bad).unwrap_err();
             assert!(err.starts_with("agent claude:"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn evaluate_takes_an_optional_repeat_count() {
+        assert_eq!(
+            Command::parse("evaluate").unwrap(),
+            Command::Evaluate { repeat: 1 }
+        );
+        assert_eq!(
+            Command::parse("evaluate repeat=3").unwrap(),
+            Command::Evaluate { repeat: 3 }
+        );
+        assert!(Command::parse("evaluate repeat=0").is_err());
+        assert!(Command::parse("evaluate 3").is_err());
     }
 
     #[test]

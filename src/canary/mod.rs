@@ -210,7 +210,7 @@ impl Canary {
             Command::Wait { what, timeout } => self.wait(*what, *timeout).await,
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
-            Command::Evaluate => self.evaluate().await,
+            Command::Evaluate { repeat } => self.evaluate(*repeat).await,
             Command::Report => self.report().await,
             Command::Stop { which } => {
                 self.stop(*which).await;
@@ -498,7 +498,7 @@ impl Canary {
         let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
         self.check_targets_fresh().await?;
         // V3: a check that cannot judge (missing toolchain) stops the canary before the agent.
-        let controls = self.run_controls().await?;
+        let controls = report::run_controls(self).await?;
         self.preflighted_pid = self.observed.as_ref().and_then(|p| p.pid);
         Ok(format!(
             "tools/list = 6 exact · full-profile call refused · worker ready {ready_ms} ms · {} targets fresh · {controls}",
@@ -718,57 +718,12 @@ impl Canary {
         ))
     }
 
-    /// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
-    /// broken check environment stops the canary before the agent starts. A target whose
-    /// controls do not hold is marked `infra_error` with the check's exit and output.
-    async fn run_controls(&mut self) -> anyhow::Result<String> {
-        let output = tokio::process::Command::new(&self.options.exe)
-            .arg("evaluate")
-            .arg("--controls-only")
-            .arg("--manifest")
-            .arg(&self.options.manifest)
-            .arg("--json")
-            .output()
-            .await?;
-        let report: crate::evaluate::ControlReport = serde_json::from_slice(&output.stdout)
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "the evaluator's controls produced no report ({e}): {}",
-                    String::from_utf8_lossy(&output.stderr).trim()
-                )
-            })?;
-        let mut broken = Vec::new();
-        for t in report.targets.iter().filter(|t| !t.hold) {
-            if let Some(row) = self.targets.iter_mut().find(|r| r.name == t.name) {
-                row.status = Some(crate::evaluate::Status::InfraError);
-                row.check_exit.clone_from(&t.check_exit);
-                row.check_output = Some(t.check_output.clone());
-                row.notes.push(format!(
-                    "infra_error: {}",
-                    t.reason.as_deref().unwrap_or("")
-                ));
-            }
-            broken.push(format!(
-                "{} ({}; {}: {})",
-                t.name,
-                t.reason.as_deref().unwrap_or("control failed"),
-                t.check_exit.as_deref().unwrap_or("-"),
-                crate::evaluate::headline(&t.check_output)
-            ));
-        }
-        if !broken.is_empty() {
-            anyhow::bail!(
-                "evaluator controls do not hold — infra_error, not the agent's: {}",
-                broken.join("; ")
-            );
-        }
-        Ok(format!("{} checks' controls hold", report.targets.len()))
-    }
-
-    async fn evaluate(&mut self) -> anyhow::Result<String> {
+    async fn evaluate(&mut self, repeat: u32) -> anyhow::Result<String> {
         // C6: a separate process that reads only the exports and the fixture manifest.
         let output = tokio::process::Command::new(&self.options.exe)
             .arg("evaluate")
+            .arg("--repeat")
+            .arg(repeat.to_string())
             .arg("--manifest")
             .arg(&self.options.manifest)
             .arg("--exports")
@@ -820,23 +775,7 @@ impl Canary {
     }
 
     async fn report(&mut self) -> anyhow::Result<String> {
-        // V1: the report seals the run, so nothing may write into it afterwards: stop both
-        // processes and wait (bounded) until they have exited.
-        let pids: Vec<u32> = [&self.full, &self.observed]
-            .into_iter()
-            .filter_map(|p| p.as_ref().and_then(|p| p.pid))
-            .collect();
-        self.stop(None).await;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        for pid in pids {
-            while Instant::now() < deadline {
-                let state = client::proc_state(u64::from(pid));
-                if state == "gone" || state.starts_with('Z') {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        }
+        report::stop_for_seal(self).await;
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
         let sums = crate::evidence::seal_run(&self.run)?;

@@ -111,6 +111,74 @@ pub async fn replay_consistency(
     Ok(())
 }
 
+/// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
+/// broken check environment stops the canary before the agent starts. A target whose
+/// controls do not hold is marked `infra_error` with the check's exit and output.
+pub(super) async fn run_controls(canary: &mut Canary) -> anyhow::Result<String> {
+    let output = tokio::process::Command::new(&canary.options.exe)
+        .arg("evaluate")
+        .arg("--controls-only")
+        .arg("--manifest")
+        .arg(&canary.options.manifest)
+        .arg("--json")
+        .output()
+        .await?;
+    let report: crate::evaluate::ControlReport =
+        serde_json::from_slice(&output.stdout).map_err(|e| {
+            anyhow::anyhow!(
+                "the evaluator's controls produced no report ({e}): {}",
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+        })?;
+    let mut broken = Vec::new();
+    for t in report.targets.iter().filter(|t| !t.hold) {
+        if let Some(row) = canary.targets.iter_mut().find(|r| r.name == t.name) {
+            row.status = Some(crate::evaluate::Status::InfraError);
+            row.check_exit.clone_from(&t.check_exit);
+            row.check_output = Some(t.check_output.clone());
+            row.notes.push(format!(
+                "infra_error: {}",
+                t.reason.as_deref().unwrap_or("")
+            ));
+        }
+        broken.push(format!(
+            "{} ({}; {}: {})",
+            t.name,
+            t.reason.as_deref().unwrap_or("control failed"),
+            t.check_exit.as_deref().unwrap_or("-"),
+            crate::evaluate::headline(&t.check_output)
+        ));
+    }
+    if !broken.is_empty() {
+        anyhow::bail!(
+            "evaluator controls do not hold — infra_error, not the agent's: {}",
+            broken.join("; ")
+        );
+    }
+    Ok(format!("{} checks' controls hold", report.targets.len()))
+}
+
+/// V1: the report seals the run, so nothing may write into it afterwards: stops both processes
+/// and waits (bounded, 5 s) until they have exited.
+pub(super) async fn stop_for_seal(canary: &mut Canary) {
+    use std::time::{Duration, Instant};
+    let pids: Vec<u32> = [&canary.full, &canary.observed]
+        .into_iter()
+        .filter_map(|p| p.as_ref().and_then(|p| p.pid))
+        .collect();
+    canary.stop(None).await;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    for pid in pids {
+        while Instant::now() < deadline {
+            let state = super::client::proc_state(u64::from(pid));
+            if state == "gone" || state.starts_with('Z') {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// The run's report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

@@ -645,10 +645,15 @@ impl EvidenceView {
             self.top = first.offset;
         }
         let key = self.path().map(Path::to_path_buf).unwrap_or_default();
+        // A plain-text log (the worker's stderr) is shown as it is, not as "(not JSON) …".
+        let plain = key.extension().is_some_and(|e| e == "log");
         let index = self.indexes.entry(key).or_default();
         self.summaries = lines
             .iter()
             .map(|l| {
+                if plain {
+                    return short(l.text.trim_end(), 400);
+                }
                 if let Some(v) = parse_line(&l.text) {
                     index.learn(&v);
                 }
@@ -1042,6 +1047,26 @@ mod tests {
         view.next_match(false);
         assert_eq!(view.status, r#"/"name":"T1": match 10 of 10"#);
         assert!(view.lines[0].text.contains(r#""id":28,"#));
+    }
+
+    #[test]
+    fn a_plain_text_log_is_shown_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("worker.observed.stderr.log");
+        std::fs::write(
+            &path,
+            "=== generation 1 pid 9 launched ===\nFATAL ERROR: Reached heap limit\n",
+        )
+        .unwrap();
+        let mut view = EvidenceView::new(vec![("worker stderr".into(), path)]);
+        view.reload();
+        assert_eq!(
+            view.summaries,
+            vec![
+                "=== generation 1 pid 9 launched ===",
+                "FATAL ERROR: Reached heap limit"
+            ]
+        );
     }
 
     #[test]

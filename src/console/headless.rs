@@ -109,7 +109,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             outcome.summary
         );
         // V3: a check that did not pass shows its exit status and output tail right here.
-        if !outcome.ok && matches!(command, Command::Preflight | Command::Evaluate) {
+        if !outcome.ok && matches!(command, Command::Preflight | Command::Evaluate { .. }) {
             for row in canary.targets.iter().filter(|r| {
                 r.status.is_some_and(|s| s != crate::evaluate::Status::Pass)
                     && r.check_output.is_some()

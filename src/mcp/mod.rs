@@ -193,30 +193,41 @@ fn open_store(database: &Path) -> anyhow::Result<SqliteStore> {
 /// ([`stdio::StdioTransport`]). With `wire_log` set, every message in both directions is appended to it
 /// exactly as it crossed the pipe (E1).
 pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
+    // SIGTERM (e.g. a client's shutdown after its stdin-close grace period) ends serving the
+    // same way as stdin closing — also during the handshake — so the worker is still shut down
+    // and reaped and its stderr evidence completed (W11, E1) instead of the process dying
+    // mid-cleanup.
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let Served { server, waymark } = build_server(&options)?;
-    let (stdin, stdout) = rmcp::transport::stdio();
-    let service = match &options.wire_log {
-        Some(path) => {
-            let log = WireLog::open(path)
-                .with_context(|| format!("opening wire log {}", path.display()))?;
-            let reader = TeeReader::new(stdin, log.clone(), Direction::Request);
-            let writer = TeeWriter::new(stdout, log, Direction::Result);
-            server
-                .serve(stdio::StdioTransport::new(reader, writer))
-                .await?
-        }
-        None => {
-            server
-                .serve(stdio::StdioTransport::new(stdin, stdout))
-                .await?
-        }
+    let serving = async {
+        let (stdin, stdout) = rmcp::transport::stdio();
+        let service = match &options.wire_log {
+            Some(path) => {
+                let log = WireLog::open(path)
+                    .with_context(|| format!("opening wire log {}", path.display()))?;
+                let reader = TeeReader::new(stdin, log.clone(), Direction::Request);
+                let writer = TeeWriter::new(stdout, log, Direction::Result);
+                server
+                    .serve(stdio::StdioTransport::new(reader, writer))
+                    .await?
+            }
+            None => {
+                server
+                    .serve(stdio::StdioTransport::new(stdin, stdout))
+                    .await?
+            }
+        };
+        service.waiting().await?;
+        anyhow::Ok(())
     };
-    let served = service.waiting().await;
+    let served = tokio::select! {
+        served = serving => served,
+        _ = terminate.recv() => Ok(()),
+    };
     if let Some(w) = &waymark {
         w.shutdown().await;
     }
-    served?;
-    Ok(())
+    served
 }
 
 /// Serves MCP over Streamable HTTP (M1) on a loopback address until SIGINT/SIGTERM or, when

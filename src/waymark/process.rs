@@ -182,11 +182,14 @@ pub struct StderrBuffer {
     pub truncated: bool,
 }
 
-/// Reads `stderr` to its end into `buffer`, keeping at most `cap` bytes.
+/// Reads `stderr` to its end into `buffer`, keeping at most `cap` bytes. With `tee`, the kept
+/// bytes are also appended to that file as they arrive (E1), so they survive even if this
+/// process is killed before the generation's cleanup.
 pub async fn capture_stderr(
     mut stderr: tokio::process::ChildStderr,
     buffer: Arc<Mutex<StderrBuffer>>,
     cap: usize,
+    mut tee: Option<std::fs::File>,
 ) {
     let mut chunk = vec![0u8; 8192];
     loop {
@@ -200,6 +203,12 @@ pub async fn capture_stderr(
                 b.bytes.extend_from_slice(&chunk[..keep]);
                 if keep < n {
                     b.truncated = true;
+                }
+                if let Some(f) = tee.as_mut()
+                    && keep > 0
+                {
+                    use std::io::Write;
+                    let _ = f.write_all(&chunk[..keep]);
                 }
             }
         }

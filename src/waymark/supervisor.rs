@@ -1024,8 +1024,15 @@ impl Inner {
         tokio::spawn(read_loop(weak, g, FramedRead::new(stdout, codec())));
         let g = worker.clone();
         let cap = limits.stderr_cap_bytes;
+        let tee = self.config.stderr_log.as_deref().and_then(|path| {
+            let mut f = open_stderr_log(path)?;
+            use std::io::Write;
+            f.write_all(format!("=== generation {id} pid {pid} launched ===\n").as_bytes())
+                .ok()?;
+            Some(f)
+        });
         tokio::spawn(async move {
-            capture_stderr(stderr, g.stderr.clone(), cap).await;
+            capture_stderr(stderr, g.stderr.clone(), cap, tee).await;
             g.stderr_done.send_replace(true);
         });
         tokio::spawn(sample_rss(self.this.clone(), worker.clone()));
@@ -1572,6 +1579,12 @@ async fn cleanup(
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e),
     };
+    // E1: the generation's stderr evidence is complete before anyone is told it is cleaned.
+    if let Some(inner) = weak.upgrade()
+        && let Some(path) = &inner.config.stderr_log
+    {
+        append_stderr_log(path, &worker.stderr_capture(), worker.pid, exit);
+    }
     worker.cleaned.send_replace(true);
     if let Some(inner) = weak.upgrade() {
         if let Err(e) = &removed {
@@ -1584,9 +1597,6 @@ async fn cleanup(
             );
         }
         let capture = worker.stderr_capture();
-        if let Some(path) = &inner.config.stderr_log {
-            append_stderr_log(path, &capture, worker.pid, exit);
-        }
         let mut st = lock(&inner.state);
         st.live.remove(&worker.id);
         st.stderr_history.push_back(capture);
@@ -1596,10 +1606,24 @@ async fn cleanup(
     }
 }
 
-/// E1: appends one retired generation's stderr capture to the evidence log (created 0600):
-/// a header line with the generation, pid, exit status or signal and byte counts, the captured
-/// bytes, and a closing newline. A log that cannot be written is skipped (the capture stays in
-/// status).
+/// Opens the worker stderr evidence log for appending (created 0600).
+fn open_stderr_log(path: &std::path::Path) -> Option<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .ok()?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .ok()?;
+    Some(f)
+}
+
+/// E1: closes one retired generation's entry in the stderr evidence log. Its captured bytes
+/// were appended as they arrived (after a `launched` header line); this adds a line with the
+/// exit status or signal and the byte counts. A log that cannot be written is skipped (the
+/// capture stays in status).
 fn append_stderr_log(
     path: &std::path::Path,
     capture: &StderrCapture,
@@ -1607,7 +1631,6 @@ fn append_stderr_log(
     exit: Option<std::process::ExitStatus>,
 ) {
     use std::io::Write;
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     use std::os::unix::process::ExitStatusExt;
     let exit = match exit {
         Some(s) => match (s.code(), s.signal()) {
@@ -1617,8 +1640,13 @@ fn append_stderr_log(
         },
         None => "exit not observed".to_owned(),
     };
-    let mut entry = format!(
-        "=== generation {} pid {pid} {exit} · {} bytes of stderr{} ===\n",
+    let newline = if capture.bytes.is_empty() || capture.bytes.ends_with(b"\n") {
+        ""
+    } else {
+        "\n"
+    };
+    let line = format!(
+        "{newline}=== generation {} pid {pid} {exit} · {} bytes of stderr{} ===\n",
         capture.generation,
         capture.total_bytes,
         if capture.truncated {
@@ -1626,20 +1654,9 @@ fn append_stderr_log(
         } else {
             String::new()
         }
-    )
-    .into_bytes();
-    entry.extend_from_slice(&capture.bytes);
-    if !capture.bytes.is_empty() && !capture.bytes.ends_with(b"\n") {
-        entry.push(b'\n');
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path);
-    if let Ok(mut f) = file {
-        let _ = f.set_permissions(std::fs::Permissions::from_mode(0o600));
-        let _ = f.write_all(&entry);
+    );
+    if let Some(mut f) = open_stderr_log(path) {
+        let _ = f.write_all(line.as_bytes());
     }
 }
 

@@ -1,0 +1,206 @@
+//! `patchdiff trace RUN_DIR -o trace.json` (issue 10 item 6): the perf events of every process of
+//! a run as a Chrome trace-event file (the JSON object format), which Perfetto UI and
+//! `chrome://tracing` open.
+//!
+//! Layout: one trace process per recording process (`observed`, `full`, … with its pid), and in
+//! it one track for the MCP server (`mcp_call`, `submission`, refusals) and one per Waymark worker
+//! generation (lifecycle points, `discovery_total` and every `phase_*`/`ipc_read` span, assigned
+//! to the generation that was current when they started). Spans are complete events (`X`),
+//! points are instant events (`i`); RSS (`worker_rss` and the memory file) and queue depth
+//! (`worker_queue_depth`) are counters (`C`). Timestamps are µs of Unix time, as recorded.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::telemetry::{Outcome, PerfEvent};
+
+/// Track id of a process's MCP-server track.
+const MCP_TID: u64 = 1;
+/// Track ids of worker generations are this plus the generation number.
+const GENERATION_TID_BASE: u64 = 100;
+
+/// What the export found, for the command's one-line summary.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TraceSummary {
+    pub processes: usize,
+    pub spans: usize,
+    pub instants: usize,
+    pub counters: usize,
+}
+
+fn us(ms: f64) -> f64 {
+    (ms * 1000.0).round()
+}
+
+fn generation_of(ev: &PerfEvent) -> Option<u64> {
+    ev.ids.get("generation").and_then(|g| {
+        g.as_u64()
+            .or_else(|| g.as_str().and_then(|s| s.parse().ok()))
+    })
+}
+
+fn is_worker_event(name: &str) -> bool {
+    name.starts_with("worker_")
+        || name.starts_with("phase_")
+        || name == "discovery_total"
+        || name == "ipc_read"
+}
+
+/// Builds the trace from every `*.perf.jsonl` file (and its `.memory.jsonl`) in `run_dir`.
+/// Lines that are not perf events (a torn last line) are skipped.
+pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
+    let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(run_dir)?
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".perf.jsonl")
+                .map(|process| (process.to_owned(), e.path()))
+        })
+        .collect();
+    files.sort();
+    let mut events = Vec::new();
+    let mut summary = TraceSummary::default();
+    // (trace pid) → process label, and (pid, tid) → track name.
+    let mut processes: BTreeMap<u32, String> = BTreeMap::new();
+    let mut tracks: BTreeMap<(u32, u64), String> = BTreeMap::new();
+    for (process, path) in &files {
+        let text = std::fs::read_to_string(path)?;
+        let mut perf: Vec<PerfEvent> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<PerfEvent>(l).ok())
+            .collect();
+        perf.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
+        // The generation current per recording pid, as lifecycle points announce it.
+        let mut current: BTreeMap<u32, u64> = BTreeMap::new();
+        for ev in &perf {
+            processes
+                .entry(ev.pid)
+                .or_insert_with(|| format!("{process} (pid {})", ev.pid));
+            if ev.name == "worker_launch"
+                && let Some(g) = generation_of(ev)
+            {
+                current.insert(ev.pid, g);
+            }
+            let tid = if is_worker_event(&ev.name) {
+                let g = generation_of(ev).or_else(|| current.get(&ev.pid).copied());
+                match g {
+                    Some(g) => {
+                        tracks
+                            .entry((ev.pid, GENERATION_TID_BASE + g))
+                            .or_insert_with(|| format!("worker generation {g}"));
+                        GENERATION_TID_BASE + g
+                    }
+                    None => {
+                        tracks
+                            .entry((ev.pid, GENERATION_TID_BASE))
+                            .or_insert_with(|| "worker (no generation yet)".into());
+                        GENERATION_TID_BASE
+                    }
+                }
+            } else {
+                tracks
+                    .entry((ev.pid, MCP_TID))
+                    .or_insert_with(|| "mcp server".into());
+                MCP_TID
+            };
+            let mut args = serde_json::Map::new();
+            args.insert("ids".into(), Value::Object(ev.ids.clone()));
+            args.insert("attrs".into(), Value::Object(ev.attrs.clone()));
+            args.insert(
+                "outcome".into(),
+                json!(if ev.outcome == Outcome::Ok {
+                    "ok"
+                } else {
+                    "failed"
+                }),
+            );
+            if ev.nested {
+                args.insert("nested".into(), json!(true));
+            }
+            match ev.name.as_str() {
+                "worker_queue_depth" => {
+                    events.push(json!({
+                        "name": "queue depth", "ph": "C", "ts": us(ev.start_ms),
+                        "pid": ev.pid, "tid": tid,
+                        "args": {
+                            "active": ev.attrs.get("active").cloned().unwrap_or(json!(0)),
+                            "waiting": ev.attrs.get("waiting").cloned().unwrap_or(json!(0)),
+                        },
+                    }));
+                    summary.counters += 1;
+                }
+                "worker_rss" => {
+                    events.push(json!({
+                        "name": "worker rss", "ph": "C", "ts": us(ev.start_ms),
+                        "pid": ev.pid, "tid": tid,
+                        "args": {"rss_bytes": ev.attrs.get("rss_bytes").cloned().unwrap_or(json!(0))},
+                    }));
+                    summary.counters += 1;
+                }
+                _ if ev.duration_ms > 0.0 => {
+                    events.push(json!({
+                        "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
+                        "ph": "X", "ts": us(ev.start_ms), "dur": us(ev.duration_ms).max(1.0),
+                        "pid": ev.pid, "tid": tid, "args": args,
+                    }));
+                    summary.spans += 1;
+                }
+                _ => {
+                    events.push(json!({
+                        "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
+                        "ph": "i", "s": "t", "ts": us(ev.start_ms),
+                        "pid": ev.pid, "tid": tid, "args": args,
+                    }));
+                    summary.instants += 1;
+                }
+            }
+        }
+        // Diagnostic RSS samples of the sampled child (T2), as a counter in the trace process
+        // of the recording process that owns the file, when there is exactly one.
+        let memory = path.with_file_name(format!("{process}.perf.jsonl.memory.jsonl"));
+        let owner = {
+            let pids: std::collections::BTreeSet<u32> = perf.iter().map(|e| e.pid).collect();
+            (pids.len() == 1).then(|| pids.into_iter().next()).flatten()
+        };
+        if let Ok(text) = std::fs::read_to_string(&memory) {
+            for v in text
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            {
+                let (Some(ts), Some(rss)) = (v["ts_ms"].as_f64(), v["rss_bytes"].as_u64()) else {
+                    continue;
+                };
+                let child = v["pid"].as_u64().unwrap_or(0);
+                let pid = owner.unwrap_or(child as u32);
+                processes
+                    .entry(pid)
+                    .or_insert_with(|| format!("{process} (pid {pid})"));
+                events.push(json!({
+                    "name": format!("memory sample rss (pid {child})"), "ph": "C", "ts": us(ts),
+                    "pid": pid, "tid": 0, "args": {"rss_bytes": rss},
+                }));
+                summary.counters += 1;
+            }
+        }
+    }
+    summary.processes = processes.len();
+    let mut meta = Vec::new();
+    for (pid, name) in &processes {
+        meta.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}));
+    }
+    for ((pid, tid), name) in &tracks {
+        meta.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+        meta.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+    }
+    meta.extend(events);
+    Ok((
+        json!({
+            "traceEvents": meta,
+            "displayTimeUnit": "ms",
+            "otherData": {"source": "patchdiff trace", "run_dir": run_dir},
+        }),
+        summary,
+    ))
+}
