@@ -176,6 +176,19 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The host's stream lines as the evidence keeps them (hash-chained records of the raw lines).
+fn host_stream(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let record: Value = serde_json::from_str(l).expect("a chained record");
+            assert!(record["prev_sha256"].is_string(), "{record}");
+            record["raw"].as_str().expect("raw line").to_owned()
+        })
+        .collect()
+}
+
 fn sealed_tools() -> Vec<String> {
     let mut six: Vec<String> = patchdiff::mcp::OBSERVED_TOOLS
         .iter()
@@ -237,19 +250,13 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
-    let stream = std::fs::read_to_string(&stream_path).unwrap();
-    let init: Value = serde_json::from_str(stream.lines().next().unwrap()).unwrap();
+    let stream = host_stream(&stream_path);
+    let init: Value = serde_json::from_str(&stream[0]).unwrap();
     assert_eq!(init["subtype"], "init");
     let mut tools: Vec<String> = serde_json::from_value(init["tools"].clone()).unwrap();
     tools.sort();
     assert_eq!(tools, sealed_tools());
-    assert!(
-        stream
-            .lines()
-            .last()
-            .unwrap()
-            .contains("\"type\":\"result\"")
-    );
+    assert!(stream.last().unwrap().contains("\"type\":\"result\""));
     // A2: the working directory held only the brief.
     assert!(patchdiff::canary::host_run::workdir_is_sealed(
         &run.join("agent-workdir")
@@ -267,6 +274,17 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
             .count()
             .min(1),
         1
+    );
+    // V2: the sealed run verifies, the host's stream included.
+    let verify = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
     );
     // A4: no credential in any evidence file.
     for file in files(&run) {
@@ -470,8 +488,8 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         assert_eq!(ours, sealed_tools(), "offered: {tools:?}");
     }
     let run = the_only_run(runs.path());
-    let stream = std::fs::read_to_string(run.join("agent.codex.jsonl")).unwrap();
-    assert!(stream.lines().next().unwrap().contains("thread.started"));
+    let stream = host_stream(&run.join("agent.codex.jsonl"));
+    assert!(stream[0].contains("thread.started"));
     for file in files(&run) {
         let bytes = std::fs::read(&file).unwrap();
         assert!(

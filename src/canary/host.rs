@@ -716,6 +716,14 @@ pub fn newest_pid(perf_events: &str) -> Option<u32> {
 /// one (Claude Code: `system`, `assistant`, `user`, `result`; Codex: `thread.*`, `turn.*`,
 /// `item.*`).
 pub fn stream_line_summary(event: &Value) -> Option<String> {
+    // `agent.<host>.jsonl` keeps each line as `{ts_ms, seq, raw, prev_sha256}`.
+    if event.get("type").is_none()
+        && let Some(raw) = event.get("raw").and_then(Value::as_str)
+        && event.get("direction").is_none()
+    {
+        let inner: Value = serde_json::from_str(raw).ok()?;
+        return stream_line_summary(&inner);
+    }
     let kind = event.get("type")?.as_str()?;
     let tools_of = |message: &Value| -> String {
         message["content"]
@@ -993,6 +1001,12 @@ mod tests {
         assert_eq!(
             stream_line_summary(&item).unwrap(),
             "item.started mcp_tool_call patchdiff_save"
+        );
+        // The evidence file's chained record of a line summarizes as the line.
+        let record = json!({"ts_ms": 1.0, "seq": 0, "raw": call.to_string(), "prev_sha256": "x"});
+        assert_eq!(
+            stream_line_summary(&record).unwrap(),
+            "model → mcp__patchdiff__patchdiff_save chess"
         );
         // Wire-log and perf-event lines are not host stream lines.
         assert_eq!(stream_line_summary(&json!({"direction": "request"})), None);

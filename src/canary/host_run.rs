@@ -17,7 +17,7 @@ use super::host::{
     TERMINATE_GRACE,
 };
 use super::{Canary, READINESS_WAIT, WorkerReadiness, client, worker_readiness};
-use crate::evidence::{create_private_dir, open_append_private, write_new_private};
+use crate::evidence::{JsonlLog, create_private_dir, open_append_private, write_new_private};
 use crate::telemetry::unix_ms_now;
 
 /// The evidence name of the observed process an agent host starts.
@@ -184,7 +184,9 @@ impl Canary {
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
         let pid = child.id();
-        let stream_log = open_append_private(&self.run.path.join(format!("agent.{name}.jsonl")))?;
+        // A4, V1: each line of the host's stream, exactly as it printed it (credentials
+        // redacted), as a hash-chained record.
+        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
         let stderr_log =
             open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
         let stderr_task = child
@@ -308,12 +310,11 @@ impl Canary {
         &self,
         child: &mut tokio::process::Child,
         state: &mut StreamState,
-        mut log: std::fs::File,
+        log: JsonlLog,
         redactor: &Redactor,
         started: Instant,
         timeout: Duration,
     ) -> Ending {
-        use std::io::Write;
         let Some(stdout) = child.stdout.take() else {
             return Ending::Refused("the host's stdout is not a pipe".into());
         };
@@ -322,12 +323,16 @@ impl Canary {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sealed_at: Option<Instant> = None;
+        let mut seq: u64 = 0;
         let mut preflighted = false;
         loop {
             tokio::select! {
                 line = lines.next_line() => match line {
                     Ok(Some(line)) => {
-                        let _ = writeln!(log, "{}", redactor.redact(&line));
+                        let _ = log.append(&json!({
+                            "ts_ms": unix_ms_now(), "seq": seq, "raw": redactor.redact(&line),
+                        }));
+                        seq += 1;
                         state.observe(&line);
                         self.update_progress(state, if preflighted { "running" } else { "starting" });
                         if let Some(call) = &state.foreign_call {
