@@ -322,3 +322,50 @@ fn agent_needs_a_passed_preflight_and_a_run_initializes_once() {
         "{stdout}"
     );
 }
+
+#[test]
+fn sigint_during_wait_saved_stops_the_run_with_exit_130() {
+    // U5: an interrupt was reported as the wait's timeout and exited 1.
+    use std::io::{BufRead, BufReader};
+    let runs = tempfile::tempdir().unwrap();
+    let script = runs.path().join("wait.canary");
+    std::fs::write(&script, "init\nwait saved 600\nreport\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(&script)
+        .arg("--runs-dir")
+        .arg(runs.path())
+        .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("patchdiff runs");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{seen:?}");
+        let init_done = line.contains(" init ");
+        seen.push(line);
+        if init_done {
+            break;
+        }
+    }
+    assert!(seen.last().unwrap().contains(" ok "), "{seen:?}");
+    // The wait step runs (or is about to): interrupt it as a terminal's Ctrl-C would.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("wait") && rest.contains("interrupted by SIGINT"),
+        "{rest}"
+    );
+    assert!(!rest.contains("timed out"), "{rest}");
+}

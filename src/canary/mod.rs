@@ -423,7 +423,12 @@ impl Canary {
         }
         let probe = FULL_ONLY_TOOLS[0];
         match observed.call(probe, json!({})).await {
-            Err(_) => {}
+            Err(e) if e.code.as_deref() == Some("PROFILE_BOUNDARY") => {}
+            // Any other failure (a transport loss, a crash) is not a boundary refusal.
+            Err(e) => anyhow::bail!(
+                "calling `{probe}` on the observed process failed without a PROFILE_BOUNDARY refusal: {}",
+                e.message
+            ),
             Ok(reply) => anyhow::bail!(
                 "the observed process answered `{probe}` (is_error={}) instead of refusing it at the profile boundary",
                 reply.is_error
