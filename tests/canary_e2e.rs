@@ -369,3 +369,40 @@ fn sigint_during_wait_saved_stops_the_run_with_exit_130() {
     );
     assert!(!rest.contains("timed out"), "{rest}");
 }
+
+#[test]
+fn console_children_get_exactly_the_consoles_configuration() {
+    // P1/P3: with `waymark_workers = 2` in the operator's patchdiff.toml, `launch observed`
+    // failed even under PATCHDIFF_CONFIG=/dev/null (the child re-read the file), while the
+    // operator's PATCHDIFF_PERF_MEMORY never reached the child.
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let config_dir = home.join(".config/patchdiff");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(config_dir.join("patchdiff.toml"), "waymark_workers = 2\n").unwrap();
+    let script = dir.path().join("launch.canary");
+    std::fs::write(&script, "init\nlaunch observed\npreflight\n").unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(
+        &runs,
+        &script,
+        &[],
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_CONFIG_HOME", home.join(".config").to_str().unwrap()),
+            ("PATCHDIFF_CONFIG", "/dev/null"),
+            ("PATCHDIFF_PERF_MEMORY", "0"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let run = the_only_run(&runs);
+    let events = std::fs::read_to_string(run.join("observed.perf.jsonl")).unwrap();
+    let status: Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    assert_eq!(status["name"], "telemetry_status", "{status}");
+    assert_eq!(
+        status["attrs"]["memory_sampling_enabled"], false,
+        "{status}"
+    );
+    assert!(!run.join("observed.perf.jsonl.memory.jsonl").exists());
+}

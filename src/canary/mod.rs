@@ -263,11 +263,17 @@ impl Canary {
             "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
         ));
-        // Operator-level settings the child still honours (P1): node binary and worker dir.
+        // P1/P3: the child gets exactly the configuration this console resolved (its
+        // environment, with its config file already applied), nothing else: the operator-level
+        // settings it honours are forwarded, and it reads no config file of its own (the
+        // operator's `patchdiff.toml` was this console's to apply, or not).
         for var in [
             "PATCHDIFF_NODE_BINARY",
             "PATCHDIFF_WAYMARK_DIR",
+            "PATCHDIFF_WAYMARK_WORKERS",
             "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS",
+            "PATCHDIFF_WAYMARK_WORK_ROOT",
+            "PATCHDIFF_PERF_MEMORY",
             "PATCHDIFF_STATE_DIR",
             "PATCHDIFF_DATA_DIR",
         ] {
@@ -275,6 +281,7 @@ impl Canary {
                 env.push((var.into(), v));
             }
         }
+        env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
         LaunchSpec {
             kind,
             exe: self.options.exe.clone(),
