@@ -921,6 +921,7 @@ mod tests {
         Discovery {
             scopes: scopes.iter().filter(|s| s.name == name).cloned().collect(),
             parse_ms: 0.0,
+            read_ms: 0.0,
             has_error: false,
             scope_count: scopes.len(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),

@@ -1353,6 +1353,7 @@ fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
             scope_count: frame.scope_count.unwrap_or(scopes.len()),
             scopes,
             parse_ms: frame.parse_ms.unwrap_or(0.0),
+            read_ms: frame.read_ms.unwrap_or(0.0),
             has_error: frame.has_error.unwrap_or(false),
             names: frame.names.unwrap_or_default(),
         });
