@@ -428,3 +428,27 @@ async fn dropped_discovery_retires_the_generation_as_cancelled() {
     waymark.shutdown().await;
     assert!(support::roots(work.path()).is_empty());
 }
+
+#[tokio::test]
+async fn an_unremovable_request_directory_is_the_cleanup_worker_error() {
+    // W8: cleanup failures raise WAYMARK_WORKER_CLEANUP (the fault worker leaves a regular file
+    // where the request directory was, so removing it fails).
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, _log) = start(support::fault_config("pin_request", work.path()));
+    let r = waymark.discover(Language::JavaScript, JS).await;
+    assert_eq!(worker_code(&r), Some(WorkerErrorCode::Cleanup), "{r:?}");
+    let message = match &r {
+        Err(DiscoveryError::Worker(e)) => e.message.clone(),
+        _ => String::new(),
+    };
+    assert!(
+        message.contains("cannot remove request directory"),
+        "{message}"
+    );
+    assert_eq!(WorkerErrorCode::Cleanup.as_str(), "WAYMARK_WORKER_CLEANUP");
+    waymark.shutdown().await;
+    assert!(
+        support::roots(work.path()).is_empty(),
+        "shutdown still removes the generation root"
+    );
+}
