@@ -376,3 +376,87 @@ fn agent_needs_a_passed_preflight_and_a_run_initializes_once() {
         "{stdout}"
     );
 }
+
+#[test]
+fn sigint_during_wait_saved_stops_the_run_with_exit_130() {
+    // U5: an interrupt was reported as the wait's timeout and exited 1.
+    use std::io::{BufRead, BufReader};
+    let runs = tempfile::tempdir().unwrap();
+    let script = runs.path().join("wait.canary");
+    std::fs::write(&script, "init\nwait saved 600\nreport\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(&script)
+        .arg("--runs-dir")
+        .arg(runs.path())
+        .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("patchdiff runs");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(stdout.read_line(&mut line).unwrap() > 0, "{seen:?}");
+        let init_done = line.contains(" init ");
+        seen.push(line);
+        if init_done {
+            break;
+        }
+    }
+    assert!(seen.last().unwrap().contains(" ok "), "{seen:?}");
+    // The wait step runs (or is about to): interrupt it as a terminal's Ctrl-C would.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("wait") && rest.contains("interrupted by SIGINT"),
+        "{rest}"
+    );
+    assert!(!rest.contains("timed out"), "{rest}");
+}
+
+#[test]
+fn console_children_get_exactly_the_consoles_configuration() {
+    // P1/P3: with `waymark_workers = 2` in the operator's patchdiff.toml, `launch observed`
+    // failed even under PATCHDIFF_CONFIG=/dev/null (the child re-read the file), while the
+    // operator's PATCHDIFF_PERF_MEMORY never reached the child.
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let config_dir = home.join(".config/patchdiff");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(config_dir.join("patchdiff.toml"), "waymark_workers = 2\n").unwrap();
+    let script = dir.path().join("launch.canary");
+    std::fs::write(&script, "init\nlaunch observed\npreflight\n").unwrap();
+    let runs = dir.path().join("runs");
+    let output = run_script(
+        &runs,
+        &script,
+        &[],
+        &[
+            ("HOME", home.to_str().unwrap()),
+            ("XDG_CONFIG_HOME", home.join(".config").to_str().unwrap()),
+            ("PATCHDIFF_CONFIG", "/dev/null"),
+            ("PATCHDIFF_PERF_MEMORY", "0"),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    let run = the_only_run(&runs);
+    let events = std::fs::read_to_string(run.join("observed.perf.jsonl")).unwrap();
+    let status: Value = serde_json::from_str(events.lines().next().unwrap()).unwrap();
+    assert_eq!(status["name"], "telemetry_status", "{status}");
+    assert_eq!(
+        status["attrs"]["memory_sampling_enabled"], false,
+        "{status}"
+    );
+    assert!(!run.join("observed.perf.jsonl.memory.jsonl").exists());
+}

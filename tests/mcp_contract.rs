@@ -276,3 +276,26 @@ async fn malformed_arguments_are_is_error_results_a_model_can_correct() {
     assert_eq!(t["revision"], 0);
     mcp.stop().await;
 }
+
+#[tokio::test]
+async fn export_reports_the_path_it_wrote() {
+    // M6: `patchdiff_export_target` returns `target`, `version`, `sha256` and `path`.
+    use std::os::unix::fs::PermissionsExt;
+    let env = TestEnv::new();
+    env.init_target("calendar", CALENDAR_JS).await;
+    let full = Mcp::launch(&env.vars("full")).await;
+    let dest = env.path().join("out/calendar.js");
+    let r = full
+        .ok(
+            "patchdiff_export_target",
+            json!({"target": "calendar", "dest": dest}),
+        )
+        .await;
+    assert_eq!(r["path"], json!(dest), "{r}");
+    assert_eq!(r["version"], 0);
+    assert_eq!(r["sha256"], sha256_hex(CALENDAR_JS.as_bytes()));
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), CALENDAR_JS);
+    let mode = std::fs::metadata(&dest).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    full.stop().await;
+}

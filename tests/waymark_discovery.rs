@@ -388,3 +388,49 @@ async fn fourth_launch_in_a_rolling_minute_is_refused() {
     assert_eq!(waymark.status().launches_total, 4);
     waymark.shutdown().await;
 }
+
+#[tokio::test]
+async fn rss_is_sampled_every_100_ms_into_the_memory_file() {
+    // W9/T2: the child's RSS is sampled every 100 ms; each sample goes to the memory file and
+    // every tenth also becomes a `worker_rss` event.
+    let work = tempfile::tempdir().expect("tempdir");
+    let events_path = work.path().join("perf.jsonl");
+    let (files, status) = patchdiff::telemetry::Recorder::configure(Some(&events_path), None);
+    assert!(status.memory_sampling_enabled);
+    let events = EventLog::default();
+    let waymark = Waymark::new(
+        support::config(WaymarkMode::Resident, work.path()),
+        events.listening(files),
+    );
+    assert_eq!(
+        waymark.config().limits.rss_interval,
+        Duration::from_millis(100)
+    );
+    waymark.prewarm().await.expect("prewarm");
+    // Three `worker_rss` events: at least 20 samples between the first and the third.
+    events
+        .wait_for(Duration::from_secs(20), |_| {
+            events.named("worker_rss").len() >= 3
+        })
+        .await;
+    waymark.shutdown().await;
+    let memory = std::fs::read_to_string(patchdiff::telemetry::memory_path_for(&events_path))
+        .expect("memory file");
+    let ts: Vec<f64> = memory
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).expect("sample")["ts_ms"]
+                .as_f64()
+                .expect("ts_ms")
+        })
+        .collect();
+    assert!(ts.len() >= 21, "{} samples", ts.len());
+    let mut gaps: Vec<f64> = ts.windows(2).map(|w| w[1] - w[0]).collect();
+    gaps.sort_by(f64::total_cmp);
+    let median = gaps[gaps.len() / 2];
+    // Timing on a shared machine: the median gap is the interval, give or take scheduling.
+    assert!(
+        (90.0..=250.0).contains(&median),
+        "median gap {median} ms: {gaps:?}"
+    );
+}

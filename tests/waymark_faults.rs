@@ -468,3 +468,53 @@ async fn dropped_discovery_retires_the_generation_as_cancelled() {
     waymark.shutdown().await;
     assert!(support::roots(work.path()).is_empty());
 }
+
+#[tokio::test]
+async fn an_unremovable_request_directory_is_the_cleanup_worker_error() {
+    // W8: cleanup failures raise WAYMARK_WORKER_CLEANUP (the fault worker leaves a regular file
+    // where the request directory was, so removing it fails).
+    let work = tempfile::tempdir().expect("tempdir");
+    let (waymark, _log) = start(support::fault_config("pin_request", work.path()));
+    let r = waymark.discover(Language::JavaScript, JS).await;
+    assert_eq!(worker_code(&r), Some(WorkerErrorCode::Cleanup), "{r:?}");
+    let message = match &r {
+        Err(DiscoveryError::Worker(e)) => e.message.clone(),
+        _ => String::new(),
+    };
+    assert!(
+        message.contains("cannot remove request directory"),
+        "{message}"
+    );
+    assert_eq!(WorkerErrorCode::Cleanup.as_str(), "WAYMARK_WORKER_CLEANUP");
+    waymark.shutdown().await;
+    assert!(
+        support::roots(work.path()).is_empty(),
+        "shutdown still removes the generation root"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_outer_allowance_fires_when_the_phases_together_exceed_it() {
+    // W6: the outer allowance (active + 13 s) bounds the whole discovery even when a phase's own
+    // ceiling is longer (here readiness is lifted to 60 s and the worker never becomes ready).
+    // Paused tokio time: the 14 s pass without waiting for them.
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut config = support::fault_config("no_ready", work.path());
+    config.limits.readiness = Duration::from_secs(60);
+    config.active_timeout = Duration::from_secs(1);
+    assert_eq!(config.outer_allowance(), Duration::from_secs(14));
+    let (waymark, _log) = start(config);
+    let started = tokio::time::Instant::now();
+    let r = waymark.discover(Language::JavaScript, JS).await;
+    assert_eq!(
+        worker_code(&r),
+        Some(WorkerErrorCode::OuterTimeout),
+        "{r:?}"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_secs(14) && waited < Duration::from_secs(60),
+        "{waited:?}"
+    );
+    waymark.shutdown().await;
+}

@@ -226,3 +226,52 @@ async fn nested_owner_guards_share_one_worker_and_the_last_release_cleans_up() {
     support::wait_gone(pid, Duration::from_secs(5)).await;
     assert!(support::roots(work.path()).is_empty());
 }
+
+#[tokio::test]
+async fn the_lazy_singleton_cleans_up_its_worker_at_process_exit() {
+    // W13: without a guard, `owner::shared()` builds a singleton whose worker is killed and whose
+    // roots are removed by exit-time cleanup when the process exits normally.
+    use std::io::Write;
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut probe = Command::new(env!("CARGO_BIN_EXE_waymark-probe"))
+        .arg("--lazy")
+        .env("PATCHDIFF_WAYMARK_DIR", support::script_dir())
+        .env("PATCHDIFF_NODE_BINARY", support::node())
+        .env("PATCHDIFF_WAYMARK_WORK_ROOT", work.path())
+        .env_remove("PATCHDIFF_WAYMARK_MODE")
+        .env_remove("PATCHDIFF_PERF_EVENTS")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn waymark-probe");
+    let stdout = probe.stdout.take().expect("probe stdout");
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).map(|_| line)
+    })
+    .await
+    .expect("join")
+    .expect("probe line");
+    let child: u32 = line
+        .trim()
+        .strip_prefix("child ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected probe output {line:?}"));
+    assert!(child > 0 && is_running(child));
+    assert_eq!(support::roots(work.path()).len(), 1);
+    // W9: the real child runs with old space capped at 768 MiB.
+    let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).expect("child cmdline");
+    let args: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    assert!(
+        args.iter().any(|a| a == "--max-old-space-size=768"),
+        "{args:?}"
+    );
+    writeln!(probe.stdin.take().expect("stdin"), "exit").expect("tell the probe to exit");
+    assert!(probe.wait().expect("reap probe").success());
+    // Exit-time cleanup killed the worker (no stdin-close grace needed) and removed its root.
+    support::wait_gone(child, Duration::from_secs(5)).await;
+    assert!(support::roots(work.path()).is_empty(), "roots left behind");
+}

@@ -1,10 +1,13 @@
 //! Round-trip bench (not a test): p50/p99 of `patchdiff_read_target` on a 10 KB target over
-//! stdio, measured with an `rmcp` client, side by side in one run with an `echo` tool returning
-//! the same 10 KB on a minimal official Python SDK server (`tests/python/echo_server.py`), called
-//! from the same client type. Prints both and our ratio.
+//! stdio, measured with an `rmcp` client, side by side in one run with
+//! - a bare `rmcp` server (this binary, `--serve-bare BYTES`) whose one tool returns the same
+//!   structured result (same fields, same content bytes) with no store or profile work: our
+//!   handler's own cost is the ratio to it (goal ≤ 1.1×);
+//! - an `echo` tool returning the same 10 KB on a minimal official Python SDK server
+//!   (`tests/python/echo_server.py`), skipped when the SDK is not installed.
 //!
 //! Run: `cargo run --release --bin mcp-bench -- [--calls N] [--bytes B]` (defaults 500 calls,
-//! 10240 bytes). Needs `python3` with the SDK (`tests/requirements.txt`) and the Waymark
+//! 10240 bytes). The Python row needs `python3` with the SDK (`tests/requirements.txt`); needs the Waymark
 //! `node_modules` (the observed process prewarms its worker, as in production). Builds its own
 //! temporary database; uses the `patchdiff` binary next to this one.
 
@@ -146,8 +149,76 @@ fn pct(times: &[f64], p: f64) -> f64 {
     times[rank.clamp(1, times.len()) - 1]
 }
 
+/// The bare baseline: an `rmcp` server whose only work per call is returning `body`
+/// (structured content plus its JSON text copy, as `patchdiff mcp` returns results).
+#[derive(Clone)]
+struct Bare {
+    body: Value,
+}
+
+impl rmcp::ServerHandler for Bare {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        Ok(rmcp::model::ListToolsResult {
+            result_type: Some(rmcp::model::ResultType::COMPLETE),
+            tools: Vec::new(),
+            meta: None,
+            next_cursor: None,
+            ttl_ms: None,
+            cache_scope: None,
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        _request: CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        let mut r = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+            self.body.to_string(),
+        )]);
+        r.structured_content = Some(self.body.clone());
+        Ok(rmcp::model::CallToolResponse::Complete(r))
+    }
+}
+
+/// `--serve-bare BYTES`: serves [`Bare`] over stdio with a read_target-shaped body.
+async fn serve_bare(bytes: usize) -> anyhow::Result<()> {
+    let source = target_source(bytes);
+    let body = json!({
+        "target": "calendar", "version": 0, "revision": 0,
+        "sha256": hex::encode(Sha256::digest(source.as_bytes())),
+        "language": "javascript", "content": source, "parses_cleanly": true,
+    });
+    Bare { body }
+        .serve(rmcp::transport::stdio())
+        .await?
+        .waiting()
+        .await?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    let argv: Vec<String> = std::env::args().collect();
+    if argv.get(1).map(String::as_str) == Some("--serve-bare") {
+        let bytes = argv
+            .get(2)
+            .and_then(|b| b.parse().ok())
+            .unwrap_or(10 * 1024);
+        return serve_bare(bytes).await;
+    }
     let args = parse_args()?;
     let exe = patchdiff_exe()?;
     let dir = tempfile::tempdir()?;
@@ -197,17 +268,28 @@ async fn main() -> anyhow::Result<()> {
 
     vars.insert("PATCHDIFF_MCP_PROFILE".into(), "observed".into());
     let ours = connect(patchdiff_cmd(&exe, &vars)).await?;
+    let mut bare_cmd = tokio::process::Command::new(std::env::current_exe()?);
+    bare_cmd.arg("--serve-bare").arg(args.bytes.to_string());
+    let bare = connect(bare_cmd)
+        .await
+        .context("starting the bare rmcp server")?;
     let mut py = tokio::process::Command::new("python3");
     py.arg(format!("{root}/tests/python/echo_server.py"))
         .arg(args.bytes.to_string());
-    let theirs = connect(py)
-        .await
-        .context("starting the Python SDK echo server (pip install -r tests/requirements.txt)")?;
+    let theirs = match connect(py).await {
+        Ok(c) => Some(c),
+        Err(e) => {
+            eprintln!(
+                "mcp-bench: Python SDK echo server not started ({e}); its row is skipped (pip install -r tests/requirements.txt)"
+            );
+            None
+        }
+    };
 
-    // Interleave rounds so both see the same machine load.
+    // Interleave rounds so all see the same machine load.
     let rounds = 5;
     let per_round = args.calls.div_ceil(rounds);
-    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         a.extend(
             measure(
@@ -219,21 +301,28 @@ async fn main() -> anyhow::Result<()> {
             )
             .await?,
         );
-        b.extend(
-            measure(
-                &theirs,
-                "echo",
-                &json!({"text": "calendar"}),
-                per_round,
-                args.bytes,
-            )
-            .await?,
-        );
+        c.extend(measure(&bare, "read", &json!({}), per_round, args.bytes).await?);
+        if let Some(theirs) = &theirs {
+            b.extend(
+                measure(
+                    theirs,
+                    "echo",
+                    &json!({"text": "calendar"}),
+                    per_round,
+                    args.bytes,
+                )
+                .await?,
+            );
+        }
     }
     a.sort_by(f64::total_cmp);
     b.sort_by(f64::total_cmp);
+    c.sort_by(f64::total_cmp);
     ours.cancel().await?;
-    theirs.cancel().await?;
+    bare.cancel().await?;
+    if let Some(theirs) = theirs {
+        theirs.cancel().await?;
+    }
 
     let profile = if cfg!(debug_assertions) {
         "debug (use --release for figures)"
@@ -254,14 +343,27 @@ async fn main() -> anyhow::Result<()> {
     );
     println!(
         "{:<44} {:>9.3} {:>9.3}",
-        "Python SDK MCPServer / echo",
-        pct(&b, 50.0),
-        pct(&b, 99.0)
+        "bare rmcp server / same bytes",
+        pct(&c, 50.0),
+        pct(&c, 99.0)
     );
     println!(
-        "ratio patchdiff/python: p50 {:.2}, p99 {:.2}",
-        pct(&a, 50.0) / pct(&b, 50.0),
-        pct(&a, 99.0) / pct(&b, 99.0)
+        "ratio patchdiff/bare rmcp (our handler's own cost; goal <= 1.1): p50 {:.2}, p99 {:.2}",
+        pct(&a, 50.0) / pct(&c, 50.0),
+        pct(&a, 99.0) / pct(&c, 99.0)
     );
+    if !b.is_empty() {
+        println!(
+            "{:<44} {:>9.3} {:>9.3}",
+            "Python SDK MCPServer / echo",
+            pct(&b, 50.0),
+            pct(&b, 99.0)
+        );
+        println!(
+            "ratio patchdiff/python: p50 {:.2}, p99 {:.2}",
+            pct(&a, 50.0) / pct(&b, 50.0),
+            pct(&a, 99.0) / pct(&b, 99.0)
+        );
+    }
     Ok(())
 }

@@ -1,5 +1,9 @@
 //! Waymark benchmark (not a test): resident vs one-shot discovery on generated JavaScript of
-//! ~2 KB, ~100 KB and ~1 MB, plus generation restart-to-ready time (SPEC W1, W10).
+//! ~2 KB, ~100 KB and ~1 MB, plus generation restart-to-ready time (SPEC W1, W10), and a split
+//! of the resident overhead over parse (p50s): the Node side's request-file read + SHA-256 +
+//! decode (`read_ms`), the scope list's JSON and pipe transfer (an all-scopes discovery minus a
+//! summary one, which returns no scopes), and the rest (Rust side: request file write + hash,
+//! admission, frames, and the pipe round trip).
 //!
 //! Usage: `cargo run --bin waymark-bench [-- --iterations-scale F]`. Node and the script dir come
 //! from `PATCHDIFF_NODE_BINARY` / `PATCHDIFF_WAYMARK_DIR` as in the product. Prints one table.
@@ -8,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use patchdiff::telemetry::{PerfEvent, Recorder};
-use patchdiff::waymark::{Language, Waymark, WaymarkConfig, WaymarkMode};
+use patchdiff::waymark::{Language, ScopeQuery, Waymark, WaymarkConfig, WaymarkMode};
 
 /// Generates realistic JavaScript: classes with methods, free functions and arrow functions.
 fn generate_js(target_bytes: usize) -> String {
@@ -39,23 +43,41 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
 struct Run {
     wall_ms: Vec<f64>,
     parse_ms: Vec<f64>,
+    read_ms: Vec<f64>,
 }
 
 async fn run(waymark: &Waymark, source: &str, n: usize) -> Result<Run, String> {
+    run_query(waymark, source, n, None).await
+}
+
+async fn run_query(
+    waymark: &Waymark,
+    source: &str,
+    n: usize,
+    query: Option<&ScopeQuery>,
+) -> Result<Run, String> {
     let mut wall = Vec::with_capacity(n);
     let mut parse = Vec::with_capacity(n);
+    let mut read = Vec::with_capacity(n);
     for _ in 0..n {
         let started = Instant::now();
-        let d = waymark
-            .discover(Language::JavaScript, source)
-            .await
-            .map_err(|e| e.to_string())?;
+        let d = match query {
+            None => waymark.discover(Language::JavaScript, source).await,
+            Some(q) => {
+                waymark
+                    .discover_query(Language::JavaScript, source, q)
+                    .await
+            }
+        }
+        .map_err(|e| e.to_string())?;
         wall.push(started.elapsed().as_secs_f64() * 1000.0);
         parse.push(d.parse_ms);
+        read.push(d.read_ms);
     }
     Ok(Run {
         wall_ms: sorted(wall),
         parse_ms: sorted(parse),
+        read_ms: sorted(read),
     })
 }
 
@@ -150,8 +172,42 @@ async fn bench() -> Result<(), String> {
             n_one,
         );
     }
-    resident.shutdown().await;
     oneshot.shutdown().await;
+
+    println!();
+    println!(
+        "resident overhead over parse, p50 ms: {:>7} | {:>8} {:>8} | {:>10} {:>12} {:>10}",
+        "size", "total", "parse", "node read", "scopes JSON", "rest"
+    );
+    for (label, source, n_res, _) in &sizes {
+        // Interleaved, so both see the same machine load.
+        let (mut all, mut summary) = (Vec::new(), Vec::new());
+        for _ in 0..*n_res {
+            all.push(run(&resident, source, 1).await?);
+            summary.push(run_query(&resident, source, 1, Some(&ScopeQuery::Summary)).await?);
+        }
+        let merge = |runs: Vec<Run>| Run {
+            wall_ms: sorted(runs.iter().flat_map(|r| r.wall_ms.clone()).collect()),
+            parse_ms: sorted(runs.iter().flat_map(|r| r.parse_ms.clone()).collect()),
+            read_ms: sorted(runs.iter().flat_map(|r| r.read_ms.clone()).collect()),
+        };
+        let (all, summary) = (merge(all), merge(summary));
+        let wall = percentile(&all.wall_ms, 50.0);
+        let parse = percentile(&all.parse_ms, 50.0);
+        let read = percentile(&all.read_ms, 50.0);
+        let summary_wall = percentile(&summary.wall_ms, 50.0);
+        let summary_parse = percentile(&summary.parse_ms, 50.0);
+        println!(
+            "{:>39} | {:>8.3} {:>8.3} | {:>10.3} {:>12.3} {:>10.3}",
+            label,
+            wall,
+            parse,
+            read,
+            (wall - parse) - (summary_wall - summary_parse),
+            summary_wall - summary_parse - read,
+        );
+    }
+    resident.shutdown().await;
 
     // Generation restart-to-ready: launch to ready frame (worker_ready duration), fresh owners so
     // the rolling-minute launch limit (3) is not what is measured.
@@ -177,7 +233,7 @@ async fn bench() -> Result<(), String> {
     let ready_ms = sorted(ready_ms);
     let prewarm_ms = sorted(prewarm_ms);
     println!(
-        "generation restart-to-ready (spawn -> ready frame, 4 grammars + warm-up): p50 {:.1} ms, max {:.1} ms; prewarm call p50 {:.1} ms (n={})",
+        "generation restart-to-ready (spawn -> ready frame, every grammar + warm-up): p50 {:.1} ms, max {:.1} ms; prewarm call p50 {:.1} ms (n={})",
         percentile(&ready_ms, 50.0),
         percentile(&ready_ms, 100.0),
         percentile(&prewarm_ms, 50.0),

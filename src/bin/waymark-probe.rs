@@ -6,6 +6,10 @@
 //! `PATCHDIFF_WAYMARK_DIR` / `PATCHDIFF_NODE_BINARY` as in the product. `--fault NAME` runs the
 //! test-only `test-fixtures/fault_worker.mjs` with that fault (e.g. `spin`: a worker whose main
 //! thread is busy forever) instead of the real worker.
+//!
+//! `waymark-probe --lazy` (W13 lazy singleton): uses `owner::shared()` with no guard (work root
+//! from `PATCHDIFF_WAYMARK_WORK_ROOT`), prewarms, prints `child <pid>`, waits for one line on
+//! stdin and exits normally, leaving the worker to the singleton's exit-time cleanup.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -15,6 +19,9 @@ use patchdiff::waymark::{Waymark, WaymarkConfig};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
+    if std::env::args_os().nth(1).is_some_and(|a| a == "--lazy") {
+        return lazy().await;
+    }
     let Some(work_root) = std::env::args_os().nth(1).map(PathBuf::from) else {
         eprintln!("usage: waymark-probe <work root>");
         return std::process::ExitCode::from(2);
@@ -54,5 +61,24 @@ async fn main() -> std::process::ExitCode {
     let _ = out.flush();
     drop(out);
     std::future::pending::<()>().await;
+    std::process::ExitCode::SUCCESS
+}
+
+async fn lazy() -> std::process::ExitCode {
+    let waymark = match patchdiff::waymark::owner::shared() {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("waymark-probe: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    if let Err(e) = waymark.prewarm().await {
+        eprintln!("waymark-probe: prewarm failed: {e}");
+        return std::process::ExitCode::from(1);
+    }
+    println!("child {}", waymark.status().pid.unwrap_or(0));
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
     std::process::ExitCode::SUCCESS
 }

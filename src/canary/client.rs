@@ -55,6 +55,8 @@ impl ToolReply {
 pub struct CallError {
     pub tool: String,
     pub message: String,
+    /// The JSON-RPC error's `data.code` (e.g. `PROFILE_BOUNDARY`), when the server gave one.
+    pub code: Option<String>,
 }
 
 /// How a child MCP process is configured.
@@ -119,6 +121,7 @@ impl McpProcess {
         let tools = self.client.list_all_tools().await.map_err(|e| CallError {
             tool: "tools/list".into(),
             message: e.to_string(),
+            code: None,
         })?;
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
@@ -132,6 +135,7 @@ impl McpProcess {
                 return Err(CallError {
                     tool: tool.into(),
                     message: format!("arguments must be a JSON object, got {other}"),
+                    code: None,
                 });
             }
         };
@@ -141,9 +145,21 @@ impl McpProcess {
             .call_tool(params)
             .await
             .map(ToolReply::from_result)
-            .map_err(|e| CallError {
-                tool: tool.into(),
-                message: e.to_string(),
+            .map_err(|e| {
+                let code = match &e {
+                    rmcp::service::ServiceError::McpError(data) => data
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("code"))
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    _ => None,
+                };
+                CallError {
+                    tool: tool.into(),
+                    message: e.to_string(),
+                    code,
+                }
             })
     }
 
@@ -154,6 +170,11 @@ impl McpProcess {
             return Err(CallError {
                 tool: tool.into(),
                 message: reply.error_message(),
+                code: reply
+                    .structured
+                    .pointer("/error/code")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
             });
         }
         Ok(reply.structured)

@@ -307,11 +307,17 @@ impl Canary {
                 .display()
                 .to_string(),
         ));
-        // Operator-level settings the child still honours (P1): node binary and worker dir.
+        // P1/P3: the child gets exactly the configuration this console resolved (its
+        // environment, with its config file already applied), nothing else: the operator-level
+        // settings it honours are forwarded, and it reads no config file of its own (the
+        // operator's `patchdiff.toml` was this console's to apply, or not).
         for var in [
             "PATCHDIFF_NODE_BINARY",
             "PATCHDIFF_WAYMARK_DIR",
+            "PATCHDIFF_WAYMARK_WORKERS",
             "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS",
+            "PATCHDIFF_WAYMARK_WORK_ROOT",
+            "PATCHDIFF_PERF_MEMORY",
             "PATCHDIFF_STATE_DIR",
             "PATCHDIFF_DATA_DIR",
         ] {
@@ -319,6 +325,7 @@ impl Canary {
                 env.push((var.into(), v));
             }
         }
+        env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
         LaunchSpec {
             kind,
             exe: self.options.exe.clone(),
@@ -488,13 +495,7 @@ impl Canary {
             );
         }
         let probe = FULL_ONLY_TOOLS[0];
-        match observed.call(probe, json!({})).await {
-            Err(_) => {}
-            Ok(reply) => anyhow::bail!(
-                "the observed process answered `{probe}` (is_error={}) instead of refusing it at the profile boundary",
-                reply.is_error
-            ),
-        }
+        boundary_refusal(probe, observed.call(probe, json!({})).await)?;
         let ready_ms = self.wait_worker_ready(READINESS_WAIT).await?;
         self.check_targets_fresh().await?;
         // V3: a check that cannot judge (missing toolchain) stops the canary before the agent.
@@ -968,6 +969,26 @@ fn attempts_of(audit: &Value) -> u64 {
     audit["attempts"]["total"].as_u64().unwrap_or(0)
 }
 
+/// C3: the observed process must refuse a full-only tool *at the profile boundary* — a JSON-RPC
+/// error whose `data.code` is `PROFILE_BOUNDARY`. Any other failure (a transport loss, a crash,
+/// another error) or an answer is not that refusal.
+fn boundary_refusal(
+    probe: &str,
+    outcome: Result<client::ToolReply, client::CallError>,
+) -> anyhow::Result<()> {
+    match outcome {
+        Err(e) if e.code.as_deref() == Some("PROFILE_BOUNDARY") => Ok(()),
+        Err(e) => anyhow::bail!(
+            "calling `{probe}` on the observed process failed without a PROFILE_BOUNDARY refusal: {}",
+            e.message
+        ),
+        Ok(reply) => anyhow::bail!(
+            "the observed process answered `{probe}` (is_error={}) instead of refusing it at the profile boundary",
+            reply.is_error
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1037,5 +1058,31 @@ mod tests {
             server["env"]["PATCHDIFF_WAYMARK_MODE"].as_str(),
             Some("resident")
         );
+    }
+
+    #[test]
+    fn preflight_accepts_only_a_profile_boundary_refusal() {
+        let error = |code: Option<&str>| client::CallError {
+            tool: "patchdiff_init_target".into(),
+            message: "connection closed".into(),
+            code: code.map(str::to_owned),
+        };
+        let probe = "patchdiff_init_target";
+        assert!(boundary_refusal(probe, Err(error(Some("PROFILE_BOUNDARY")))).is_ok());
+        let err = boundary_refusal(probe, Err(error(None))).expect_err("a transport loss");
+        assert!(
+            err.to_string()
+                .contains("without a PROFILE_BOUNDARY refusal"),
+            "{err}"
+        );
+        let err = boundary_refusal(probe, Err(error(Some("INVALID_ARGUMENTS"))))
+            .expect_err("another JSON-RPC error");
+        assert!(err.to_string().contains("connection closed"), "{err}");
+        let answered = client::ToolReply {
+            is_error: true,
+            structured: serde_json::Value::Null,
+            text: String::new(),
+        };
+        assert!(boundary_refusal(probe, Ok(answered)).is_err());
     }
 }

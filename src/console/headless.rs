@@ -3,10 +3,13 @@
 //!
 //! Exit codes: 0 every step succeeded (an `evaluate` step fails unless every target passes both
 //! checks); 1 a step failed;
-//! 2 the script or the options were invalid (nothing was run).
+//! 2 the script or the options were invalid (nothing was run); 130 / 143 interrupted by SIGINT /
+//! SIGTERM (child processes stopped first).
 
 use std::io::Write;
 use std::path::Path;
+
+use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::canary::command::{Command, parse_script};
 use crate::canary::{Canary, CanaryOptions};
@@ -83,6 +86,16 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         canary.run.run_id,
         canary.run.path.display()
     );
+    let (mut sigint, mut sigterm) = match (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) {
+        (Ok(i), Ok(t)) => (i, t),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("patchdiff: cannot watch for interrupts: {e}");
+            return EXIT_FAILED;
+        }
+    };
     let total = commands.len();
     // `[i/n]` column width, so step names line up past nine steps.
     let w = 2 * total.to_string().len() + 3;
@@ -99,7 +112,28 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             );
             continue;
         }
-        let outcome = canary.execute(command).await;
+        // U5: an operator's interrupt ends the run as interrupted (exit 130 for SIGINT, 143 for
+        // SIGTERM), never as the step's own failure or timeout.
+        let outcome = tokio::select! {
+            outcome = canary.execute(command) => outcome,
+            signal = interrupted(&mut sigint, &mut sigterm) => {
+                let (name, code) = signal;
+                let _ = writeln!(
+                    progress,
+                    "{:<w$} {:<11} {:<4} interrupted by {name}; stopping child processes",
+                    format!("[{}/{total}]", i + 1),
+                    command.name(),
+                    "INT"
+                );
+                canary.stop(None).await;
+                let _ = writeln!(
+                    progress,
+                    "INTERRUPTED · evidence {}",
+                    canary.run.path.display()
+                );
+                return code;
+            }
+        };
         let _ = writeln!(
             progress,
             "{:<w$} {:<11} {:<4} {}",
@@ -179,6 +213,14 @@ fn located(script: &Path, errors: &str) -> String {
         )
         .collect::<Vec<_>>()
         .join("\npatchdiff: ")
+}
+
+/// Waits for SIGINT or SIGTERM; returns its name and the shell's exit code for it (128 + n).
+async fn interrupted(sigint: &mut Signal, sigterm: &mut Signal) -> (&'static str, i32) {
+    tokio::select! {
+        _ = sigint.recv() => ("SIGINT", 130),
+        _ = sigterm.recv() => ("SIGTERM", 143),
+    }
 }
 
 /// Static checks of a parsed script (see [`run_script`]); errors name the line.

@@ -1,6 +1,7 @@
 //! The MCP server (SPEC M1–M6): tool handlers over the store and the Waymark worker, with the
 //! profile boundary enforced before any handler runs.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -68,6 +69,24 @@ pub struct PatchdiffServer {
     telemetry: TelemetryStatus,
     /// A3: tool calls wait for the console to admit the agent (console-launched hosts only).
     gate: Option<Arc<super::gate::AdmissionGate>>,
+    /// Whether content parses cleanly, by (language, SHA-256): a revision's content never
+    /// changes, so each is parsed for this at most once (reads stay cheap).
+    parse_status: ParseStatus,
+}
+
+/// Known parse status by (language, SHA-256 of the content).
+type ParseStatus = Arc<std::sync::Mutex<HashMap<(String, String), bool>>>;
+
+/// Most entries [`PatchdiffServer::parse_status`] keeps before starting over.
+const PARSE_STATUS_ENTRIES: usize = 4096;
+
+fn remember_parse_status(known: &ParseStatus, key: (String, String), clean: bool) {
+    if let Ok(mut known) = known.lock() {
+        if known.len() >= PARSE_STATUS_ENTRIES {
+            known.clear();
+        }
+        known.insert(key, clean);
+    }
 }
 
 /// A domain failure returned to the agent as an `isError` tool result (M5).
@@ -165,6 +184,7 @@ impl PatchdiffServer {
             recorder,
             telemetry,
             gate: None,
+            parse_status: Arc::default(),
         }
     }
 
@@ -196,6 +216,7 @@ impl PatchdiffServer {
             waymark: resident.cloned(),
             runtime: tokio::runtime::Handle::current(),
             worker_error: Arc::default(),
+            parse_status: self.parse_status.clone(),
         }
     }
 
@@ -215,6 +236,11 @@ impl PatchdiffServer {
                         &ScopeQuery::Name(name.clone()),
                     )
                     .await?;
+                remember_parse_status(
+                    &self.parse_status,
+                    (t.language.clone(), t.sha256.clone()),
+                    !d.has_error,
+                );
                 let found = resolve_scope(&d, name, &t.name, pick)?;
                 (observe_range(found), Some(!d.has_error))
             }
@@ -258,7 +284,11 @@ impl PatchdiffServer {
                     start_byte,
                     end_byte,
                 };
-                (range, self.parses_cleanly(&t.language, &t.content).await)
+                (
+                    range,
+                    self.parses_cleanly(&t.language, &t.sha256, &t.content)
+                        .await,
+                )
             }
             _ => {
                 return Err(DomainError::new(
@@ -280,14 +310,20 @@ impl PatchdiffServer {
     /// Whether `content` parses without syntax errors (a summary discovery: no scope list), or
     /// `None` when unknown: no worker, a language discovery does not parse, or the worker busy
     /// or not ready — a read never waits for the worker (nor starts one) to answer this.
-    async fn parses_cleanly(&self, language: &str, content: &str) -> Option<bool> {
+    async fn parses_cleanly(&self, language: &str, sha256: &str, content: &str) -> Option<bool> {
+        let key = (language.to_owned(), sha256.to_owned());
+        if let Some(known) = self.parse_status.lock().ok()?.get(&key) {
+            return Some(*known);
+        }
         let waymark = self.waymark.as_ref()?;
-        let language = language.parse::<Language>().ok()?;
-        waymark
-            .discover_if_idle(language, content, &ScopeQuery::Summary)
+        let parsed = language.parse::<Language>().ok()?;
+        let clean = waymark
+            .discover_if_idle(parsed, content, &ScopeQuery::Summary)
             .await
             .ok()
-            .map(|d| !d.has_error)
+            .map(|d| !d.has_error)?;
+        remember_parse_status(&self.parse_status, key, clean);
+        Some(clean)
     }
 
     /// Runs discovery on `content`, recording worker errors in the target's audit (W8).
@@ -344,6 +380,8 @@ struct SubmissionValidator {
     runtime: tokio::runtime::Handle,
     /// The worker error that made validation unavailable, for the audit.
     worker_error: Arc<std::sync::Mutex<Option<crate::waymark::WorkerError>>>,
+    /// Where what validation learnt about parse status goes (reads then need no parse).
+    parse_status: ParseStatus,
 }
 
 impl SubmissionValidator {
@@ -360,8 +398,18 @@ impl SubmissionValidator {
             content,
             &ScopeQuery::Summary,
         )) {
-            Ok(d) if d.has_error => Validation::PassedWithSyntaxErrors,
-            Ok(_) => Validation::Passed,
+            Ok(d) => {
+                remember_parse_status(
+                    &self.parse_status,
+                    (language.as_str().to_owned(), kernel::sha256_hex(content)),
+                    !d.has_error,
+                );
+                if d.has_error {
+                    Validation::PassedWithSyntaxErrors
+                } else {
+                    Validation::Passed
+                }
+            }
             Err(DiscoveryError::Domain(d)) => Validation::Failed {
                 code: d.code().to_owned(),
                 message: d.to_string(),
@@ -478,7 +526,9 @@ impl PatchdiffServer {
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
         let outcome = async {
             let t = self.blocking(move |s| s.read_target(&args.target)).await?;
-            let parses_cleanly = self.parses_cleanly(&t.language, &t.content).await;
+            let parses_cleanly = self
+                .parses_cleanly(&t.language, &t.sha256, &t.content)
+                .await;
             Ok(json!({
                 "target": t.name, "version": t.version, "revision": t.revision,
                 "sha256": t.sha256, "language": t.language, "content": t.content,
@@ -949,6 +999,7 @@ mod tests {
         Discovery {
             scopes: scopes.iter().filter(|s| s.name == name).cloned().collect(),
             parse_ms: 0.0,
+            read_ms: 0.0,
             has_error: false,
             scope_count: scopes.len(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),

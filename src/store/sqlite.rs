@@ -579,7 +579,7 @@ impl SqliteStore {
             writer: Mutex::new(conn),
             reader: Mutex::new(reader),
             cache: Mutex::new(HashMap::new()),
-            target_locks: TargetLocks::open(path)?,
+            target_locks: TargetLocks::new(path),
             lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
             path: path.to_owned(),
         })

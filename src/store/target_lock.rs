@@ -38,22 +38,36 @@ pub(crate) struct TargetLockGuard {
 }
 
 impl TargetLocks {
-    /// Creates (0700) the lock directory `<database>.target-locks` if needed.
-    pub(crate) fn open(database: &Path) -> Result<Self, StoreError> {
+    /// The lock directory `<database>.target-locks`; created (0700) by the first submission,
+    /// so opening a store only to read it creates nothing.
+    pub(crate) fn new(database: &Path) -> Self {
         let mut dir = database.as_os_str().to_owned();
         dir.push(".target-locks");
-        let dir = PathBuf::from(dir);
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| {
-                StoreError::storage(
-                    &format!("creating target lock directory {}", dir.display()),
-                    e,
-                )
-            })?;
-        Ok(Self { dir })
+        Self {
+            dir: PathBuf::from(dir),
+        }
+    }
+
+    fn open_lock_file(&self, path: &Path) -> std::io::Result<File> {
+        let open = || {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path)
+        };
+        match open() {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&self.dir)?;
+                open()
+            }
+            other => other,
+        }
     }
 
     /// Takes target `name`'s lock, waiting at most `timeout` for its holder (another
@@ -69,16 +83,9 @@ impl TargetLocks {
             .join(format!("{}.lock", &sha256_hex(name.as_bytes())[..32]));
         let deadline = Instant::now() + timeout;
         let mut pause = Duration::from_micros(200);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(|e| {
-                StoreError::storage(&format!("opening target lock {}", path.display()), e)
-            })?;
+        let mut file = self.open_lock_file(&path).map_err(|e| {
+            StoreError::storage(&format!("opening target lock {}", path.display()), e)
+        })?;
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 Ok(lock) => return Ok(TargetLockGuard { _lock: lock }),
@@ -110,7 +117,7 @@ mod tests {
     #[test]
     fn a_held_target_lock_excludes_the_same_target_but_not_another() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let locks = TargetLocks::open(&dir.path().join("db.sqlite")).expect("open");
+        let locks = TargetLocks::new(&dir.path().join("db.sqlite"));
         let held = locks.acquire("a", Duration::from_secs(1)).expect("a");
         let err = locks
             .acquire("a", Duration::from_millis(20))

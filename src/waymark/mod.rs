@@ -164,6 +164,10 @@ pub struct Scope {
 pub struct Discovery {
     pub scopes: Vec<Scope>,
     pub parse_ms: f64,
+    /// Worker-reported time to read the request file, check its SHA-256 and decode it, in
+    /// milliseconds (the Node side of the request's I/O).
+    #[serde(default)]
+    pub read_ms: f64,
     /// The parser found syntax errors (tree-sitter `ERROR`/`MISSING` nodes); scopes are still
     /// reported for what did parse.
     #[serde(default)]

@@ -397,6 +397,16 @@ impl Waymark {
         source: &str,
         query: &ScopeQuery,
     ) -> Result<Discovery, DiscoveryError> {
+        // Busy or not ready: answer at once, without recording a failed admission or discovery
+        // (this is not a failure of anything, only a question not worth waiting for).
+        let depth = self.inner.queue.depth();
+        if depth.active > 0 || depth.waiting > 0 || !self.inner.current_ready() {
+            return Err(WorkerError::new(
+                WorkerErrorCode::QueueExpired,
+                "the Waymark worker is busy or not ready; not waiting for it",
+            )
+            .into());
+        }
         self.inner
             .discover(language, source, Some(query), Some(Duration::ZERO))
             .await
@@ -1362,6 +1372,7 @@ fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
             scope_count: frame.scope_count.unwrap_or(scopes.len()),
             scopes,
             parse_ms: frame.parse_ms.unwrap_or(0.0),
+            read_ms: frame.read_ms.unwrap_or(0.0),
             has_error: frame.has_error.unwrap_or(false),
             names: frame.names.unwrap_or_default(),
         });

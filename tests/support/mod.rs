@@ -54,9 +54,14 @@ pub struct EventLog {
 impl EventLog {
     /// A recorder that writes no file and feeds this log.
     pub fn recorder(&self) -> Recorder {
+        self.listening(Recorder::disabled())
+    }
+
+    /// `base` (e.g. a recorder writing files) that also feeds this log.
+    pub fn listening(&self, base: Recorder) -> Recorder {
         let events = self.events.clone();
         let notify = self.notify.clone();
-        Recorder::disabled().with_listener(Arc::new(move |e: &PerfEvent| {
+        base.with_listener(Arc::new(move |e: &PerfEvent| {
             events.lock().expect("event log").push(e.clone());
             notify.notify_waiters();
         }))

@@ -11,6 +11,9 @@
 //   balloon          on a request, allocates and touches 256 MiB, then never answers
 //   spin             ready, then spins synchronously forever: the main thread never returns to
 //                    the event loop, so the stdin-reader guard never runs (a long parse, W11)
+//   pin_request      answers correctly, but first moves its request directory aside and leaves
+//                    a regular file in its place, so the supervisor cannot remove the request
+//                    directory (the CLEANUP worker error)
 //   stall_marker     answers correctly, except that a request whose source contains STALL_HERE
 //                    first writes a line to the FIFO $PATCHDIFF_TEST_STALL_ENTERED (blocking
 //                    until the test reads it) and then reads the FIFO
@@ -19,7 +22,7 @@
 // Every mode keeps the W11 stdin-reader guard (exits when stdin closes), though `spin` never
 // gets to run it.
 
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { createEngine } from "../discovery_core.mjs";
@@ -101,6 +104,18 @@ switch (fault) {
       }
     });
     break;
+  case "pin_request": {
+    const engine = await createEngine(["javascript"]);
+    const aside = join(root, "aside");
+    mkdirSync(aside, { recursive: true });
+    readFrames((req) => {
+      renameSync(join(root, req.token), join(aside, req.token));
+      writeFileSync(join(root, req.token), "not a directory\n");
+      answer(engine, aside, generation, req);
+    });
+    ready();
+    break;
+  }
   case "stall_marker": {
     const engine = await createEngine(["javascript"]);
     readFrames((req) => {
