@@ -21,8 +21,9 @@ pub const MAX_EVENTS: u64 = 200_000;
 /// has the same byte bound of its own.
 pub const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Bytes kept free below the byte bound for the one `telemetry_truncated` marker line.
-const MARKER_RESERVE: u64 = 256;
+/// Bytes kept free below the byte bound for the one `telemetry_truncated` marker line: about
+/// 200 bytes of event plus its 80-byte hash-chain field (V1), with room to spare.
+const MARKER_RESERVE: u64 = 512;
 
 /// The bounds of one recorder's files (T4). The product uses [`Limits::PRODUCT`]; tests may use
 /// smaller ones through [`Recorder::configure_with_limits`].

@@ -460,3 +460,44 @@ fn console_children_get_exactly_the_consoles_configuration() {
     );
     assert!(!run.join("observed.perf.jsonl.memory.jsonl").exists());
 }
+
+#[test]
+fn runs_lists_past_runs_with_their_verdicts_and_compares_two() {
+    let runs = tempfile::tempdir().unwrap();
+    let demo = run_script(
+        runs.path(),
+        &repo().join("assets/canary/demo.canary"),
+        &[],
+        &[],
+    );
+    assert!(demo.status.success(), "{demo:?}");
+    let first = the_only_run(runs.path());
+    let id = first.file_name().unwrap().to_string_lossy().into_owned();
+    // A second console lists the first run and compares it with itself.
+    let script = runs.path().join("runs.canary");
+    std::fs::write(&script, format!("runs\nruns compare {id} {id}\n")).unwrap();
+    let output = run_script(runs.path(), &script, &[], &[]);
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let listed = text
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        listed.contains("scripted-demo") && listed.contains("PASSED"),
+        "{listed}"
+    );
+    for target in ["calendar", "chess", "incidents", "worker-logs", "limiter"] {
+        assert!(listed.contains(&format!("{target} pass")), "{listed}");
+    }
+    let chess = text
+        .lines()
+        .find(|l| l.starts_with("chess "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(chess.trim_end().ends_with("pass"), "no change: {chess}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("phase_active") && l.contains("+0.00")),
+        "{text}"
+    );
+}

@@ -101,12 +101,25 @@ pub enum Command {
     /// Show a target's story: verdicts with the check's output, the agent's submissions with
     /// their receipts, diffs against the expected and original bytes (a view, not a step).
     Target { name: String },
+    /// Past runs: list them, compare two, or open one read-only (a view, not a step).
+    Runs { action: RunsAction },
     /// Interactive console only: watch an observed process an agent host started, by tailing
     /// its perf-events file (and memory file) and reading its store.
     Attach {
         events: PathBuf,
         database: Option<PathBuf>,
     },
+}
+
+/// What `runs` does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunsAction {
+    /// List past runs, newest first.
+    List,
+    /// Open one run read-only in the console (its perf events and store), by id or path.
+    Open(String),
+    /// Compare two runs (ids or paths): verdict changes and phase deltas.
+    Compare(String, String),
 }
 
 /// One row of the command table.
@@ -200,6 +213,12 @@ pub const COMMANDS: &[CommandSpec] = &[
         help: "a target's story: verdicts, check output, submissions, diffs (Enter on TARGETS)",
     },
     CommandSpec {
+        name: "runs",
+        usage: "runs [open ID | compare A B]",
+        key: Some('u'),
+        help: "past runs: list (date, model, verdicts), open one read-only, compare two",
+    },
+    CommandSpec {
         name: "attach",
         usage: "attach EVENTS.jsonl [DATABASE.sqlite]",
         key: None,
@@ -227,6 +246,7 @@ impl Command {
             Self::Record { .. } => "record",
             Self::HostConfig { .. } => "host-config",
             Self::Target { .. } => "target",
+            Self::Runs { .. } => "runs",
             Self::Attach { .. } => "attach",
         }
     }
@@ -346,6 +366,14 @@ impl Command {
                     name: (*name).to_owned(),
                 },
                 _ => return Err(usage()),
+            },
+            "runs" => Self::Runs {
+                action: match args.as_slice() {
+                    [] => RunsAction::List,
+                    ["open", id] => RunsAction::Open((*id).to_owned()),
+                    ["compare", a, b] => RunsAction::Compare((*a).to_owned(), (*b).to_owned()),
+                    _ => return Err(usage()),
+                },
             },
             "attach" => match args.as_slice() {
                 [events] => Self::Attach {

@@ -9,6 +9,7 @@ pub mod host_run;
 pub mod plan;
 pub mod record;
 pub mod report;
+pub mod runs;
 pub mod story;
 
 use std::collections::BTreeMap;
@@ -219,6 +220,9 @@ impl Canary {
             Command::Attach { .. } => Err(anyhow::anyhow!(
                 "`attach` works only in the interactive console (it watches a process, it runs no step)"
             )),
+            Command::Runs { action } => self
+                .runs_view(action)
+                .map(|text| format!("{} lines", text.lines().count())),
             Command::Target { name } => self.target_story(name).map(|story| {
                 format!(
                     "story of `{name}` ({} lines: verdicts, submissions, diffs)",
@@ -244,7 +248,7 @@ impl Canary {
             elapsed_ms: started.elapsed().as_millis() as u64,
         };
         // A view is not a step of the canary: it neither appears in nor fails the report.
-        if !matches!(command, Command::Target { .. }) {
+        if !matches!(command, Command::Target { .. } | Command::Runs { .. }) {
             self.steps.push(outcome.clone());
         }
         outcome
@@ -796,6 +800,22 @@ impl Canary {
         }
     }
 
+    /// The text of a `runs` view: the list of past runs under this run's root, or a comparison.
+    /// `open` is the interactive console's (it switches the screen).
+    pub fn runs_view(&self, action: &command::RunsAction) -> anyhow::Result<String> {
+        let root = &self.options.runs_root;
+        match action {
+            command::RunsAction::List => Ok(runs::render_list(root, &runs::list_runs(root))),
+            command::RunsAction::Compare(a, b) => {
+                runs::compare(&resolve_run(root, a), &resolve_run(root, b))
+                    .map_err(anyhow::Error::msg)
+            }
+            command::RunsAction::Open(_) => Err(anyhow::anyhow!(
+                "`runs open` works only in the interactive console (it shows a run's panes)"
+            )),
+        }
+    }
+
     /// The report as of now.
     pub fn build_report(&self) -> report::Report {
         report::Report::build(self)
@@ -859,6 +879,16 @@ impl Canary {
         );
         let exe = self.options.exe.display().to_string();
         host_config_text(host, &exe, &env)
+    }
+}
+
+/// A run named by id (a directory under `root`) or by path.
+pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
+    let p = Path::new(id);
+    if p.components().count() > 1 || p.is_absolute() {
+        p.to_owned()
+    } else {
+        root.join(id)
     }
 }
 

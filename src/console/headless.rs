@@ -103,7 +103,12 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     for (i, (_, command)) in commands.iter().enumerate() {
         // After a failure only `report` and views (`target`) still run, so the report names
         // what failed and the operator sees why.
-        if failed && !matches!(command, Command::Report | Command::Target { .. }) {
+        if failed
+            && !matches!(
+                command,
+                Command::Report | Command::Target { .. } | Command::Runs { .. }
+            )
+        {
             let _ = writeln!(
                 progress,
                 "[{}/{total}] {:<11} skipped",
@@ -166,6 +171,11 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             && let Ok(story) = canary.target_story(name)
         {
             let _ = writeln!(progress, "{story}");
+        }
+        if let (Command::Runs { action }, true) = (command, outcome.ok)
+            && let Ok(text) = canary.runs_view(action)
+        {
+            let _ = writeln!(progress, "{text}");
         }
         failed |= !outcome.ok;
     }

@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 use self::app::{App, Attached, Pane};
 use self::runner::RunnerEvent;
 use self::sources::{FileKind, SourceEvent};
-use crate::canary::command::Command;
+use crate::canary::command::{Command, RunsAction};
 use crate::canary::{Canary, CanaryOptions};
 use crate::telemetry::{memory_path_for, unix_ms_now};
 
@@ -323,6 +323,45 @@ struct Interactive {
 
 impl CommandSink for Interactive {
     fn send(&mut self, app: &mut App, command: Command) {
+        // `runs open ID`: the past run's panes, read-only, through the attach path (its perf
+        // events, its store); the live canary keeps running underneath.
+        if let Command::Runs {
+            action: RunsAction::Open(id),
+        } = &command
+        {
+            app.queued = app.queued.saturating_sub(1);
+            let Some(root) = app
+                .canary
+                .as_ref()
+                .and_then(|c| c.run_path.parent().map(Path::to_path_buf))
+            else {
+                app.push_status(false, "no runs root known yet");
+                return;
+            };
+            let run = crate::canary::resolve_run(&root, id);
+            let events = ["host-observed", "observed"]
+                .iter()
+                .map(|p| run.join(format!("{p}.perf.jsonl")))
+                .find(|p| p.exists());
+            match events {
+                None => app.push_status(
+                    false,
+                    format!("{} has no observed perf events to open", run.display()),
+                ),
+                Some(events) => {
+                    let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
+                    attach(
+                        app,
+                        &mut self.sources,
+                        &self.tx,
+                        &events,
+                        database.as_deref(),
+                    );
+                    app.push_status(true, format!("opened past run {} read-only", run.display()));
+                }
+            }
+            return;
+        }
         if let Command::Attach { events, database } = &command {
             app.queued = app.queued.saturating_sub(1);
             attach(

@@ -161,6 +161,7 @@ pub fn spawn<E: Send + 'static>(
             let output = match (&command, outcome.ok) {
                 (Command::HostConfig { host }, true) => Some(canary.host_config(*host)),
                 (Command::Target { name }, true) => canary.target_story(name).ok(),
+                (Command::Runs { action }, true) => canary.runs_view(action).ok(),
                 _ => None,
             };
             send(RunnerEvent::Finished { outcome, output }).await;
