@@ -344,7 +344,7 @@ fn renders_at_every_size_without_panicking() {
 #[test]
 fn small_terminals_drop_charts_before_tables() {
     let app = live_app(true);
-    let panes: Vec<Pane> = ui::layout(Rect::new(0, 0, 60, 24))
+    let panes: Vec<Pane> = ui::layout(Rect::new(0, 0, 60, 24), Pane::Processes)
         .panes
         .iter()
         .map(|(p, _)| *p)
@@ -739,5 +739,53 @@ fn after_the_worker_exits_the_rss_line_says_it_is_gone() {
     assert!(
         row.contains("worker gone (process exited)") && row.contains("—"),
         "{row}"
+    );
+}
+
+#[test]
+fn small_terminals_say_panes_are_hidden_and_focus_never_lands_on_one() {
+    let mut app = live_app(false);
+    app.size = (80, 24);
+    let area = Rect::new(0, 0, 80, 24);
+    let shown = ui::layout(area, app.focus).panes.len();
+    assert!(shown < Pane::ALL.len(), "80×24 hides some panes");
+    let header = text(&render(&app, 80, 24))
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        header.contains(&format!("+{} panes: Tab", Pane::ALL.len() - shown)),
+        "{header}"
+    );
+    // Tab visits every pane, and whichever has focus is on screen.
+    let mut seen = Vec::new();
+    for _ in 0..Pane::ALL.len() {
+        app.on_key(key(KeyCode::Tab));
+        let panes: Vec<Pane> = ui::layout(area, app.focus)
+            .panes
+            .iter()
+            .map(|(p, _)| *p)
+            .collect();
+        assert!(
+            panes.contains(&app.focus),
+            "{:?} not in {panes:?}",
+            app.focus
+        );
+        seen.push(app.focus);
+    }
+    seen.sort_by_key(|p| Pane::ALL.iter().position(|q| q == p));
+    seen.dedup();
+    assert_eq!(seen, Pane::ALL);
+}
+
+#[test]
+fn the_record_key_opens_the_command_line_instead_of_recording_nothing() {
+    let mut app = live_app(false);
+    assert_eq!(app.on_key(key(KeyCode::Char('c'))), None);
+    assert!(
+        matches!(&app.input, Input::Command { text, .. } if text == "record "),
+        "{:?}",
+        app.input
     );
 }

@@ -137,7 +137,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "record",
         usage: "record model=M provider=P reasoning=R",
-        key: None,
+        key: Some('c'),
         help: "record the agent's identity for the run manifest (before init)",
     },
     CommandSpec {

@@ -391,9 +391,13 @@ impl App {
     /// command line pre-filled when the command needs arguments (e.g. `agent PLAN`).
     fn table_key(&mut self, c: char) -> Option<Command> {
         let spec = COMMANDS.iter().find(|s| s.key == Some(c))?;
-        match Command::parse(spec.name) {
-            Ok(command) => Some(self.submit(command)),
-            Err(_) => {
+        // `record` with no arguments records nothing: its key opens the command line.
+        let bare = Command::parse(spec.name)
+            .ok()
+            .filter(|_| spec.name != "record");
+        match bare {
+            Some(command) => Some(self.submit(command)),
+            None => {
                 self.input = Input::Command {
                     text: format!("{} ", spec.name),
                     cycle: None,

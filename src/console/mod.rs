@@ -115,7 +115,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
         }
         AppEvent::Term(TermEvent::Mouse(m)) => {
             let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
-            let panes = ui::layout(area).panes;
+            let panes = ui::layout(area, app.focus).panes;
             app.on_mouse(m, &panes);
         }
         AppEvent::Term(TermEvent::Resize(w, h)) => app.size = (w, h),
@@ -151,7 +151,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
 /// Sets the evidence viewer's row count from the layout for `size` (before a redraw).
 fn fit_evidence(app: &mut App) {
     let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
-    let rows = ui::layout(area)
+    let rows = ui::layout(area, app.focus)
         .panes
         .iter()
         .find(|(p, _)| *p == Pane::Evidence)

@@ -34,7 +34,9 @@ pub struct Areas {
 /// Computes the layout. Wide terminals (≥ 100 × 25) get the two-column screen of CONSOLE.md;
 /// smaller ones stack panes in one column, adding them by priority (processes, targets, perf
 /// table, worker charts, evidence) while they fit, then showing them in the fixed screen order.
-pub fn layout(area: Rect) -> Areas {
+/// The `focus`ed pane is always shown: when priority leaves it out, it takes the place of the
+/// lowest-priority pane shown, so focus never lands on a hidden pane and Tab reaches every one.
+pub fn layout(area: Rect, focus: Pane) -> Areas {
     let [header, body, status, keys] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(0),
@@ -102,6 +104,11 @@ pub fn layout(area: Rect) -> Areas {
         if chosen.is_empty() {
             chosen.push((Pane::Processes, body.height));
             left = 0;
+        }
+        if !chosen.iter().any(|(p, _)| *p == focus)
+            && let Some(last) = chosen.last_mut()
+        {
+            last.0 = focus;
         }
         // Spare rows go to the last shown pane in screen order.
         chosen.sort_by_key(|(p, _)| Pane::ALL.iter().position(|q| q == p));
@@ -224,7 +231,7 @@ fn short_sha(s: &str) -> &str {
 pub fn draw(frame: &mut Frame, app: &App) {
     let area = frame.area();
     let theme = Theme { color: app.color };
-    let areas = layout(area);
+    let areas = layout(area, app.focus);
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         frame.render_widget(
             Paragraph::new(format!(
@@ -290,8 +297,25 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     } else {
         String::new()
     };
+    let shown = layout(
+        Rect::new(
+            0,
+            0,
+            app.size.0.max(area.width),
+            app.size.1.max(area.height),
+        ),
+        app.focus,
+    )
+    .panes
+    .len();
+    let hidden = Pane::ALL.len().saturating_sub(shown);
+    let hint = if hidden > 0 && shown > 0 {
+        format!(" · +{hidden} panes: Tab ·")
+    } else {
+        String::new()
+    };
     let text = format!(
-        " patchdiff {what} · gate 2 closed · {} events{malformed} · {} ",
+        " patchdiff{hint} {what} · gate 2 closed · {} events{malformed} · {} ",
         m.ingested,
         clock(app.now_ms)
     );
@@ -967,6 +991,10 @@ pub fn help_lines() -> Vec<Line<'static>> {
         }
     }
     out.push(Line::from(""));
+    out.push(Line::from(
+        "gate 2 closed: a run is one canary (C7); comparing a baseline with a candidate is a \
+         separate mode, closed in this configuration (`runs compare` compares finished runs).",
+    ));
     out.push(Line::from(
         "Levels: ● ok (below 75 % of a ceiling) · ▲ high (≥ 75 %) · ✖ LIMIT (at the ceiling or failed)",
     ));
