@@ -341,7 +341,8 @@ fn check_printed_paths(
     wire_log: &Path,
 ) -> Result<(), config::ConfigError> {
     // PATCHDIFF_DATABASE_URL and PATCHDIFF_EVIDENCE_WIRE_LOG are already checked absolute, so
-    // a relative database or wire log comes from the data or state directory.
+    // a relative database or wire log comes from the data or state directory. An empty
+    // PATCHDIFF_PERF_EVENTS is printed as it was given: no recording (T1).
     let perf_variable = if std::env::var_os("PATCHDIFF_PERF_EVENTS").is_some() {
         "PATCHDIFF_PERF_EVENTS"
     } else {
@@ -352,7 +353,8 @@ fn check_printed_paths(
         (perf, perf_variable),
         (wire_log, "PATCHDIFF_STATE_DIR"),
     ] {
-        if !path.is_absolute() {
+        let no_recording = variable == "PATCHDIFF_PERF_EVENTS" && path.as_os_str().is_empty();
+        if !path.is_absolute() && !no_recording {
             let value = std::env::var(variable).unwrap_or_else(|_| path.display().to_string());
             return Err(config::ConfigError::new(
                 variable,
