@@ -192,6 +192,10 @@ pub const FILE_KEYS: &[&str] = &[
     "mcp_http",
 ];
 
+/// The on/off keys, the only ones a TOML boolean may set (`true` → `1`, `false` → `0`): for any
+/// other key a boolean would become a number (`waymark_active_timeout_ms = true` a 1 ms timeout).
+pub const SWITCH_KEYS: &[&str] = &["strict_observation_mode", "perf_memory"];
+
 /// Reads the optional TOML config file (`PATCHDIFF_CONFIG`, else `<config_dir>/patchdiff.toml`)
 /// and returns the `(variable, value)` pairs it sets that the environment does not (P1: the
 /// environment wins). A missing default file is not an error; a missing explicit file, a parse
@@ -241,12 +245,17 @@ fn parse_config_file(
             toml::Value::String(s) => s,
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) => if b { "1" } else { "0" }.to_owned(),
+            toml::Value::Boolean(b) if SWITCH_KEYS.contains(&key.as_str()) => {
+                if b { "1" } else { "0" }.to_owned()
+            }
             other => {
                 return Err(ConfigError::new(
                     "PATCHDIFF_CONFIG",
                     &format!("{shown}: {key} = {other}"),
-                    "a string, number or boolean",
+                    &format!(
+                        "a string or number (true/false only for {})",
+                        SWITCH_KEYS.join(", ")
+                    ),
                 ));
             }
         };
@@ -317,6 +326,36 @@ mod tests {
                 ),
                 ("PATCHDIFF_WAYMARK_MODE".to_owned(), "oneshot".to_owned()),
             ]
+        );
+    }
+
+    #[test]
+    fn config_file_takes_booleans_only_for_switches() {
+        let pairs = parse_config_file(
+            Path::new("/x.toml"),
+            "strict_observation_mode = true\nperf_memory = false\n",
+            |_| false,
+        )
+        .unwrap();
+        assert_eq!(
+            pairs,
+            vec![
+                ("PATCHDIFF_PERF_MEMORY".to_owned(), "0".to_owned()),
+                (
+                    "PATCHDIFF_STRICT_OBSERVATION_MODE".to_owned(),
+                    "1".to_owned()
+                ),
+            ]
+        );
+        let err = parse_config_file(
+            Path::new("/x.toml"),
+            "waymark_active_timeout_ms = true",
+            |_| false,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("waymark_active_timeout_ms = true"),
+            "{err}"
         );
     }
 

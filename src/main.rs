@@ -1,6 +1,6 @@
 //! The `patchdiff` binary: console (default), MCP server, evaluator.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -285,6 +285,10 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             .wire_log
             .clone()
             .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
+        if let Err(e) = check_printed_paths(&options.database, &perf, &wire_log) {
+            eprintln!("patchdiff mcp: --print-host-config: {e}");
+            return EXIT_USAGE;
+        }
         // A5: the printed configuration works as printed — the directories it names exist
         // (created 0700 when missing; existing ones are left as they are).
         for dir in [options.database.parent(), perf.parent(), wire_log.parent()]
@@ -326,6 +330,40 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             EXIT_FAILED
         }
     }
+}
+
+/// A5: a printed configuration works as printed, from any directory, so every path it names is
+/// absolute. A relative one (a relative directory override or perf-events path) is refused
+/// naming the variable it came from, instead of printing an invalid database URL.
+fn check_printed_paths(
+    database: &Path,
+    perf: &Path,
+    wire_log: &Path,
+) -> Result<(), config::ConfigError> {
+    // PATCHDIFF_DATABASE_URL and PATCHDIFF_EVIDENCE_WIRE_LOG are already checked absolute, so
+    // a relative database or wire log comes from the data or state directory. An empty
+    // PATCHDIFF_PERF_EVENTS is printed as it was given: no recording (T1).
+    let perf_variable = if std::env::var_os("PATCHDIFF_PERF_EVENTS").is_some() {
+        "PATCHDIFF_PERF_EVENTS"
+    } else {
+        "PATCHDIFF_STATE_DIR"
+    };
+    for (path, variable) in [
+        (database, "PATCHDIFF_DATA_DIR"),
+        (perf, perf_variable),
+        (wire_log, "PATCHDIFF_STATE_DIR"),
+    ] {
+        let no_recording = variable == "PATCHDIFF_PERF_EVENTS" && path.as_os_str().is_empty();
+        if !path.is_absolute() && !no_recording {
+            let value = std::env::var(variable).unwrap_or_else(|_| path.display().to_string());
+            return Err(config::ConfigError::new(
+                variable,
+                &value,
+                "an absolute path (a printed host configuration must work from any directory)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Splits leading `#` comment lines (a hint naming the host's config file) from the document.

@@ -1,0 +1,218 @@
+//! SPEC P1, P2: the files under `config/` through the real binary. `config/patchdiff.toml`
+//! documents exactly the keys the config file accepts and loads cleanly as shipped; every
+//! `config/examples/valid/*.toml` is accepted; every `config/examples/invalid/*.toml` is refused
+//! with exit 2 and an error naming the variable (or key), the value and what is accepted, as
+//! its `# expect-variable:`, `# expect-value:` and `# expect-accepted:` lines say.
+//!
+//! Each file is given as `PATCHDIFF_CONFIG` to `patchdiff mcp --print-host-config claude`,
+//! which resolves and validates the whole startup configuration and exits without serving, in
+//! an environment holding only `PATH` and a private `HOME` and XDG directories.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use patchdiff::config::{FILE_KEYS, SWITCH_KEYS};
+
+const EXE: &str = env!("CARGO_BIN_EXE_patchdiff");
+/// Absolute paths in the examples live under this prefix; the test points it at a private
+/// temporary directory.
+const EXAMPLE_ROOT: &str = "/tmp/patchdiff-example";
+/// The binary's exit code for invalid configuration.
+const EXIT_USAGE: i32 = 2;
+
+fn config_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("config")
+}
+
+/// The `.toml` files of `config/examples/<kind>`, sorted.
+fn examples(kind: &str) -> Vec<PathBuf> {
+    let dir = config_dir().join("examples").join(kind);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| entry.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 3, "too few examples in {}", dir.display());
+    files
+}
+
+/// Runs `patchdiff mcp --print-host-config claude` with `file` (its example root rewritten into
+/// a private directory) as the config file, from inside that directory.
+fn run_with(file: &Path) -> Output {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let text = std::fs::read_to_string(file).expect("read example");
+    let copy = root.join(file.file_name().expect("file name"));
+    std::fs::write(
+        &copy,
+        text.replace(EXAMPLE_ROOT, &root.join("example").display().to_string()),
+    )
+    .expect("write copy");
+    std::fs::create_dir(root.join("example")).expect("example root");
+    let cwd = root.join("cwd");
+    std::fs::create_dir(&cwd).expect("cwd");
+    std::process::Command::new(EXE)
+        .args(["mcp", "--print-host-config", "claude"])
+        .current_dir(&cwd)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", root.join("home"))
+        .env("XDG_CONFIG_HOME", root.join("xdg/config"))
+        .env("XDG_DATA_HOME", root.join("xdg/data"))
+        .env("XDG_STATE_HOME", root.join("xdg/state"))
+        .env("XDG_CACHE_HOME", root.join("xdg/cache"))
+        .env("PATCHDIFF_CONFIG", &copy)
+        .output()
+        .expect("run patchdiff")
+}
+
+/// The value of the `# <name>: value` header line of an invalid example.
+fn expectation(text: &str, name: &str, file: &Path) -> String {
+    let prefix = format!("# {name}:");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map(|v| v.trim().to_owned())
+        .unwrap_or_else(|| panic!("{}: no `{prefix}` line", file.display()))
+}
+
+#[test]
+fn valid_examples_are_accepted() {
+    for file in examples("valid") {
+        let out = run_with(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{} refused: {stderr}",
+            file.display()
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{}: stdout is not JSON: {e}", file.display()));
+        assert!(
+            doc["mcpServers"]["patchdiff"]["command"].is_string(),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+#[test]
+fn the_documented_file_loads_cleanly_as_shipped() {
+    let file = config_dir().join("patchdiff.toml");
+    let out = run_with(&file);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn invalid_examples_are_refused_naming_variable_value_and_accepted_values() {
+    for file in examples("invalid") {
+        let text = std::fs::read_to_string(&file).expect("read example");
+        let variable = expectation(&text, "expect-variable", &file);
+        let value = expectation(&text, "expect-value", &file);
+        let accepted = expectation(&text, "expect-accepted", &file);
+        let out = run_with(&file);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let shown = file.display();
+        assert_eq!(
+            out.status.code(),
+            Some(EXIT_USAGE),
+            "{shown}: want exit 2; stderr: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{shown}: printed a configuration");
+        let line = stderr
+            .lines()
+            .find(|l| l.contains(&format!("{variable}=")))
+            .unwrap_or_else(|| panic!("{shown}: no error naming {variable}: {stderr}"));
+        assert!(line.contains(&value), "{shown}: value {value:?}: {line}");
+        assert!(
+            line.contains("accepted values are") && line.contains(&accepted),
+            "{shown}: accepted {accepted:?}: {line}"
+        );
+    }
+}
+
+/// `key = value` assignments in `# key = value` comment lines: the commented-out defaults.
+fn commented_assignments(text: &str) -> toml::Table {
+    let lines: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| {
+            l.split_once(" = ").is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+            })
+        })
+        .collect();
+    lines
+        .join("\n")
+        .parse()
+        .expect("the commented-out defaults are valid TOML")
+}
+
+#[test]
+fn the_documented_file_lists_exactly_the_accepted_keys() {
+    let text = std::fs::read_to_string(config_dir().join("patchdiff.toml")).expect("read");
+    // As shipped it sets nothing.
+    let live: toml::Table = text.parse().expect("valid TOML");
+    assert!(live.is_empty(), "keys set as shipped: {live:?}");
+    let documented = commented_assignments(&text);
+    let documented_keys: BTreeSet<&str> = documented.keys().map(String::as_str).collect();
+    let accepted: BTreeSet<&str> = FILE_KEYS.iter().copied().collect();
+    assert_eq!(
+        documented_keys, accepted,
+        "config/patchdiff.toml must document every key the config file accepts, and no other"
+    );
+    for (key, value) in &documented {
+        assert!(
+            value.is_str()
+                || value.is_integer()
+                || (value.is_bool() && SWITCH_KEYS.contains(&key.as_str())),
+            "{key} = {value}: not a kind of value the config file accepts"
+        );
+    }
+    // Environment-only variables are named, but not as keys.
+    for variable in [
+        "PATCHDIFF_CONFIG_DIR",
+        "PATCHDIFF_MCP_HTTP_TOKEN_FILE",
+        "PATCHDIFF_CLAUDE_BINARY",
+        "PATCHDIFF_CODEX_BINARY",
+        "PATCHDIFF_CURSOR_BINARY",
+    ] {
+        assert!(text.contains(variable), "{variable} is not mentioned");
+        let key = variable
+            .trim_start_matches("PATCHDIFF_")
+            .to_ascii_lowercase();
+        assert!(
+            !accepted.contains(key.as_str()),
+            "{key} is accepted: document it as a key"
+        );
+    }
+}
+
+#[test]
+fn the_commented_out_defaults_are_accepted_by_the_binary_where_they_need_no_machine_paths() {
+    // The defaults that do not name a path on this machine, uncommented, load and validate.
+    let text = std::fs::read_to_string(config_dir().join("patchdiff.toml")).expect("read");
+    let documented = commented_assignments(&text);
+    let portable: toml::Table = documented
+        .into_iter()
+        .filter(|(_, v)| !v.as_str().is_some_and(|s| s.contains('/')))
+        .collect();
+    assert!(portable.contains_key("waymark_mode") && portable.contains_key("mcp_http"));
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("defaults.toml");
+    std::fs::write(&file, toml::to_string(&portable).expect("serialize")).expect("write");
+    let out = run_with(&file);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{portable:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
