@@ -30,6 +30,8 @@ pub const HIGH_FRACTION: f64 = 0.75;
 
 /// Live-tail lines kept.
 pub const TAIL_CAPACITY: usize = 512;
+/// Queue depths kept for the worker pane's sparkline.
+pub const QUEUE_DEPTHS_KEPT: usize = 64;
 /// RSS samples kept (the memory file samples every 100 ms: 2 minutes).
 pub const RSS_CAPACITY: usize = 1200;
 /// Durations kept per event name for percentiles.
@@ -354,6 +356,13 @@ pub struct Monitor {
     /// W5 queue: active (0/1) and waiting (0..=8) requests.
     pub queue_active: u64,
     pub queue_waiting: u64,
+    /// Queue saturation over the run (issue 13): the most requests seen waiting, and the
+    /// requests refused for a full queue or expired in it (from `discovery_total` codes).
+    pub queue_peak_waiting: u64,
+    pub queue_full: u64,
+    pub queue_expired: u64,
+    /// Recent waiting depths, oldest first, for a sparkline.
+    pub queue_depths: Ring<u64>,
     pub phases: [PhaseTimer; 4],
     pub worker: WorkerView,
     /// Unix ms of recent `worker_launch` events (rolling-minute count, W10).
@@ -388,6 +397,10 @@ impl Monitor {
         Self {
             queue_active: 0,
             queue_waiting: 0,
+            queue_peak_waiting: 0,
+            queue_full: 0,
+            queue_expired: 0,
+            queue_depths: Ring::new(QUEUE_DEPTHS_KEPT),
             phases: Phase::ALL.map(PhaseTimer::new),
             worker: WorkerView::default(),
             launches: Ring::new(HISTORY_CAPACITY),
@@ -500,6 +513,8 @@ impl Monitor {
                 }
                 self.queue_active = active;
                 self.queue_waiting = waiting;
+                self.queue_peak_waiting = self.queue_peak_waiting.max(waiting);
+                self.queue_depths.push(waiting);
             }
             "worker_launch" => {
                 self.launches.push(ts);
@@ -559,6 +574,11 @@ impl Monitor {
                     self.push_rss(ts, bytes);
                 }
             }
+            "discovery_total" => match ev.attrs.get("code").and_then(Value::as_str) {
+                Some("WAYMARK_WORKER_QUEUE_FULL") => self.queue_full += 1,
+                Some("WAYMARK_WORKER_QUEUE_EXPIRED") => self.queue_expired += 1,
+                _ => {}
+            },
             name => {
                 if let Some(phase) = Phase::from_event(name) {
                     let ceiling = ev
@@ -713,6 +733,47 @@ mod tests {
         e.attrs = attrs.as_object().cloned().unwrap_or_default();
         e.ids = ids.as_object().cloned().unwrap_or_default();
         e
+    }
+
+    #[test]
+    fn queue_saturation_is_remembered_after_the_queue_drains() {
+        let mut m = Monitor::new();
+        for (i, waiting) in [0u64, 3, 8, 2, 0].iter().enumerate() {
+            m.ingest(
+                "observed",
+                &ev(
+                    "worker_queue_depth",
+                    i as f64,
+                    0.0,
+                    json!({"active": 1, "waiting": waiting}),
+                    json!({}),
+                ),
+            );
+        }
+        for code in [
+            "WAYMARK_WORKER_QUEUE_FULL",
+            "WAYMARK_WORKER_QUEUE_FULL",
+            "WAYMARK_WORKER_QUEUE_EXPIRED",
+            "WAYMARK_WORKER_PROTOCOL",
+        ] {
+            m.ingest(
+                "observed",
+                &ev(
+                    "discovery_total",
+                    9.0,
+                    1.0,
+                    json!({"code": code}),
+                    json!({}),
+                ),
+            );
+        }
+        assert_eq!(m.queue_waiting, 0);
+        assert_eq!(m.queue_peak_waiting, 8);
+        assert_eq!((m.queue_full, m.queue_expired), (2, 1));
+        assert_eq!(
+            m.queue_depths.iter().copied().collect::<Vec<_>>(),
+            [0, 3, 8, 2, 0]
+        );
     }
 
     #[test]

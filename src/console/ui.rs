@@ -658,6 +658,25 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             QUEUE_WAITING_MAX
         )),
         Span::styled(waiting_level.word(), theme.level(waiting_level)),
+        // Saturation is remembered after the queue drains.
+        Span::styled(
+            format!(
+                "  peak {}/{QUEUE_WAITING_MAX} · full {} · expired {} {}",
+                m.queue_peak_waiting,
+                m.queue_full,
+                m.queue_expired,
+                sparkline(
+                    &m.queue_depths.iter().copied().collect::<Vec<_>>(),
+                    QUEUE_WAITING_MAX,
+                    12
+                )
+            ),
+            theme.level(if m.queue_full + m.queue_expired > 0 {
+                Level::High
+            } else {
+                Level::Ok
+            }),
+        ),
     ]));
     let bar_w = if width >= 70 { 12 } else { 6 };
     if height < 9 {
