@@ -789,3 +789,12 @@ fn the_record_key_opens_the_command_line_instead_of_recording_nothing() {
         app.input
     );
 }
+
+#[test]
+fn a_worker_that_has_not_started_is_not_shown_as_ok() {
+    let app = App::new(false, LAST_EVENT_MS);
+    let t = text(&render_pane(&app, Pane::Processes, 90, 5));
+    let row = t.lines().find(|l| l.contains("worker")).unwrap();
+    assert!(row.contains("○ worker    not started"), "{row}");
+    assert!(!row.contains('●'), "{row}");
+}

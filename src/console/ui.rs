@@ -499,6 +499,14 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         WorkerState::None => (Level::Ok, "not started".into()),
         WorkerState::Retired(r) => (Level::High, format!("retired ({r})")),
     };
+    // A worker that has not started is not "ok": it is shown like a process not running.
+    if w.state == WorkerState::None {
+        out.push(Line::from(vec![
+            Span::styled("○ ", theme.dim()),
+            Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
+        ]));
+        return out;
+    }
     out.push(Line::from(vec![
         Span::styled(format!("{} ", level.symbol()), theme.level(level)),
         Span::raw(format!(
