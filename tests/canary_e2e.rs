@@ -130,6 +130,39 @@ fn demo_canary_passes_both_checks_on_all_five_targets() {
         std::fs::metadata(&worker_log).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    // C3/M2: the tools/list answer the observed process gave preflight, as it crossed the wire,
+    // is exactly the six tools of the spec (written out here, not the product's list).
+    let wire = std::fs::read_to_string(run.join("observed.mcp.jsonl")).unwrap();
+    let listed: Vec<Vec<String>> = wire
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| serde_json::from_str::<Value>(r["raw"].as_str()?).ok())
+        .filter_map(|m| {
+            let tools = m["result"]["tools"].as_array()?;
+            let mut names: Vec<String> = tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            names.sort();
+            Some(names)
+        })
+        .collect();
+    let mut six = vec![
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_save",
+        "patchdiff_replay",
+    ];
+    six.sort();
+    assert!(
+        !listed.is_empty(),
+        "preflight's tools/list is in the wire log"
+    );
+    for names in &listed {
+        assert_eq!(names, &six);
+    }
     // One progress line per step on stderr in --json mode (U5).
     let stderr = String::from_utf8_lossy(&output.stderr);
     for (i, step) in [
