@@ -343,3 +343,101 @@ fn a_panic_restores_the_terminal_and_stops_every_child() {
     let screen = console.assert_exited_clean(Duration::from_secs(10));
     assert!(screen.contains("console exited 101"), "{screen}");
 }
+
+/// The screen of a real console started with `env` (e.g. `NO_COLOR=1`), with tmux's escape
+/// sequences kept (`capture-pane -e`), after it has drawn its panes; then the console quits.
+fn screen_with_escapes(socket: &str, env: &str) -> String {
+    assert!(
+        have_tmux(),
+        "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("{socket}-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "env -u NO_COLOR {env} {exe} console --runs-dir {runs} 2>/dev/null; echo \"console exit\"\"ed $?\"",
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES") && s.contains("TARGETS")
+    });
+    let screen = tmux.run(&["capture-pane", "-e", "-p", "-t", "console"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited 0")
+    });
+    screen
+}
+
+/// SGR colour parameters (foreground/background, 8/16/256/RGB) in a captured screen.
+fn colour_sequences(screen: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for seq in screen.split('\u{1b}').skip(1) {
+        let Some(body) = seq.strip_prefix('[') else {
+            continue;
+        };
+        let Some(end) = body.find('m') else { continue };
+        let params = &body[..end];
+        if params.split(';').any(|p| {
+            p.parse::<u16>().is_ok_and(|n| {
+                (30..=38).contains(&n) || (40..=48).contains(&n) || (90..=107).contains(&n)
+            })
+        }) {
+            found.push(params.to_owned());
+        }
+    }
+    found
+}
+
+/// The screen line showing the `full` process row (selected when the console starts).
+fn selected_row(screen: &str) -> &str {
+    screen
+        .lines()
+        .find(|l| l.contains("full      not running"))
+        .unwrap_or_else(|| panic!("no `full` row on:\n{screen}"))
+}
+
+#[test]
+fn no_color_in_the_real_environment_leaves_the_console_without_colour() {
+    // U4: the variable is read from the process environment of the real binary. In colour the
+    // selected row is reversed; under NO_COLOR it is bold instead, with no colour anywhere.
+    // (crossterm drops colour under NO_COLOR by itself, but a console that ignored the variable
+    // would still ask for reverse + colour, and crossterm's empty colour sequence then resets the
+    // row to plain — so the bold selection is the console's own doing.)
+    let coloured = screen_with_escapes("pd-colour", "");
+    assert!(
+        !colour_sequences(&coloured).is_empty(),
+        "without NO_COLOR the console draws in colour:\n{coloured}"
+    );
+    assert!(
+        selected_row(&coloured).contains("\u{1b}[7m"),
+        "{coloured:?}"
+    );
+    let plain = screen_with_escapes("pd-no-colour", "NO_COLOR=1");
+    assert_eq!(
+        colour_sequences(&plain),
+        Vec::<String>::new(),
+        "NO_COLOR=1 must leave no colour on screen"
+    );
+    let row = selected_row(&plain);
+    assert!(
+        row.contains("\u{1b}[1m") && !row.contains("\u{1b}[7m"),
+        "under NO_COLOR the selection is bold, not reversed: {row:?}"
+    );
+}
