@@ -103,6 +103,30 @@ fn have_tmux() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Waits for the `stty -a` the shell ran after the console exited and checks raw mode was left:
+/// canonical input, echo, signals and output processing are back on.
+fn assert_cooked(sttyfile: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stty = loop {
+        if let Ok(s) = std::fs::read_to_string(sttyfile)
+            && !s.is_empty()
+        {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "stty -a did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let flags: Vec<&str> = stty
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .collect();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            flags.contains(&flag),
+            "terminal not restored ({flag}): {stty}"
+        );
+    }
+}
+
 #[test]
 fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_terminal() {
     assert!(
@@ -184,26 +208,8 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
             .trim(),
         "0"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let stty = loop {
-        if let Ok(s) = std::fs::read_to_string(&sttyfile)
-            && !s.is_empty()
-        {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "stty -a did not run");
-        std::thread::sleep(Duration::from_millis(20));
-    };
     // Raw mode left: canonical input and echo are back on.
-    let flags: Vec<&str> = stty
-        .split(|c: char| c.is_whitespace() || c == ';')
-        .collect();
-    for flag in ["icanon", "echo", "isig", "opost"] {
-        assert!(
-            flags.contains(&flag),
-            "terminal not restored ({flag}): {stty}"
-        );
-    }
+    assert_cooked(&sttyfile);
     let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
     assert!(
@@ -225,6 +231,8 @@ fn alive_pid(pid: u32) -> bool {
 /// A real console in tmux with its processes launched and the worker ready, for the exit tests.
 struct LaunchedConsole {
     _dir: tempfile::TempDir,
+    /// Where the shell writes `stty -a` once the console has exited.
+    sttyfile: PathBuf,
     tmux: Tmux,
     pid: u32,
     /// The console's descendants (pid, start time) once the worker was ready.
@@ -242,6 +250,7 @@ impl LaunchedConsole {
         let dir = tempfile::tempdir().unwrap();
         let runs = dir.path().join("runs");
         let pidfile = dir.path().join("console.pid");
+        let sttyfile = dir.path().join("stty.txt");
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
         let tmux = Tmux {
             socket: format!("{socket}-{}", std::process::id()),
@@ -258,10 +267,11 @@ impl LaunchedConsole {
             "sh",
         ]);
         let line = format!(
-            "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
+            "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"; stty -a > {stty}",
             pid = pidfile.display(),
             exe = exe.display(),
             runs = runs.display(),
+            stty = sttyfile.display(),
         );
         tmux.keys(&[&line, "Enter"]);
         tmux.wait_for("the console", Duration::from_secs(10), |s| {
@@ -281,14 +291,16 @@ impl LaunchedConsole {
         assert!(children.len() >= 3, "{children:?}");
         Self {
             _dir: dir,
+            sttyfile,
             tmux,
             pid,
             children,
         }
     }
 
-    /// Waits for the shell to report the console's exit; checks the alternate screen was left
-    /// and that every child is gone within `grace` (zero: already gone). Returns the screen.
+    /// Waits for the shell to report the console's exit; checks the alternate screen and raw
+    /// mode were left (`stty -a`) and that every child is gone within `grace` (zero: already
+    /// gone). Returns the screen.
     fn assert_exited_clean(&self, grace: Duration) -> String {
         let screen = self
             .tmux
@@ -305,6 +317,7 @@ impl LaunchedConsole {
                 .trim(),
             "0"
         );
+        assert_cooked(&self.sttyfile);
         let deadline = Instant::now() + grace;
         loop {
             let left: Vec<_> = self
