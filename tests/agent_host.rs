@@ -190,10 +190,18 @@ fn host_stream(path: &Path) -> Vec<String> {
 }
 
 fn sealed_tools() -> Vec<String> {
-    let mut six: Vec<String> = patchdiff::mcp::OBSERVED_TOOLS
-        .iter()
-        .map(|t| format!("mcp__patchdiff__{t}"))
-        .collect();
+    // M2/A3, spelled out from SPEC rather than taken from the product's list.
+    let mut six: Vec<String> = [
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_save",
+        "patchdiff_replay",
+    ]
+    .iter()
+    .map(|t| format!("mcp__patchdiff__{t}"))
+    .collect();
     six.sort();
     six
 }

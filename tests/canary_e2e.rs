@@ -130,6 +130,39 @@ fn demo_canary_passes_both_checks_on_all_five_targets() {
         std::fs::metadata(&worker_log).unwrap().permissions().mode() & 0o777,
         0o600
     );
+    // C3/M2: the tools/list answer the observed process gave preflight, as it crossed the wire,
+    // is exactly the six tools of the spec (written out here, not the product's list).
+    let wire = std::fs::read_to_string(run.join("observed.mcp.jsonl")).unwrap();
+    let listed: Vec<Vec<String>> = wire
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|r| serde_json::from_str::<Value>(r["raw"].as_str()?).ok())
+        .filter_map(|m| {
+            let tools = m["result"]["tools"].as_array()?;
+            let mut names: Vec<String> = tools
+                .iter()
+                .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+                .collect();
+            names.sort();
+            Some(names)
+        })
+        .collect();
+    let mut six = vec![
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_save",
+        "patchdiff_replay",
+    ];
+    six.sort();
+    assert!(
+        !listed.is_empty(),
+        "preflight's tools/list is in the wire log"
+    );
+    for names in &listed {
+        assert_eq!(names, &six);
+    }
     // One progress line per step on stderr in --json mode (U5).
     let stderr = String::from_utf8_lossy(&output.stderr);
     for (i, step) in [
@@ -500,4 +533,128 @@ fn runs_lists_past_runs_with_their_verdicts_and_compares_two() {
             .any(|l| l.starts_with("phase_active") && l.contains("+0.00")),
         "{text}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// C3: preflight refuses what it must refuse.
+
+/// The `[n/N] preflight` progress line numbered `n` in a headless run's stdout.
+fn step_line(stdout: &str, prefix: &str) -> String {
+    stdout
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("no `{prefix}` line in:\n{stdout}"))
+        .to_owned()
+}
+
+#[test]
+fn preflight_refuses_targets_that_are_no_longer_fresh() {
+    // The same run, preflighted again after the agent has edited: the targets have attempts and
+    // revisions, so C3's "targets fresh" check must fail.
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let script = dir.path().join("twice.canary");
+    let plan = repo().join("assets/canary/demo.plan.jsonl");
+    std::fs::write(
+        &script,
+        format!(
+            "init\nlaunch observed\npreflight\nagent {}\npreflight\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let first = step_line(&stdout, "[3/5] preflight");
+    assert!(
+        first.contains(" ok ") && first.contains("5 targets fresh"),
+        "{first}"
+    );
+    let again = step_line(&stdout, "[5/5] preflight");
+    assert!(
+        again.contains("FAIL") && again.contains("targets are not fresh"),
+        "{again}"
+    );
+    for target in ["calendar", "chess", "limiter"] {
+        assert!(again.contains(target), "{target} is named: {again}");
+    }
+}
+
+#[test]
+fn preflight_refuses_a_worker_that_is_not_ready() {
+    // A worker script that exits at once: the observed process serves, but its worker retires
+    // before it is ever ready.
+    let dir = tempfile::tempdir().unwrap();
+    let waymark = dir.path().join("dead-waymark");
+    std::fs::create_dir_all(&waymark).unwrap();
+    std::fs::write(
+        waymark.join("waymark_worker.mjs"),
+        "process.stderr.write('no worker here\\n');\nprocess.exit(3);\n",
+    )
+    .unwrap();
+    let runs = dir.path().join("runs");
+    let script = dir.path().join("launch.canary");
+    std::fs::write(&script, "launch observed\npreflight\n").unwrap();
+    let output = run_script(
+        &runs,
+        &script,
+        &[],
+        &[("PATCHDIFF_WAYMARK_DIR", waymark.to_str().unwrap())],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let launch = step_line(&stdout, "[1/2] launch");
+    assert!(
+        launch.contains(" ok "),
+        "the process itself serves: {launch}"
+    );
+    let preflight = step_line(&stdout, "[2/2] preflight");
+    assert!(
+        preflight.contains("FAIL") && preflight.contains("worker"),
+        "{preflight}"
+    );
+}
+
+#[tokio::test]
+async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tools() {
+    use patchdiff::canary::command::Command as Step;
+    use patchdiff::canary::{Canary, CanaryOptions};
+    // A real `patchdiff mcp` whose "observed" process is started with the full profile (a
+    // wrapper executable swaps the profile): tools/list then has ten tools, not the six.
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("patchdiff-wrong-profile");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexport PATCHDIFF_STATE_DIR={state}\n\
+             [ \"$PATCHDIFF_MCP_PROFILE\" = observed ] && export PATCHDIFF_MCP_PROFILE=full\n\
+             exec {exe} \"$@\"\n",
+            state = dir.path().join("state").display(),
+            exe = env!("CARGO_BIN_EXE_patchdiff"),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut canary = Canary::create(CanaryOptions {
+        exe: wrapper,
+        manifest: repo().join("assets/fixtures/manifest.json"),
+        runs_root: dir.path().join("runs"),
+        database_url: None,
+    })
+    .unwrap();
+    let launch = canary
+        .execute(&Step::parse("launch observed").unwrap())
+        .await;
+    assert!(launch.ok, "{}", launch.summary);
+    let preflight = canary.execute(&Step::Preflight).await;
+    assert!(!preflight.ok, "{}", preflight.summary);
+    assert!(
+        preflight.summary.contains("10 tools")
+            && preflight.summary.contains("patchdiff_audit")
+            && preflight.summary.contains("expected exactly the six"),
+        "{}",
+        preflight.summary
+    );
+    canary.execute(&Step::parse("stop").unwrap()).await;
 }

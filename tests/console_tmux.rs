@@ -103,6 +103,30 @@ fn have_tmux() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Waits for the `stty -a` the shell ran after the console exited and checks raw mode was left:
+/// canonical input, echo, signals and output processing are back on.
+fn assert_cooked(sttyfile: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let stty = loop {
+        if let Ok(s) = std::fs::read_to_string(sttyfile)
+            && !s.is_empty()
+        {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "stty -a did not run");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let flags: Vec<&str> = stty
+        .split(|c: char| c.is_whitespace() || c == ';')
+        .collect();
+    for flag in ["icanon", "echo", "isig", "opost"] {
+        assert!(
+            flags.contains(&flag),
+            "terminal not restored ({flag}): {stty}"
+        );
+    }
+}
+
 #[test]
 fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_terminal() {
     assert!(
@@ -184,26 +208,8 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
             .trim(),
         "0"
     );
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let stty = loop {
-        if let Ok(s) = std::fs::read_to_string(&sttyfile)
-            && !s.is_empty()
-        {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "stty -a did not run");
-        std::thread::sleep(Duration::from_millis(20));
-    };
     // Raw mode left: canonical input and echo are back on.
-    let flags: Vec<&str> = stty
-        .split(|c: char| c.is_whitespace() || c == ';')
-        .collect();
-    for flag in ["icanon", "echo", "isig", "opost"] {
-        assert!(
-            flags.contains(&flag),
-            "terminal not restored ({flag}): {stty}"
-        );
-    }
+    assert_cooked(&sttyfile);
     let left: Vec<_> = children.iter().filter(|&&(p, s)| alive(p, s)).collect();
     assert!(left.is_empty(), "processes left behind: {left:?}");
     assert!(
@@ -225,6 +231,8 @@ fn alive_pid(pid: u32) -> bool {
 /// A real console in tmux with its processes launched and the worker ready, for the exit tests.
 struct LaunchedConsole {
     _dir: tempfile::TempDir,
+    /// Where the shell writes `stty -a` once the console has exited.
+    sttyfile: PathBuf,
     tmux: Tmux,
     pid: u32,
     /// The console's descendants (pid, start time) once the worker was ready.
@@ -242,6 +250,7 @@ impl LaunchedConsole {
         let dir = tempfile::tempdir().unwrap();
         let runs = dir.path().join("runs");
         let pidfile = dir.path().join("console.pid");
+        let sttyfile = dir.path().join("stty.txt");
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
         let tmux = Tmux {
             socket: format!("{socket}-{}", std::process::id()),
@@ -258,10 +267,11 @@ impl LaunchedConsole {
             "sh",
         ]);
         let line = format!(
-            "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
+            "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"; stty -a > {stty}",
             pid = pidfile.display(),
             exe = exe.display(),
             runs = runs.display(),
+            stty = sttyfile.display(),
         );
         tmux.keys(&[&line, "Enter"]);
         tmux.wait_for("the console", Duration::from_secs(10), |s| {
@@ -281,14 +291,16 @@ impl LaunchedConsole {
         assert!(children.len() >= 3, "{children:?}");
         Self {
             _dir: dir,
+            sttyfile,
             tmux,
             pid,
             children,
         }
     }
 
-    /// Waits for the shell to report the console's exit; checks the alternate screen was left
-    /// and that every child is gone within `grace` (zero: already gone). Returns the screen.
+    /// Waits for the shell to report the console's exit; checks the alternate screen and raw
+    /// mode were left (`stty -a`) and that every child is gone within `grace` (zero: already
+    /// gone). Returns the screen.
     fn assert_exited_clean(&self, grace: Duration) -> String {
         let screen = self
             .tmux
@@ -305,6 +317,7 @@ impl LaunchedConsole {
                 .trim(),
             "0"
         );
+        assert_cooked(&self.sttyfile);
         let deadline = Instant::now() + grace;
         loop {
             let left: Vec<_> = self
@@ -342,4 +355,102 @@ fn a_panic_restores_the_terminal_and_stops_every_child() {
     // Children get SIGTERM from the panic hook and lose their stdin; they may outlive it briefly.
     let screen = console.assert_exited_clean(Duration::from_secs(10));
     assert!(screen.contains("console exited 101"), "{screen}");
+}
+
+/// The screen of a real console started with `env` (e.g. `NO_COLOR=1`), with tmux's escape
+/// sequences kept (`capture-pane -e`), after it has drawn its panes; then the console quits.
+fn screen_with_escapes(socket: &str, env: &str) -> String {
+    assert!(
+        have_tmux(),
+        "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("{socket}-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "env -u NO_COLOR {env} {exe} console --runs-dir {runs} 2>/dev/null; echo \"console exit\"\"ed $?\"",
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES") && s.contains("TARGETS")
+    });
+    let screen = tmux.run(&["capture-pane", "-e", "-p", "-t", "console"]);
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited 0")
+    });
+    screen
+}
+
+/// SGR colour parameters (foreground/background, 8/16/256/RGB) in a captured screen.
+fn colour_sequences(screen: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for seq in screen.split('\u{1b}').skip(1) {
+        let Some(body) = seq.strip_prefix('[') else {
+            continue;
+        };
+        let Some(end) = body.find('m') else { continue };
+        let params = &body[..end];
+        if params.split(';').any(|p| {
+            p.parse::<u16>().is_ok_and(|n| {
+                (30..=38).contains(&n) || (40..=48).contains(&n) || (90..=107).contains(&n)
+            })
+        }) {
+            found.push(params.to_owned());
+        }
+    }
+    found
+}
+
+/// The screen line showing the `full` process row (selected when the console starts).
+fn selected_row(screen: &str) -> &str {
+    screen
+        .lines()
+        .find(|l| l.contains("full      not running"))
+        .unwrap_or_else(|| panic!("no `full` row on:\n{screen}"))
+}
+
+#[test]
+fn no_color_in_the_real_environment_leaves_the_console_without_colour() {
+    // U4: the variable is read from the process environment of the real binary. In colour the
+    // selected row is reversed; under NO_COLOR it is bold instead, with no colour anywhere.
+    // (crossterm drops colour under NO_COLOR by itself, but a console that ignored the variable
+    // would still ask for reverse + colour, and crossterm's empty colour sequence then resets the
+    // row to plain — so the bold selection is the console's own doing.)
+    let coloured = screen_with_escapes("pd-colour", "");
+    assert!(
+        !colour_sequences(&coloured).is_empty(),
+        "without NO_COLOR the console draws in colour:\n{coloured}"
+    );
+    assert!(
+        selected_row(&coloured).contains("\u{1b}[7m"),
+        "{coloured:?}"
+    );
+    let plain = screen_with_escapes("pd-no-colour", "NO_COLOR=1");
+    assert_eq!(
+        colour_sequences(&plain),
+        Vec::<String>::new(),
+        "NO_COLOR=1 must leave no colour on screen"
+    );
+    let row = selected_row(&plain);
+    assert!(
+        row.contains("\u{1b}[1m") && !row.contains("\u{1b}[7m"),
+        "under NO_COLOR the selection is bold, not reversed: {row:?}"
+    );
 }

@@ -270,3 +270,102 @@ fn a_canary_with_a_check_that_cannot_start_reports_infra_error_everywhere() {
     assert!(case.contains(own_text), "{case}");
     assert!(!case.contains("<failure"), "{case}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// C6 failure paths: the agent's own failures are judged as such.
+
+/// The bundled manifest (authentic fixtures), for tests that change only the exports.
+fn bundled_manifest() -> PathBuf {
+    repo().join("assets/fixtures/manifest.json")
+}
+
+#[test]
+fn an_export_whose_check_fails_is_a_behavioral_fail_in_every_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = perfect_exports(dir.path());
+    // The agent changed nothing in `calendar`: its export is the original, which the check
+    // rejects (that is the original control, which holds).
+    std::fs::copy(
+        repo().join("assets/fixtures/calendar/original.js"),
+        exports.join("calendar.js"),
+    )
+    .unwrap();
+    let (output, evaluation) = evaluate(&bundled_manifest(), &exports, &[]);
+    assert!(!output.status.success(), "one target failed: exit non-zero");
+    let calendar = target(&evaluation, "calendar");
+    assert_eq!(calendar["status"], "fail", "{calendar:#}");
+    assert_eq!(calendar["behavioral"], false, "{calendar:#}");
+    assert_eq!(calendar["behavioral_runs"], serde_json::json!([false]));
+    assert_eq!(calendar["full_byte"], false);
+    assert!(calendar["check_exit"].is_string(), "{calendar:#}");
+    assert_eq!(evaluation["passed"], 4, "{evaluation:#}");
+    assert_eq!(
+        evaluation["infra_errors"], 0,
+        "the agent's failure, not the check's"
+    );
+
+    let text = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["evaluate", "--manifest"])
+        .arg(bundled_manifest())
+        .arg("--exports")
+        .arg(&exports)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    let line = text.lines().find(|l| l.starts_with("calendar")).unwrap();
+    assert!(line.contains("behavioral FAIL"), "{text}");
+    assert!(line.contains("full-byte FAIL"), "{text}");
+}
+
+#[test]
+fn a_missing_export_fails_that_target_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let exports = perfect_exports(dir.path());
+    std::fs::remove_file(exports.join("chess.py")).unwrap();
+    let (output, evaluation) = evaluate(&bundled_manifest(), &exports, &[]);
+    assert!(!output.status.success());
+    let chess = target(&evaluation, "chess");
+    assert_eq!(chess["status"], "fail", "{chess:#}");
+    assert_eq!(chess["behavioral"], false);
+    assert_eq!(chess["full_byte"], false);
+    assert!(
+        chess["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().starts_with("no export at")),
+        "{chess:#}"
+    );
+    assert_eq!(evaluation["passed"], 4, "{evaluation:#}");
+}
+
+#[test]
+fn a_tampered_expected_file_stops_the_evaluation_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let fixtures = dir.path().join("fixtures");
+    copy_tree(&repo().join("assets/fixtures"), &fixtures);
+    let expected = fixtures.join("calendar/expected.js");
+    let mut bytes = std::fs::read(&expected).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&expected, bytes).unwrap();
+    let exports = perfect_exports(dir.path());
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["evaluate", "--manifest"])
+        .arg(fixtures.join("manifest.json"))
+        .arg("--exports")
+        .arg(&exports)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("calendar") && stderr.contains("expected.js"),
+        "the tampered file is named: {stderr}"
+    );
+    let verdicts = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        !verdicts.contains("\"status\":\"pass\"") && !verdicts.contains("\"status\": \"pass\""),
+        "nothing is judged against unauthenticated bytes: {verdicts}"
+    );
+}

@@ -71,6 +71,28 @@ async fn every_tool_declares_a_described_input_schema() {
 }
 
 #[tokio::test]
+async fn the_observed_profile_lists_exactly_the_six_contract_tools() {
+    // M2: the first six rows of the contract table, and nothing else.
+    let env = TestEnv::new();
+    let mcp = Mcp::launch(&env.vars("observed")).await;
+    let mut six: Vec<String> = REQUIRED[..6].iter().map(|(n, _)| n.to_string()).collect();
+    six.sort();
+    assert_eq!(
+        six,
+        [
+            "patchdiff_find_occurrences",
+            "patchdiff_observe_scope",
+            "patchdiff_read_target",
+            "patchdiff_replay",
+            "patchdiff_save",
+            "patchdiff_submit_observed_operations",
+        ]
+    );
+    assert_eq!(mcp.tool_names().await, six);
+    mcp.stop().await;
+}
+
+#[tokio::test]
 async fn results_carry_structured_content_and_a_text_copy() {
     let env = TestEnv::new();
     env.init_target("calendar", CALENDAR_JS).await;

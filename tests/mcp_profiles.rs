@@ -6,8 +6,18 @@ mod mcp_support;
 use std::os::unix::fs::PermissionsExt;
 
 use mcp_support::*;
-use patchdiff::mcp::OBSERVED_TOOLS;
 use serde_json::json;
+
+/// M2, spelled out from SPEC (not `patchdiff::mcp::OBSERVED_TOOLS`, so a seventh tool or a
+/// renamed one in the product's list fails here).
+const SIX_OBSERVED_TOOLS: [&str; 6] = [
+    "patchdiff_read_target",
+    "patchdiff_find_occurrences",
+    "patchdiff_observe_scope",
+    "patchdiff_submit_observed_operations",
+    "patchdiff_save",
+    "patchdiff_replay",
+];
 
 fn sorted(names: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
@@ -21,7 +31,7 @@ fn sorted(names: &[&str]) -> Vec<String> {
 async fn workspace_profile_lists_the_editing_tools() {
     let env = TestEnv::new();
     let mcp = Mcp::launch(&env.vars("workspace")).await;
-    assert_eq!(mcp.tool_names().await, sorted(&OBSERVED_TOOLS));
+    assert_eq!(mcp.tool_names().await, sorted(&SIX_OBSERVED_TOOLS));
     mcp.stop().await;
 }
 

@@ -6,8 +6,25 @@ use std::path::Path;
 use patchdiff::canary::client::{LaunchSpec, McpProcess};
 use patchdiff::canary::command::ProcessKind;
 use patchdiff::fixtures::{FixtureManifest, bundled_manifest_path};
-use patchdiff::mcp::{FULL_ONLY_TOOLS, OBSERVED_TOOLS};
 use serde_json::json;
+
+/// M2, spelled out from SPEC (not `patchdiff::mcp::OBSERVED_TOOLS`, so a seventh tool or a
+/// renamed one in the product's list fails here).
+const SIX_OBSERVED_TOOLS: [&str; 6] = [
+    "patchdiff_read_target",
+    "patchdiff_find_occurrences",
+    "patchdiff_observe_scope",
+    "patchdiff_submit_observed_operations",
+    "patchdiff_save",
+    "patchdiff_replay",
+];
+/// M3, spelled out from SPEC.
+const FULL_ONLY: [&str; 4] = [
+    "patchdiff_init_target",
+    "patchdiff_export_target",
+    "patchdiff_audit",
+    "patchdiff_worker_status",
+];
 
 async fn launch(dir: &Path, kind: ProcessKind, profile: &str) -> McpProcess {
     let spec = LaunchSpec {
@@ -44,7 +61,7 @@ async fn observed_profile_lists_exactly_the_six_tools() {
     let observed = launch(dir.path(), ProcessKind::Observed, "observed").await;
     let mut names = observed.tool_names().await.unwrap();
     names.sort();
-    assert_eq!(names, sorted(&OBSERVED_TOOLS));
+    assert_eq!(names, sorted(&SIX_OBSERVED_TOOLS));
     observed.stop().await;
 }
 
@@ -54,9 +71,9 @@ async fn full_profile_adds_init_export_audit_and_worker_status() {
     let full = launch(dir.path(), ProcessKind::Full, "full").await;
     let mut names = full.tool_names().await.unwrap();
     names.sort();
-    let all: Vec<&str> = OBSERVED_TOOLS
+    let all: Vec<&str> = SIX_OBSERVED_TOOLS
         .iter()
-        .chain(FULL_ONLY_TOOLS.iter())
+        .chain(FULL_ONLY.iter())
         .copied()
         .collect();
     assert_eq!(names, sorted(&all));
@@ -67,7 +84,7 @@ async fn full_profile_adds_init_export_audit_and_worker_status() {
 async fn observed_profile_refuses_full_profile_tools_at_the_boundary() {
     let dir = tempfile::tempdir().unwrap();
     let observed = launch(dir.path(), ProcessKind::Observed, "observed").await;
-    for tool in FULL_ONLY_TOOLS {
+    for tool in FULL_ONLY {
         let err = observed
             .call(tool, json!({"target": "x"}))
             .await

@@ -113,3 +113,124 @@ fn the_workspace_profile_still_refuses_invalid_worker_settings() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("PATCHDIFF_WAYMARK_MODE"), "{stderr}");
 }
+
+/// A script directory whose `waymark_worker.mjs` runs the TEST-ONLY fault worker in
+/// `stall_marker` mode: a validation of source containing `STALL_HERE` announces itself on one
+/// FIFO and waits on another, so the test can kill the worker mid-validation without timing.
+fn stalling_script_dir(dir: &std::path::Path) -> std::path::PathBuf {
+    let scripts = dir.join("stalling-waymark");
+    std::fs::create_dir_all(&scripts).unwrap();
+    let fault = waymark_dir().join("test-fixtures/fault_worker.mjs");
+    std::fs::write(
+        scripts.join("waymark_worker.mjs"),
+        format!(
+            "process.argv.push(\"--fault\", \"stall_marker\");\nawait import({:?});\n",
+            fault.display().to_string()
+        ),
+    )
+    .unwrap();
+    scripts
+}
+
+#[tokio::test]
+async fn a_worker_lost_during_validation_rolls_back_and_the_retry_after_recovery_is_accepted() {
+    let env = TestEnv::new();
+    env.init_target("calendar", CALENDAR_JS).await;
+    let entered = env.path().join("stall-entered");
+    let release = env.path().join("stall-release");
+    for fifo in [&entered, &release] {
+        nix::unistd::mkfifo(fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+    }
+    let mut vars = env.vars("observed");
+    vars.insert(
+        "PATCHDIFF_WAYMARK_DIR".into(),
+        stalling_script_dir(env.path()).display().to_string(),
+    );
+    vars.insert(
+        "PATCHDIFF_TEST_STALL_ENTERED".into(),
+        entered.display().to_string(),
+    );
+    vars.insert(
+        "PATCHDIFF_TEST_STALL_RELEASE".into(),
+        release.display().to_string(),
+    );
+    let mcp = std::sync::Arc::new(Mcp::launch(&vars).await);
+    let obs = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "scope": "Calendar.count"}),
+        )
+        .await;
+    let args = json!({"target": "calendar", "request_key": "k-stall", "base_revision": 0,
+                      "operations": [{"observation_id": obs["observation_id"],
+                                      "old_text": "return this.windows.length;",
+                                      "new_text": "return this.windows.length; // STALL_HERE"}]});
+    let submit = |args: serde_json::Value| {
+        let mcp = mcp.clone();
+        tokio::spawn(async move {
+            mcp.call("patchdiff_submit_observed_operations", args)
+                .await
+                .expect("a tool result")
+        })
+    };
+    let wait_entered = |entered: std::path::PathBuf| async move {
+        tokio::task::spawn_blocking(move || std::fs::read_to_string(entered))
+            .await
+            .unwrap()
+            .unwrap()
+    };
+
+    // 1. The worker dies while it validates: protocol loss, a worker error (W8).
+    let first = submit(args.clone());
+    assert_eq!(wait_entered(entered.clone()).await, "entered\n");
+    let workers = children_of(mcp.pid);
+    assert_eq!(workers.len(), 1, "one resident worker: {workers:?}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(workers[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill the worker");
+    let r = first.await.unwrap();
+    assert_eq!(r.is_error, Some(true), "not accepted unvalidated: {r:?}");
+    let error = &r.structured_content.expect("structured")["error"];
+    assert_eq!(error["code"], "VALIDATION_UNAVAILABLE", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("WAYMARK_WORKER_PROTOCOL"),
+        "{error}"
+    );
+    let t = mcp
+        .ok("patchdiff_read_target", json!({"target": "calendar"}))
+        .await;
+    assert_eq!(t["revision"], 0, "rolled back: {t}");
+    assert!(!t["content"].as_str().unwrap().contains("STALL_HERE"));
+
+    // 2. The same request again: a new generation is made ready, validation runs (released
+    // this time) and the edit is accepted at revision 1.
+    let retry = submit(args);
+    assert_eq!(wait_entered(entered.clone()).await, "entered\n");
+    tokio::task::spawn_blocking(move || std::fs::write(release, "go\n"))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = retry.await.unwrap();
+    let receipt = r.structured_content.expect("receipt");
+    assert_eq!(receipt["outcome"], "accepted", "{receipt}");
+    assert_eq!(receipt["revision"], 1);
+    if let Ok(mcp) = std::sync::Arc::try_unwrap(mcp) {
+        mcp.stop().await;
+    }
+
+    // 3. The audit: the worker error is there, and only the accepted retry is an attempt.
+    let full = Mcp::launch(&env.vars("full")).await;
+    let audit = full
+        .ok("patchdiff_audit", json!({"target": "calendar"}))
+        .await;
+    let errors = audit["worker_errors"].as_object().expect("worker_errors");
+    assert!(errors.contains_key("WAYMARK_WORKER_PROTOCOL"), "{audit}");
+    assert_eq!(audit["attempts"]["total"], 1, "{audit}");
+    assert_eq!(audit["attempts"]["accepted"], 1, "{audit}");
+    full.stop().await;
+}

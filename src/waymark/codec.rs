@@ -196,6 +196,24 @@ mod tests {
     }
 
     #[test]
+    fn a_frame_of_exactly_the_maximum_is_decoded_and_encoded() {
+        // Found by cargo-mutants (`len > max` → `>=`): the bound is inclusive, so a response of
+        // exactly the cap (W3: 2 MiB in the product; 64 bytes here) is still an answer.
+        let body = br#"{"generation":1,"request":2,"text":"xxxxxxxxxxxxxxxxxxxxxxxxxx"}"#;
+        assert_eq!(body.len(), 64);
+        let mut buf = frame(body);
+        let decoded = codec().decode(&mut buf).expect("decode").expect("a frame");
+        assert_eq!(decoded.text.len(), 26);
+        assert_eq!(codec().max_decode(), 64);
+        // And encoding a message of exactly the maximum succeeds (same inclusive bound).
+        let mut out = BytesMut::new();
+        codec()
+            .encode(decoded, &mut out)
+            .expect("encode at the maximum");
+        assert_eq!(&out[HEADER_BYTES..], &body[..]);
+    }
+
+    #[test]
     fn oversize_header_is_refused_before_the_body_arrives() {
         let mut buf = BytesMut::new();
         buf.put_u32(65);

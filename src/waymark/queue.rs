@@ -315,6 +315,48 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_waiter_cancelled_between_others_leaves_them_queued_and_the_slot_held() {
+        // Found by cargo-mutants (WaitGuard::drop): a waiter that gives up removes only itself,
+        // and never releases a slot it was not handed.
+        let q = queue();
+        let active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..3 {
+            let q2 = q.clone();
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let p = q2.admit(Duration::from_secs(60)).await.expect("admitted");
+                order.lock().expect("lock").push(i);
+                drop(p);
+            }));
+            while q.depth().waiting < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        let middle = tasks.remove(1);
+        middle.abort();
+        let _ = middle.await;
+        assert_eq!(
+            q.depth(),
+            QueueDepth {
+                active: 1,
+                waiting: 2
+            },
+            "the other two still wait behind the active request"
+        );
+        assert!(
+            order.lock().expect("lock").is_empty(),
+            "nobody admitted yet"
+        );
+        drop(active);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(*order.lock().expect("lock"), vec![0, 2]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn lock_holder_ceiling_is_250_ms_in_the_same_fifo() {
         let q = queue();
         let _active = q.admit(Duration::from_secs(2)).await.expect("active");
