@@ -798,3 +798,36 @@ fn a_worker_that_has_not_started_is_not_shown_as_ok() {
     assert!(row.contains("○ worker    not started"), "{row}");
     assert!(!row.contains('●'), "{row}");
 }
+
+#[test]
+fn tab_completes_file_paths_for_agent_plans() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("demo.plan.jsonl"), "").unwrap();
+    std::fs::write(dir.path().join(".hidden.jsonl"), "").unwrap();
+    std::fs::create_dir(dir.path().join("plans")).unwrap();
+    std::fs::write(dir.path().join("plans/wrong.plan.jsonl"), "").unwrap();
+    let base = dir.path().display().to_string();
+    let mut app = live_app(false);
+    app.on_key(key(KeyCode::Char(':')));
+    for c in format!("agent {base}/d").chars() {
+        app.on_key(key(KeyCode::Char(c)));
+    }
+    app.on_key(key(KeyCode::Tab));
+    assert!(
+        matches!(&app.input, Input::Command { text, .. } if *text == format!("agent {base}/demo.plan.jsonl ")),
+        "{:?}",
+        app.input
+    );
+    // A directory completes with its slash and stays open; hidden files are not offered.
+    let cands = patchdiff::console::app::candidates(&format!("agent {base}/"));
+    assert_eq!(
+        cands,
+        [format!("{base}/demo.plan.jsonl"), format!("{base}/plans/")]
+    );
+    let (line, _) = patchdiff::console::app::complete_line(&format!("agent {base}/pl"), None);
+    assert_eq!(line, format!("agent {base}/plans/"));
+    let (line, _) = patchdiff::console::app::complete_line(&line, None);
+    assert_eq!(line, format!("agent {base}/plans/wrong.plan.jsonl "));
+    // Host names are still offered next to files.
+    assert!(patchdiff::console::app::candidates("agent cl").contains(&"claude".to_owned()));
+}

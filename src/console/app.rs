@@ -802,13 +802,49 @@ pub fn candidates(text: &str) -> Vec<String> {
         None => complete(text).into_iter().map(str::to_owned).collect(),
         Some((name, rest)) => {
             let word = rest.rsplit(' ').next().unwrap_or("");
-            argument_choices(name)
+            let mut out: Vec<String> = argument_choices(name)
                 .into_iter()
                 .filter(|a| a.starts_with(word))
                 .map(str::to_owned)
-                .collect()
+                .collect();
+            // Commands whose arguments are files (a plan, an events file, a database).
+            if matches!(name, "agent" | "attach") && !word.contains('=') {
+                out.extend(path_candidates(word));
+            }
+            out
         }
     }
+}
+
+/// At most this many file names are offered for one Tab.
+pub const PATH_CANDIDATES: usize = 64;
+
+/// Files and directories (with a trailing `/`) whose path starts with `word`, as typed
+/// (relative to the console's working directory unless absolute). Hidden entries only when the
+/// typed name starts with `.`.
+pub fn path_candidates(word: &str) -> Vec<String> {
+    let (typed_dir, prefix) = match word.rfind('/') {
+        Some(i) => (&word[..=i], &word[i + 1..]),
+        None => ("", word),
+    };
+    let dir = if typed_dir.is_empty() { "." } else { typed_dir };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            if !name.starts_with(prefix) || (name.starts_with('.') && !prefix.starts_with('.')) {
+                return None;
+            }
+            let slash = if e.path().is_dir() { "/" } else { "" };
+            Some(format!("{typed_dir}{name}{slash}"))
+        })
+        .collect();
+    out.sort();
+    out.truncate(PATH_CANDIDATES);
+    out
 }
 
 /// Tab on a command line: a single candidate is completed (with a trailing space); several are
@@ -827,7 +863,9 @@ pub fn complete_line(
         None => String::new(),
     };
     if cands.len() == 1 {
-        return (format!("{prefix}{} ", cands[0]), None);
+        // A directory stays open for the next Tab; anything else is a whole word.
+        let space = if cands[0].ends_with('/') { "" } else { " " };
+        return (format!("{prefix}{}{space}", cands[0]), None);
     }
     let next = cycle.map_or(0, |(_, i)| (i + 1) % cands.len());
     (format!("{prefix}{}", cands[next]), Some((typed, next)))
