@@ -658,3 +658,36 @@ async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tool
     );
     canary.execute(&Step::parse("stop").unwrap()).await;
 }
+
+#[test]
+fn host_config_writes_a_hosts_document_to_a_new_file_and_never_over_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let script = dir.path().join("configs.canary");
+    std::fs::write(
+        &script,
+        "host-config claude claude.mcp.json\nhost-config codex codex.toml\n",
+    )
+    .unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert!(output.status.success(), "{output:?}");
+    // Relative to the script's directory; exactly the host's file, private.
+    let claude = dir.path().join("claude.mcp.json");
+    let doc: Value = serde_json::from_slice(&std::fs::read(&claude).unwrap()).unwrap();
+    assert_eq!(doc["mcpServers"]["patchdiff"]["args"][0], "mcp");
+    assert_eq!(
+        std::fs::metadata(&claude).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let codex: toml::Table = std::fs::read_to_string(dir.path().join("codex.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(codex["mcp_servers"]["patchdiff"]["enabled_tools"].is_array());
+    // A second write is refused and leaves the file as it was.
+    std::fs::write(&claude, "mine\n").unwrap();
+    let again = run_script(&runs, &script, &[], &[]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("writes a new file only"));
+    assert_eq!(std::fs::read_to_string(&claude).unwrap(), "mine\n");
+}

@@ -96,8 +96,12 @@ pub enum Command {
         provider: Option<String>,
         reasoning: Option<String>,
     },
-    /// Print the agent-host configuration for the observed process.
-    HostConfig { host: Option<Host> },
+    /// Print the agent-host configuration for the observed process; with `file`, also write
+    /// that host's document to a new file (0600, never over an existing one).
+    HostConfig {
+        host: Option<Host>,
+        file: Option<PathBuf>,
+    },
     /// Show a target's story: verdicts with the check's output, the agent's submissions with
     /// their receipts, diffs against the expected and original bytes (a view, not a step).
     Target { name: String },
@@ -202,9 +206,9 @@ pub const COMMANDS: &[CommandSpec] = &[
     },
     CommandSpec {
         name: "host-config",
-        usage: "host-config [claude|codex|cursor]",
+        usage: "host-config [claude|codex|cursor [FILE]]",
         key: Some('h'),
-        help: "show the agent-host configuration for the observed process",
+        help: "show the agent-host configuration for the observed process (or write it to FILE)",
     },
     CommandSpec {
         name: "target",
@@ -355,9 +359,17 @@ impl Command {
                 }
             }
             "host-config" => match args.as_slice() {
-                [] => Self::HostConfig { host: None },
+                [] => Self::HostConfig {
+                    host: None,
+                    file: None,
+                },
                 [h] => Self::HostConfig {
                     host: Some(Host::parse(h).ok_or_else(usage)?),
+                    file: None,
+                },
+                [h, file] => Self::HostConfig {
+                    host: Some(Host::parse(h).ok_or_else(usage)?),
+                    file: Some(PathBuf::from(file)),
                 },
                 _ => return Err(usage()),
             },

@@ -229,13 +229,22 @@ impl Canary {
                     story.lines().count()
                 )
             }),
-            Command::HostConfig { host } => self.write_agent_brief().map(|brief| {
-                format!(
-                    "agent-host configuration for the observed process ({}) · agent brief {}",
-                    host.map_or("claude, codex, cursor", |h| h.as_str()),
-                    brief.display()
-                )
-            }),
+            Command::HostConfig { host, file } => {
+                self.write_agent_brief().and_then(|brief| {
+                    let written = match (host, file) {
+                        (Some(h), Some(path)) => {
+                            self.write_host_config(*h, path)?;
+                            format!(" · written to {} (0600)", path.display())
+                        }
+                        _ => String::new(),
+                    };
+                    Ok(format!(
+                        "agent-host configuration for the observed process ({}) · agent brief {}{written}",
+                        host.map_or("claude, codex, cursor", |h| h.as_str()),
+                        brief.display()
+                    ))
+                })
+            }
         };
         let (ok, summary) = match result {
             Ok(s) => (true, s),
@@ -861,6 +870,23 @@ impl Canary {
         }
         crate::evidence::write_new_private(&path, brief.as_bytes())?;
         Ok(path)
+    }
+
+    /// Writes `host`'s configuration document (exactly what its config file holds: the `#`
+    /// hint lines are left out) to a new file at `path`, 0600. An existing file is refused,
+    /// untouched.
+    pub fn write_host_config(&self, host: Host, path: &Path) -> anyhow::Result<()> {
+        let text = self.host_config(Some(host));
+        let body: String = text
+            .split_inclusive('\n')
+            .skip_while(|l| l.starts_with('#'))
+            .collect();
+        crate::evidence::write_new_private(path, body.as_bytes()).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot write {} ({e}); host-config writes a new file only",
+                path.display()
+            )
+        })
     }
 
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).

@@ -164,7 +164,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
                 );
             }
         }
-        if let (Command::HostConfig { host }, true) = (command, outcome.ok) {
+        if let (Command::HostConfig { host, .. }, true) = (command, outcome.ok) {
             let _ = writeln!(progress, "{}", canary.host_config(*host));
         }
         if let (Command::Target { name }, true) = (command, outcome.ok)
@@ -282,6 +282,16 @@ fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usi
                 line,
                 Command::Agent {
                     plan: script_dir.join(plan),
+                },
+            ),
+            Command::HostConfig {
+                host,
+                file: Some(file),
+            } if file.is_relative() => (
+                line,
+                Command::HostConfig {
+                    host,
+                    file: Some(script_dir.join(file)),
                 },
             ),
             other => (line, other),

@@ -159,7 +159,7 @@ pub fn spawn<E: Send + 'static>(
             };
             let Some(outcome) = outcome else { break };
             let output = match (&command, outcome.ok) {
-                (Command::HostConfig { host }, true) => Some(canary.host_config(*host)),
+                (Command::HostConfig { host, .. }, true) => Some(canary.host_config(*host)),
                 (Command::Target { name }, true) => canary.target_story(name).ok(),
                 (Command::Runs { action }, true) => canary.runs_view(action).ok(),
                 _ => None,
