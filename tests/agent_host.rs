@@ -126,6 +126,36 @@ fn run_canary(runs: &Path, script: &Path, model: &Model, claude: &Path) -> Outpu
         .expect("patchdiff runs")
 }
 
+/// The bundled `claude.canary` run against a model playing `assets/canary/PLAN`, through the
+/// CLI at `claude`. Returns the runs directory (kept alive), the model and the console's output.
+fn claude_canary(plan: &str, claude: &Path) -> (tempfile::TempDir, Model, Output) {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary").join(plan),
+        "finish",
+    );
+    let output = run_canary(
+        runs.path(),
+        &repo().join("assets/canary/claude.canary"),
+        &model,
+        claude,
+    );
+    (runs, model, output)
+}
+
+/// A4: no file of the run holds the credential's value.
+fn assert_no_credential(run: &Path) {
+    for file in files(run) {
+        let bytes = std::fs::read(&file).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&bytes).contains(SECRET),
+            "{} holds the API key",
+            file.display()
+        );
+    }
+}
+
 fn report(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
@@ -208,18 +238,7 @@ fn sealed_tools() -> Vec<String> {
 
 #[test]
 fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
-    let runs = tempfile::tempdir().unwrap();
-    let model = Model::start(
-        runs.path(),
-        &repo().join("assets/canary/demo.plan.jsonl"),
-        "finish",
-    );
-    let output = run_canary(
-        runs.path(),
-        &repo().join("assets/canary/claude.canary"),
-        &model,
-        &claude(),
-    );
+    let (runs, model, output) = claude_canary("demo.plan.jsonl", &claude());
     let report = report(&output);
     assert!(
         output.status.success(),
@@ -295,30 +314,12 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         String::from_utf8_lossy(&verify.stdout)
     );
     // A4: no credential in any evidence file.
-    for file in files(&run) {
-        let bytes = std::fs::read(&file).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "{} holds the API key",
-            file.display()
-        );
-    }
+    assert_no_credential(&run);
 }
 
 #[test]
 fn claude_with_a_wrong_plan_fails_naming_chess() {
-    let runs = tempfile::tempdir().unwrap();
-    let model = Model::start(
-        runs.path(),
-        &repo().join("assets/canary/wrong.plan.jsonl"),
-        "finish",
-    );
-    let output = run_canary(
-        runs.path(),
-        &repo().join("assets/canary/claude.canary"),
-        &model,
-        &claude(),
-    );
+    let (_runs, _model, output) = claude_canary("wrong.plan.jsonl", &claude());
     assert_eq!(output.status.code(), Some(1));
     let report = report(&output);
     assert_eq!(step(&report, "agent")["ok"], true, "{report:#}");
@@ -498,12 +499,5 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     let run = the_only_run(runs.path());
     let stream = host_stream(&run.join("agent.codex.jsonl"));
     assert!(stream[0].contains("thread.started"));
-    for file in files(&run) {
-        let bytes = std::fs::read(&file).unwrap();
-        assert!(
-            !String::from_utf8_lossy(&bytes).contains(SECRET),
-            "{} holds the API key",
-            file.display()
-        );
-    }
+    assert_no_credential(&run);
 }

@@ -55,12 +55,7 @@ impl Canary {
                 && k != "PATCHDIFF_EVIDENCE_WIRE_LOG"
                 && k != "PATCHDIFF_NODE_BINARY"
         });
-        let node = crate::waymark::WaymarkConfig::from_env(
-            crate::waymark::WaymarkConfig::default_script_dir(),
-            std::env::temp_dir(),
-        )
-        .ok()
-        .map(|c| c.node_binary);
+        let node = super::resolved_node_binary();
         let extra = client::host_env(
             &self.database_path(),
             &self.run.perf_events(HOST_OBSERVED),

@@ -891,12 +891,7 @@ impl Canary {
 
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).
     pub fn host_config(&self, host: Option<Host>) -> String {
-        let node = crate::waymark::WaymarkConfig::from_env(
-            crate::waymark::WaymarkConfig::default_script_dir(),
-            std::env::temp_dir(),
-        )
-        .ok()
-        .map(|c| c.node_binary);
+        let node = resolved_node_binary();
         let env = client::host_env(
             &self.database_path(),
             &self.run.perf_events("host-observed"),
@@ -916,6 +911,16 @@ pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
     } else {
         root.join(id)
     }
+}
+
+/// The Node binary an agent host's observed process should run (P1: resolved once, here, so
+/// the host's `PATH` does not decide), or `None` when none resolves.
+fn resolved_node_binary() -> Option<PathBuf> {
+    crate::waymark::config::resolve_node_binary(
+        std::env::var_os("PATCHDIFF_NODE_BINARY").as_deref(),
+        std::env::var_os("PATH").as_deref(),
+    )
+    .ok()
 }
 
 /// Renders the host configuration for one host, or all three.
