@@ -186,35 +186,22 @@ impl McpProcess {
     }
 }
 
-/// Reads `/proc/<pid>/stat`'s state letter (`R`, `S`, `Z`, …), or `gone`.
-/// For a zombie (exited, not yet reaped) the wait status follows: `Z exit 1`, `Z signal 9`.
+/// A process's state letter (`R`, `S`, `Z`, …), or `gone`; a zombie carries its wait status
+/// (`Z exit 1`, `Z signal 9`). See [`crate::waymark::process::state_summary`].
 pub fn proc_state(pid: u64) -> String {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => parse_proc_stat(&stat),
+    match u32::try_from(pid) {
+        Ok(pid) => crate::waymark::process::state_summary(pid),
         Err(_) => "gone".to_owned(),
     }
 }
 
-/// Parses a `/proc/<pid>/stat` line into [`proc_state`]'s form.
+/// Parses a `/proc/<pid>/stat` line (procfs's parser) into [`proc_state`]'s form; `?` when it
+/// is not one.
 pub fn parse_proc_stat(stat: &str) -> String {
-    let Some((_, rest)) = stat.rsplit_once(')') else {
-        return "?".to_owned();
-    };
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first().copied().unwrap_or("?");
-    if state != "Z" {
-        return state.to_owned();
-    }
-    // `exit_code` (field 52, the last) is the raw wait status (Linux ≥ 3.5).
-    match fields.last().and_then(|v| v.parse::<i32>().ok()) {
-        Some(status) if fields.len() >= 50 => {
-            if status & 0x7f == 0 {
-                format!("Z exit {}", (status >> 8) & 0xff)
-            } else {
-                format!("Z signal {}", status & 0x7f)
-            }
-        }
-        _ => "Z".to_owned(),
+    use procfs::FromRead;
+    match procfs::process::Stat::from_read(stat.as_bytes()) {
+        Ok(stat) => crate::waymark::process::describe_state(stat.state, stat.exit_code),
+        Err(_) => "?".to_owned(),
     }
 }
 

@@ -621,8 +621,35 @@ mod tests {
         assert_eq!(parse_proc_stat(&stat("S", 0)), "S");
         assert_eq!(parse_proc_stat(&stat("Z", 1 << 8)), "Z exit 1");
         assert_eq!(parse_proc_stat(&stat("Z", 9)), "Z signal 9");
-        assert_eq!(parse_proc_stat("4242 (x) Z 1"), "Z");
+        assert_eq!(
+            parse_proc_stat("4242 (x) Z 1"),
+            "?",
+            "a truncated line is not a stat"
+        );
         assert_eq!(parse_proc_stat("garbage"), "?");
+    }
+
+    #[test]
+    fn proc_state_reads_a_real_zombie_and_a_reaped_process() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "exit 3"])
+            .spawn()
+            .expect("sh");
+        let pid = u64::from(child.id());
+        // Until it is reaped the exited child is a zombie carrying its wait status; poll (the
+        // exit is asynchronous) with a deadline rather than sleeping a fixed time.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while proc_state(pid) != "Z exit 3" {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "state {}",
+                proc_state(pid)
+            );
+            std::thread::yield_now();
+        }
+        child.wait().expect("reap");
+        assert_eq!(proc_state(pid), "gone");
+        assert!(["R", "S"].contains(&proc_state(u64::from(std::process::id())).as_str()));
     }
 
     #[test]

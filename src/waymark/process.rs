@@ -71,22 +71,50 @@ enum StatRead {
 
 #[cfg(target_os = "linux")]
 fn read_stat(pid: u32) -> StatRead {
-    let text = match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return StatRead::Missing,
-        Err(_) => return StatRead::Unreadable,
+    let Ok(pid) = i32::try_from(pid) else {
+        return StatRead::Missing;
     };
-    // `pid (comm) state ppid ...`: comm may contain spaces and parentheses; split after the last ')'.
-    let Some(close) = text.rfind(')') else {
-        return StatRead::Unreadable;
-    };
-    let fields: Vec<&str> = text[close + 1..].split_whitespace().collect();
-    // fields[0] is field 3 (state); start time is field 22 -> index 19.
-    let state = fields.first().and_then(|s| s.chars().next());
-    let start = fields.get(19).and_then(|s| s.parse::<u64>().ok());
-    match (state, start) {
-        (Some(state), Some(start_time)) => StatRead::Stat { state, start_time },
-        _ => StatRead::Unreadable,
+    match procfs::process::Process::new(pid).and_then(|p| p.stat()) {
+        Ok(stat) => StatRead::Stat {
+            state: stat.state,
+            start_time: stat.starttime,
+        },
+        Err(procfs::ProcError::NotFound(_)) => StatRead::Missing,
+        Err(_) => StatRead::Unreadable,
+    }
+}
+
+/// A process's scheduler state letter (`R`, `S`, `Z`, …) for display, or `gone`. For a zombie
+/// (exited, not yet reaped) its wait status follows: `Z exit 1`, `Z signal 9`.
+pub fn state_summary(pid: u32) -> String {
+    #[cfg(target_os = "linux")]
+    {
+        let stat = i32::try_from(pid).map_err(|_| ()).and_then(|pid| {
+            procfs::process::Process::new(pid)
+                .and_then(|p| p.stat())
+                .map_err(|_| ())
+        });
+        match stat {
+            Ok(stat) => describe_state(stat.state, stat.exit_code),
+            Err(()) => "gone".to_owned(),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        if is_running(pid) {
+            "R".to_owned()
+        } else {
+            "gone".to_owned()
+        }
+    }
+}
+
+/// [`state_summary`]'s text for a state letter and (Linux ≥ 3.5) the raw wait status.
+pub fn describe_state(state: char, exit_code: Option<i32>) -> String {
+    match (state, exit_code) {
+        ('Z', Some(status)) if status & 0x7f == 0 => format!("Z exit {}", (status >> 8) & 0xff),
+        ('Z', Some(status)) => format!("Z signal {}", status & 0x7f),
+        (state, _) => state.to_string(),
     }
 }
 
