@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::canary::command::Command;
 use crate::canary::host::HostProgress;
@@ -100,14 +101,14 @@ pub enum RunnerEvent {
 /// The UI's handle on the canary task.
 pub struct RunnerHandle {
     pub commands: mpsc::Sender<Command>,
-    shutdown: watch::Sender<bool>,
+    shutdown: CancellationToken,
     task: JoinHandle<()>,
 }
 
 impl RunnerHandle {
     /// Cancels any running step, stops every process and waits (bounded) for the task.
     pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
+        self.shutdown.cancel();
         drop(self.commands);
         let _ = tokio::time::timeout(SHUTDOWN_GRACE, self.task).await;
     }
@@ -120,7 +121,8 @@ pub fn spawn<E: Send + 'static>(
     wrap: fn(RunnerEvent) -> E,
 ) -> RunnerHandle {
     let (tx, mut rx) = mpsc::channel::<Command>(COMMAND_QUEUE);
-    let (shutdown_tx, mut shutdown) = watch::channel(false);
+    let shutdown = CancellationToken::new();
+    let cancelled = shutdown.clone();
     let task = tokio::spawn(async move {
         let send = |e: RunnerEvent| {
             let events = events.clone();
@@ -132,7 +134,7 @@ pub fn spawn<E: Send + 'static>(
         loop {
             let command = tokio::select! {
                 c = rx.recv() => match c { Some(c) => c, None => break },
-                _ = shutdown.changed() => break,
+                _ = cancelled.cancelled() => break,
             };
             send(RunnerEvent::Started(command.name().to_owned())).await;
             let progress = canary.host_progress.clone();
@@ -144,7 +146,7 @@ pub fn spawn<E: Send + 'static>(
                 loop {
                     tokio::select! {
                         o = &mut step => break Some(o),
-                        _ = shutdown.changed() => break None,
+                        _ = cancelled.cancelled() => break None,
                         _ = tick.tick() => {
                             let now = progress.lock().ok().and_then(|p| p.clone());
                             if now.is_some() && now != last {
@@ -172,7 +174,7 @@ pub fn spawn<E: Send + 'static>(
     });
     RunnerHandle {
         commands: tx,
-        shutdown: shutdown_tx,
+        shutdown,
         task,
     }
 }
