@@ -255,6 +255,14 @@ struct LineTee {
 }
 
 impl LineTee {
+    fn new(log: WireLog, direction: Direction) -> Self {
+        Self {
+            log,
+            direction,
+            pending: Vec::new(),
+        }
+    }
+
     /// Feeds bytes that just crossed the transport; `seq` is the held wire-log lock.
     fn feed(&mut self, seq: &mut u64, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
@@ -340,11 +348,7 @@ impl<R> TeeReader<R> {
     pub fn new(inner: R, log: WireLog, direction: Direction) -> Self {
         Self {
             inner,
-            tee: LineTee {
-                log,
-                direction,
-                pending: Vec::new(),
-            },
+            tee: LineTee::new(log, direction),
         }
     }
 }
@@ -384,11 +388,7 @@ impl<W> TeeWriter<W> {
     pub fn new(inner: W, log: WireLog, direction: Direction) -> Self {
         Self {
             inner,
-            tee: LineTee {
-                log,
-                direction,
-                pending: Vec::new(),
-            },
+            tee: LineTee::new(log, direction),
         }
     }
 }

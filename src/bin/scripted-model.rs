@@ -298,18 +298,7 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
             json!({"type": "response.completed", "response": {"id": id, "usage": usage}}),
         ),
     ];
-    let body: String = events
-        .iter()
-        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
-        .collect();
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
+    event_stream(&events)
 }
 
 /// Decides the next turn from the conversation so far.
@@ -450,6 +439,11 @@ fn sse_response(model: &str, content: Value) -> Response {
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
+    event_stream(&events)
+}
+
+/// A `text/event-stream` response carrying `events` (name, data) in order.
+fn event_stream(events: &[(&str, Value)]) -> Response {
     let body: String = events
         .iter()
         .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))

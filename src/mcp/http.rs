@@ -540,47 +540,35 @@ mod tests {
             token: "abc".into(),
             origins: Arc::new(allowed_origins(5)),
         };
+        // Without an Origin header (a non-browser client), then with this port's own origin.
+        for origin in [None, Some("http://localhost:5")] {
+            let mut h = HeaderMap::new();
+            if let Some(origin) = origin {
+                h.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            }
+            assert_eq!(
+                refusal(&guard, &h).map(|r| r.0),
+                Some(StatusCode::UNAUTHORIZED),
+                "no token, origin {origin:?}"
+            );
+            h.insert(
+                header::AUTHORIZATION,
+                HeaderValue::from_static("Bearer abd"),
+            );
+            assert_eq!(
+                refusal(&guard, &h).map(|r| r.0),
+                Some(StatusCode::UNAUTHORIZED),
+                "wrong token, origin {origin:?}"
+            );
+            // RFC 7235: the scheme is case-insensitive.
+            for scheme in ["Bearer abc", "bearer abc", "BEARER abc", "BeArEr abc"] {
+                h.insert(header::AUTHORIZATION, HeaderValue::from_static(scheme));
+                assert_eq!(refusal(&guard, &h), None, "{scheme}, origin {origin:?}");
+            }
+            h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
+            assert!(refusal(&guard, &h).is_some(), "origin {origin:?}");
+        }
         let mut h = HeaderMap::new();
-        assert_eq!(
-            refusal(&guard, &h).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abd"),
-        );
-        assert_eq!(
-            refusal(&guard, &h).map(|r| r.0),
-            Some(StatusCode::UNAUTHORIZED)
-        );
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc"),
-        );
-        assert_eq!(refusal(&guard, &h), None);
-        // RFC 7235: the scheme is case-insensitive.
-        for scheme in ["bearer abc", "BEARER abc", "BeArEr abc"] {
-            h.insert(header::AUTHORIZATION, HeaderValue::from_static(scheme));
-            assert_eq!(refusal(&guard, &h), None, "{scheme}");
-        }
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert!(refusal(&guard, &h).is_some());
-        h.insert(
-            header::AUTHORIZATION,
-            HeaderValue::from_static("Bearer abc"),
-        );
-        h.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("http://localhost:5"),
-        );
-        assert_eq!(refusal(&guard, &h), None);
-        // RFC 7235: the scheme is case-insensitive.
-        for scheme in ["bearer abc", "BEARER abc", "BeArEr abc"] {
-            h.insert(header::AUTHORIZATION, HeaderValue::from_static(scheme));
-            assert_eq!(refusal(&guard, &h), None, "{scheme}");
-        }
-        h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
-        assert!(refusal(&guard, &h).is_some());
         h.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer abc"),
