@@ -223,6 +223,29 @@ mod tests {
         AdmissionQueue::new(8, Arc::new(|_| {}))
     }
 
+    /// Queues `n` waiters one after another (each is waiting before the next is spawned); each
+    /// records its index in the returned order once admitted, then leaves.
+    async fn queue_waiters(
+        q: &AdmissionQueue,
+        n: usize,
+    ) -> (Arc<Mutex<Vec<usize>>>, Vec<tokio::task::JoinHandle<()>>) {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..n {
+            let q2 = q.clone();
+            let order = order.clone();
+            tasks.push(tokio::spawn(async move {
+                let p = q2.admit(Duration::from_secs(60)).await.expect("admitted");
+                order.lock().expect("lock").push(i);
+                drop(p);
+            }));
+            while q.depth().waiting < i + 1 {
+                tokio::task::yield_now().await;
+            }
+        }
+        (order, tasks)
+    }
+
     #[tokio::test(start_paused = true)]
     async fn queue_rejects_ninth_waiting_request() {
         let q = queue();
@@ -269,20 +292,7 @@ mod tests {
     async fn admission_is_strictly_fifo() {
         let q = queue();
         let active = q.admit(Duration::from_secs(2)).await.expect("active");
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for i in 0..5 {
-            let q2 = q.clone();
-            let order = order.clone();
-            tasks.push(tokio::spawn(async move {
-                let p = q2.admit(Duration::from_secs(60)).await.expect("admitted");
-                order.lock().expect("lock").push(i);
-                drop(p);
-            }));
-            while q.depth().waiting < i + 1 {
-                tokio::task::yield_now().await;
-            }
-        }
+        let (order, tasks) = queue_waiters(&q, 5).await;
         drop(active);
         for t in tasks {
             t.await.expect("task");
@@ -320,20 +330,7 @@ mod tests {
         // and never releases a slot it was not handed.
         let q = queue();
         let active = q.admit(Duration::from_secs(2)).await.expect("active");
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut tasks = Vec::new();
-        for i in 0..3 {
-            let q2 = q.clone();
-            let order = order.clone();
-            tasks.push(tokio::spawn(async move {
-                let p = q2.admit(Duration::from_secs(60)).await.expect("admitted");
-                order.lock().expect("lock").push(i);
-                drop(p);
-            }));
-            while q.depth().waiting < i + 1 {
-                tokio::task::yield_now().await;
-            }
-        }
+        let (order, mut tasks) = queue_waiters(&q, 3).await;
         let middle = tasks.remove(1);
         middle.abort();
         let _ = middle.await;
