@@ -261,14 +261,34 @@ fn a_canary_with_a_check_that_cannot_start_reports_infra_error_everywhere() {
     assert!(!row.contains("FAIL"), "the agent is not blamed: {row}");
     assert!(text.contains(own_text), "{text}");
 
+    // Read back with a JUnit parser, as a CI system would.
     let junit = read("report.junit.xml");
-    let case = junit
-        .lines()
-        .find(|l| l.contains("canary.behavioral") && l.contains("name=\"limiter\""))
-        .unwrap();
-    assert!(case.contains("<error type=\"infra_error\""), "{case}");
-    assert!(case.contains(own_text), "{case}");
-    assert!(!case.contains("<failure"), "{case}");
+    let parsed = quick_junit::Report::deserialize_from_str(&junit).expect("valid JUnit XML");
+    let suite = &parsed.test_suites[0];
+    assert_eq!(
+        suite.errors, 2,
+        "both checks of the one broken target: {junit}"
+    );
+    for class in ["canary.full_byte", "canary.behavioral"] {
+        let case = suite
+            .test_cases
+            .iter()
+            .find(|c| c.name.as_str() == "limiter" && c.classname.as_deref() == Some(class))
+            .unwrap_or_else(|| panic!("no {class} case for limiter: {junit}"));
+        match &case.status {
+            quick_junit::TestCaseStatus::NonSuccess {
+                kind: quick_junit::NonSuccessKind::Error,
+                ty,
+                description,
+                ..
+            } => {
+                assert_eq!(ty.as_deref(), Some("infra_error"), "{junit}");
+                let text = description.as_deref().unwrap_or_default();
+                assert!(text.contains(own_text), "{class}: {text}");
+            }
+            other => panic!("{class} of limiter is {other:?}, not a JUnit error"),
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -408,21 +408,35 @@ impl Report {
         out
     }
 
-    /// JUnit XML: one test case per step and one per target check. A target whose check is
-    /// broken (`infra_error`) is a JUnit `<error>`, not a `<failure>`; every non-pass carries the
-    /// check's exit status and output tail in the element's text.
+    /// JUnit XML (written by `quick-junit`): one test case per step and one per target check. A
+    /// target whose check is broken (`infra_error`) is a JUnit `<error>`, not a `<failure>`;
+    /// every non-pass carries the check's exit status and output tail in the element's text.
+    /// Characters XML 1.0 cannot carry (a check's terminal escapes) are dropped.
     pub fn to_junit(&self) -> String {
-        let mut cases = String::new();
-        let (mut failures, mut errors) = (0, 0);
+        use quick_junit::{
+            NonSuccessKind, Report as JunitReport, TestCase, TestCaseStatus, TestSuite,
+        };
+        let problem = |kind: NonSuccessKind, ty: &str, message: &str, text: Option<&str>| {
+            let mut status = TestCaseStatus::non_success(kind);
+            status.set_type(ty).set_message(message);
+            if let Some(text) = text {
+                status.set_description(text);
+            }
+            status
+        };
+        let case = |class: &str, name: &str, status: TestCaseStatus| {
+            let mut case = TestCase::new(name, status);
+            case.set_classname(class);
+            case
+        };
+        let mut suite = TestSuite::new(format!("patchdiff-canary {}", self.run_id));
         for s in &self.steps {
-            cases.push_str(&junit_case(
-                "canary.step",
-                &s.command,
-                (!s.ok).then(|| {
-                    failures += 1;
-                    JunitProblem::failure("step_failed", &s.summary, None)
-                }),
-            ));
+            let status = if s.ok {
+                TestCaseStatus::success()
+            } else {
+                problem(NonSuccessKind::Failure, "step_failed", &s.summary, None)
+            };
+            suite.add_test_case(case("canary.step", &s.command, status));
         }
         for t in &self.targets {
             let notes = t.notes.join("; ");
@@ -431,84 +445,41 @@ impl Report {
                 .as_ref()
                 .map(|exit| format!("check {exit}\n{}", t.check_output.as_deref().unwrap_or("")));
             let infra = t.status == Some(Status::InfraError);
-            let mut problem = |ok: bool, kind: &str| {
-                if ok {
-                    None
-                } else if infra {
-                    errors += 1;
-                    Some(JunitProblem::error(
+            let status = |ok: bool, kind: &str| {
+                if infra {
+                    problem(
+                        NonSuccessKind::Error,
                         "infra_error",
                         &notes,
                         detail.as_deref(),
-                    ))
+                    )
+                } else if ok {
+                    TestCaseStatus::success()
                 } else {
-                    failures += 1;
                     let kind = if t.status == Some(Status::Flaky) {
                         "flaky"
                     } else {
                         kind
                     };
-                    Some(JunitProblem::failure(kind, &notes, detail.as_deref()))
+                    problem(NonSuccessKind::Failure, kind, &notes, detail.as_deref())
                 }
             };
-            let full = problem(t.full_byte && !infra, "full_byte");
-            cases.push_str(&junit_case("canary.full_byte", &t.name, full));
-            let behavioral = problem(t.behavioral && !infra, "behavioral");
-            cases.push_str(&junit_case("canary.behavioral", &t.name, behavioral));
+            suite.add_test_case(case(
+                "canary.full_byte",
+                &t.name,
+                status(t.full_byte, "full_byte"),
+            ));
+            suite.add_test_case(case(
+                "canary.behavioral",
+                &t.name,
+                status(t.behavioral, "behavioral"),
+            ));
         }
-        let tests = self.steps.len() + 2 * self.targets.len();
-        format!(
-            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"patchdiff-canary {}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">\n{cases}  </testsuite>\n</testsuites>\n",
-            xml_escape(&self.run_id)
-        )
+        let mut report = JunitReport::new("patchdiff");
+        report.add_test_suite(suite);
+        // Serializing an in-memory report to a String cannot fail on I/O; an error here is a bug.
+        report.to_string().expect("JUnit XML serializes")
     }
-}
-
-/// A JUnit `<failure>` or `<error>` element.
-struct JunitProblem {
-    element: &'static str,
-    kind: String,
-    message: String,
-    text: Option<String>,
-}
-
-impl JunitProblem {
-    fn failure(kind: &str, message: &str, text: Option<&str>) -> Self {
-        Self {
-            element: "failure",
-            kind: kind.to_owned(),
-            message: message.to_owned(),
-            text: text.map(str::to_owned),
-        }
-    }
-    fn error(kind: &str, message: &str, text: Option<&str>) -> Self {
-        Self {
-            element: "error",
-            ..Self::failure(kind, message, text)
-        }
-    }
-}
-
-fn junit_case(class: &str, name: &str, problem: Option<JunitProblem>) -> String {
-    let mut out = format!(
-        "    <testcase classname=\"{}\" name=\"{}\">",
-        xml_escape(class),
-        xml_escape(name)
-    );
-    if let Some(p) = problem {
-        out.push_str(&format!(
-            "<{} type=\"{}\" message=\"{}\"",
-            p.element,
-            xml_escape(&p.kind),
-            xml_escape(&p.message)
-        ));
-        match p.text {
-            Some(text) => out.push_str(&format!(">{}</{}>", xml_escape(&text), p.element)),
-            None => out.push_str("/>"),
-        }
-    }
-    out.push_str("</testcase>\n");
-    out
 }
 
 fn verdict(evaluated: bool, ok: bool) -> &'static str {
@@ -517,18 +488,6 @@ fn verdict(evaluated: bool, ok: bool) -> &'static str {
         (true, true) => "pass",
         (true, false) => "FAIL",
     }
-}
-
-/// Escapes markup, and drops control characters XML 1.0 cannot carry (a check's output may hold
-/// terminal escapes).
-fn xml_escape(s: &str) -> String {
-    s.chars()
-        .filter(|&c| c >= ' ' || matches!(c, '\t' | '\n' | '\r'))
-        .collect::<String>()
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Writes `report.txt`, `report.json` and `report.junit.xml` into the run directory (once; E2).
