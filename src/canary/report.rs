@@ -502,7 +502,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn xml_escape_handles_markup() {
-        assert_eq!(xml_escape("a<b & \"c\">"), "a&lt;b &amp; &quot;c&quot;&gt;");
+    fn junit_keeps_markup_and_drops_terminal_escapes() {
+        let summary = "a<b & \"c\"> \u{1b}[31mred\u{1b}[0m";
+        let report = Report {
+            run_id: "r-1".into(),
+            run_dir: "/runs/r-1".into(),
+            passed: false,
+            steps: vec![StepOutcome {
+                command: "preflight".into(),
+                ok: false,
+                summary: summary.into(),
+                elapsed_ms: 1,
+            }],
+            targets: Vec::new(),
+            agent: Default::default(),
+            agent_host: None,
+            gate2: "closed",
+        };
+        let xml = report.to_junit();
+        let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid XML");
+        let case = &parsed.test_suites[0].test_cases[0];
+        assert_eq!(case.name.as_str(), "preflight");
+        match &case.status {
+            quick_junit::TestCaseStatus::NonSuccess { message, ty, .. } => {
+                assert_eq!(ty.as_deref(), Some("step_failed"));
+                assert_eq!(
+                    message.as_deref(),
+                    Some("a<b & \"c\"> red"),
+                    "escapes dropped"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }
