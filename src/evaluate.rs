@@ -18,8 +18,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 
-/// Behavioral checks that run longer than this are killed and count as failed.
+/// Behavioral checks that run longer than this (120 s) are killed, with every process they
+/// started (the check runs in its own process group), and count as failed runs; `patchdiff
+/// evaluate --check-timeout SECONDS` changes it.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
+/// Upper bound of `--check-timeout`, in seconds (one hour).
+pub const MAX_CHECK_TIMEOUT_SECS: u64 = 3600;
 /// Bytes of a check's combined output kept in the report (the tail): 4 KiB.
 pub const CHECK_OUTPUT_TAIL_BYTES: usize = 4096;
 /// Upper bound of `evaluate --repeat K`.
@@ -204,13 +208,35 @@ pub enum EvaluateError {
     Scratch(std::io::Error),
     #[error("--repeat {0}: must be between 1 and {MAX_REPEAT}")]
     Repeat(u32),
+    #[error(
+        "--check-timeout {0}: must be a whole number of seconds between 1 and {MAX_CHECK_TIMEOUT_SECS}"
+    )]
+    CheckTimeout(u64),
+}
+
+/// Validates a `--check-timeout` in seconds: 1 to [`MAX_CHECK_TIMEOUT_SECS`] (3600), else
+/// [`EvaluateError::CheckTimeout`].
+pub fn check_timeout_from_secs(secs: u64) -> Result<Duration, EvaluateError> {
+    if (1..=MAX_CHECK_TIMEOUT_SECS).contains(&secs) {
+        Ok(Duration::from_secs(secs))
+    } else {
+        Err(EvaluateError::CheckTimeout(secs))
+    }
 }
 
 /// Runs both controls of every fixture (expected bytes must pass, original must fail).
 pub async fn evaluate_controls(manifest: &FixtureManifest) -> Result<ControlReport, EvaluateError> {
+    evaluate_controls_with_timeout(manifest, CHECK_TIMEOUT).await
+}
+
+/// [`evaluate_controls`] with each check run killed after `check_timeout`.
+pub async fn evaluate_controls_with_timeout(
+    manifest: &FixtureManifest,
+    check_timeout: Duration,
+) -> Result<ControlReport, EvaluateError> {
     let mut targets = Vec::with_capacity(manifest.fixtures.len());
     for fixture in &manifest.fixtures {
-        let controls = run_controls(manifest, fixture).await?;
+        let controls = run_controls(manifest, fixture, check_timeout).await?;
         let failure = controls.failure().map(|(r, run)| (r, run.clone()));
         targets.push(TargetControls {
             name: fixture.target.clone(),
@@ -231,6 +257,7 @@ pub async fn evaluate_controls(manifest: &FixtureManifest) -> Result<ControlRepo
 async fn run_controls(
     manifest: &FixtureManifest,
     fixture: &Fixture,
+    check_timeout: Duration,
 ) -> Result<Controls, EvaluateError> {
     let expected = read_pinned(
         &fixture.target,
@@ -243,8 +270,8 @@ async fn run_controls(
         &fixture.sha256,
     )?;
     Ok(Controls {
-        expected: run_check_in_scratch(manifest, fixture, &expected).await?,
-        original: run_check_in_scratch(manifest, fixture, &original).await?,
+        expected: run_check_in_scratch(manifest, fixture, &expected, check_timeout).await?,
+        original: run_check_in_scratch(manifest, fixture, &original, check_timeout).await?,
     })
 }
 
@@ -258,6 +285,17 @@ pub async fn evaluate(
     exports: &Path,
     repeat: u32,
 ) -> Result<Evaluation, EvaluateError> {
+    evaluate_with_timeout(manifest, exports, repeat, CHECK_TIMEOUT).await
+}
+
+/// [`evaluate`] with each check run (controls and export) killed after `check_timeout`; a run
+/// that times out has `exit` = `timed out after N s` and fails.
+pub async fn evaluate_with_timeout(
+    manifest: &FixtureManifest,
+    exports: &Path,
+    repeat: u32,
+    check_timeout: Duration,
+) -> Result<Evaluation, EvaluateError> {
     if !(1..=MAX_REPEAT).contains(&repeat) {
         return Err(EvaluateError::Repeat(repeat));
     }
@@ -266,7 +304,7 @@ pub async fn evaluate(
     }
     let mut targets = Vec::with_capacity(manifest.fixtures.len());
     for fixture in &manifest.fixtures {
-        targets.push(evaluate_target(manifest, fixture, exports, repeat).await?);
+        targets.push(evaluate_target(manifest, fixture, exports, repeat, check_timeout).await?);
     }
     let count = |s: Status| targets.iter().filter(|t| t.status == s).count();
     Ok(Evaluation {
@@ -284,6 +322,7 @@ async fn evaluate_target(
     fixture: &Fixture,
     exports: &Path,
     repeat: u32,
+    check_timeout: Duration,
 ) -> Result<TargetVerdict, EvaluateError> {
     let expected = read_pinned(
         &fixture.target,
@@ -323,7 +362,7 @@ async fn evaluate_target(
         }
     }
     // V3: the controls come first; if they do not hold, the export is not judged at all.
-    let controls = run_controls(manifest, fixture).await?;
+    let controls = run_controls(manifest, fixture, check_timeout).await?;
     if let Some((reason, run)) = controls.failure() {
         verdict.status = Status::InfraError;
         verdict.notes.push(format!(
@@ -344,7 +383,7 @@ async fn evaluate_target(
     };
     let mut runs = Vec::with_capacity(repeat as usize);
     for _ in 0..repeat {
-        runs.push(run_check_in_scratch(manifest, fixture, &exported).await?);
+        runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
     }
     verdict.behavioral_runs = runs.iter().map(|r| r.passed).collect();
     let explaining = runs.iter().find(|r| !r.passed).or(runs.last()).cloned();
@@ -402,13 +441,14 @@ async fn run_check_in_scratch(
     manifest: &FixtureManifest,
     fixture: &Fixture,
     bytes: &[u8],
+    check_timeout: Duration,
 ) -> Result<CheckRun, EvaluateError> {
     let scratch = tempfile::Builder::new()
         .prefix(&format!("patchdiff-eval-{}-", fixture.target))
         .tempdir()
         .map_err(EvaluateError::Scratch)?;
     let started = Instant::now();
-    let mut run = match run_check(manifest, fixture, bytes, scratch.path()).await {
+    let mut run = match run_check(manifest, fixture, bytes, scratch.path(), check_timeout).await {
         Ok(run) => run,
         Err(e) => CheckRun {
             passed: false,
@@ -434,6 +474,7 @@ async fn run_check(
     fixture: &Fixture,
     exported: &[u8],
     scratch: &Path,
+    check_timeout: Duration,
 ) -> std::io::Result<CheckRun> {
     use std::os::unix::process::ExitStatusExt;
     let check_dir = manifest.resolve(&fixture.check.dir);
@@ -455,13 +496,21 @@ async fn run_check(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        // Its own process group, so a timeout stops whatever the check started too
+        // (`node --test` runs each test file in a child).
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("`{program}`: {e}")))?;
-    let output = match tokio::time::timeout(CHECK_TIMEOUT, child.wait_with_output()).await {
+    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    let output = match tokio::time::timeout(check_timeout, child.wait_with_output()).await {
         Ok(out) => out?,
         Err(_) => {
-            let exit = format!("timed out after {} s", CHECK_TIMEOUT.as_secs());
+            // Dropping the wait killed the leader (kill_on_drop); the rest of its group goes too.
+            if let Some(group) = group {
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            }
+            let exit = format!("timed out after {} s", check_timeout.as_secs());
             return Ok(CheckRun {
                 passed: false,
                 output: exit.clone(),

@@ -133,6 +133,10 @@ struct EvaluateArgs {
     /// fail) and exit 0 if they all hold; --exports is not read.
     #[arg(long)]
     controls_only: bool,
+    /// Kill a behavioral check run (with every process it started) after this many seconds;
+    /// the run fails with `timed out after N s`. 1 to 3600.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    check_timeout: u64,
 }
 
 fn main() -> ExitCode {
@@ -464,8 +468,17 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let check_timeout = match patchdiff::evaluate::check_timeout_from_secs(args.check_timeout) {
+        Ok(timeout) => timeout,
+        Err(e) => {
+            eprintln!("patchdiff evaluate: {e}");
+            return EXIT_USAGE;
+        }
+    };
     if args.controls_only {
-        return match patchdiff::evaluate::evaluate_controls(&manifest).await {
+        return match patchdiff::evaluate::evaluate_controls_with_timeout(&manifest, check_timeout)
+            .await
+        {
             Ok(report) => {
                 if args.json {
                     match serde_json::to_string_pretty(&report) {
@@ -503,7 +516,14 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
         };
     }
     let exports = args.exports.unwrap_or_default();
-    match patchdiff::evaluate::evaluate(&manifest, &exports, args.repeat).await {
+    match patchdiff::evaluate::evaluate_with_timeout(
+        &manifest,
+        &exports,
+        args.repeat,
+        check_timeout,
+    )
+    .await
+    {
         Ok(evaluation) => {
             if args.json {
                 match serde_json::to_string_pretty(&evaluation) {

@@ -1,6 +1,7 @@
 //! The headless canary end to end through the real binary (SPEC C1–C7, U5): the bundled demo
 //! passes 5/5, a wrong agent fails naming its target, and bad fixtures or a broken observed
-//! process stop the run at the step that failed.
+//! process stop the run at the step that failed; `inspect` names a target whose journal was
+//! tampered with so that replay no longer reproduces its saved version (C5, K6).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -690,4 +691,92 @@ fn host_config_writes_a_hosts_document_to_a_new_file_and_never_over_one() {
     assert_eq!(again.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&again.stdout).contains("writes a new file only"));
     assert_eq!(std::fs::read_to_string(&claude).unwrap(), "mine\n");
+}
+
+#[tokio::test]
+async fn inspect_names_the_target_whose_journal_no_longer_replays_to_its_saved_version() {
+    use patchdiff::canary::command::Command as Step;
+    use patchdiff::canary::{Canary, CanaryOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let mut canary = Canary::create(CanaryOptions {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_patchdiff")),
+        manifest: repo().join("assets/fixtures/manifest.json"),
+        runs_root: dir.path().join("runs"),
+        database_url: None,
+    })
+    .unwrap();
+    let plan = repo().join("assets/canary/demo.plan.jsonl");
+    for line in [
+        "init".to_owned(),
+        "launch observed".to_owned(),
+        "preflight".to_owned(),
+        format!("agent {}", plan.display()),
+        "export".to_owned(),
+    ] {
+        let step = canary.execute(&Step::parse(&line).unwrap()).await;
+        assert!(step.ok, "{line}: {}", step.summary);
+    }
+
+    // Tamper with one accepted edit of `chess` in the journal: one ASCII byte of its new text
+    // changes, so replaying the journal no longer reproduces the hash the edit recorded (nor
+    // the saved version), while the target's own row is untouched.
+    let db = rusqlite::Connection::open(canary.database_path()).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    let (entry_id, mut text): (i64, Vec<u8>) = db
+        .query_row(
+            "SELECT j.entry_id, j.inline_text FROM journal j JOIN targets t ON t.id = j.target_id \
+             WHERE t.name = 'chess' AND j.kind = 'edit' AND j.inline_text IS NOT NULL \
+               AND length(j.inline_text) > 0 \
+             ORDER BY j.entry_id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("chess has an accepted edit with inline text");
+    let at = text
+        .iter()
+        .position(u8::is_ascii_alphanumeric)
+        .expect("an ASCII byte to change");
+    text[at] = if text[at] == b'x' { b'y' } else { b'x' };
+    let changed = db
+        .execute(
+            "UPDATE journal SET inline_text = ?1 WHERE entry_id = ?2",
+            rusqlite::params![text, entry_id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let inspect = canary.execute(&Step::Inspect).await;
+    assert!(
+        !inspect.ok,
+        "an inconsistent journal fails inspect: {}",
+        inspect.summary
+    );
+    assert!(
+        inspect
+            .summary
+            .starts_with("SAVE/replay inconsistent: chess: "),
+        "names the target: {}",
+        inspect.summary
+    );
+    assert!(
+        inspect.summary.contains("does not reproduce its hash")
+            || inspect
+                .summary
+                .contains("does not match the replayed content"),
+        "{}",
+        inspect.summary
+    );
+    for row in &canary.targets {
+        let expected = row.name != "chess";
+        assert_eq!(row.replay_consistent, Some(expected), "{row:?}");
+    }
+    let report = canary.build_report().to_text();
+    assert!(
+        report.lines().any(
+            |l| l.contains("chess") && l.contains("replay") || l.contains("does not reproduce")
+        ),
+        "{report}"
+    );
+    canary.execute(&Step::parse("stop").unwrap()).await;
 }

@@ -1,7 +1,8 @@
 //! The evaluator's controls (SPEC V3, issue 10 item 3) through the real binary: a check that
 //! cannot pass on the expected bytes, or that passes on the original, is the infrastructure's
 //! fault (`infra_error`) in every report format — never the agent's `FAIL` — and carries the
-//! check's own exit status and error text; `--repeat K` finds a flaky check.
+//! check's own exit status and error text; `--repeat K` finds a flaky check; a check that
+//! never ends is killed with everything it started at `--check-timeout` and fails the target.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -388,4 +389,120 @@ fn a_tampered_expected_file_stops_the_evaluation_naming_it() {
         !verdicts.contains("\"status\":\"pass\"") && !verdicts.contains("\"status\": \"pass\""),
         "nothing is judged against unauthenticated bytes: {verdicts}"
     );
+}
+
+/// Waits (up to `within`) for process `pid`, which is not our child, to terminate, through a
+/// pidfd that becomes readable when it does. True when it is gone or has terminated.
+fn terminates_within(pid: u32, within: std::time::Duration) -> bool {
+    // SAFETY: plain syscalls on an fd we own and close.
+    unsafe {
+        let fd = libc::syscall(libc::SYS_pidfd_open, pid as libc::pid_t, 0) as libc::c_int;
+        if fd < 0 {
+            return std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        }
+        let mut poll = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ready = libc::poll(&mut poll, 1, within.as_millis() as libc::c_int);
+        libc::close(fd);
+        ready == 1
+    }
+}
+
+#[test]
+fn a_check_that_never_ends_is_killed_with_its_children_at_the_timeout_and_fails_the_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    std::fs::create_dir(&pids).unwrap();
+    let expected = dir.path().join("fixtures/limiter/expected.rs");
+    // Expected bytes pass, the original fails (the controls hold); an export carrying the
+    // marker starts a grandchild and then waits for it for ten minutes.
+    let script = format!(
+        "if grep -q PATCHDIFF_HANG limiter.rs; then sleep 600 & echo $! > {pids}/grandchild; \
+         echo $$ > {pids}/check; wait; fi; cmp -s limiter.rs {expected}",
+        pids = pids.display(),
+        expected = expected.display()
+    );
+    let manifest = fixtures_with_check(dir.path(), "limiter", &["sh", "-c", &script]);
+    // Only this target: the other checks (node, python, rustc) need more than 1 s here.
+    let mut only: Value = serde_json::from_slice(&std::fs::read(&manifest).unwrap()).unwrap();
+    only["fixtures"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|f| f["target"] == "limiter");
+    std::fs::write(&manifest, serde_json::to_vec_pretty(&only).unwrap()).unwrap();
+    let exports = perfect_exports(dir.path());
+    let mut hanging = std::fs::read(exports.join("limiter.rs")).unwrap();
+    hanging.extend_from_slice(b"// PATCHDIFF_HANG\n");
+    std::fs::write(exports.join("limiter.rs"), hanging).unwrap();
+
+    let started = std::time::Instant::now();
+    let (output, evaluation) = evaluate(&manifest, &exports, &["--check-timeout", "1"]);
+    let elapsed = started.elapsed();
+    assert!(!output.status.success(), "one target failed: exit non-zero");
+    let limiter = target(&evaluation, "limiter");
+    assert_eq!(
+        limiter["status"], "fail",
+        "the agent's export, not the check: {limiter:#}"
+    );
+    assert_eq!(limiter["behavioral"], false, "{limiter:#}");
+    assert_eq!(limiter["behavioral_runs"], serde_json::json!([false]));
+    assert_eq!(limiter["check_exit"], "timed out after 1 s", "{limiter:#}");
+    assert_eq!(
+        limiter["controls"]["expected"]["passed"], true,
+        "{limiter:#}"
+    );
+    assert_eq!(
+        limiter["controls"]["original"]["passed"], false,
+        "{limiter:#}"
+    );
+    assert!(
+        limiter["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("timed out after 1 s")),
+        "{limiter:#}"
+    );
+    assert_eq!(evaluation["passed"], 0, "{evaluation:#}");
+    assert_eq!(evaluation["infra_errors"], 0, "{evaluation:#}");
+    // The 600 s check was cut at the timeout, not waited for.
+    assert!(
+        elapsed < std::time::Duration::from_secs(60),
+        "evaluation took {elapsed:?}"
+    );
+    // The check and the grandchild it started were killed (SIGKILL is delivered
+    // asynchronously, so wait for it, bounded; left alone they would live 600 s).
+    for name in ["check", "grandchild"] {
+        let pid: u32 = std::fs::read_to_string(pids.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            terminates_within(pid, std::time::Duration::from_secs(10)),
+            "the {name} (pid {pid}) outlived the timeout"
+        );
+    }
+}
+
+#[test]
+fn a_check_timeout_outside_one_second_to_one_hour_is_refused_naming_the_range() {
+    for bad in ["0", "3601"] {
+        let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+            .args(["evaluate", "--manifest"])
+            .arg(bundled_manifest())
+            .args(["--exports", "/nonexistent", "--check-timeout", bad])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("--check-timeout {bad}"))
+                && stderr.contains("between 1 and 3600"),
+            "{stderr}"
+        );
+    }
 }

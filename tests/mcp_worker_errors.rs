@@ -1,6 +1,8 @@
 //! W8, W13, M4: worker errors are reported truthfully through the real `patchdiff mcp` binary —
 //! a submission whose worker cannot be made ready names the real cause, never `NOT_READY` — and
-//! the workspace profile needs no Node at all.
+//! the workspace profile needs no Node at all; a submission while the worker cannot start rolls
+//! back with its worker error in the audit and no attempt, and its retry after recovery (same
+//! process) is accepted exactly once.
 
 mod mcp_support;
 
@@ -230,6 +232,123 @@ async fn a_worker_lost_during_validation_rolls_back_and_the_retry_after_recovery
         .await;
     let errors = audit["worker_errors"].as_object().expect("worker_errors");
     assert!(errors.contains_key("WAYMARK_WORKER_PROTOCOL"), "{audit}");
+    assert_eq!(audit["attempts"]["total"], 1, "{audit}");
+    assert_eq!(audit["attempts"]["accepted"], 1, "{audit}");
+    full.stop().await;
+}
+
+/// The real Node from PATH, as an absolute path.
+fn real_node() -> std::path::PathBuf {
+    std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|dir| dir.join("node"))
+        .find(|p| p.is_file())
+        .expect("node on PATH")
+}
+
+#[tokio::test]
+async fn a_submission_while_the_worker_cannot_start_rolls_back_and_its_retry_after_recovery_is_accepted_once()
+ {
+    let env = TestEnv::new();
+    env.init_target("calendar", CALENDAR_JS).await;
+    // The trusted Node executable is a wrapper that refuses to run until `node-up` exists:
+    // the worker is unavailable, then recovers, within one MCP process.
+    let up = env.path().join("node-up");
+    let wrapper = env.path().join("node-wrapper");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ -e {up} ] || {{ echo 'test: node is down' >&2; exit 70; }}\nexec {node} \"$@\"\n",
+            up = up.display(),
+            node = real_node().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut vars = env.vars("observed");
+    vars.insert(
+        "PATCHDIFF_NODE_BINARY".into(),
+        wrapper.display().to_string(),
+    );
+    let mcp = Mcp::launch(&vars).await;
+    let obs = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "calendar", "lines": {"start": 3, "end": 6}}),
+        )
+        .await;
+    let args = json!({"target": "calendar", "request_key": "k-recover", "base_revision": 0,
+                      "operations": [{"observation_id": obs["observation_id"],
+                                      "old_text": "addWindow(w) {", "new_text": "addWindow(win) {"}]});
+
+    // 1. Unavailable: a worker error (W8), nothing committed.
+    let r = mcp
+        .call("patchdiff_submit_observed_operations", args.clone())
+        .await
+        .expect("a tool result");
+    assert_eq!(r.is_error, Some(true), "not accepted unvalidated: {r:?}");
+    let error = &r.structured_content.expect("structured")["error"];
+    assert_eq!(error["code"], "VALIDATION_UNAVAILABLE", "{error}");
+    let cause = error["message"]
+        .as_str()
+        .unwrap_or_default()
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(cause.starts_with("WAYMARK_WORKER_"), "{error}");
+    let t = mcp
+        .ok("patchdiff_read_target", json!({"target": "calendar"}))
+        .await;
+    assert_eq!(t["revision"], 0, "rolled back: {t}");
+    assert_eq!(t["content"], CALENDAR_JS, "rolled back: {t}");
+
+    // 2. Recovered: the same request is accepted at revision 1 …
+    std::fs::write(&up, "").unwrap();
+    let accepted = mcp
+        .call("patchdiff_submit_observed_operations", args.clone())
+        .await
+        .expect("a tool result");
+    let receipt = accepted.structured_content.clone().expect("receipt");
+    assert_eq!(receipt["outcome"], "accepted", "{receipt}");
+    assert_eq!(receipt["revision"], 1, "{receipt}");
+    // … and once only: a third send returns the same receipt, byte for byte (K4).
+    let again = mcp
+        .call("patchdiff_submit_observed_operations", args)
+        .await
+        .expect("a tool result");
+    assert_eq!(texts(&again), texts(&accepted));
+    let t = mcp
+        .ok("patchdiff_read_target", json!({"target": "calendar"}))
+        .await;
+    assert_eq!(t["revision"], 1, "{t}");
+    assert_eq!(
+        t["content"],
+        CALENDAR_JS.replace("addWindow(w) {", "addWindow(win) {"),
+        "{t}"
+    );
+    mcp.stop().await;
+
+    // 3. The audit: the failed submission left its worker error and no attempt; the
+    // recovered one is the only attempt.
+    let full = Mcp::launch(&env.vars("full")).await;
+    let audit = full
+        .ok("patchdiff_audit", json!({"target": "calendar"}))
+        .await;
+    let errors = audit["worker_errors"].as_object().expect("worker_errors");
+    assert_eq!(
+        errors.get(&cause).and_then(|n| n.as_u64()),
+        Some(1),
+        "{audit}"
+    );
+    assert_eq!(
+        errors.values().filter_map(|n| n.as_u64()).sum::<u64>(),
+        1,
+        "{audit}"
+    );
     assert_eq!(audit["attempts"]["total"], 1, "{audit}");
     assert_eq!(audit["attempts"]["accepted"], 1, "{audit}");
     full.stop().await;
