@@ -323,8 +323,25 @@ struct Interactive {
 
 impl CommandSink for Interactive {
     fn send(&mut self, app: &mut App, command: Command) {
+        if let Some(why) = app.read_only_refusal(&command) {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(false, why);
+            return;
+        }
+        let switches = matches!(
+            command,
+            Command::Attach { .. }
+                | Command::Runs {
+                    action: RunsAction::Open(_)
+                }
+        );
+        if switches && let Some(why) = app.attach_refusal() {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(false, why);
+            return;
+        }
         // `runs open ID`: the past run's panes, read-only, through the attach path (its perf
-        // events, its store); the live canary keeps running underneath.
+        // events, its store); the whole screen switches (refused above while a run is live).
         if let Command::Runs {
             action: RunsAction::Open(id),
         } = &command
@@ -420,23 +437,40 @@ pub fn attach(
         events: events.to_path_buf(),
         database: database.map(Path::to_path_buf),
     });
-    // The wire log and transcript when they sit beside the events file (a run directory).
+    // The attached process's own wire log (and the run's transcript) when they sit beside the
+    // events file: `X.perf.jsonl` pairs with `X.mcp.jsonl` — never another process's log.
     let mut logs = Vec::new();
-    if let Some(dir) = events.parent() {
-        for (label, name) in [
-            ("observed requests/results", "observed.mcp.jsonl"),
-            ("transcript", "transcript.jsonl"),
-        ] {
-            let p = dir.join(name);
-            if p.exists() {
-                logs.push((label.to_owned(), p));
-            }
-        }
+    if let Some(wire) = wire_log_beside(events).filter(|p| p.exists()) {
+        let stem = wire
+            .file_name()
+            .map(|n| {
+                n.to_string_lossy()
+                    .trim_end_matches(".mcp.jsonl")
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        logs.push((format!("{stem} requests/results"), wire));
+    }
+    if let Some(transcript) = events
+        .parent()
+        .map(|d| d.join("transcript.jsonl"))
+        .filter(|p| p.exists())
+    {
+        logs.push(("transcript".to_owned(), transcript));
     }
     logs.push(("perf events".to_owned(), events.to_path_buf()));
     app.evidence = evidence::EvidenceView::new(logs);
     app.evidence.reload();
     app.push_status(true, format!("attached to {}", events.display()));
+}
+
+/// The wire log an MCP process writes beside its perf events (E1 naming in a run directory:
+/// `observed.perf.jsonl` → `observed.mcp.jsonl`, `host-observed.perf.jsonl` →
+/// `host-observed.mcp.jsonl`); `None` when `events` is not named `NAME.perf.jsonl`.
+pub fn wire_log_beside(events: &Path) -> Option<PathBuf> {
+    let name = events.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".perf.jsonl").filter(|s| !s.is_empty())?;
+    Some(events.with_file_name(format!("{stem}.mcp.jsonl")))
 }
 
 /// RSS and CPU (percent of one core since the previous call) of `pids`; pids that are gone or
@@ -657,5 +691,20 @@ mod tests {
         let mut app = App::new(false, 0.0);
         assert_eq!(apply_event(&mut app, AppEvent::Signal("SIGTERM")), None);
         assert!(app.quit);
+    }
+
+    #[test]
+    fn an_attached_process_pairs_with_its_own_wire_log_only() {
+        let p = |s: &str| wire_log_beside(Path::new(s));
+        assert_eq!(
+            p("/runs/r-1/host-observed.perf.jsonl"),
+            Some(PathBuf::from("/runs/r-1/host-observed.mcp.jsonl"))
+        );
+        assert_eq!(
+            p("/runs/r-1/observed.perf.jsonl"),
+            Some(PathBuf::from("/runs/r-1/observed.mcp.jsonl"))
+        );
+        assert_eq!(p("/tmp/events.jsonl"), None);
+        assert_eq!(p("/tmp/.perf.jsonl"), None);
     }
 }
