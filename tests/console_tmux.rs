@@ -506,7 +506,20 @@ fn shown_pid(screen: &str, kind: &str) -> Option<u32> {
     rest.split_whitespace().next()?.parse().ok()
 }
 
+/// Closes the overlay on screen, if any, and waits until it is gone (a key sent right after
+/// Escape would arrive as Alt+key).
+fn close_overlay(tmux: &Tmux) {
+    if tmux.capture().contains("(Esc closes)") {
+        tmux.keys(&["Escape"]);
+        tmux.wait_for("the overlay to close", Duration::from_secs(10), |s| {
+            !s.contains("(Esc closes)")
+        });
+    }
+}
+
+/// Closes any overlay, then quits with `q`.
 fn quit(tmux: &Tmux) {
+    close_overlay(tmux);
     tmux.keys(&["q"]);
     tmux.wait_for("the shell again", Duration::from_secs(20), |s| {
         s.contains("console exited")
@@ -528,14 +541,20 @@ fn restarting_one_process_from_the_processes_pane_gives_it_a_new_pid() {
         Duration::from_secs(20),
         |s| shown_pid(s, "observed").is_some_and(|p| p != observed),
     );
-    assert!(
-        screen.contains(&format!(
-            "restarting the observed process only (pid {observed})"
-        )),
-        "the console says what R does before doing it:\n{screen}"
-    );
     // The other MCP process was left alone.
     assert_eq!(shown_pid(&screen, "full"), Some(full), "{screen}");
+    // The step log (Enter on PROCESSES) shows the console said what R does before doing it.
+    tmux.keys(&["Enter"]);
+    let log = tmux.wait_for("the step log", Duration::from_secs(10), |s| {
+        s.contains("step log (last")
+    });
+    assert!(
+        log.contains(&format!(
+            "restarting the observed process only (pid {observed})"
+        )),
+        "{log}"
+    );
+    close_overlay(tmux);
     assert!(!alive_pid(observed), "the old observed process is gone");
     // The new process's worker comes up as a new session (generation 1 of the new pid).
     tmux.wait_for("the new worker to be ready", Duration::from_secs(15), |s| {
@@ -577,13 +596,23 @@ fn after_the_wrong_canary_enter_on_a_target_opens_its_diff() {
     });
     assert!(screen.contains("chess (python)"), "{screen}");
     assert!(screen.contains("verdict: full-byte FAIL"), "{screen}");
-    // The wrong edit tests attacks by the mover's own colour: the diff shows that line.
-    assert!(
-        screen
-            .lines()
-            .any(|l| l.contains("+") && l.contains("color) for x in")),
-        "{screen}"
-    );
+    // The wrong edit tests attacks by the mover's own colour: page down to that diff line.
+    let wrong_line = |s: &str| {
+        s.lines()
+            .any(|l| l.contains("+") && l.contains("color) for x in"))
+    };
+    let mut screen = screen;
+    for _ in 0..20 {
+        if wrong_line(&screen) {
+            break;
+        }
+        tmux.keys(&["PageDown"]);
+        let before = screen.clone();
+        screen = tmux.wait_for("the story to scroll", Duration::from_secs(10), |s| {
+            s != before
+        });
+    }
+    assert!(wrong_line(&screen), "{screen}");
     quit(&tmux);
 }
 
@@ -612,7 +641,7 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
         .expect("the headless run's directory");
     let tmux = open_console("pd-runs", &runs, 200, 60);
     command(&tmux, "runs");
-    let screen = tmux.wait_for("the run browser", Duration::from_secs(10), |s| {
+    let screen = tmux.wait_for("the run browser", Duration::from_secs(20), |s| {
         s.contains(&past)
     });
     let row = screen.lines().find(|l| l.contains(&past)).unwrap();
@@ -620,18 +649,23 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
         row.contains("scripted-wrong") && row.contains("FAILED") && row.contains("chess FAIL"),
         "{row}"
     );
-    tmux.keys(&["Escape"]);
+    close_overlay(&tmux);
     command(&tmux, &format!("runs open {past}"));
-    let screen = tmux.wait_for("the past run's panes", Duration::from_secs(10), |s| {
-        s.contains("opened past run") && s.contains("worker-logs")
+    let screen = tmux.wait_for("the past run's panes", Duration::from_secs(20), |s| {
+        // Its targets from its store, and its worker's history from its own perf events: the
+        // generation it launched retired when `report` stopped the process.
+        s.contains("opened past run")
+            && s.lines()
+                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+            && s.lines()
+                .any(|l| l.contains("retired pid") && l.contains("gen 1 shutdown"))
     });
     assert!(
         screen.lines().next().unwrap().contains(&past),
         "the header names the run shown:\n{screen}"
     );
-    // Its worker's history comes from its own perf events: the generation it launched retired
-    // when `report` stopped the process.
-    assert!(screen.contains("gen 1"), "{screen}");
+    // Only the past run's process is shown: not the live console's own (unlaunched) ones.
+    assert!(!screen.contains("full      not running"), "{screen}");
     // The past run is read-only: a step refuses rather than act on it.
     command(&tmux, "export");
     tmux.wait_for("the refusal", Duration::from_secs(10), |s| {
