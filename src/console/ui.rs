@@ -277,7 +277,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
     frame.render_widget(block, rect);
     let lines = match pane {
         Pane::Processes => processes(app, &theme),
-        Pane::Targets => targets(app, &theme, inner.width),
+        Pane::Targets => scrolled_targets(targets(app, &theme, inner.width), app, inner.height),
         Pane::Worker => worker(app, &theme, inner.width, inner.height),
         Pane::Perf => perf(app, &theme, inner.height),
         Pane::Evidence => evidence(app, &theme, inner.height),
@@ -582,6 +582,29 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         Span::styled(word.to_owned(), theme.level(level)),
         Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
     ]));
+    out
+}
+
+/// The targets pane's lines fitted to `height` rows: the header stays, and the rows scroll so
+/// the selected target is always on screen (at 40×12 the pane shows two or three targets; j/k
+/// reach every one, issue 13). Trailing lines (a store error) stay below the rows.
+fn scrolled_targets<'a>(mut lines: Vec<Line<'a>>, app: &App, height: u16) -> Vec<Line<'a>> {
+    let height = height as usize;
+    let rows = app.target_names().len().min(lines.len().saturating_sub(1));
+    if lines.len() <= height || height < 2 {
+        return lines;
+    }
+    let extra = lines.len() - 1 - rows;
+    let visible = height.saturating_sub(1 + extra).max(1);
+    if rows <= visible {
+        return lines;
+    }
+    let cursor = app.target_cursor.min(rows - 1);
+    let first = cursor.saturating_sub(visible - 1);
+    let header = lines.remove(0);
+    let mut out = vec![header];
+    out.extend(lines.drain(first..first + visible));
+    out.extend(lines.drain(rows - visible..));
     out
 }
 
