@@ -45,6 +45,10 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const IDLE_REDRAW: Duration = Duration::from_millis(500);
 /// `/proc` is sampled this often for process states.
 pub const PROC_SAMPLE: Duration = Duration::from_millis(1000);
+/// The longest the loop spends applying queued events before it draws (issue 13): a file
+/// with a long history (a past run of 200,000 events) reaches the screen batch by batch
+/// instead of after the whole file; keys keep being answered under a flood.
+pub const DRAIN_BUDGET: Duration = Duration::from_millis(50);
 
 /// Everything that reaches the UI loop.
 #[derive(Debug)]
@@ -70,6 +74,16 @@ impl Sources {
         database: Option<PathBuf>,
         tx: &mpsc::Sender<AppEvent>,
     ) -> Self {
+        Self::start_from(perf, database, tx, sources::FIRST_BATCH_BYTES)
+    }
+
+    /// [`Sources::start`] with the tailer's first batch of `first_batch` bytes.
+    pub fn start_from(
+        perf: &[(String, PathBuf)],
+        database: Option<PathBuf>,
+        tx: &mpsc::Sender<AppEvent>,
+        first_batch: usize,
+    ) -> Self {
         let mut files = Vec::new();
         for (source, path) in perf {
             files.push((source.clone(), path.clone(), FileKind::Perf));
@@ -77,7 +91,12 @@ impl Sources {
                 files.push((source.clone(), memory_path_for(path), FileKind::Memory));
             }
         }
-        let mut tasks = vec![sources::spawn_tailer(files, tx.clone(), AppEvent::Source)];
+        let mut tasks = vec![sources::spawn_tailer_from(
+            files,
+            tx.clone(),
+            AppEvent::Source,
+            first_batch,
+        )];
         if let Some(db) = database {
             tasks.push(sources::spawn_store_poller(
                 db,
@@ -179,6 +198,19 @@ pub async fn run_loop<B: Backend>(
     rx: &mut mpsc::Receiver<AppEvent>,
     sink: &mut dyn CommandSink,
 ) -> anyhow::Result<()> {
+    run_loop_with(terminal, app, rx, sink, Some(DRAIN_BUDGET)).await
+}
+
+/// [`run_loop`] with the time spent applying queued events before a draw bounded by
+/// `drain_budget` (`None`: only by [`EVENT_QUEUE`] events, the earlier behaviour, kept for
+/// `console-bench`'s side-by-side figure).
+pub async fn run_loop_with<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut dyn CommandSink,
+    drain_budget: Option<Duration>,
+) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_draw: Option<Instant> = None;
@@ -191,9 +223,14 @@ pub async fn run_loop<B: Backend>(
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
+                let drain_started = Instant::now();
                 if let Some(c) = apply_event(app, ev) { sink.send(app, c); }
-                // Drain what is already queued, bounded, before redrawing (batching per frame).
+                // Drain what is already queued, bounded in count and time, before redrawing
+                // (batching per frame).
                 for _ in 0..EVENT_QUEUE {
+                    if drain_budget.is_some_and(|b| drain_started.elapsed() >= b) {
+                        break;
+                    }
                     match rx.try_recv() {
                         Ok(ev) => if let Some(c) = apply_event(app, ev) { sink.send(app, c); },
                         Err(_) => break,

@@ -16,6 +16,10 @@ use crate::store::{EditStore, SqliteStore};
 pub const TAIL_INTERVAL: Duration = Duration::from_millis(100);
 /// Most bytes read from one file per poll (bounds one batch: 8 MiB).
 pub const TAIL_BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// The first batch read from a file (bytes): small, so a file with history (a past run, an
+/// attached process that ran for hours) shows on screen within a frame; each further batch
+/// doubles up to [`TAIL_BATCH_BYTES`] (issue 13: opening a run with 200,000 events).
+pub const FIRST_BATCH_BYTES: usize = 256 * 1024;
 /// How often the store is read for the targets pane.
 pub const STORE_INTERVAL: Duration = Duration::from_millis(1000);
 
@@ -39,17 +43,30 @@ pub enum SourceEvent {
     Targets(Result<Vec<TargetSummary>, String>),
 }
 
-/// Follows `files` (source name, path, kind) and sends each poll's new lines as one batch.
+/// Follows `files` (source name, path, kind) and sends each poll's new lines as one batch:
+/// [`FIRST_BATCH_BYTES`] first, doubling to [`TAIL_BATCH_BYTES`].
 pub fn spawn_tailer<E: Send + 'static>(
     files: Vec<(String, PathBuf, FileKind)>,
     events: mpsc::Sender<E>,
     wrap: fn(SourceEvent) -> E,
+) -> JoinHandle<()> {
+    spawn_tailer_from(files, events, wrap, FIRST_BATCH_BYTES)
+}
+
+/// [`spawn_tailer`] with the first batch of `first_batch` bytes (at most [`TAIL_BATCH_BYTES`];
+/// `console-bench` compares [`TAIL_BATCH_BYTES`], the earlier behaviour, with the default).
+pub fn spawn_tailer_from<E: Send + 'static>(
+    files: Vec<(String, PathBuf, FileKind)>,
+    events: mpsc::Sender<E>,
+    wrap: fn(SourceEvent) -> E,
+    first_batch: usize,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tails: Vec<(String, FileKind, JsonlTail)> = files
             .into_iter()
             .map(|(s, p, k)| (s, k, JsonlTail::new(&p)))
             .collect();
+        let mut batch = first_batch.clamp(1, TAIL_BATCH_BYTES);
         let mut tick = tokio::time::interval(TAIL_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -57,9 +74,9 @@ pub fn spawn_tailer<E: Send + 'static>(
             for (source, kind, tail) in &mut tails {
                 loop {
                     let mut lines = Vec::new();
-                    let read = tail
-                        .poll(TAIL_BATCH_BYTES, |l| lines.push(l.to_owned()))
-                        .unwrap_or(0);
+                    let read = tail.poll(batch, |l| lines.push(l.to_owned())).unwrap_or(0);
+                    let full = read >= batch;
+                    batch = (batch * 2).min(TAIL_BATCH_BYTES);
                     if !lines.is_empty() {
                         let batch = SourceEvent::Lines {
                             source: source.clone(),
@@ -70,7 +87,7 @@ pub fn spawn_tailer<E: Send + 'static>(
                             return;
                         }
                     }
-                    if read < TAIL_BATCH_BYTES {
+                    if !full {
                         break;
                     }
                 }
