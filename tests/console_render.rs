@@ -1180,3 +1180,47 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
         run.path().join("host-observed.mcp.jsonl")
     );
 }
+
+#[test]
+fn the_high_triangle_means_past_75_percent_only_not_a_starting_process() {
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    app.monitor.ingest_line(
+        "observed",
+        &format!(
+            r#"{{"name":"worker_launch","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"pid":7311,"mode":"resident"}},"pid":7310}}"#
+        ),
+    );
+    let t = text(&render_pane(&app, Pane::Processes, 90, 5));
+    let row = t.lines().find(|l| l.contains("worker")).unwrap();
+    assert!(
+        row.contains("◐ worker") && row.contains("starting"),
+        "{row}"
+    );
+    assert!(!t.contains('▲'), "{t}");
+    // The help legend gives each symbol one meaning.
+    let help: Vec<String> = ui::help_lines().iter().map(|l| l.to_string()).collect();
+    assert!(help.iter().any(|l| l.contains("▲ high (≥ 75 %)")));
+    assert!(
+        help.iter()
+            .any(|l| l.starts_with("Processes:") && l.contains("◐ starting") && !l.contains('▲'))
+    );
+}
+
+#[test]
+fn relaunched_process_retirements_carry_their_pid_on_the_worker_pane() {
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    for pid in [7310, 7320] {
+        app.monitor.ingest_line(
+            "observed",
+            &format!(
+                r#"{{"name":"worker_retired","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"reason":"shutdown","requests":3}},"pid":{pid}}}"#
+            ),
+        );
+    }
+    let t = text(&render_pane(&app, Pane::Worker, 120, 11));
+    let row = t.lines().find(|l| l.contains("retired")).unwrap();
+    assert!(
+        row.contains("pid 7320 gen 1 shutdown (3 req) · pid 7310 gen 1 shutdown (3 req)"),
+        "{row}"
+    );
+}

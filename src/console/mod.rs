@@ -488,12 +488,18 @@ pub fn attach(
             .unwrap_or_default();
         logs.push((format!("{stem} requests/results"), wire));
     }
-    if let Some(transcript) = events
-        .parent()
-        .map(|d| d.join("transcript.jsonl"))
-        .filter(|p| p.exists())
-    {
-        logs.push(("transcript".to_owned(), transcript));
+    if let Some(dir) = events.parent() {
+        for (label, name) in [
+            ("transcript", "transcript.jsonl"),
+            // A4: the agent host's own stream, when the host was launched from a run.
+            ("agent host stream (claude)", "agent.claude.jsonl"),
+            ("agent host stream (codex)", "agent.codex.jsonl"),
+        ] {
+            let p = dir.join(name);
+            if p.exists() {
+                logs.push((label.to_owned(), p));
+            }
+        }
     }
     logs.push(("perf events".to_owned(), events.to_path_buf()));
     app.evidence = evidence::EvidenceView::new(logs);

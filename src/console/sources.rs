@@ -138,3 +138,39 @@ pub fn spawn_store_poller<E: Send + 'static>(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[tokio::test]
+    async fn a_file_with_history_arrives_in_small_batches_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("observed.perf.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        // 2 MiB of 100-byte lines (99 bytes + newline).
+        let line = "x".repeat(99);
+        for _ in 0..(2 * 1024 * 1024 / 100) {
+            writeln!(f, "{line}").unwrap();
+        }
+        drop(f);
+        let (tx, mut rx) = mpsc::channel(64);
+        let task = spawn_tailer(vec![("observed".into(), path, FileKind::Perf)], tx, |e| e);
+        let mut sizes = Vec::new();
+        let mut total = 0;
+        while total < 2 * 1024 * 1024 / 100 {
+            let Some(SourceEvent::Lines { lines, .. }) = rx.recv().await else {
+                panic!("the tailer stopped");
+            };
+            total += lines.len();
+            sizes.push(lines.len() * 100);
+        }
+        task.abort();
+        // 256 KiB, then 512 KiB, then 1 MiB (each may complete the line the read before cut):
+        // a frame can show the first batch at once.
+        assert!(sizes[0] <= 256 * 1024, "{sizes:?}");
+        assert!(sizes[1] <= 512 * 1024 + 100 && sizes[1] > 256 * 1024, "{sizes:?}");
+        assert!(sizes[2] > 512 * 1024, "{sizes:?}");
+    }
+}
