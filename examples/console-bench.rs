@@ -241,13 +241,14 @@ async fn open_run(events: &Path, total: u64, earlier: bool) -> (f64, f64, usize)
     let shown = frames.clone();
     tokio::spawn(async move {
         let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline
-            && !shown
+        let all_shown = || {
+            shown
                 .lock()
                 .expect("frames")
                 .last()
                 .is_some_and(|&(_, n)| n >= total)
-        {
+        };
+        while Instant::now() < deadline && !all_shown() {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         let _ = tx.send(AppEvent::Signal("bench done")).await;

@@ -170,7 +170,10 @@ mod tests {
         // 256 KiB, then 512 KiB, then 1 MiB (each may complete the line the read before cut):
         // a frame can show the first batch at once.
         assert!(sizes[0] <= 256 * 1024, "{sizes:?}");
-        assert!(sizes[1] <= 512 * 1024 + 100 && sizes[1] > 256 * 1024, "{sizes:?}");
+        assert!(
+            sizes[1] <= 512 * 1024 + 100 && sizes[1] > 256 * 1024,
+            "{sizes:?}"
+        );
         assert!(sizes[2] > 512 * 1024, "{sizes:?}");
     }
 }
