@@ -2,7 +2,12 @@
 //! console's real event pipeline — the byte-offset tailer, the bounded monitor and the run loop
 //! drawing a 200×60 `TestBackend` — with 50,000 perf events/s appended to a file for 10 s, then
 //! measures an idle console for 10 s. Prints events/s ingested, frame time p50/p99, peak RSS
-//! and idle CPU.
+//! and idle CPU. Then opens a run of 200,000 perf events (a past run's `observed.perf.jsonl`,
+//! written by the bench) the way `runs open` does and prints the time to the first frame that
+//! shows the run and to the frame that shows all of it — with today's loading path (small
+//! first read, event application bounded by [`patchdiff::console::DRAIN_BUDGET`] per frame)
+//! next to the earlier one (8 MiB reads, every queued batch applied before a frame), in one
+//! run. `console-bench open` runs only that part.
 
 use std::io::Write;
 use std::path::Path;
@@ -11,9 +16,11 @@ use std::time::{Duration, Instant};
 use patchdiff::canary::command::Command;
 use patchdiff::console::app::App;
 use patchdiff::console::state::percentile;
-use patchdiff::console::{AppEvent, CommandSink, Sources, run_loop};
+use patchdiff::console::{AppEvent, CommandSink, Sources, run_loop, run_loop_with};
 use ratatui::Terminal;
-use ratatui::backend::TestBackend;
+use ratatui::backend::{Backend, ClearType, TestBackend, WindowSize};
+use ratatui::buffer::Cell;
+use ratatui::layout::{Position, Size};
 use tokio::sync::mpsc;
 
 /// Events per second written during the load phase.
@@ -132,12 +139,179 @@ async fn run_console(events: &Path, phase: Duration, drain: Duration) -> App {
     app
 }
 
+/// Events in the opened run.
+const OPEN_EVENTS: u64 = 200_000;
+
+/// A `TestBackend` that notes, at every flushed frame, when it was drawn and how many events
+/// the header says were ingested (`· N events ·`): what the operator sees, not internal state.
+struct Timed {
+    inner: TestBackend,
+    started: Instant,
+    frames: Frames,
+}
+
+/// (time since the open, events the header showed) of each frame.
+type Frames = std::sync::Arc<std::sync::Mutex<Vec<(Duration, u64)>>>;
+
+impl Timed {
+    fn header_events(&self) -> u64 {
+        let buf = self.inner.buffer();
+        let header: String = (0..buf.area.width).map(|x| buf[(x, 0)].symbol()).collect();
+        header
+            .split(" events")
+            .next()
+            .and_then(|h| h.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Backend for Timed {
+    type Error = <TestBackend as Backend>::Error;
+    fn draw<'a, I>(&mut self, content: I) -> Result<(), Self::Error>
+    where
+        I: Iterator<Item = (u16, u16, &'a Cell)>,
+    {
+        self.inner.draw(content)
+    }
+    fn hide_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.hide_cursor()
+    }
+    fn show_cursor(&mut self) -> Result<(), Self::Error> {
+        self.inner.show_cursor()
+    }
+    fn get_cursor_position(&mut self) -> Result<Position, Self::Error> {
+        self.inner.get_cursor_position()
+    }
+    fn set_cursor_position<P: Into<Position>>(&mut self, position: P) -> Result<(), Self::Error> {
+        self.inner.set_cursor_position(position)
+    }
+    fn clear(&mut self) -> Result<(), Self::Error> {
+        self.inner.clear()
+    }
+    fn clear_region(&mut self, clear_type: ClearType) -> Result<(), Self::Error> {
+        self.inner.clear_region(clear_type)
+    }
+    fn size(&self) -> Result<Size, Self::Error> {
+        self.inner.size()
+    }
+    fn window_size(&mut self) -> Result<WindowSize, Self::Error> {
+        self.inner.window_size()
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.inner.flush()?;
+        let seen = self.header_events();
+        let at = self.started.elapsed();
+        self.frames.lock().expect("frames").push((at, seen));
+        Ok(())
+    }
+}
+
+/// Opens `events` as `runs open` does (tailed from its start) and returns, in ms since the
+/// open, the first frame showing any of its events and the first showing all `total`, plus
+/// the frames drawn until then. `earlier` selects the earlier loading path.
+async fn open_run(events: &Path, total: u64, earlier: bool) -> (f64, f64, usize) {
+    let (tx, mut rx) = mpsc::channel::<AppEvent>(patchdiff::console::EVENT_QUEUE);
+    let mut app = App::new(true, unix_ms());
+    app.size = (200, 60);
+    let started = Instant::now();
+    let _sources = Sources::start_from(
+        &[("observed".to_owned(), events.to_path_buf())],
+        None,
+        &tx,
+        if earlier {
+            patchdiff::console::sources::TAIL_BATCH_BYTES
+        } else {
+            patchdiff::console::sources::FIRST_BATCH_BYTES
+        },
+    );
+    let frames = Frames::default();
+    let mut terminal = Terminal::new(Timed {
+        inner: TestBackend::new(200, 60),
+        started,
+        frames: frames.clone(),
+    })
+    .expect("test terminal");
+    let budget = if earlier {
+        None
+    } else {
+        Some(patchdiff::console::DRAIN_BUDGET)
+    };
+    // Stop once a frame has shown every event (or after 60 s).
+    let shown = frames.clone();
+    tokio::spawn(async move {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let all_shown = || {
+            shown
+                .lock()
+                .expect("frames")
+                .last()
+                .is_some_and(|&(_, n)| n >= total)
+        };
+        while Instant::now() < deadline && !all_shown() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        let _ = tx.send(AppEvent::Signal("bench done")).await;
+    });
+    run_loop_with(&mut terminal, &mut app, &mut rx, &mut Ignore, budget)
+        .await
+        .expect("run loop");
+    let frames = frames.lock().expect("frames").clone();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let first = frames
+        .iter()
+        .find(|&&(_, n)| n > 0)
+        .map_or(f64::NAN, |&(t, _)| ms(t));
+    let all = frames.iter().position(|&(_, n)| n >= total);
+    let complete = all.map_or(f64::NAN, |i| ms(frames[i].0));
+    (first, complete, all.map_or(frames.len(), |i| i + 1))
+}
+
+fn open_phase(dir: &Path, runtime: &tokio::runtime::Runtime) {
+    let run = dir.join("r-bench");
+    std::fs::create_dir_all(&run).expect("run dir");
+    let events = run.join("observed.perf.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&events).expect("events"));
+        let now = unix_ms();
+        for i in 0..OPEN_EVENTS {
+            f.write_all(event_line(i, now).as_bytes()).expect("write");
+        }
+    }
+    let bytes = std::fs::metadata(&events).map_or(0, |m| m.len());
+    println!(
+        "open: a run of {OPEN_EVENTS} perf events ({:.1} MiB), time from `runs open` to a frame, median of 3:",
+        bytes as f64 / 1048576.0
+    );
+    for (label, earlier) in [("earlier path", true), ("today's path", false)] {
+        let mut firsts = Vec::new();
+        let mut completes = Vec::new();
+        let mut frames = 0;
+        for _ in 0..3 {
+            let (first, complete, n) = runtime.block_on(open_run(&events, OPEN_EVENTS, earlier));
+            firsts.push(first);
+            completes.push(complete);
+            frames = n;
+        }
+        firsts.sort_by(f64::total_cmp);
+        completes.sort_by(f64::total_cmp);
+        println!(
+            "open: {label:<13} first frame showing the run {:>7.1} ms · every event shown {:>7.1} ms ({frames} frames)",
+            firsts[1], completes[1]
+        );
+    }
+}
+
 fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("runtime");
+    if std::env::args().nth(1).as_deref() == Some("open") {
+        open_phase(dir.path(), &runtime);
+        return;
+    }
 
     // Phase 1: 50,000 events/s for 10 s.
     let events = dir.path().join("load.perf.jsonl");
@@ -224,4 +398,7 @@ fn main() {
         100.0 * cpu / t.elapsed().as_secs_f64(),
         app.frame_ms.len()
     );
+
+    // Phase 4: opening a past run of 200,000 events.
+    open_phase(dir.path(), &runtime);
 }

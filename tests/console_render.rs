@@ -832,3 +832,396 @@ fn tab_completes_file_paths_for_agent_plans() {
     // Host names are still offered next to files.
     assert!(patchdiff::console::app::candidates("agent cl").contains(&"claude".to_owned()));
 }
+
+// ---- issue 13, second pass: snapshots of the new views and the attach rules ----
+
+/// Writes a past run directory the way a run leaves it: manifest, JSON report and perf events
+/// with `phase_active` spans of `phases` ms.
+fn past_run(root: &Path, id: &str, started_ms: f64, verdicts: &[(&str, &str)], phases: &[f64]) {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::json!({"run_id": id, "started_ms": started_ms,
+            "agent": {"model": "scripted-wrong"}})
+        .to_string(),
+    )
+    .unwrap();
+    let targets: Vec<serde_json::Value> = verdicts
+        .iter()
+        .map(|(n, s)| serde_json::json!({"name": n, "status": s, "evaluated": true}))
+        .collect();
+    let passed = verdicts.iter().all(|(_, s)| *s == "pass");
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::json!({"passed": passed, "targets": targets}).to_string(),
+    )
+    .unwrap();
+    let events: Vec<String> = phases
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            format!(
+                r#"{{"name":"phase_active","start_ms":{},"duration_ms":{d},"outcome":"ok","ids":{{}},"nested":false,"attrs":{{"ceiling_ms":15000}},"pid":7010}}"#,
+                started_ms + i as f64
+            )
+        })
+        .collect();
+    std::fs::write(dir.join("observed.perf.jsonl"), events.join("\n")).unwrap();
+}
+
+/// Two past runs: A fails chess, B fixes it and regresses limiter, with slower phases.
+fn two_past_runs() -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let five = |chess: &'static str, limiter: &'static str| {
+        vec![
+            ("calendar", "pass"),
+            ("chess", chess),
+            ("incidents", "pass"),
+            ("worker-logs", "pass"),
+            ("limiter", limiter),
+        ]
+    };
+    past_run(
+        root.path(),
+        "r-20261129-121500-1111",
+        1_796_040_900_000.0,
+        &five("fail", "pass"),
+        &[12.5, 20.0, 31.0],
+    );
+    past_run(
+        root.path(),
+        "r-20261129-133000-2222",
+        1_796_045_400_000.0,
+        &five("pass", "infra_error"),
+        &[14.0, 26.5, 95.0],
+    );
+    root
+}
+
+/// The console with a command's text output in its overlay, as the runner delivers it.
+fn with_output(command: &str, output: String) -> App {
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: command.into(),
+            ok: true,
+            summary: format!("{} lines", output.lines().count()),
+            elapsed_ms: 1,
+        },
+        output: Some(output),
+    });
+    app
+}
+
+macro_rules! snap_runs {
+    ($root:expr, $name:expr, $value:expr) => {
+        insta::with_settings!({filters => vec![
+            (regex_lite_escape($root).as_str(), "[runs]"),
+            (r"pid \d+", "pid [pid]"),
+            (r"\b\d\d:\d\d:\d\d\.\d\d\d\b", "[hh:mm:ss.mmm]"),
+        ]}, {
+            insta::assert_snapshot!($name, $value);
+        });
+    };
+}
+
+/// `s` as a regular expression matching itself.
+fn regex_lite_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '/' || c == '-' || c == '_' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn run_browser_lists_past_runs_newest_first_at_200x60_and_80x24() {
+    let root = two_past_runs();
+    let list = patchdiff::canary::runs::render_list(
+        root.path(),
+        &patchdiff::canary::runs::list_runs(root.path()),
+    );
+    let app = with_output("runs", list);
+    let screen = text(&render(&app, 200, 60));
+    let newest = screen.find("r-20261129-133000-2222").unwrap();
+    let older = screen.find("r-20261129-121500-1111").unwrap();
+    assert!(newest < older, "newest first:\n{screen}");
+    assert!(screen.contains("2026-11-30 12:15"), "{screen}");
+    assert!(screen.contains("chess FAIL"), "{screen}");
+    let root_text = root.path().display().to_string();
+    snap_runs!(&root_text, "run_browser_200x60", screen);
+    snap_runs!(&root_text, "run_browser_80x24", text(&render(&app, 80, 24)));
+}
+
+#[test]
+fn run_comparison_shows_verdict_changes_and_phase_deltas_at_200x60_and_80x24() {
+    let root = two_past_runs();
+    let compared = patchdiff::canary::runs::compare(
+        &root.path().join("r-20261129-121500-1111"),
+        &root.path().join("r-20261129-133000-2222"),
+    )
+    .unwrap();
+    let app = with_output("runs", compared);
+    let screen = text(&render(&app, 200, 60));
+    let row = |name: &str| {
+        screen
+            .lines()
+            .find(|l| l.contains(&format!("│{name} ")) || l.contains(&format!("│ {name} ")))
+            .unwrap_or_else(|| panic!("no {name} row:\n{screen}"))
+            .to_owned()
+    };
+    assert!(row("chess").contains("fixed"), "{screen}");
+    assert!(row("limiter").contains("REGRESSED"), "{screen}");
+    // p50 20.00 → 26.50 (+6.50); p95 31.00 → 95.00 (+64.00), nearest rank over three spans.
+    let phase = row("phase_active");
+    assert!(
+        phase.contains("+6.50") && phase.contains("+64.00"),
+        "{phase}"
+    );
+    let root_text = root.path().display().to_string();
+    snap_runs!(&root_text, "run_compare_200x60", screen);
+    snap_runs!(&root_text, "run_compare_80x24", text(&render(&app, 80, 24)));
+}
+
+#[test]
+fn hidden_pane_hint_at_80x24_and_none_at_200x60() {
+    let mut app = live_app(false);
+    // Focus on a pane 80×24 would otherwise drop: it is laid out, others are counted.
+    app.focus = Pane::Evidence;
+    app.size = (80, 24);
+    let small = text(&render(&app, 80, 24));
+    let header = small.lines().next().unwrap();
+    let shown = ui::layout(Rect::new(0, 0, 80, 24), app.focus).panes.len();
+    assert!(
+        header.contains(&format!("+{} panes: Tab", Pane::ALL.len() - shown)),
+        "{header}"
+    );
+    assert!(small.contains("▸ EVIDENCE"), "{small}");
+    snap!("hidden_pane_hint_80x24", small);
+    app.size = (200, 60);
+    let large = text(&render(&app, 200, 60));
+    assert!(!large.lines().next().unwrap().contains("panes: Tab"));
+    snap!("hidden_pane_hint_200x60", large);
+}
+
+#[test]
+fn kill_confirmation_prompt_at_200x60_and_80x24() {
+    let mut app = live_app(false);
+    app.focus = Pane::Processes;
+    app.on_key(key(KeyCode::Down)); // observed
+    assert_eq!(app.on_key(key(KeyCode::Char('K'))), None);
+    for (w, h, name) in [
+        (200, 60, "process_kill_confirm_200x60"),
+        (80, 24, "process_kill_confirm_80x24"),
+    ] {
+        app.size = (w, h);
+        let screen = text(&render(&app, w, h));
+        assert!(
+            screen.contains("kill observed (pid 7010) with SIGKILL? y/N"),
+            "{screen}"
+        );
+        snap!(name, screen);
+    }
+}
+
+#[test]
+fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
+    let mut app = live_app(false);
+    app.size = (40, 12);
+    app.focus = Pane::Targets;
+    let names = ["calendar", "chess", "incidents", "worker-logs", "limiter"];
+    let selected_row = |app: &App| {
+        let screen = text(&render(app, 40, 12));
+        let shown: Vec<&str> = names
+            .iter()
+            .copied()
+            .filter(|n| screen.lines().any(|l| l.starts_with(&format!("│{n} "))))
+            .collect();
+        (shown.len(), screen)
+    };
+    let (shown, screen) = selected_row(&app);
+    assert!(shown < names.len(), "40×12 cannot show all five:\n{screen}");
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            app.on_key(key(KeyCode::Char('j')));
+        }
+        assert_eq!(app.target_cursor, i);
+        let (_, screen) = selected_row(&app);
+        assert!(
+            screen.lines().any(|l| l.starts_with(&format!("│{name} "))),
+            "{name} not on screen with the cursor on it:\n{screen}"
+        );
+        if i == names.len() - 1 {
+            snap!("targets_scrolled_40x12", screen);
+        }
+    }
+    for _ in 0..names.len() {
+        app.on_key(key(KeyCode::Char('k')));
+    }
+    let (_, screen) = selected_row(&app);
+    assert!(screen.contains("│calendar "), "{screen}");
+}
+
+#[test]
+fn attaching_is_refused_while_the_canary_is_live_and_steps_are_refused_while_attached() {
+    let mut app = live_app(false);
+    let why = app.attach_refusal().expect("full and observed are running");
+    assert!(
+        why.contains("is live (full pid 7001, observed pid 7010)") && why.contains("`stop`"),
+        "{why}"
+    );
+    // Stopped processes: the screen may switch wholly to the attached run.
+    for p in &mut app.canary.as_mut().unwrap().processes {
+        p.pid = None;
+    }
+    assert_eq!(app.attach_refusal(), None);
+    app.attached = Some(patchdiff::console::app::Attached {
+        events: "/runs/r-1/observed.perf.jsonl".into(),
+        database: None,
+    });
+    let why = app.read_only_refusal(&Command::Export).unwrap();
+    assert!(
+        why.contains("`export` refused") && why.contains("read-only"),
+        "{why}"
+    );
+    assert_eq!(
+        app.read_only_refusal(&Command::parse("runs").unwrap()),
+        None
+    );
+}
+
+#[test]
+fn an_attached_screen_shows_none_of_the_canarys_processes_or_targets() {
+    let mut app = live_app(false);
+    app.attached = Some(patchdiff::console::app::Attached {
+        events: "/runs/r-1/observed.perf.jsonl".into(),
+        database: None,
+    });
+    let processes = text(&render_pane(&app, Pane::Processes, 90, 6));
+    assert!(!processes.contains("full "), "{processes}");
+    assert!(!processes.contains("pid 7010   up"), "{processes}");
+    assert!(processes.contains("attached"), "{processes}");
+    let targets = text(&render_pane(&app, Pane::Targets, 90, 9));
+    assert!(!targets.contains("calendar"), "{targets}");
+    assert!(app.target_names().is_empty());
+}
+
+#[test]
+fn a_clean_exit_of_the_attached_server_is_not_shown_as_a_failure() {
+    let line = |name: &str, outcome: &str, attrs: &str| {
+        format!(
+            r#"{{"name":"{name}","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"{outcome}","ids":{{"generation":1}},"nested":false,"attrs":{attrs},"pid":7310}}"#
+        )
+    };
+    let attached = |retired: String| {
+        let mut app = App::new(false, LAST_EVENT_MS + 1_000.0);
+        app.attached = Some(patchdiff::console::app::Attached {
+            events: "/runs/r-1/host-observed.perf.jsonl".into(),
+            database: None,
+        });
+        app.monitor.ingest_line(
+            "observed",
+            &line("worker_launch", "ok", r#"{"pid":7311,"mode":"resident"}"#),
+        );
+        app.monitor.ingest_line("observed", &retired);
+        app.proc_state.insert(7310, "gone".into());
+        text(&render_pane(&app, Pane::Processes, 90, 5))
+    };
+    let clean = attached(line("worker_retired", "ok", r#"{"reason":"shutdown"}"#));
+    let row = clean.lines().find(|l| l.contains("observed")).unwrap();
+    assert!(
+        row.contains("○ observed") && row.contains("exited (clean shutdown)"),
+        "{row}"
+    );
+    assert!(!clean.contains('✖'), "{clean}");
+    // A worker that died under it is a failure, and the process exit is shown as one.
+    let crashed = attached(line(
+        "worker_retired",
+        "failed",
+        r#"{"reason":"pipe_failed"}"#,
+    ));
+    let row = crashed.lines().find(|l| l.contains("observed")).unwrap();
+    assert!(
+        row.contains("✖ observed") && row.contains("exited"),
+        "{row}"
+    );
+}
+
+#[tokio::test]
+async fn attach_opens_the_attached_servers_own_wire_log() {
+    let run = tempfile::tempdir().unwrap();
+    let events = run.path().join("host-observed.perf.jsonl");
+    std::fs::write(&events, "").unwrap();
+    // The canary's own observed process logged beside it: never shown for the host's process.
+    std::fs::write(run.path().join("observed.mcp.jsonl"), "").unwrap();
+    std::fs::write(run.path().join("host-observed.mcp.jsonl"), "").unwrap();
+    let mut app = App::new(false, LAST_EVENT_MS);
+    let (tx, _rx) = tokio::sync::mpsc::channel(8);
+    let mut sources = patchdiff::console::Sources::default();
+    patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None);
+    let labels: Vec<&str> = app
+        .evidence
+        .sources
+        .iter()
+        .map(|(l, _)| l.as_str())
+        .collect();
+    assert_eq!(
+        labels,
+        ["host-observed requests/results", "perf events"],
+        "{:?}",
+        app.evidence.sources
+    );
+    assert_eq!(
+        app.evidence.sources[0].1,
+        run.path().join("host-observed.mcp.jsonl")
+    );
+}
+
+#[test]
+fn the_high_triangle_means_past_75_percent_only_not_a_starting_process() {
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    app.monitor.ingest_line(
+        "observed",
+        &format!(
+            r#"{{"name":"worker_launch","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"pid":7311,"mode":"resident"}},"pid":7310}}"#
+        ),
+    );
+    let t = text(&render_pane(&app, Pane::Processes, 90, 5));
+    let row = t.lines().find(|l| l.contains("worker")).unwrap();
+    assert!(
+        row.contains("◐ worker") && row.contains("starting"),
+        "{row}"
+    );
+    assert!(!t.contains('▲'), "{t}");
+    // The help legend gives each symbol one meaning.
+    let help: Vec<String> = ui::help_lines().iter().map(|l| l.to_string()).collect();
+    assert!(help.iter().any(|l| l.contains("▲ high (≥ 75 %)")));
+    assert!(
+        help.iter()
+            .any(|l| l.starts_with("Processes:") && l.contains("◐ starting") && !l.contains('▲'))
+    );
+}
+
+#[test]
+fn relaunched_process_retirements_carry_their_pid_on_the_worker_pane() {
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    for pid in [7310, 7320] {
+        app.monitor.ingest_line(
+            "observed",
+            &format!(
+                r#"{{"name":"worker_retired","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"reason":"shutdown","requests":3}},"pid":{pid}}}"#
+            ),
+        );
+    }
+    let t = text(&render_pane(&app, Pane::Worker, 120, 11));
+    let row = t.lines().find(|l| l.contains("retired")).unwrap();
+    assert!(
+        row.contains("pid 7320 gen 1 shutdown (3 req) · pid 7310 gen 1 shutdown (3 req)"),
+        "{row}"
+    );
+}

@@ -454,3 +454,222 @@ fn no_color_in_the_real_environment_leaves_the_console_without_colour() {
         "under NO_COLOR the selection is bold, not reversed: {row:?}"
     );
 }
+
+/// A real interactive console in tmux at `w`×`h` with its runs under `runs`, not launched yet.
+/// The shell reports the console's exit as `console exited N`.
+fn open_console(socket: &str, runs: &Path, w: u16, h: u16) -> Tmux {
+    assert!(
+        have_tmux(),
+        "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
+    );
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("{socket}-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        &w.to_string(),
+        "-y",
+        &h.to_string(),
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "{exe} console --runs-dir {runs} 2>/dev/null; echo \"console exit\"\"ed $?\"",
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES")
+    });
+    tmux
+}
+
+/// Types one `:` command line and presses Enter.
+fn command(tmux: &Tmux, line: &str) {
+    tmux.keys(&[":"]);
+    // `-l`: the text literally (a `;` or a key name inside it stays text).
+    tmux.run(&["send-keys", "-t", "console", "-l", line]);
+    tmux.keys(&["Enter"]);
+}
+
+/// The pid shown on the processes pane's row for `kind` (`full`, `observed`), if running.
+fn shown_pid(screen: &str, kind: &str) -> Option<u32> {
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&format!("{kind:<9} pid ")))?;
+    let rest = row.split(&format!("{kind:<9} pid ")).nth(1)?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// Closes the overlay on screen, if any, and waits until it is gone (a key sent right after
+/// Escape would arrive as Alt+key).
+fn close_overlay(tmux: &Tmux) {
+    if tmux.capture().contains("(Esc closes)") {
+        tmux.keys(&["Escape"]);
+        tmux.wait_for("the overlay to close", Duration::from_secs(10), |s| {
+            !s.contains("(Esc closes)")
+        });
+    }
+}
+
+/// Closes any overlay, then quits with `q`.
+fn quit(tmux: &Tmux) {
+    close_overlay(tmux);
+    tmux.keys(&["q"]);
+    tmux.wait_for("the shell again", Duration::from_secs(20), |s| {
+        s.contains("console exited")
+    });
+}
+
+#[test]
+fn restarting_one_process_from_the_processes_pane_gives_it_a_new_pid() {
+    let console = LaunchedConsole::start("pd-restart-one", "");
+    let tmux = &console.tmux;
+    let screen = tmux.capture();
+    let full = shown_pid(&screen, "full").expect("full runs");
+    let observed = shown_pid(&screen, "observed").expect("observed runs");
+    // Focus starts on PROCESSES with `full` selected: move to `observed`, restart it alone.
+    tmux.keys(&["j"]);
+    tmux.keys(&["R"]);
+    let screen = tmux.wait_for(
+        "observed to come back under a new pid",
+        Duration::from_secs(20),
+        |s| shown_pid(s, "observed").is_some_and(|p| p != observed),
+    );
+    // The other MCP process was left alone.
+    assert_eq!(shown_pid(&screen, "full"), Some(full), "{screen}");
+    // The step log (Enter on PROCESSES) shows the console said what R does before doing it.
+    tmux.keys(&["Enter"]);
+    let log = tmux.wait_for("the step log", Duration::from_secs(10), |s| {
+        s.contains("step log (last")
+    });
+    assert!(
+        log.contains(&format!(
+            "restarting the observed process only (pid {observed})"
+        )),
+        "{log}"
+    );
+    close_overlay(tmux);
+    assert!(!alive_pid(observed), "the old observed process is gone");
+    // The new process's worker comes up as a new session (generation 1 of the new pid).
+    tmux.wait_for("the new worker to be ready", Duration::from_secs(15), |s| {
+        s.lines()
+            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+    });
+    quit(tmux);
+}
+
+#[test]
+fn after_the_wrong_canary_enter_on_a_target_opens_its_diff() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let tmux = open_console("pd-story", &runs, 200, 60);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/canary/wrong.plan.jsonl");
+    // The steps of assets/canary/wrong.canary, typed on the command line; they queue in order.
+    for line in [
+        "record model=scripted-wrong provider=patchdiff reasoning=none".to_owned(),
+        "init".to_owned(),
+        "launch observed".to_owned(),
+        "preflight".to_owned(),
+        format!("agent {}", plan.display()),
+        "export".to_owned(),
+        "inspect".to_owned(),
+        "evaluate".to_owned(),
+    ] {
+        command(&tmux, &line);
+    }
+    let screen = tmux.wait_for("evaluate to finish", Duration::from_secs(90), |s| {
+        s.contains("evaluate FAIL") || s.contains("evaluate ok")
+    });
+    assert!(screen.contains("evaluate FAIL"), "{screen}");
+    // TARGETS: calendar, chess, … — select chess and press Enter.
+    tmux.keys(&["Tab"]);
+    tmux.keys(&["j"]);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("chess's story", Duration::from_secs(20), |s| {
+        s.contains("diff: expected → exported")
+    });
+    assert!(screen.contains("chess (python)"), "{screen}");
+    assert!(screen.contains("verdict: full-byte FAIL"), "{screen}");
+    // The wrong edit tests attacks by the mover's own colour: page down to that diff line.
+    let wrong_line = |s: &str| {
+        s.lines()
+            .any(|l| l.contains("+") && l.contains("color) for x in"))
+    };
+    let mut screen = screen;
+    for _ in 0..20 {
+        if wrong_line(&screen) {
+            break;
+        }
+        tmux.keys(&["PageDown"]);
+        let before = screen.clone();
+        screen = tmux.wait_for("the story to scroll", Duration::from_secs(10), |s| {
+            s != before
+        });
+    }
+    assert!(wrong_line(&screen), "{screen}");
+    quit(&tmux);
+}
+
+#[test]
+fn a_past_run_opens_read_only_from_the_run_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    // A past run: the bundled wrong canary, headless (it fails on chess by design).
+    let out = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["console", "--runs-dir"])
+        .arg(&runs)
+        .arg("--script")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/canary/wrong.canary"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let past = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find(|n| n.starts_with("r-"))
+        .expect("the headless run's directory");
+    let tmux = open_console("pd-runs", &runs, 200, 60);
+    command(&tmux, "runs");
+    let screen = tmux.wait_for("the run browser", Duration::from_secs(20), |s| {
+        s.contains(&past)
+    });
+    let row = screen.lines().find(|l| l.contains(&past)).unwrap();
+    assert!(
+        row.contains("scripted-wrong") && row.contains("FAILED") && row.contains("chess FAIL"),
+        "{row}"
+    );
+    close_overlay(&tmux);
+    command(&tmux, &format!("runs open {past}"));
+    let screen = tmux.wait_for("the past run's panes", Duration::from_secs(20), |s| {
+        // Its targets from its store, and its worker's history from its own perf events: the
+        // generation it launched retired when `report` stopped the process.
+        s.contains("opened past run")
+            && s.lines()
+                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+            && s.lines()
+                .any(|l| l.contains("retired pid") && l.contains("gen 1 shutdown"))
+    });
+    assert!(
+        screen.lines().next().unwrap().contains(&past),
+        "the header names the run shown:\n{screen}"
+    );
+    // Only the past run's process is shown: not the live console's own (unlaunched) ones.
+    assert!(!screen.contains("full      not running"), "{screen}");
+    // The past run is read-only: a step refuses rather than act on it.
+    command(&tmux, "export");
+    tmux.wait_for("the refusal", Duration::from_secs(10), |s| {
+        s.contains("read-only")
+    });
+    quit(&tmux);
+}

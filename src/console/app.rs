@@ -277,6 +277,48 @@ impl App {
         self.monitor.recorders.get("observed").copied()
     }
 
+    /// Why the screen cannot switch to another run now, if it cannot: a live canary (an MCP
+    /// process or an agent host running) keeps the screen, so two runs are never mixed on it
+    /// (issue 13). Stop the canary's processes (`stop`) first, or attach from another console.
+    pub fn attach_refusal(&self) -> Option<String> {
+        let c = self.canary.as_ref().filter(|_| self.attached.is_none())?;
+        let mut live: Vec<String> = c
+            .processes
+            .iter()
+            .filter_map(|p| p.pid.map(|pid| format!("{} pid {pid}", p.kind)))
+            .collect();
+        if let Some(h) = c.host.as_ref()
+            && matches!(h.state.as_str(), "starting" | "running")
+        {
+            live.push(format!(
+                "{} pid {}",
+                h.host,
+                h.pid.map_or("?".into(), |p| p.to_string())
+            ));
+        }
+        (!live.is_empty()).then(|| {
+            format!(
+                "run {} is live ({}): the screen stays on it so two runs never mix; `stop` its processes first, or use `patchdiff console --attach-events FILE` in another terminal",
+                c.run_id,
+                live.join(", ")
+            )
+        })
+    }
+
+    /// Why `command` is refused while this console shows an attached process or a past run
+    /// (read-only: only `runs` and `attach` switch what is shown), if it is.
+    pub fn read_only_refusal(&self, command: &Command) -> Option<String> {
+        let a = self.attached.as_ref()?;
+        match command {
+            Command::Runs { .. } | Command::Attach { .. } => None,
+            other => Some(format!(
+                "`{}` refused: the screen shows {} read-only; restart the console to run a canary",
+                other.name(),
+                a.events.display()
+            )),
+        }
+    }
+
     pub fn push_status(&mut self, ok: bool, text: impl Into<String>) {
         let text = text.into();
         // C1: the store's TARGET_NOT_FRESH refusal (the canary passes on its message, which
@@ -555,6 +597,7 @@ impl App {
         let mut names: Vec<String> = self
             .canary
             .as_ref()
+            .filter(|_| self.attached.is_none())
             .map(|c| c.targets.iter().map(|t| t.name.clone()).collect())
             .unwrap_or_default();
         for s in &self.store_targets {

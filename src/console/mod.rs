@@ -45,6 +45,10 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const IDLE_REDRAW: Duration = Duration::from_millis(500);
 /// `/proc` is sampled this often for process states.
 pub const PROC_SAMPLE: Duration = Duration::from_millis(1000);
+/// The longest the loop spends applying queued events before it draws (issue 13): a file
+/// with a long history (a past run of 200,000 events) reaches the screen batch by batch
+/// instead of after the whole file; keys keep being answered under a flood.
+pub const DRAIN_BUDGET: Duration = Duration::from_millis(50);
 
 /// Everything that reaches the UI loop.
 #[derive(Debug)]
@@ -70,6 +74,16 @@ impl Sources {
         database: Option<PathBuf>,
         tx: &mpsc::Sender<AppEvent>,
     ) -> Self {
+        Self::start_from(perf, database, tx, sources::FIRST_BATCH_BYTES)
+    }
+
+    /// [`Sources::start`] with the tailer's first batch of `first_batch` bytes.
+    pub fn start_from(
+        perf: &[(String, PathBuf)],
+        database: Option<PathBuf>,
+        tx: &mpsc::Sender<AppEvent>,
+        first_batch: usize,
+    ) -> Self {
         let mut files = Vec::new();
         for (source, path) in perf {
             files.push((source.clone(), path.clone(), FileKind::Perf));
@@ -77,7 +91,12 @@ impl Sources {
                 files.push((source.clone(), memory_path_for(path), FileKind::Memory));
             }
         }
-        let mut tasks = vec![sources::spawn_tailer(files, tx.clone(), AppEvent::Source)];
+        let mut tasks = vec![sources::spawn_tailer_from(
+            files,
+            tx.clone(),
+            AppEvent::Source,
+            first_batch,
+        )];
         if let Some(db) = database {
             tasks.push(sources::spawn_store_poller(
                 db,
@@ -179,6 +198,19 @@ pub async fn run_loop<B: Backend>(
     rx: &mut mpsc::Receiver<AppEvent>,
     sink: &mut dyn CommandSink,
 ) -> anyhow::Result<()> {
+    run_loop_with(terminal, app, rx, sink, Some(DRAIN_BUDGET)).await
+}
+
+/// [`run_loop`] with the time spent applying queued events before a draw bounded by
+/// `drain_budget` (`None`: only by [`EVENT_QUEUE`] events, the earlier behaviour, kept for
+/// `console-bench`'s side-by-side figure).
+pub async fn run_loop_with<B: Backend>(
+    terminal: &mut Terminal<B>,
+    app: &mut App,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut dyn CommandSink,
+    drain_budget: Option<Duration>,
+) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_draw: Option<Instant> = None;
@@ -191,9 +223,14 @@ pub async fn run_loop<B: Backend>(
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
+                let drain_started = Instant::now();
                 if let Some(c) = apply_event(app, ev) { sink.send(app, c); }
-                // Drain what is already queued, bounded, before redrawing (batching per frame).
+                // Drain what is already queued, bounded in count and time, before redrawing
+                // (batching per frame).
                 for _ in 0..EVENT_QUEUE {
+                    if drain_budget.is_some_and(|b| drain_started.elapsed() >= b) {
+                        break;
+                    }
                     match rx.try_recv() {
                         Ok(ev) => if let Some(c) = apply_event(app, ev) { sink.send(app, c); },
                         Err(_) => break,
@@ -323,8 +360,25 @@ struct Interactive {
 
 impl CommandSink for Interactive {
     fn send(&mut self, app: &mut App, command: Command) {
+        if let Some(why) = app.read_only_refusal(&command) {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(false, why);
+            return;
+        }
+        let switches = matches!(
+            command,
+            Command::Attach { .. }
+                | Command::Runs {
+                    action: RunsAction::Open(_)
+                }
+        );
+        if switches && let Some(why) = app.attach_refusal() {
+            app.queued = app.queued.saturating_sub(1);
+            app.push_status(false, why);
+            return;
+        }
         // `runs open ID`: the past run's panes, read-only, through the attach path (its perf
-        // events, its store); the live canary keeps running underneath.
+        // events, its store); the whole screen switches (refused above while a run is live).
         if let Command::Runs {
             action: RunsAction::Open(id),
         } = &command
@@ -420,12 +474,26 @@ pub fn attach(
         events: events.to_path_buf(),
         database: database.map(Path::to_path_buf),
     });
-    // The wire log and transcript when they sit beside the events file (a run directory).
+    // The attached process's own wire log (and the run's transcript) when they sit beside the
+    // events file: `X.perf.jsonl` pairs with `X.mcp.jsonl` — never another process's log.
     let mut logs = Vec::new();
+    if let Some(wire) = wire_log_beside(events).filter(|p| p.exists()) {
+        let stem = wire
+            .file_name()
+            .map(|n| {
+                n.to_string_lossy()
+                    .trim_end_matches(".mcp.jsonl")
+                    .to_owned()
+            })
+            .unwrap_or_default();
+        logs.push((format!("{stem} requests/results"), wire));
+    }
     if let Some(dir) = events.parent() {
         for (label, name) in [
-            ("observed requests/results", "observed.mcp.jsonl"),
             ("transcript", "transcript.jsonl"),
+            // A4: the agent host's own stream, when the host was launched from a run.
+            ("agent host stream (claude)", "agent.claude.jsonl"),
+            ("agent host stream (codex)", "agent.codex.jsonl"),
         ] {
             let p = dir.join(name);
             if p.exists() {
@@ -437,6 +505,15 @@ pub fn attach(
     app.evidence = evidence::EvidenceView::new(logs);
     app.evidence.reload();
     app.push_status(true, format!("attached to {}", events.display()));
+}
+
+/// The wire log an MCP process writes beside its perf events (E1 naming in a run directory:
+/// `observed.perf.jsonl` → `observed.mcp.jsonl`, `host-observed.perf.jsonl` →
+/// `host-observed.mcp.jsonl`); `None` when `events` is not named `NAME.perf.jsonl`.
+pub fn wire_log_beside(events: &Path) -> Option<PathBuf> {
+    let name = events.file_name()?.to_str()?;
+    let stem = name.strip_suffix(".perf.jsonl").filter(|s| !s.is_empty())?;
+    Some(events.with_file_name(format!("{stem}.mcp.jsonl")))
 }
 
 /// RSS and CPU (percent of one core since the previous call) of `pids`; pids that are gone or
@@ -657,5 +734,20 @@ mod tests {
         let mut app = App::new(false, 0.0);
         assert_eq!(apply_event(&mut app, AppEvent::Signal("SIGTERM")), None);
         assert!(app.quit);
+    }
+
+    #[test]
+    fn an_attached_process_pairs_with_its_own_wire_log_only() {
+        let p = |s: &str| wire_log_beside(Path::new(s));
+        assert_eq!(
+            p("/runs/r-1/host-observed.perf.jsonl"),
+            Some(PathBuf::from("/runs/r-1/host-observed.mcp.jsonl"))
+        );
+        assert_eq!(
+            p("/runs/r-1/observed.perf.jsonl"),
+            Some(PathBuf::from("/runs/r-1/observed.mcp.jsonl"))
+        );
+        assert_eq!(p("/tmp/events.jsonl"), None);
+        assert_eq!(p("/tmp/.perf.jsonl"), None);
     }
 }

@@ -16,6 +16,10 @@ use crate::store::{EditStore, SqliteStore};
 pub const TAIL_INTERVAL: Duration = Duration::from_millis(100);
 /// Most bytes read from one file per poll (bounds one batch: 8 MiB).
 pub const TAIL_BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// The first batch read from a file (bytes): small, so a file with history (a past run, an
+/// attached process that ran for hours) shows on screen within a frame; each further batch
+/// doubles up to [`TAIL_BATCH_BYTES`] (issue 13: opening a run with 200,000 events).
+pub const FIRST_BATCH_BYTES: usize = 256 * 1024;
 /// How often the store is read for the targets pane.
 pub const STORE_INTERVAL: Duration = Duration::from_millis(1000);
 
@@ -39,17 +43,30 @@ pub enum SourceEvent {
     Targets(Result<Vec<TargetSummary>, String>),
 }
 
-/// Follows `files` (source name, path, kind) and sends each poll's new lines as one batch.
+/// Follows `files` (source name, path, kind) and sends each poll's new lines as one batch:
+/// [`FIRST_BATCH_BYTES`] first, doubling to [`TAIL_BATCH_BYTES`].
 pub fn spawn_tailer<E: Send + 'static>(
     files: Vec<(String, PathBuf, FileKind)>,
     events: mpsc::Sender<E>,
     wrap: fn(SourceEvent) -> E,
+) -> JoinHandle<()> {
+    spawn_tailer_from(files, events, wrap, FIRST_BATCH_BYTES)
+}
+
+/// [`spawn_tailer`] with the first batch of `first_batch` bytes (at most [`TAIL_BATCH_BYTES`];
+/// `console-bench` compares [`TAIL_BATCH_BYTES`], the earlier behaviour, with the default).
+pub fn spawn_tailer_from<E: Send + 'static>(
+    files: Vec<(String, PathBuf, FileKind)>,
+    events: mpsc::Sender<E>,
+    wrap: fn(SourceEvent) -> E,
+    first_batch: usize,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut tails: Vec<(String, FileKind, JsonlTail)> = files
             .into_iter()
             .map(|(s, p, k)| (s, k, JsonlTail::new(&p)))
             .collect();
+        let mut batch = first_batch.clamp(1, TAIL_BATCH_BYTES);
         let mut tick = tokio::time::interval(TAIL_INTERVAL);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -57,9 +74,9 @@ pub fn spawn_tailer<E: Send + 'static>(
             for (source, kind, tail) in &mut tails {
                 loop {
                     let mut lines = Vec::new();
-                    let read = tail
-                        .poll(TAIL_BATCH_BYTES, |l| lines.push(l.to_owned()))
-                        .unwrap_or(0);
+                    let read = tail.poll(batch, |l| lines.push(l.to_owned())).unwrap_or(0);
+                    let full = read >= batch;
+                    batch = (batch * 2).min(TAIL_BATCH_BYTES);
                     if !lines.is_empty() {
                         let batch = SourceEvent::Lines {
                             source: source.clone(),
@@ -70,7 +87,7 @@ pub fn spawn_tailer<E: Send + 'static>(
                             return;
                         }
                     }
-                    if read < TAIL_BATCH_BYTES {
+                    if !full {
                         break;
                     }
                 }
@@ -120,4 +137,43 @@ pub fn spawn_store_poller<E: Send + 'static>(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[tokio::test]
+    async fn a_file_with_history_arrives_in_small_batches_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("observed.perf.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        // 2 MiB of 100-byte lines (99 bytes + newline).
+        let line = "x".repeat(99);
+        for _ in 0..(2 * 1024 * 1024 / 100) {
+            writeln!(f, "{line}").unwrap();
+        }
+        drop(f);
+        let (tx, mut rx) = mpsc::channel(64);
+        let task = spawn_tailer(vec![("observed".into(), path, FileKind::Perf)], tx, |e| e);
+        let mut sizes = Vec::new();
+        let mut total = 0;
+        while total < 2 * 1024 * 1024 / 100 {
+            let Some(SourceEvent::Lines { lines, .. }) = rx.recv().await else {
+                panic!("the tailer stopped");
+            };
+            total += lines.len();
+            sizes.push(lines.len() * 100);
+        }
+        task.abort();
+        // 256 KiB, then 512 KiB, then 1 MiB (each may complete the line the read before cut):
+        // a frame can show the first batch at once.
+        assert!(sizes[0] <= 256 * 1024, "{sizes:?}");
+        assert!(
+            sizes[1] <= 512 * 1024 + 100 && sizes[1] > 256 * 1024,
+            "{sizes:?}"
+        );
+        assert!(sizes[2] > 512 * 1024, "{sizes:?}");
+    }
 }

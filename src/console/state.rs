@@ -25,6 +25,9 @@ pub const MAX_LAUNCHES_PER_MINUTE: usize = 3;
 pub const LAUNCH_WINDOW_MS: f64 = 60_000.0;
 /// W10: a generation retires after 60 minutes (ms).
 pub const GENERATION_MAX_AGE_MS: f64 = 3_600_000.0;
+/// W7: a lock holder waits at most 250 ms for admission (ms); admissions with this ceiling
+/// or below are the lock holder's, not the ordinary W6 admission.
+pub const LOCK_HOLDER_ADMISSION_MS: f64 = 250.0;
 /// Fraction of a ceiling past which a figure is shown as `high` (yellow).
 pub const HIGH_FRACTION: f64 = 0.75;
 
@@ -155,8 +158,12 @@ impl Phase {
 #[derive(Debug, Clone, PartialEq)]
 pub struct PhaseTimer {
     pub phase: Phase,
-    /// Ceiling in ms (from `attrs.ceiling_ms`, else the W6 default).
+    /// The ordinary ceiling in ms (from `attrs.ceiling_ms`, else the W6 default). For
+    /// admission it never takes a lock holder's 250 ms (W7), so the label keeps one meaning.
     pub ceiling_ms: f64,
+    /// The ceiling the last completed span ran under (ms): differs from `ceiling_ms` for a
+    /// lock holder's admission.
+    pub last_ceiling_ms: f64,
     /// Duration of the last completed span (ms).
     pub last_ms: Option<f64>,
     /// Whether the last completed span ended ok.
@@ -172,6 +179,7 @@ impl PhaseTimer {
         Self {
             phase,
             ceiling_ms: phase.default_ceiling_ms(),
+            last_ceiling_ms: phase.default_ceiling_ms(),
             last_ms: None,
             last_ok: true,
             max_ms: 0.0,
@@ -192,7 +200,8 @@ impl PhaseTimer {
     /// only when it also reached the ceiling (a cancelled admission is not a breach).
     pub fn level(&self, now_ms: f64) -> Level {
         match self.shown_ms(now_ms) {
-            (Some(ms), _) => Level::of(ms, self.ceiling_ms),
+            (Some(ms), true) => Level::of(ms, self.ceiling_ms),
+            (Some(ms), false) => Level::of(ms, self.last_ceiling_ms),
             (None, _) => Level::Ok,
         }
     }
@@ -252,6 +261,9 @@ impl WorkerView {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Retirement {
     pub ts_ms: f64,
+    /// The MCP process that recorded it (`PerfEvent::pid`), so `gen 1` of two processes that
+    /// shared an events file can be told apart (issue 13).
+    pub pid: Option<u64>,
     pub generation: Option<u64>,
     pub reason: String,
     pub requests: Option<u64>,
@@ -372,7 +384,14 @@ pub struct Monitor {
     pub rss: Ring<(f64, u64)>,
     /// RSS limit (bytes) as reported by `worker_rss`, else W9's 1 GiB.
     pub rss_limit: u64,
-    stats: BTreeMap<String, EventStats>,
+    /// Per source, per event name: statistics of that source's current process only (a new
+    /// pid on a source starts them afresh, issue 13).
+    stats: BTreeMap<String, BTreeMap<String, EventStats>>,
+    /// The source whose worker the worker pane shows (the last to launch one).
+    pub worker_source: Option<String>,
+    /// Sessions seen: one per (source, pid) — a process that appended to a file another
+    /// process wrote before starts a new one (issue 13: attach done right).
+    pub sessions: u64,
     /// Percentile table, recomputed by [`Monitor::refresh`] (not while drawing).
     pub stat_rows: Vec<StatRow>,
     stats_dirty: bool,
@@ -408,6 +427,8 @@ impl Monitor {
             rss: Ring::new(RSS_CAPACITY),
             rss_limit: RSS_LIMIT_BYTES,
             stats: BTreeMap::new(),
+            worker_source: None,
+            sessions: 0,
             stat_rows: Vec::new(),
             stats_dirty: false,
             tail: Ring::new(TAIL_CAPACITY),
@@ -485,15 +506,13 @@ impl Monitor {
     /// Ingests one event (T4, T5).
     pub fn ingest(&mut self, source: &str, ev: &PerfEvent) {
         self.ingested += 1;
-        if ev.pid != 0 && self.recorders.get(source) != Some(&u64::from(ev.pid)) {
-            self.recorders.insert(source.to_owned(), u64::from(ev.pid));
-        }
+        self.note_recorder(source, ev.pid);
         let ok = ev.outcome == Outcome::Ok;
         let ts = ev.start_ms;
         let end = ev.start_ms + ev.duration_ms.max(0.0);
         match Unit::gauge_of(ev) {
-            Some((unit, value)) => self.record_stats(&ev.name, value, ok, unit),
-            None => self.record_stats(&ev.name, ev.duration_ms, ok, Unit::Ms),
+            Some((unit, value)) => self.record_stats(source, &ev.name, value, ok, unit),
+            None => self.record_stats(source, &ev.name, ev.duration_ms, ok, Unit::Ms),
         }
         match ev.name.as_str() {
             "worker_queue_depth" => {
@@ -517,6 +536,7 @@ impl Monitor {
                 self.queue_depths.push(waiting);
             }
             "worker_launch" => {
+                self.worker_source = Some(source.to_owned());
                 self.launches.push(ts);
                 self.worker = WorkerView {
                     generation: id_u64(&ev.ids, "generation"),
@@ -553,6 +573,7 @@ impl Monitor {
                     .to_owned();
                 self.retirements.push(Retirement {
                     ts_ms: ts,
+                    pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
                     generation,
                     reason: reason.clone(),
                     requests: attr_u64(&ev.attrs, "requests"),
@@ -581,21 +602,7 @@ impl Monitor {
             },
             name => {
                 if let Some(phase) = Phase::from_event(name) {
-                    let ceiling = ev
-                        .attrs
-                        .get("ceiling_ms")
-                        .and_then(Value::as_f64)
-                        .filter(|c| c.is_finite() && *c > 0.0);
-                    let t = self.phase_mut(phase);
-                    if let Some(c) = ceiling {
-                        t.ceiling_ms = c;
-                    }
-                    t.last_ms = Some(ev.duration_ms);
-                    t.last_ok = ok;
-                    t.max_ms = t.max_ms.max(ev.duration_ms);
-                    if t.running_since_ms.is_some_and(|s| s <= end) && phase != Phase::Admission {
-                        t.running_since_ms = None;
-                    }
+                    self.record_phase(phase, ev, end);
                 }
             }
         }
@@ -609,16 +616,19 @@ impl Monitor {
         });
     }
 
-    fn record_stats(&mut self, name: &str, duration_ms: f64, ok: bool, unit: Unit) {
-        let key = if self.stats.contains_key(name) || self.stats.len() < MAX_EVENT_NAMES {
+    fn record_stats(&mut self, source: &str, name: &str, duration_ms: f64, ok: bool, unit: Unit) {
+        let per_source = match self.stats.get_mut(source) {
+            Some(s) => s,
+            None => self.stats.entry(source.to_owned()).or_default(),
+        };
+        let key = if per_source.contains_key(name) || per_source.len() < MAX_EVENT_NAMES {
             name
         } else {
             "(other)"
         };
-        let stats = match self.stats.get_mut(key) {
+        let stats = match per_source.get_mut(key) {
             Some(s) => s,
-            None => self
-                .stats
+            None => per_source
                 .entry(key.to_owned())
                 .or_insert_with(EventStats::new),
         };
@@ -641,18 +651,26 @@ impl Monitor {
         }
         self.stats_dirty = false;
         let mut scratch: Vec<f64> = Vec::with_capacity(DURATIONS_PER_NAME);
-        self.stat_rows = self
-            .stats
-            .iter()
-            .map(|(name, s)| {
+        // One row per name over the sources' current processes.
+        let mut by_name: BTreeMap<&str, Vec<&EventStats>> = BTreeMap::new();
+        for per_source in self.stats.values() {
+            for (name, s) in per_source {
+                by_name.entry(name.as_str()).or_default().push(s);
+            }
+        }
+        self.stat_rows = by_name
+            .into_iter()
+            .map(|(name, all)| {
                 scratch.clear();
-                scratch.extend(s.durations.iter().copied());
+                for s in &all {
+                    scratch.extend(s.durations.iter().copied());
+                }
                 scratch.sort_by(f64::total_cmp);
                 StatRow {
-                    name: name.clone(),
-                    count: s.count,
-                    failed: s.failed,
-                    unit: s.unit,
+                    name: name.to_owned(),
+                    count: all.iter().map(|s| s.count).sum(),
+                    failed: all.iter().map(|s| s.failed).sum(),
+                    unit: all[0].unit,
                     p50: percentile(&scratch, 0.50),
                     p95: percentile(&scratch, 0.95),
                     p99: percentile(&scratch, 0.99),
@@ -662,6 +680,73 @@ impl Monitor {
         // Busiest first, so the table's top rows are the ones that matter.
         self.stat_rows
             .sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+    }
+}
+
+impl Monitor {
+    /// Notes which process (`pid`, 0 = unknown) records `source`'s events. A different pid on
+    /// a source that had one is a new process appending to the same file (a relaunch, or an
+    /// attached file reused by another server): its session starts afresh ([`Monitor::start_session`]).
+    fn note_recorder(&mut self, source: &str, pid: u32) {
+        if pid == 0 {
+            return;
+        }
+        let pid = u64::from(pid);
+        match self.recorders.insert(source.to_owned(), pid) {
+            Some(old) if old == pid => {}
+            Some(_) => {
+                self.sessions += 1;
+                self.start_session(source);
+            }
+            None => self.sessions += 1,
+        }
+    }
+
+    /// Starts a fresh session for `source`'s new process: its event statistics, and — when it
+    /// is the source the worker pane shows — the queue, phase timers, worker view, launch window
+    /// (W10 counts one supervisor's launches), queue saturation and RSS series. Retirements are
+    /// kept: each row carries the pid that recorded it.
+    pub fn start_session(&mut self, source: &str) {
+        self.stats.remove(source);
+        self.stats_dirty = true;
+        if self.worker_source.as_deref().is_none_or(|s| s == source) {
+            self.queue_active = 0;
+            self.queue_waiting = 0;
+            self.queue_peak_waiting = 0;
+            self.queue_full = 0;
+            self.queue_expired = 0;
+            self.queue_depths = Ring::new(QUEUE_DEPTHS_KEPT);
+            self.phases = Phase::ALL.map(PhaseTimer::new);
+            self.worker = WorkerView::default();
+            self.launches = Ring::new(HISTORY_CAPACITY);
+            self.rss = Ring::new(RSS_CAPACITY);
+        }
+    }
+
+    /// A completed phase span (W6, W7). The timer's ceiling is the ordinary one (the event's
+    /// configured ceiling, W6's default until one arrives), so its label keeps one meaning; a
+    /// lock holder's admission ceiling (W7: 250 ms) is kept only as the last span's ceiling.
+    fn record_phase(&mut self, phase: Phase, ev: &PerfEvent, end: f64) {
+        let ok = ev.outcome == Outcome::Ok;
+        let ceiling = ev
+            .attrs
+            .get("ceiling_ms")
+            .and_then(Value::as_f64)
+            .filter(|c| c.is_finite() && *c > 0.0);
+        let t = self.phase_mut(phase);
+        // W7: an admission with the lock holder's short ceiling is not an ordinary one.
+        let ordinary =
+            phase != Phase::Admission || ceiling.is_some_and(|c| c > LOCK_HOLDER_ADMISSION_MS);
+        if let Some(c) = ceiling.filter(|_| ordinary) {
+            t.ceiling_ms = c;
+        }
+        t.last_ceiling_ms = ceiling.unwrap_or(t.ceiling_ms);
+        t.last_ms = Some(ev.duration_ms);
+        t.last_ok = ok;
+        t.max_ms = t.max_ms.max(ev.duration_ms);
+        if t.running_since_ms.is_some_and(|s| s <= end) && phase != Phase::Admission {
+            t.running_since_ms = None;
+        }
     }
 }
 
@@ -1004,5 +1089,219 @@ mod tests {
                 .iter()
                 .any(|r| r.name == "(other)" && r.count == 10)
         );
+    }
+
+    /// An event recorded by process `pid`.
+    fn by(
+        pid: u32,
+        name: &str,
+        start_ms: f64,
+        duration_ms: f64,
+        attrs: Value,
+        ids: Value,
+    ) -> PerfEvent {
+        let mut e = ev(name, start_ms, duration_ms, attrs, ids);
+        e.pid = pid;
+        e
+    }
+
+    #[test]
+    fn a_new_process_on_the_same_file_starts_a_fresh_session() {
+        let mut m = Monitor::new();
+        // Process 7010: two launches, a slow admission, a busy queue, a retirement.
+        for (g, t) in [(1, 0.0), (2, 1_000.0)] {
+            m.ingest(
+                "observed",
+                &by(
+                    7010,
+                    "worker_launch",
+                    t,
+                    0.0,
+                    json!({"pid": 9000 + g}),
+                    json!({"generation": g}),
+                ),
+            );
+        }
+        m.ingest(
+            "observed",
+            &by(
+                7010,
+                "phase_admission",
+                1_500.0,
+                1_900.0,
+                json!({"ceiling_ms": 2000}),
+                json!({}),
+            ),
+        );
+        m.ingest(
+            "observed",
+            &by(
+                7010,
+                "worker_queue_depth",
+                2_000.0,
+                0.0,
+                json!({"active": 1, "waiting": 6}),
+                json!({}),
+            ),
+        );
+        for d in [100.0, 200.0, 300.0] {
+            m.ingest(
+                "observed",
+                &by(7010, "ipc_read", 2_100.0, d, json!({}), json!({})),
+            );
+        }
+        m.ingest(
+            "observed",
+            &by(
+                7010,
+                "worker_retired",
+                3_000.0,
+                0.0,
+                json!({"reason": "shutdown"}),
+                json!({"generation": 2}),
+            ),
+        );
+        // The full process's events are its own session and stay.
+        m.ingest(
+            "full",
+            &by(7001, "ipc_read", 3_000.0, 50.0, json!({}), json!({})),
+        );
+        assert_eq!(m.launches_in_window(3_000.0), 2);
+        // Process 7020 appends to the same file (a relaunch, or a reused attach file).
+        m.ingest(
+            "observed",
+            &by(
+                7020,
+                "worker_launch",
+                4_000.0,
+                0.0,
+                json!({"pid": 9100}),
+                json!({"generation": 1}),
+            ),
+        );
+        m.ingest(
+            "observed",
+            &by(7020, "ipc_read", 4_100.0, 7.0, json!({}), json!({})),
+        );
+        m.refresh();
+        assert_eq!(m.sessions, 3, "7010, 7001, 7020");
+        // W10's launch window counts the new supervisor's launches only.
+        assert_eq!(m.launches_in_window(4_000.0), 1);
+        // Fresh phase timers and queue: nothing carried over from 7010.
+        let admission = m.phase(Phase::Admission);
+        assert_eq!(admission.last_ms, None);
+        assert_eq!(admission.running_since_ms, None);
+        assert_eq!(
+            (m.queue_active, m.queue_waiting, m.queue_peak_waiting),
+            (0, 0, 0)
+        );
+        assert_eq!(m.worker.generation, Some(1));
+        assert_eq!(m.worker.pid, Some(9100));
+        assert_eq!(m.worker.state, WorkerState::Starting);
+        // Percentiles per pid: 7020's one read plus the full process's, not 7010's three.
+        let ipc = m.stat_rows.iter().find(|r| r.name == "ipc_read").unwrap();
+        assert_eq!(ipc.count, 2);
+        assert_eq!(ipc.p99, 50.0);
+        // The retirement stays, carrying the pid that recorded it.
+        let r = m.retirements.last().unwrap();
+        assert_eq!((r.pid, r.generation), (Some(7010), Some(2)));
+    }
+
+    #[test]
+    fn a_relaunch_of_another_source_leaves_the_worker_session_alone() {
+        let mut m = Monitor::new();
+        m.ingest(
+            "observed",
+            &by(
+                7010,
+                "worker_launch",
+                0.0,
+                0.0,
+                json!({"pid": 9001}),
+                json!({"generation": 1}),
+            ),
+        );
+        m.ingest(
+            "full",
+            &by(7001, "mcp_call", 10.0, 1.0, json!({}), json!({})),
+        );
+        m.ingest(
+            "full",
+            &by(7002, "mcp_call", 20.0, 1.0, json!({}), json!({})),
+        );
+        assert_eq!(m.worker.generation, Some(1));
+        assert_eq!(m.launches_in_window(30.0), 1);
+    }
+
+    #[test]
+    fn retirement_rows_of_two_processes_tell_their_generations_apart() {
+        let mut m = Monitor::new();
+        for pid in [7010, 7020] {
+            m.ingest(
+                "observed",
+                &by(
+                    pid,
+                    "worker_retired",
+                    0.0,
+                    0.0,
+                    json!({"reason": "shutdown"}),
+                    json!({"generation": 1}),
+                ),
+            );
+        }
+        let rows: Vec<(Option<u64>, Option<u64>)> = m
+            .retirements
+            .iter()
+            .map(|r| (r.pid, r.generation))
+            .collect();
+        assert_eq!(rows, [(Some(7010), Some(1)), (Some(7020), Some(1))]);
+    }
+
+    #[test]
+    fn the_admission_ceiling_label_keeps_its_meaning_after_a_lock_holders_admission() {
+        let mut m = Monitor::new();
+        // W7: a lock holder's admission runs under 250 ms; W6's ordinary one under 2 s.
+        m.ingest(
+            "o",
+            &ev(
+                "phase_admission",
+                0.0,
+                200.0,
+                json!({"ceiling_ms": 250}),
+                json!({}),
+            ),
+        );
+        let t = m.phase(Phase::Admission);
+        assert_eq!(
+            t.ceiling_ms, 2_000.0,
+            "the label is still the ordinary ceiling"
+        );
+        assert_eq!(t.last_ceiling_ms, 250.0);
+        // 200 of 250 ms is past 75 % of the lock holder's ceiling.
+        assert_eq!(t.level(1_000.0), Level::High);
+        m.ingest(
+            "o",
+            &ev(
+                "phase_admission",
+                10.0,
+                200.0,
+                json!({"ceiling_ms": 2000}),
+                json!({}),
+            ),
+        );
+        let t = m.phase(Phase::Admission);
+        assert_eq!((t.ceiling_ms, t.last_ceiling_ms), (2_000.0, 2_000.0));
+        assert_eq!(t.level(1_000.0), Level::Ok);
+        m.ingest(
+            "o",
+            &ev(
+                "phase_admission",
+                20.0,
+                10.0,
+                json!({"ceiling_ms": 250}),
+                json!({}),
+            ),
+        );
+        assert_eq!(m.phase(Phase::Admission).ceiling_ms, 2_000.0);
     }
 }

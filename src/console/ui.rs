@@ -277,7 +277,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
     frame.render_widget(block, rect);
     let lines = match pane {
         Pane::Processes => processes(app, &theme),
-        Pane::Targets => targets(app, &theme, inner.width),
+        Pane::Targets => scrolled_targets(targets(app, &theme, inner.width), app, inner.height),
         Pane::Worker => worker(app, &theme, inner.width, inner.height),
         Pane::Perf => perf(app, &theme, inner.height),
         Pane::Evidence => evidence(app, &theme, inner.height),
@@ -357,6 +357,60 @@ pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
     }
 }
 
+/// A process state in transition or needing a look (starting, stopped, no events yet). `▲`
+/// is kept for one meaning only: a figure past 75 % of its ceiling (issue 13).
+pub const PENDING: &str = "◐";
+/// A process or worker that ended as expected (a clean exit, an expected retirement).
+pub const GONE: &str = "○";
+
+/// The symbol of a process state: `●` running, `◐` in transition, `✖` failed or exited.
+fn state_symbol(level: Level) -> &'static str {
+    match level {
+        Level::Ok => "●",
+        Level::High => PENDING,
+        Level::Limit => "✖",
+    }
+}
+
+/// Whether the worker's last retirement was an expected one (shutdown, age, request limit).
+fn last_retirement_expected(app: &App) -> bool {
+    app.monitor.retirements.last().is_some_and(|r| r.expected)
+}
+
+/// ` (last: lock holder, ceiling 0.25 s)` when the last completed span ran under another
+/// ceiling than the one on the label (W7's lock-holder admission); empty otherwise.
+fn lock_holder_note(t: &crate::console::state::PhaseTimer, live: bool) -> String {
+    if live || t.last_ms.is_none() || t.last_ceiling_ms == t.ceiling_ms {
+        return String::new();
+    }
+    format!(
+        " (last: lock holder, ceiling {})",
+        secs(Some(t.last_ceiling_ms))
+    )
+}
+
+/// The attached process's symbol, level and word. We are not its parent, so its exit status
+/// is unknown; a process that is gone after its worker retired for `shutdown` ended cleanly
+/// (its host closed it) and is not shown as a failure (issue 13).
+fn attached_word(app: &App, pid: u64) -> (&'static str, Level, String) {
+    let (level, word) = proc_word(app, Some(pid));
+    if level != Level::Limit {
+        return (state_symbol(level), level, word);
+    }
+    let clean = app
+        .monitor
+        .retirements
+        .iter()
+        .rev()
+        .find(|r| r.pid == Some(pid))
+        .is_some_and(|r| r.expected && r.reason == "shutdown");
+    if clean {
+        (GONE, Level::Ok, "exited (clean shutdown)".into())
+    } else {
+        (state_symbol(level), level, word)
+    }
+}
+
 /// A process's state word from its sampled `/proc` state (U1: state and exit status).
 fn proc_word(app: &App, pid: Option<u64>) -> (Level, String) {
     match pid.and_then(|p| app.proc_state.get(&p)) {
@@ -380,7 +434,7 @@ fn host_line<'a>(app: &App, h: &crate::canary::host::HostProgress, theme: &Theme
     };
     let calls: u64 = h.tool_calls.values().sum();
     Line::from(vec![
-        Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+        Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
         Span::raw(format!(
             "{:<9} pid {:<7} up {:>8}  {} turns · {calls} calls · last {}  ",
             h.host,
@@ -433,15 +487,17 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         &["full", "observed"]
     };
     for kind in mcp_kinds {
+        // Attached, the screen shows only the attached process: never the canary's (issue 13).
         let snap = app
             .canary
             .as_ref()
+            .filter(|_| app.attached.is_none())
             .and_then(|c| c.processes.iter().find(|p| p.kind == *kind));
         let line = match (snap, app.attached.as_ref()) {
             (Some(p), _) => {
                 let (level, word) = proc_word(app, p.pid.map(u64::from));
                 Line::from(vec![
-                    Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+                    Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
                     Span::raw(format!(
                         "{kind:<9} pid {:<7} up {:>8}  ",
                         p.pid.map_or("?".into(), |p| p.to_string()),
@@ -452,12 +508,12 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
             }
             (None, Some(_)) => {
                 let pid = app.attached_pid();
-                let (level, word) = match pid {
-                    Some(_) => proc_word(app, pid),
-                    None => (Level::High, "no events yet".to_owned()),
+                let (symbol, level, word) = match pid {
+                    Some(p) => attached_word(app, p),
+                    None => (PENDING, Level::High, "no events yet".to_owned()),
                 };
                 Line::from(vec![
-                    Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+                    Span::styled(format!("{symbol} "), theme.level(level)),
                     Span::raw(format!(
                         "{kind:<9} pid {:<7} attached  ",
                         pid.map_or("?".into(), |p| p.to_string())
@@ -497,7 +553,15 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         }
         WorkerState::Starting => (Level::High, "starting".into()),
         WorkerState::None => (Level::Ok, "not started".into()),
-        WorkerState::Retired(r) => (Level::High, format!("retired ({r})")),
+        // An expected retirement (shutdown, age, request limit) is not a failure.
+        WorkerState::Retired(r) if last_retirement_expected(app) => {
+            (Level::Ok, format!("retired ({r})"))
+        }
+        WorkerState::Retired(r) => (Level::Limit, format!("retired ({r})")),
+    };
+    let symbol = match &w.state {
+        WorkerState::Retired(_) if level == Level::Ok => GONE,
+        _ => state_symbol(level),
     };
     // A worker that has not started is not "ok": it is shown like a process not running.
     if w.state == WorkerState::None {
@@ -508,7 +572,7 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         return out;
     }
     out.push(Line::from(vec![
-        Span::styled(format!("{} ", level.symbol()), theme.level(level)),
+        Span::styled(format!("{symbol} "), theme.level(level)),
         Span::raw(format!(
             "{:<9} gen {:<3} pid {:<7} ",
             "worker",
@@ -521,6 +585,29 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     out
 }
 
+/// The targets pane's lines fitted to `height` rows: the header stays, and the rows scroll so
+/// the selected target is always on screen (at 40×12 the pane shows two or three targets; j/k
+/// reach every one, issue 13). Trailing lines (a store error) stay below the rows.
+fn scrolled_targets<'a>(mut lines: Vec<Line<'a>>, app: &App, height: u16) -> Vec<Line<'a>> {
+    let height = height as usize;
+    let rows = app.target_names().len().min(lines.len().saturating_sub(1));
+    if lines.len() <= height || height < 2 {
+        return lines;
+    }
+    let extra = lines.len() - 1 - rows;
+    let visible = height.saturating_sub(1 + extra).max(1);
+    if rows <= visible {
+        return lines;
+    }
+    let cursor = app.target_cursor.min(rows - 1);
+    let first = cursor.saturating_sub(visible - 1);
+    let header = lines.remove(0);
+    let mut out = vec![header];
+    out.extend(lines.drain(first..first + visible));
+    out.extend(lines.drain(rows - visible..));
+    out
+}
+
 fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
     let mut out = vec![Line::styled(
         format!(
@@ -529,9 +616,11 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         ),
         theme.dim(),
     )];
+    // Attached, the targets are the attached store's only (never the canary's, issue 13).
     let rows = app
         .canary
         .as_ref()
+        .filter(|_| app.attached.is_none())
         .map(|c| c.targets.as_slice())
         .unwrap_or(&[]);
     let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
@@ -733,6 +822,7 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
                 if failed { " (last failed)" } else { "" },
                 theme.level(Level::High),
             ),
+            Span::styled(lock_holder_note(t, live), theme.dim()),
         ]));
     }
     // After `stop` (or a retirement) the worker is gone: say so rather than freeze the value.
@@ -787,8 +877,9 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
         .take(3)
         .map(|r| {
             format!(
-                "{}gen {} {}{}",
+                "{}{}gen {} {}{}",
                 if r.expected { "" } else { "✖ " },
+                r.pid.map_or(String::new(), |p| format!("pid {p} ")),
                 r.generation.map_or("?".into(), |g| g.to_string()),
                 r.reason,
                 r.requests.map_or(String::new(), |n| format!(" ({n} req)"))
@@ -1024,6 +1115,9 @@ pub fn help_lines() -> Vec<Line<'static>> {
     ));
     out.push(Line::from(
         "Levels: ● ok (below 75 % of a ceiling) · ▲ high (≥ 75 %) · ✖ LIMIT (at the ceiling or failed)",
+    ));
+    out.push(Line::from(
+        "Processes: ● running · ◐ starting, stopped or no events yet · ○ not running, exited cleanly or retired as expected · ✖ exited or failed",
     ));
     out
 }
