@@ -305,12 +305,20 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             }
         }
         let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
-        let env = patchdiff::canary::client::host_env(
+        let mut env = patchdiff::canary::client::host_env(
             &options.database,
             &perf,
             &wire_log,
             node.as_deref(),
         );
+        // Issue 15: a PostgreSQL store is named by its URL, as configured.
+        if let Some(url) = &options.postgres_url {
+            for (k, v) in env.iter_mut() {
+                if k == patchdiff::store::DATABASE_URL_VARIABLE {
+                    v.clone_from(url);
+                }
+            }
+        }
         let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
         // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
         // goes` hint lines go to stderr, since JSON has no comments.
