@@ -186,12 +186,13 @@ fn apply_config_file(paths: &Paths) -> Result<(), config::ConfigError> {
 
 fn canary_options(args: &ConsoleArgs, paths: &Paths) -> Result<CanaryOptions, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
-    let database_url = match std::env::var("PATCHDIFF_DATABASE_URL") {
-        Ok(url) => {
+    let database_url = match patchdiff::store::database_url_from_env() {
+        Some(url) if patchdiff::store::is_postgres_url(&url) => Some(url),
+        Some(url) => {
             config::parse_database_url(&url).map_err(|e| e.to_string())?;
             Some(url)
         }
-        Err(_) => None,
+        None => None,
     };
     Ok(CanaryOptions {
         exe,
@@ -308,12 +309,20 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             }
         }
         let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
-        let env = patchdiff::canary::client::host_env(
+        let mut env = patchdiff::canary::client::host_env(
             &options.database,
             &perf,
             &wire_log,
             node.as_deref(),
         );
+        // Issue 15: a PostgreSQL store is named by its URL, as configured.
+        if let Some(url) = &options.postgres_url {
+            for (k, v) in env.iter_mut() {
+                if k == patchdiff::store::DATABASE_URL_VARIABLE {
+                    v.clone_from(url);
+                }
+            }
+        }
         let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
         // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
         // goes` hint lines go to stderr, since JSON has no comments.
