@@ -71,6 +71,7 @@ macro_rules! backend_tests {
 }
 
 /// [`backend_tests!`] for `async fn name(b: Backend)` bodies (each on its own tokio runtime).
+#[allow(unused_macros)]
 macro_rules! backend_tokio_tests {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -97,7 +98,10 @@ macro_rules! backend_tokio_tests {
 /// True when `CI` says this is a CI run (`true` or `1`): a missing PostgreSQL is then a failure.
 pub fn in_ci() -> bool {
     matches!(
-        std::env::var("CI").as_deref().map(str::to_ascii_lowercase).as_deref(),
+        std::env::var("CI")
+            .as_deref()
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
         Ok("true" | "1")
     )
 }
@@ -231,7 +235,17 @@ pub fn fresh_database() -> Database {
 /// Runs one SQL command through `psql` against `url`.
 pub fn psql(url: &str, sql: &str) -> Result<String, String> {
     let out = Command::new(pg_tool("psql").unwrap_or_else(|| PathBuf::from("psql")))
-        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-At", "-d", url, "-c", sql])
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-At",
+            "-d",
+            url,
+            "-c",
+            sql,
+        ])
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("running psql: {e}"))?;
@@ -283,8 +297,10 @@ impl ScratchCluster {
     /// `initdb` + `pg_ctl start` with PostgreSQL's default durability settings. Errors say
     /// which tool is missing or what it printed.
     pub fn start() -> Result<ScratchCluster, String> {
-        let initdb = pg_tool("initdb").ok_or("no initdb on PATH or in /usr/lib/postgresql/*/bin")?;
-        let pg_ctl = pg_tool("pg_ctl").ok_or("no pg_ctl on PATH or in /usr/lib/postgresql/*/bin")?;
+        let initdb =
+            pg_tool("initdb").ok_or("no initdb on PATH or in /usr/lib/postgresql/*/bin")?;
+        let pg_ctl =
+            pg_tool("pg_ctl").ok_or("no pg_ctl on PATH or in /usr/lib/postgresql/*/bin")?;
         pg_tool("psql").ok_or("no psql on PATH or in /usr/lib/postgresql/*/bin")?;
         let as_postgres = nix::unistd::geteuid().is_root();
         let dir = tempfile::Builder::new()
@@ -477,6 +493,23 @@ impl Scratch {
     /// would have; after dropping the others, a reopen).
     pub fn open(&self) -> Arc<dyn EditStore> {
         open(&self.sqlite_path(), self.postgres_url())
+    }
+}
+
+impl Scratch {
+    /// [`Scratch::open`] with how long a submission waits for its target's boundary (SQLite:
+    /// the busy timeout and `flock` wait; PostgreSQL: the lock wait of the per-target lock)
+    /// before failing with `STORAGE` "target … stayed busy".
+    pub fn open_with_lock_wait(&self, wait: std::time::Duration) -> Arc<dyn EditStore> {
+        match self.postgres_url() {
+            None => {
+                let s = patchdiff::store::SqliteStore::open(&self.sqlite_path())
+                    .expect("open SQLite store");
+                s.set_busy_timeout(wait).expect("set busy timeout");
+                Arc::new(s)
+            }
+            Some(url) => panic!("PostgreSQL store not in this build yet ({url}, {wait:?})"),
+        }
     }
 }
 

@@ -15,7 +15,7 @@ pub trait AsStore {
     fn st(&self) -> &dyn EditStore;
 }
 
-impl AsStore for dyn EditStore {
+impl AsStore for dyn EditStore + '_ {
     fn st(&self) -> &dyn EditStore {
         self
     }
