@@ -6,6 +6,7 @@
 #[macro_use]
 mod backends;
 mod common;
+mod mcp_support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
@@ -415,7 +416,131 @@ fn sqlite_cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_stil
     );
 }
 
+/// The crash test through the real server (issue 15): a `patchdiff mcp` process is SIGKILLed
+/// while an agent streams submissions into it. Every receipt the agent was given is stored byte
+/// for byte with its edit applied; a new process then takes the retries of the unacknowledged
+/// keys (and of a few acknowledged ones) and applies each edit exactly once.
+fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(b: Backend) {
+    use rmcp::model::CallToolRequestParams;
+    use serde_json::json;
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let scratch = backends::Scratch::new(b);
+            let env =
+                mcp_support::TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
+            env.init_target("t", "// log <<END>>\nfunction f() { return 1; }\n")
+                .await;
+            let mut vars = env.vars("observed");
+            vars.insert("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "0".into());
+            let args = |i: u64| {
+                json!({"target": "t", "request_key": format!("k{i}"), "base_revision": i,
+                   "operations": [{"old_text": "<<END>>", "new_text": format!("[{i}]<<END>>")}]})
+            };
+            let mcp = mcp_support::Mcp::launch(&vars).await;
+            let pid = mcp.pid;
+            let peer = mcp.peer().clone();
+            let (acks_tx, mut acks) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
+            let agent = tokio::spawn(async move {
+                for i in 0.. {
+                    let mut params =
+                        CallToolRequestParams::new("patchdiff_submit_observed_operations");
+                    params.arguments = args(i).as_object().cloned();
+                    let Ok(r) = peer.call_tool(params).await else {
+                        break;
+                    };
+                    assert_ne!(r.is_error, Some(true), "k{i}: {r:?}");
+                    let text = mcp_support::texts(&r).remove(0);
+                    if acks_tx.send((i, text)).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut acked: Vec<(u64, String)> = Vec::new();
+            while acked.len() < 20 {
+                acked.push(
+                    acks.recv()
+                        .await
+                        .expect("the agent stopped before 20 receipts"),
+                );
+            }
+            // SIGKILL while the agent's next submission is in flight.
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::SIGKILL,
+            )
+            .unwrap();
+            let _ = agent.await;
+            while let Ok(a) = acks.try_recv() {
+                acked.push(a);
+            }
+            drop(mcp);
+
+            let store = backends::open(&env.database(), scratch.postgres_url());
+            let t = store.read_target("t").unwrap();
+            for (i, text) in &acked {
+                let receipt: Receipt = serde_json::from_str(text).expect("receipt JSON");
+                assert_eq!(receipt.outcome, Outcome::Accepted, "k{i}");
+                let stored = store
+                    .stored_receipt("t", &format!("k{i}"))
+                    .unwrap()
+                    .expect("stored");
+                assert_eq!(
+                    stored,
+                    serde_json::to_string(&receipt).unwrap(),
+                    "k{i} byte for byte"
+                );
+                assert_eq!(
+                    t.content.matches(&format!("[{i}]")).count(),
+                    1,
+                    "k{i} applied once"
+                );
+            }
+            let n = acked.len() as u64;
+            let (entries, replayed) = replay_to_end(&*store, "t");
+            assert_eq!(replayed, t.content);
+            let edits: Vec<_> = entries
+                .iter()
+                .filter(|e| e.kind == JournalKind::Edit)
+                .collect();
+            assert!(
+                edits.len() as u64 >= n,
+                "{} edits < {n} acknowledged",
+                edits.len()
+            );
+            for (i, e) in edits.iter().enumerate() {
+                assert_eq!(e.revision, i as u64 + 1);
+                assert_eq!(e.request_key.as_deref(), Some(format!("k{i}").as_str()));
+            }
+            drop(store);
+
+            // The agent retries through a new process: the last acknowledged keys and the rest.
+            let total = n + 5;
+            let mcp = mcp_support::Mcp::launch(&vars).await;
+            for i in n - 3..total {
+                let r = mcp
+                    .ok("patchdiff_submit_observed_operations", args(i))
+                    .await;
+                assert_eq!(r["outcome"], "accepted", "k{i}: {r}");
+                assert_eq!(r["revision"], i + 1, "k{i}");
+                if let Some((_, text)) = acked.iter().find(|(k, _)| *k == i) {
+                    let first: serde_json::Value = serde_json::from_str(text).unwrap();
+                    assert_eq!(r, first, "k{i}: the retry returns the acknowledged receipt");
+                }
+            }
+            mcp.stop().await;
+            let store = backends::open(&env.database(), scratch.postgres_url());
+            let expected = format!(
+                "// log {}<<END>>\nfunction f() {{ return 1; }}\n",
+                (0..total).map(|i| format!("[{i}]")).collect::<String>()
+            );
+            assert_eq!(store.read_target("t").unwrap().content, expected);
+            assert_eq!(store.audit("t").unwrap().attempts.accepted, total);
+        });
+}
+
 backend_tests!(
+    killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once,
     edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash,
     replay_after_a_mid_step_save_never_applies_an_edit_twice,
     four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen,

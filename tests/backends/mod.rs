@@ -44,6 +44,7 @@ impl Backend {
     }
 }
 
+#[allow(unused_macros)]
 /// Generates `mod sqlite` and `mod postgres`, each with one `#[test]` per listed function
 /// `fn name(b: Backend)` of the enclosing module. The PostgreSQL variant skips (loudly, and
 /// fails instead under CI) when no PostgreSQL is available.
