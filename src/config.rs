@@ -88,8 +88,8 @@ pub fn strict_observation_from(value: Option<&str>) -> Result<bool, ConfigError>
 /// name (or climb out of the directory the operator named), so each is refused, not guessed at.
 pub fn parse_database_url(value: &str) -> Result<PathBuf, ConfigError> {
     let accepted = "`sqlite://` followed by an absolute path without `?`, `#`, `%` or `..` \
-                    components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (PostgreSQL is not \
-                    available in this build)";
+                    components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (or \
+                    postgres://USER@HOST:PORT/DATABASE for PostgreSQL)";
     let refused = |why: &str| {
         ConfigError::new(
             "PATCHDIFF_DATABASE_URL",

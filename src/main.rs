@@ -182,12 +182,13 @@ fn apply_config_file(paths: &Paths) -> Result<(), config::ConfigError> {
 
 fn canary_options(args: &ConsoleArgs, paths: &Paths) -> Result<CanaryOptions, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
-    let database_url = match std::env::var("PATCHDIFF_DATABASE_URL") {
-        Ok(url) => {
+    let database_url = match patchdiff::store::database_url_from_env() {
+        Some(url) if patchdiff::store::is_postgres_url(&url) => Some(url),
+        Some(url) => {
             config::parse_database_url(&url).map_err(|e| e.to_string())?;
             Some(url)
         }
-        Err(_) => None,
+        None => None,
     };
     Ok(CanaryOptions {
         exe,

@@ -17,7 +17,7 @@ use crate::evidence::{
     line_digest, seal_text,
 };
 use crate::fixtures::{FixtureManifest, read_pinned, sha256_hex};
-use crate::store::{EditStore, JournalKind, SqliteStore};
+use crate::store::{EditStore, JournalKind, PostgresStore, SqliteStore};
 
 /// What to check beyond the defaults.
 #[derive(Debug, Clone, Default)]
@@ -495,15 +495,27 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
     const DB: &str = "store.sqlite";
     let db = ctx.root.join(DB);
     if !db.is_file() {
-        ctx.problem(
-            "journal",
-            DB,
-            None,
-            "the run has no store.sqlite (a run on an external database cannot be replayed \
-             from its directory)"
-                .into(),
-        );
-        ctx.done("journal", before, "no database".into());
+        // Issue 15: a run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
+        match crate::store::database_url_from_env().filter(|u| crate::store::is_postgres_url(u)) {
+            Some(url) => match PostgresStore::connect(&url) {
+                Ok(store) => replay_all(ctx, fixtures, &store, before, store.redacted_url()),
+                Err(e) => {
+                    ctx.problem("journal", DB, None, format!("cannot open: {e}"));
+                    ctx.done("journal", before, "unreadable database".into());
+                }
+            },
+            None => {
+                ctx.problem(
+                    "journal",
+                    DB,
+                    None,
+                    "the run has no store.sqlite; a run on PostgreSQL replays from its database: \
+                     set PATCHDIFF_DATABASE_URL=postgres://… and verify again"
+                        .into(),
+                );
+                ctx.done("journal", before, "no database".into());
+            }
+        }
         return;
     }
     // Open a copy: verifying must not write into the run (SQLite creates -wal/-shm files).
@@ -534,6 +546,18 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             return;
         }
     };
+    replay_all(ctx, fixtures, &store, before, DB);
+}
+
+/// Replays every fixture's target from `store` (`source` names it in problems) and compares
+/// the last saved version with the export.
+fn replay_all(
+    ctx: &mut Ctx,
+    fixtures: &FixtureManifest,
+    store: &dyn EditStore,
+    before: usize,
+    source: &str,
+) {
     let mut entries_total = 0;
     let mut exports = 0;
     for f in &fixtures.fixtures {
@@ -541,7 +565,7 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             Ok(b) => b,
             Err(_) => continue, // reported by the fixtures check
         };
-        match replay_target(&store, &f.target, &original) {
+        match replay_target(store, &f.target, &original) {
             Ok((saved, n)) => {
                 entries_total += n;
                 let rel = format!("export/{}", f.module_file);
@@ -567,7 +591,7 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             }
             Err(message) => ctx.problem(
                 "journal",
-                DB,
+                source,
                 None,
                 format!("target `{}`: {message}", f.target),
             ),
@@ -585,7 +609,7 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
 /// Replays one target; returns the content of its last saved version (the initial bytes when
 /// never saved) and the number of entries.
 fn replay_target(
-    store: &SqliteStore,
+    store: &dyn EditStore,
     target: &str,
     original: &[u8],
 ) -> Result<(Vec<u8>, usize), String> {

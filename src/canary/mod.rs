@@ -464,7 +464,7 @@ impl Canary {
             agent: self.identity.clone(),
             initial_targets,
             configuration: json!({
-                "observed_process": observed.env.iter().cloned().collect::<BTreeMap<_, _>>(),
+                "observed_process": record::redacted_env(observed.env.iter().cloned()),
                 // E1: the complete run record (resolved per process; software versions).
                 "processes": {
                     "observed": record::process_record(&observed.env),
@@ -482,7 +482,7 @@ impl Canary {
                 "agent_host": self.planned_host,
                 // A1: the observed process an agent host starts from its MCP configuration.
                 "host_observed_process": self.planned_host.as_ref().map(|_| {
-                    self.host_observed_env().into_iter().collect::<BTreeMap<_, _>>()
+                    record::redacted_env(self.host_observed_env())
                 }),
             }),
             gate2: "closed".to_owned(),
@@ -892,12 +892,18 @@ impl Canary {
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).
     pub fn host_config(&self, host: Option<Host>) -> String {
         let node = resolved_node_binary();
-        let env = client::host_env(
+        let mut env = client::host_env(
             &self.database_path(),
             &self.run.perf_events("host-observed"),
             &self.run.wire_log("host-observed"),
             node.as_deref(),
         );
+        // The operator's database (PostgreSQL too), as the console's own processes use.
+        for (k, v) in env.iter_mut() {
+            if k == "PATCHDIFF_DATABASE_URL" {
+                *v = self.database_url();
+            }
+        }
         let exe = self.options.exe.display().to_string();
         host_config_text(host, &exe, &env)
     }

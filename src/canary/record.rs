@@ -10,11 +10,38 @@ use serde_json::{Value, json};
 
 use crate::waymark::WaymarkConfig;
 
+/// A process environment as the manifest shows it: `PATCHDIFF_DATABASE_URL` without its
+/// password (issue 15).
+pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    env.into_iter()
+        .map(|(k, v)| {
+            let v = if k == crate::store::DATABASE_URL_VARIABLE {
+                crate::store::redact_database_url(&v)
+            } else {
+                v
+            };
+            (k, v)
+        })
+        .collect()
+}
+
 /// Resolved configuration of one process from the environment the canary gives it: profile,
 /// Waymark mode, limits, database, perf and evidence paths, or the configuration error the
 /// process itself would refuse to start with (P2).
 pub fn process_record(env: &[(String, String)]) -> Value {
     let vars: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    // Issue 15: the store's backend, and its URL never with a password.
+    let database_url = vars
+        .get(crate::store::DATABASE_URL_VARIABLE)
+        .map(|u| crate::store::redact_database_url(u));
+    let backend = match &database_url {
+        Some(u) if crate::store::is_postgres_url(u) => "postgres",
+        _ => "sqlite",
+    };
+    let mut shown = vars.clone();
+    if let Some(u) = &database_url {
+        shown.insert(crate::store::DATABASE_URL_VARIABLE, u.as_str());
+    }
     let lookup = |name: &str| -> Option<std::ffi::OsString> {
         vars.get(name)
             .map(|v| (*v).into())
@@ -37,9 +64,10 @@ pub fn process_record(env: &[(String, String)]) -> Value {
         Err(e) => json!({ "error": e.to_string() }),
     };
     json!({
-        "environment": vars,
+        "environment": shown,
         "profile": vars.get("PATCHDIFF_MCP_PROFILE"),
-        "database_url": vars.get("PATCHDIFF_DATABASE_URL"),
+        "store_backend": backend,
+        "database_url": database_url,
         "perf_events": vars.get("PATCHDIFF_PERF_EVENTS"),
         "wire_log": vars.get("PATCHDIFF_EVIDENCE_WIRE_LOG"),
         "waymark": waymark,

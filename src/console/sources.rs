@@ -1,6 +1,7 @@
 //! Background data sources for the console (ARCHITECTURE: async sources send one event enum):
 //! a tailer task following perf-event and memory files by byte offset, batched per poll, and a
-//! store poller reading the targets through SQLite's WAL while the MCP processes write.
+//! store poller reading the targets (through SQLite's WAL, or from PostgreSQL) while the MCP
+//! processes write.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use tokio::task::JoinHandle;
 
 use super::tail::JsonlTail;
 use crate::kernel::TargetSummary;
-use crate::store::{EditStore, SqliteStore};
+use crate::store::EditStore;
 
 /// How often files are polled for appended lines.
 pub const TAIL_INTERVAL: Duration = Duration::from_millis(100);
@@ -79,24 +80,31 @@ pub fn spawn_tailer<E: Send + 'static>(
     })
 }
 
-/// Reads the targets from the database at `path` every [`STORE_INTERVAL`], once the file exists.
+/// Reads the targets every [`STORE_INTERVAL`] from the store `PATCHDIFF_DATABASE_URL` selects
+/// when it names PostgreSQL, else from the SQLite database at `path` once the file exists.
 pub fn spawn_store_poller<E: Send + 'static>(
     path: PathBuf,
     events: mpsc::Sender<E>,
     wrap: fn(SourceEvent) -> E,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let mut store: Option<std::sync::Arc<SqliteStore>> = None;
+        let url =
+            crate::store::database_url_from_env().filter(|u| crate::store::is_postgres_url(u));
+        let mut store: Option<std::sync::Arc<dyn EditStore>> = None;
         let mut tick = tokio::time::interval(STORE_INTERVAL);
         loop {
             tick.tick().await;
             if store.is_none() {
-                if !path.exists() {
+                if url.is_none() && !path.exists() {
                     continue;
                 }
-                let p = path.clone();
-                match tokio::task::spawn_blocking(move || SqliteStore::open(&p)).await {
-                    Ok(Ok(s)) => store = Some(std::sync::Arc::new(s)),
+                let (p, u) = (path.clone(), url.clone());
+                match tokio::task::spawn_blocking(move || {
+                    crate::store::open_backend(&p, u.as_deref())
+                })
+                .await
+                {
+                    Ok(Ok(s)) => store = Some(s),
                     Ok(Err(e)) => {
                         let _ = events
                             .send(wrap(SourceEvent::Targets(Err(e.to_string()))))

@@ -16,7 +16,7 @@ use rmcp::ServiceExt;
 
 use crate::config::{self, ConfigError, Paths, Profile};
 use crate::evidence::{Direction, TeeReader, TeeWriter, WireLog};
-use crate::store::SqliteStore;
+use crate::store::{EditStore, PostgresStore, SqliteStore};
 use crate::telemetry::Recorder;
 use crate::waymark::{Waymark, WaymarkConfig, WaymarkMode};
 
@@ -27,8 +27,11 @@ pub use server::{FULL_ONLY_TOOLS, OBSERVED_TOOLS, PatchdiffServer, profile_tools
 pub struct McpOptions {
     pub profile: Profile,
     pub strict: bool,
-    /// SQLite database file (from `PATCHDIFF_DATABASE_URL` or the data directory).
+    /// SQLite database file (from `PATCHDIFF_DATABASE_URL` or the data directory); unused when
+    /// `postgres_url` is set.
     pub database: PathBuf,
+    /// `PATCHDIFF_DATABASE_URL` when it names PostgreSQL (`postgres://…`, issue 15).
+    pub postgres_url: Option<String>,
     /// `None` for the workspace profile (W13).
     pub waymark: Option<WaymarkConfig>,
     /// `PATCHDIFF_EVIDENCE_WIRE_LOG`: absolute path of the request/result log (E1).
@@ -45,7 +48,9 @@ impl McpOptions {
         let profile = Profile::parse(var(Profile::VARIABLE).as_deref().unwrap_or("observed"))?;
         let strict =
             config::strict_observation_from(var("PATCHDIFF_STRICT_OBSERVATION_MODE").as_deref())?;
-        let database = match var("PATCHDIFF_DATABASE_URL") {
+        let url = crate::store::database_url_from_env();
+        let postgres_url = url.clone().filter(|u| crate::store::is_postgres_url(u));
+        let database = match url.filter(|_| postgres_url.is_none()) {
             Some(url) => {
                 let path = config::parse_database_url(&url)?;
                 // An operator-chosen location must exist; only the default one is created (P4).
@@ -94,6 +99,7 @@ impl McpOptions {
             profile,
             strict,
             database,
+            postgres_url,
             waymark,
             wire_log,
             http,
@@ -116,7 +122,10 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     if let Some(detail) = &telemetry.invalid_detail {
         eprintln!("patchdiff mcp: warning: {detail}");
     }
-    let store = open_store(&options.database)?;
+    let store: Arc<dyn EditStore> = match &options.postgres_url {
+        Some(url) => Arc::new(PostgresStore::connect(url)?),
+        None => Arc::new(open_store(&options.database)?),
+    };
     // K5/W7: a submission validates while holding its target's lock, for up to the outer
     // discovery allowance; a submission of the same target (here or in another process) queues
     // behind it rather than fail. Other targets never wait for it.
@@ -151,7 +160,7 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     let server = PatchdiffServer::new(
         options.profile,
         options.strict,
-        Arc::new(store),
+        store,
         waymark.clone(),
         recorder,
         telemetry,

@@ -21,7 +21,7 @@ use super::params::*;
 use crate::config::Profile;
 use crate::kernel;
 use crate::store::{
-    EditStore, ObserveRange, OperationRequest, SqliteStore, StoreError, Submission, Validation,
+    EditStore, ObserveRange, OperationRequest, StoreBackend, StoreError, Submission, Validation,
 };
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
 use crate::waymark::{Discovery, DiscoveryError, Language, Scope, ScopeQuery, Waymark};
@@ -62,7 +62,7 @@ pub struct PatchdiffServer {
     tool_router: ToolRouter<Self>,
     profile: Profile,
     strict: bool,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn EditStore>,
     /// `None` in the workspace profile (W13: it never starts the worker).
     waymark: Option<Waymark>,
     recorder: Recorder,
@@ -158,7 +158,7 @@ impl PatchdiffServer {
     pub fn new(
         profile: Profile,
         strict: bool,
-        store: Arc<SqliteStore>,
+        store: Arc<dyn EditStore>,
         waymark: Option<Waymark>,
         recorder: Recorder,
         telemetry: TelemetryStatus,
@@ -198,10 +198,10 @@ impl PatchdiffServer {
     async fn blocking<T, F>(&self, f: F) -> Result<T, DomainError>
     where
         T: Send + 'static,
-        F: FnOnce(&SqliteStore) -> Result<T, StoreError> + Send + 'static,
+        F: FnOnce(&dyn EditStore) -> Result<T, StoreError> + Send + 'static,
     {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(&store))
+        tokio::task::spawn_blocking(move || f(store.as_ref()))
             .await
             .map_err(|e| DomainError::new("INTERNAL", format!("store task failed: {e}")))?
             .map_err(DomainError::from)
@@ -792,7 +792,9 @@ impl PatchdiffServer {
                     format!("`dest` must be an absolute path, got `{}`", args.dest),
                 ));
             }
-            refuse_store_paths(&dest, self.store.path())?;
+            if let StoreBackend::Sqlite { path } = self.store.backend() {
+                refuse_store_paths(&dest, &path)?;
+            }
             let target = args.target.clone();
             let saved = self.blocking(move |s| s.saved(&target)).await?;
             let (path, bytes) = (dest.clone(), saved.content.clone().into_bytes());

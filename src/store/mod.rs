@@ -1,7 +1,9 @@
-//! Store: SQLite schema, migrations, chunked records, the per-target serialization boundary (SPEC K3–K7).
+//! Store: the [`EditStore`] contract and its two backends, SQLite and PostgreSQL (SPEC K3–K8).
 //!
-//! [`EditStore`] is the backend-neutral interface (SQLite now, PostgreSQL later);
-//! [`SqliteStore`] implements it. Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
+//! [`EditStore`] is the backend-neutral interface; [`SqliteStore`] (the embedded default) and
+//! [`PostgresStore`] (many processes on many machines, issue 15) implement it, sharing their
+//! decisions through `shared`; [`open_backend`] picks one from `PATCHDIFF_DATABASE_URL`
+//! ([`database_url_from_env`]). SQLite: Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
 //! database with a busy timeout; a submission additionally holds its target's lock (a per-target
 //! file lock, also across OS processes sharing the file) from planning through validation to
 //! commit, so submissions of one target pass one serialization boundary while other targets
@@ -10,14 +12,20 @@
 //! at most [`RECORD_BOUND_BYTES`] including framing (K7).
 
 mod chunks;
+mod postgres;
 mod schema;
+mod shared;
 mod sqlite;
 mod target_lock;
 
 pub use crate::kernel::types::*;
+pub use postgres::{POOL_MAX_CONNECTIONS, PostgresStore, redact_database_url};
 pub use sqlite::{Durability, SqliteStore};
 
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -209,8 +217,63 @@ pub enum Validation {
 /// the base content: a failure the base already had (same code) is not the edit's fault.
 pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
 
-/// The edit store (K1–K8), implemented by [`SqliteStore`]; a PostgreSQL backend follows the same
-/// contract. Every method is atomic: on `Err` nothing changed.
+/// The variable selecting the store (P1): `postgres://…`/`postgresql://…` for PostgreSQL,
+/// `sqlite:///absolute/path` (or unset: the default file) for SQLite.
+pub const DATABASE_URL_VARIABLE: &str = "PATCHDIFF_DATABASE_URL";
+
+/// `PATCHDIFF_DATABASE_URL` as set (the one place it is read for choosing a backend).
+pub fn database_url_from_env() -> Option<String> {
+    std::env::var(DATABASE_URL_VARIABLE)
+        .ok()
+        .filter(|v| !v.is_empty())
+}
+
+/// Whether `url` names a PostgreSQL database (`postgres://` or `postgresql://`).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Opens the store a process should use: `database_url` `Some("postgres://…" |
+/// "postgresql://…")` connects a [`PostgresStore`]; `Some("sqlite:///abs/path")` opens that
+/// SQLite file; `None` opens the SQLite file at `database_path`.
+///
+/// Errors: `INVALID_INPUT` for any other value (naming it, passwords redacted, and what is
+/// accepted); `STORAGE` when the database cannot be opened or reached.
+pub fn open_backend(
+    database_path: &Path,
+    database_url: Option<&str>,
+) -> Result<Arc<dyn EditStore>, StoreError> {
+    match database_url {
+        None => Ok(Arc::new(SqliteStore::open(database_path)?)),
+        Some(url) if is_postgres_url(url) => Ok(Arc::new(PostgresStore::connect(url)?)),
+        Some(url) if url.starts_with("sqlite://") => {
+            let path = crate::config::parse_database_url(url)
+                .map_err(|e| StoreError::new(ErrorCode::InvalidInput, e.to_string()))?;
+            Ok(Arc::new(SqliteStore::open(&path)?))
+        }
+        Some(url) => Err(StoreError::new(
+            ErrorCode::InvalidInput,
+            format!(
+                "{DATABASE_URL_VARIABLE} {:?} names no supported database; accepted: postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (or postgresql://…) for PostgreSQL, sqlite:///absolute/path for SQLite, or unset for the default SQLite file",
+                redact_database_url(url)
+            ),
+        )),
+    }
+}
+
+/// Which backend a store is, for run manifests and evidence (never carries a password).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "backend", rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// A SQLite file.
+    Sqlite { path: PathBuf },
+    /// A PostgreSQL database; the URL with its password replaced by `***`.
+    Postgres { redacted_url: String },
+}
+
+/// The edit store (K1–K8), implemented by [`SqliteStore`] and [`PostgresStore`] with the same
+/// contract, error codes and stored receipt bytes. Every method is atomic: on `Err` nothing
+/// changed. Methods block: call them from plain or `spawn_blocking` threads.
 pub trait EditStore: Send + Sync {
     /// C1/K8: installs `content` as target `name` at version 0, revision 0.
     ///
@@ -318,4 +381,11 @@ pub trait EditStore: Send + Sync {
 
     /// All targets, by name.
     fn list_targets(&self) -> Result<Vec<TargetSummary>, StoreError>;
+
+    /// K5: how long a write waits for its target's boundary (another submission of that target
+    /// validating) or a lock (default [`BUSY_TIMEOUT_MS`]). Errors: `STORAGE`.
+    fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError>;
+
+    /// Which backend this is (SQLite file path, or PostgreSQL URL without its password).
+    fn backend(&self) -> StoreBackend;
 }

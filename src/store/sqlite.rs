@@ -24,12 +24,14 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use super::chunks::{self, ChunkTable};
 use super::schema;
+use super::shared::{
+    self, EditRow, ReplayRow, decode_edits, encode_edits, submission_sha256, utf8,
+};
 use super::target_lock::TargetLocks;
 use super::*;
-use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
-    EditShape, MAX_NAME_BYTES, ObservationRecord, Plan, PlanInput, Rejection, TextEdit,
-    apply_edits, plan_submission, position_of, sha256_hex, validate_submission,
+    EditShape, ObservationRecord, Plan, PlanInput, TextEdit, plan_submission, sha256_hex,
+    validate_submission,
 };
 
 /// How commits reach the disk.
@@ -63,21 +65,6 @@ struct Cached {
     incarnation: String,
     revision: u64,
     content: Arc<str>,
-}
-
-/// One `journal` row as read by replay.
-struct JournalRow {
-    entry_id: i64,
-    kind: String,
-    revision: i64,
-    version: i64,
-    attempt_id: Option<String>,
-    request_key: Option<String>,
-    sha256: String,
-    edits: String,
-    text_len: i64,
-    chunk_count: i64,
-    inline_text: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Clone)]
@@ -126,49 +113,6 @@ fn target_row_opt(conn: &Connection, name: &str) -> Result<Option<TargetRow>, St
 
 fn target_row(conn: &Connection, name: &str) -> Result<TargetRow, StoreError> {
     target_row_opt(conn, name)?.ok_or_else(|| StoreError::unknown_target(name))
-}
-
-fn decode_edits(json: &str) -> Result<Vec<EditShape>, StoreError> {
-    let raw: Vec<[usize; 3]> =
-        serde_json::from_str(json).map_err(|e| StoreError::storage("journal edits", e))?;
-    Ok(raw
-        .into_iter()
-        .map(|[start, end, new_len]| EditShape {
-            start,
-            end,
-            new_len,
-        })
-        .collect())
-}
-
-fn encode_edits(edits: &[TextEdit]) -> String {
-    let raw: Vec<[usize; 3]> = edits
-        .iter()
-        .map(|e| [e.start, e.end, e.new_text.len()])
-        .collect();
-    serde_json::to_string(&raw).unwrap_or_else(|_| "[]".to_owned())
-}
-
-fn utf8(bytes: Vec<u8>, what: &str) -> Result<String, StoreError> {
-    String::from_utf8(bytes).map_err(|e| StoreError::storage(what, e))
-}
-
-/// Splits an entry's concatenated text into its edits' texts.
-fn split_text(shapes: &[EditShape], text: &str) -> Result<Vec<TextEdit>, StoreError> {
-    let mut at = 0;
-    let mut out = Vec::with_capacity(shapes.len());
-    for s in shapes {
-        let t = text.get(at..at + s.new_len).ok_or_else(|| {
-            StoreError::new(ErrorCode::Storage, "journal text does not match its edits")
-        })?;
-        out.push(TextEdit {
-            start: s.start,
-            end: s.end,
-            new_text: t.to_owned(),
-        });
-        at += s.new_len;
-    }
-    Ok(out)
 }
 
 /// An entry's concatenated text: inline in the journal row, or from its chunk rows (K7).
@@ -277,7 +221,7 @@ fn insert_journal(
     sha256: &str,
     edits: &[TextEdit],
 ) -> Result<i64, StoreError> {
-    let text: String = edits.iter().map(|e| e.new_text.as_str()).collect();
+    let text = shared::joined_text(edits);
     let inline = text.len() <= INLINE_TEXT_BYTES;
     let chunk_count = if inline {
         0
@@ -328,7 +272,7 @@ fn content_at(
         )?
         .query_row(params![t.id, i(revision)], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    let (mut at, mut content) = match (snap, cached) {
+    let (at, content) = match (snap, cached) {
         (_, Some(c)) if snap.is_none_or(|(_, r)| r as u64 <= c.revision) => {
             (c.revision, c.content.to_string())
         }
@@ -352,9 +296,9 @@ fn content_at(
          ORDER BY revision",
     )?;
     let mut rows = stmt.query(params![t.id, i(at), i(revision)])?;
-    let mut last_sha = String::new();
+    let mut edits = Vec::new();
     while let Some(r) = rows.next()? {
-        let (entry_id, rev, sha, edits, text_len, n): (i64, i64, String, String, i64, i64) = (
+        let (entry_id, rev, sha256, edits_json, text_len, n): (i64, i64, String, String, i64, i64) = (
             r.get(0)?,
             r.get(1)?,
             r.get(2)?,
@@ -363,29 +307,16 @@ fn content_at(
             r.get(5)?,
         );
         let inline: Option<Vec<u8>> = r.get(6)?;
-        if rev as u64 != at + 1 {
-            return Err(StoreError::new(
-                ErrorCode::Storage,
-                format!("journal of {} skips from revision {at} to {rev}", t.name),
-            ));
-        }
-        let text = load_entry_text(conn, entry_id, inline, text_len as usize, n)?;
-        let edits = split_text(&decode_edits(&edits)?, &text)?;
-        content = apply_edits(&content, &edits)
-            .map_err(|e| StoreError::storage("replaying the journal", e))?;
-        at = rev as u64;
-        last_sha = sha;
+        edits.push(
+            load_entry_text(conn, entry_id, inline, text_len as usize, n).map(|text| EditRow {
+                revision: rev as u64,
+                sha256,
+                edits: edits_json,
+                text,
+            }),
+        );
     }
-    if at != revision || sha256_hex(&content) != last_sha {
-        return Err(StoreError::new(
-            ErrorCode::Storage,
-            format!(
-                "rebuilding {} at revision {revision} did not reproduce its recorded SHA-256",
-                t.name
-            ),
-        ));
-    }
-    Ok(content)
+    shared::rebuild(&t.name, at, content, revision, edits)
 }
 
 /// Times a submission plans again when a re-init moved its target before commit.
@@ -411,43 +342,10 @@ struct PlanRead {
     base_content: Option<String>,
 }
 
-fn validation_unavailable(code: &str, message: &str) -> StoreError {
-    StoreError::new(
-        ErrorCode::ValidationUnavailable,
-        format!("{code}: {message}; nothing was recorded, submit again with the same request_key"),
-    )
-}
-
 /// Locks a mutex, recovering from poisoning (a panicking holder leaves no partial state: every
 /// change is inside a SQLite transaction).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Names are shown in logs, the console and audits: 1..=256 bytes, without control characters
-/// (NUL, newline, DEL, C1) or the invisible bidirectional controls that reorder text (U+061C,
-/// U+200E/F, U+202A–U+202E, U+2066–U+2069).
-fn check_name(what: &str, value: &str) -> Result<(), StoreError> {
-    if value.is_empty() || value.len() > MAX_NAME_BYTES {
-        return Err(StoreError::new(
-            ErrorCode::InvalidInput,
-            format!(
-                "{what} must be 1..={MAX_NAME_BYTES} bytes (got {})",
-                value.len()
-            ),
-        ));
-    }
-    let bidi = |c: char| matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
-    if let Some(c) = value.chars().find(|&c| c.is_control() || bidi(c)) {
-        return Err(StoreError::new(
-            ErrorCode::InvalidInput,
-            format!(
-                "{what} {value:?} holds the control character U+{:04X}; use printable characters only",
-                c as u32
-            ),
-        ));
-    }
-    Ok(())
 }
 
 fn delete_history(conn: &Connection, target_id: i64) -> Result<(), StoreError> {
@@ -479,25 +377,7 @@ fn lookup_receipt(
         )?
         .query_row(params![target_id, request_key], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    match row {
-        None => Ok(None),
-        Some((sha, receipt)) if sha == submission_sha256 => Ok(Some(
-            serde_json::from_str(&receipt).map_err(|e| StoreError::storage("stored receipt", e))?,
-        )),
-        Some(_) => Err(StoreError::new(
-            ErrorCode::RequestKeyConflict,
-            format!(
-                "request_key {request_key:?} was already used on target {target} for a different submission; use a new request_key for new content (an identical retry returns the original receipt)"
-            ),
-        )),
-    }
-}
-
-/// K4: identity of a submission's content (SHA-256 of its canonical JSON, key included).
-fn submission_sha256(submission: &Submission) -> Result<String, StoreError> {
-    Ok(sha256_hex(
-        serde_json::to_vec(submission).map_err(|e| StoreError::storage("submission", e))?,
-    ))
+    shared::recovered(row, target, request_key, submission_sha256)
 }
 
 fn load_observation(
@@ -526,14 +406,7 @@ fn load_observation(
         })
     })
     .optional()?
-    .ok_or_else(|| {
-        StoreError::new(
-            ErrorCode::UnknownObservation,
-            format!(
-                "observation {id:?} does not exist for target {target}; observe the scope first and use the observation_id it returns"
-            ),
-        )
-    })
+    .ok_or_else(|| shared::unknown_observation(target, id))
 }
 
 impl SqliteStore {
@@ -679,15 +552,7 @@ impl SqliteStore {
                 return Ok(Err(r));
             }
             let base = submission.base_revision;
-            if base > t.revision {
-                return Err(StoreError::new(
-                    ErrorCode::OutOfRange,
-                    format!(
-                        "base_revision {base} is ahead of target {name}'s current revision {}; read the target and use its revision",
-                        t.revision
-                    ),
-                ));
-            }
+            shared::check_base(name, base, t.revision)?;
             let mut observations = HashMap::new();
             for op in &submission.operations {
                 if let Some(id) = &op.observation_id
@@ -766,77 +631,18 @@ impl SqliteStore {
                 return Ok(None);
             }
             let attempt_id = uuid::Uuid::new_v4().to_string();
-            let mut receipt = Receipt {
-                target: name.to_owned(),
-                request_key: submission.request_key.clone(),
-                attempt_id: attempt_id.clone(),
-                outcome: Outcome::Rejected,
-                base_revision: submission.base_revision,
-                revision: t.revision,
-                sha256: t.sha256.clone(),
-                corrections: Vec::new(),
-                reasons: Vec::new(),
-                reason_codes: Vec::new(),
-                warnings: Vec::new(),
-            };
-            let mut new_cache = None;
-            match plan {
-                Plan::Accept {
-                    edits,
-                    new_content,
-                    corrections,
-                } => {
-                    let revision = t.revision + 1;
-                    let sha = sha256_hex(&new_content);
-                    insert_journal(
-                        &tx,
-                        t.id,
-                        "edit",
-                        revision,
-                        t.version,
-                        Some(&attempt_id),
-                        Some(&submission.request_key),
-                        &sha,
-                        &edits,
-                    )?;
-                    let text_bytes: u64 = edits.iter().map(|e| e.new_text.len() as u64 + 32).sum();
-                    let mut since_edits = t.edits_since_snapshot + 1;
-                    let mut since_bytes = t.bytes_since_snapshot + text_bytes;
-                    if since_edits >= SNAPSHOT_EVERY_EDITS
-                        || since_bytes >= (new_content.len() as u64).max(SNAPSHOT_MIN_BYTES)
-                    {
-                        write_snapshot(&tx, t.id, revision, &new_content, &sha)?;
-                        since_edits = 0;
-                        since_bytes = 0;
-                    }
-                    tx.prepare_cached(
-                        "UPDATE targets SET revision = ?2, sha256 = ?3, byte_len = ?4, \
-                         edits_since_snapshot = ?5, bytes_since_snapshot = ?6 WHERE id = ?1",
-                    )?
-                    .execute(params![
-                        t.id,
-                        i(revision),
-                        sha,
-                        new_content.len() as i64,
-                        i(since_edits),
-                        i(since_bytes)
-                    ])?;
-                    receipt.outcome = Outcome::Accepted;
-                    receipt.revision = revision;
-                    receipt.sha256 = sha;
-                    receipt.corrections = corrections;
-                    receipt.warnings = warnings;
-                    new_cache = Some((revision, new_content));
-                }
-                Plan::Reject { reasons } => {
-                    for r in reasons {
-                        receipt.reason_codes.push(r.code.to_owned());
-                        receipt.reasons.push(r.message);
-                    }
-                }
+            let (receipt, applied) = shared::decided_receipt(
+                name,
+                submission,
+                &attempt_id,
+                t.revision,
+                &t.sha256,
+                plan,
+                warnings,
+            );
+            if let Some(a) = &applied {
+                Self::apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)?;
             }
-            let json =
-                serde_json::to_string(&receipt).map_err(|e| StoreError::storage("receipt", e))?;
             tx.prepare_cached(
                 "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
                  outcome, revision, reason_codes, receipt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -849,14 +655,55 @@ impl SqliteStore {
                 receipt.outcome.as_str(),
                 i(receipt.revision),
                 serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
-                json
+                shared::receipt_json(&receipt)?
             ])?;
             tx.commit()?;
-            if let Some((revision, content)) = new_cache {
-                self.remember(t.id, &t.incarnation, revision, content.into());
+            if let Some(a) = applied {
+                self.remember(t.id, &t.incarnation, a.revision, a.new_content.into());
             }
             Ok(Some(receipt))
         })
+    }
+
+    /// K3: journals an accepted edit, snapshots when due and moves the target row.
+    fn apply_edit(
+        conn: &Connection,
+        t: &TargetRow,
+        attempt_id: &str,
+        request_key: &str,
+        a: &shared::Applied,
+    ) -> Result<(), StoreError> {
+        insert_journal(
+            conn,
+            t.id,
+            "edit",
+            a.revision,
+            t.version,
+            Some(attempt_id),
+            Some(request_key),
+            &a.sha256,
+            &a.edits,
+        )?;
+        let mut since_edits = t.edits_since_snapshot + 1;
+        let mut since_bytes = t.bytes_since_snapshot + shared::journal_weight(&a.edits);
+        if shared::snapshot_due(since_edits, since_bytes, a.new_content.len()) {
+            write_snapshot(conn, t.id, a.revision, &a.new_content, &a.sha256)?;
+            since_edits = 0;
+            since_bytes = 0;
+        }
+        conn.prepare_cached(
+            "UPDATE targets SET revision = ?2, sha256 = ?3, byte_len = ?4, \
+             edits_since_snapshot = ?5, bytes_since_snapshot = ?6 WHERE id = ?1",
+        )?
+        .execute(params![
+            t.id,
+            i(a.revision),
+            a.sha256,
+            a.new_content.len() as i64,
+            i(since_edits),
+            i(since_bytes)
+        ])?;
+        Ok(())
     }
 
     fn summary_counts(conn: &Connection, target_id: i64) -> Result<(u64, u64, u64), StoreError> {
@@ -890,13 +737,7 @@ impl SqliteStore {
             })
             .optional()?;
         let Some((revision, sha256, snapshot_id)) = row else {
-            return Err(StoreError::new(
-                ErrorCode::OutOfRange,
-                format!(
-                    "target {} has no version {version}; its versions are 0..={}",
-                    t.name, t.version
-                ),
-            ));
+            return Err(shared::no_such_version(&t.name, version, t.version));
         };
         let (_, content) = read_snapshot(conn, snapshot_id)?;
         Ok(SavedContent {
@@ -918,54 +759,21 @@ impl EditStore for SqliteStore {
         expected_sha256: &str,
         reset: bool,
     ) -> Result<TargetState, StoreError> {
-        check_name("target name", name)?;
-        check_name("language", language)?;
-        if expected_sha256.len() != 64 || !expected_sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(StoreError::new(
-                ErrorCode::InvalidInput,
-                format!(
-                    "expected sha256 for target {name} must be 64 hex digits (got {:?})",
-                    crate::kernel::snippet(expected_sha256, 80)
-                ),
-            ));
-        }
-        let text = std::str::from_utf8(content).map_err(|e| {
-            StoreError::new(
-                ErrorCode::InvalidUtf8,
-                format!(
-                    "fixture for target {name} is not valid UTF-8 (first bad byte at offset {}); targets are UTF-8 text",
-                    e.valid_up_to()
-                ),
-            )
-        })?;
-        let actual = sha256_hex(content);
-        if !actual.eq_ignore_ascii_case(expected_sha256) {
-            return Err(StoreError::new(
-                ErrorCode::FixtureHashMismatch,
-                format!(
-                    "fixture for target {name} hashes to {actual}, not the expected {}; the fixture is not the authenticated one — refusing target {name}",
-                    expected_sha256.to_ascii_lowercase()
-                ),
-            ));
-        }
+        let (text, actual) = shared::check_init(name, language, content, expected_sha256)?;
         self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let incarnation = uuid::Uuid::new_v4().to_string();
             let id = match target_row_opt(&tx, name)? {
                 Some(t) => {
                     let (accepted, rejected, observations) = Self::summary_counts(&tx, t.id)?;
-                    let history = accepted + rejected + observations + t.version + t.revision;
-                    if history > 0 && !reset {
-                        return Err(StoreError::new(
-                            ErrorCode::TargetNotFresh,
-                            format!(
-                                "target {name} is not fresh (version {}, revision {}, {} attempts, {observations} observations); pass reset to wipe its history, or use another name",
-                                t.version,
-                                t.revision,
-                                accepted + rejected
-                            ),
-                        ));
-                    }
+                    shared::check_fresh(
+                        name,
+                        t.version,
+                        t.revision,
+                        accepted + rejected,
+                        observations,
+                        reset,
+                    )?;
                     delete_history(&tx, t.id)?;
                     tx.execute(
                         "UPDATE targets SET language = ?2, incarnation = ?3, version = 0, \
@@ -1040,75 +848,32 @@ impl EditStore for SqliteStore {
         at_revision: u64,
         range: ObserveRange,
     ) -> Result<Observation, StoreError> {
-        if range.kind.is_empty() || range.kind.len() > 1024 {
-            return Err(StoreError::new(
-                ErrorCode::InvalidInput,
-                "scope kind must be 1..=1024 bytes (e.g. \"method\" or \"lines\")",
-            ));
-        }
-        if range.name.as_ref().is_some_and(|n| n.len() > 1024) {
-            return Err(StoreError::new(
-                ErrorCode::InvalidInput,
-                "scope name must be at most 1024 bytes",
-            ));
-        }
+        shared::check_observe(&range)?;
         self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let t = target_row(&tx, name)?;
-            if at_revision != t.revision {
-                return Err(StoreError::new(
-                    ErrorCode::RevisionMoved,
-                    format!(
-                        "target {name} is at revision {}, not {at_revision}; read it again, rerun discovery on that content and observe again",
-                        t.revision
-                    ),
-                ));
-            }
+            shared::check_observed_revision(name, at_revision, t.revision)?;
             let content = self.current_content(&tx, &t)?;
-            let content: &str = &content;
-            check_range(content, range.start_byte, range.end_byte).map_err(|e| {
-                StoreError::new(
-                    ErrorCode::OutOfRange,
-                    format!("scope of target {name}: {}", e.message),
-                )
-            })?;
-            let text = content[range.start_byte..range.end_byte].to_owned();
-            let start_line = position_of(content, range.start_byte)?.line;
-            let end_line = last_line_of(content, range.start_byte, range.end_byte)?;
-            let sha256 = sha256_hex(&text);
-            let observation_id = uuid::Uuid::new_v4().to_string();
+            let o = shared::observation(name, &content, t.revision, range)?;
             tx.prepare_cached(
                 "INSERT INTO observations (observation_id, target_id, revision, kind, name, \
                  start_byte, end_byte, start_line, end_line, sha256) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
             .execute(params![
-                observation_id,
+                o.observation_id,
                 t.id,
                 i(t.revision),
-                range.kind,
-                range.name,
-                range.start_byte as i64,
-                range.end_byte as i64,
-                start_line as i64,
-                end_line as i64,
-                sha256
+                o.scope.kind,
+                o.scope.name,
+                o.scope.start_byte as i64,
+                o.scope.end_byte as i64,
+                o.scope.start_line as i64,
+                o.scope.end_line as i64,
+                o.sha256
             ])?;
             tx.commit()?;
-            Ok(Observation {
-                observation_id,
-                revision: t.revision,
-                scope: ObservedScope {
-                    kind: range.kind,
-                    name: range.name,
-                    start_byte: range.start_byte,
-                    end_byte: range.end_byte,
-                    start_line,
-                    end_line,
-                },
-                sha256,
-                text,
-            })
+            Ok(o)
         })
     }
 
@@ -1145,50 +910,8 @@ impl EditStore for SqliteStore {
                 } => (target, plan, current),
             };
             // W7/W8: validate what an accepted plan would produce, outside every database lock.
-            let mut warnings = Vec::new();
-            let plan = match plan {
-                Plan::Accept {
-                    ref new_content, ..
-                } => {
-                    match validator(&t.language, new_content) {
-                        Validation::Passed => plan,
-                        Validation::PassedWithSyntaxErrors => {
-                            // A warning only when the edit introduced them.
-                            if validator(&t.language, &current) == Validation::Passed {
-                                warnings.push(format!(
-                                    "SYNTAX_ERRORS_INTRODUCED: the accepted edit leaves the {} with syntax errors the base revision did not have; read the target and fix them",
-                                    t.language
-                                ));
-                            }
-                            plan
-                        }
-                        Validation::Failed { code, message } => {
-                            // Never blame an edit for a condition its base already had.
-                            match validator(&t.language, &current) {
-                                Validation::Failed {
-                                    code: base_code, ..
-                                } if base_code == code => plan,
-                                Validation::Unavailable { code, message } => {
-                                    return Err(validation_unavailable(&code, &message));
-                                }
-                                _ => Plan::Reject {
-                                    reasons: vec![Rejection {
-                                        code: "VALIDATION_FAILED",
-                                        message: format!(
-                                            "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
-                                            t.language
-                                        ),
-                                    }],
-                                },
-                            }
-                        }
-                        Validation::Unavailable { code, message } => {
-                            return Err(validation_unavailable(&code, &message));
-                        }
-                    }
-                }
-                reject => reject,
-            };
+            let (plan, warnings) =
+                shared::decide_validation(plan, &t.language, &current, validator)?;
             if let Some(receipt) =
                 self.commit_attempt(name, submission, &submission_sha, &t, plan, warnings)?
             {
@@ -1318,36 +1041,18 @@ impl EditStore for SqliteStore {
         after: Option<&str>,
         limit: Option<u32>,
     ) -> Result<ReplayPage, StoreError> {
-        let limit = limit.unwrap_or(REPLAY_DEFAULT_LIMIT);
-        if limit == 0 || limit > REPLAY_MAX_LIMIT {
-            return Err(StoreError::new(
-                ErrorCode::OutOfRange,
-                format!("limit must be 1..={REPLAY_MAX_LIMIT} entries (got {limit})"),
-            ));
-        }
-        let after_id: i64 = match after {
-            None => 0,
-            Some(c) => c.parse::<i64>().ok().filter(|v| *v >= 0).ok_or_else(|| {
-                StoreError::new(
-                    ErrorCode::InvalidCursor,
-                    format!(
-                        "cursor {:?} was not issued by replay; pass a next_cursor or an entry's cursor, or omit it to start from the beginning",
-                        crate::kernel::snippet(c, 80)
-                    ),
-                )
-            })?,
-        };
+        let (after_id, limit) = shared::replay_args(after, limit)?;
         self.with_reader(|conn| {
             let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
-            let rows: Vec<JournalRow> = tx
+            let rows: Vec<ReplayRow<(Option<Vec<u8>>, i64)>> = tx
                 .prepare_cached(
                     "SELECT entry_id, kind, revision, version, attempt_id, request_key, sha256, \
                      edits, text_len, chunk_count, inline_text FROM journal \
                      WHERE target_id = ?1 AND entry_id > ?2 ORDER BY entry_id LIMIT ?3",
                 )?
                 .query_map(params![t.id, after_id, limit as i64 + 1], |r| {
-                    Ok(JournalRow {
+                    Ok(ReplayRow {
                         entry_id: r.get(0)?,
                         kind: r.get(1)?,
                         revision: r.get(2)?,
@@ -1356,82 +1061,16 @@ impl EditStore for SqliteStore {
                         request_key: r.get(5)?,
                         sha256: r.get(6)?,
                         edits: r.get(7)?,
-                        text_len: r.get(8)?,
-                        chunk_count: r.get(9)?,
-                        inline_text: r.get(10)?,
+                        text_len: r.get::<_, i64>(8)? as usize,
+                        text: (r.get(10)?, r.get(9)?),
                     })
                 })?
                 .collect::<Result<_, _>>()?;
-            let mut entries = Vec::new();
-            let mut text_bytes = 0usize;
-            let mut has_more = false;
-            for (n, row) in rows.into_iter().enumerate() {
-                let JournalRow {
-                    entry_id,
-                    kind,
-                    revision,
-                    version,
-                    attempt_id,
-                    request_key,
-                    sha256,
-                    edits,
-                    text_len,
-                    chunk_count,
-                    inline_text,
-                } = row;
-                if n as u32 == limit
-                    || (!entries.is_empty()
-                        && text_bytes + text_len as usize > REPLAY_PAGE_TEXT_BYTES)
-                {
-                    has_more = true;
-                    break;
-                }
-                let kind = match kind.as_str() {
-                    "init" => JournalKind::Init,
-                    "edit" => JournalKind::Edit,
-                    _ => JournalKind::Save,
-                };
-                let operations = if kind == JournalKind::Edit {
-                    let text = load_entry_text(
-                        &tx,
-                        entry_id,
-                        inline_text,
-                        text_len as usize,
-                        chunk_count,
-                    )?;
-                    split_text(&decode_edits(&edits)?, &text)?
-                        .into_iter()
-                        .map(|e| JournalOperation {
-                            start_byte: e.start,
-                            end_byte: e.end,
-                            new_text: e.new_text,
-                        })
-                        .collect()
-                } else {
-                    Vec::new()
-                };
-                text_bytes += text_len as usize;
-                entries.push(JournalEntry {
-                    cursor: entry_id.to_string(),
-                    kind,
-                    revision: revision as u64,
-                    version: version as u64,
-                    request_key,
-                    attempt_id,
-                    sha256,
-                    operations,
-                });
-            }
+            let page = shared::replay_page(rows, limit, after, |id, (inline, n), len| {
+                load_entry_text(&tx, id, inline, len, n)
+            })?;
             tx.finish()?;
-            let next_cursor = entries
-                .last()
-                .map(|e| e.cursor.clone())
-                .or_else(|| after.map(str::to_owned));
-            Ok(ReplayPage {
-                entries,
-                next_cursor,
-                has_more,
-            })
+            Ok(page)
         })
     }
 
@@ -1440,19 +1079,13 @@ impl EditStore for SqliteStore {
             let tx = conn.transaction()?;
             let t = target_row(&tx, name)?;
             let (accepted, rejected, observations) = Self::summary_counts(&tx, t.id)?;
-            let mut rejections = BTreeMap::new();
-            {
-                let mut stmt = tx.prepare_cached(
+            let rejections = shared::count_rejections(
+                tx.prepare_cached(
                     "SELECT reason_codes FROM attempts WHERE target_id = ?1 AND outcome = 'rejected'",
-                )?;
-                let rows = stmt.query_map(params![t.id], |r| r.get::<_, String>(0))?;
-                for row in rows {
-                    let codes: Vec<String> = serde_json::from_str(&row?).unwrap_or_default();
-                    for c in codes {
-                        *rejections.entry(c).or_insert(0u64) += 1;
-                    }
-                }
-            }
+                )?
+                .query_map(params![t.id], |r| r.get::<_, String>(0))?
+                .collect::<Result<Vec<_>, _>>()?,
+            );
             let mut worker_errors = BTreeMap::new();
             {
                 let mut stmt = tx.prepare_cached(
@@ -1488,13 +1121,7 @@ impl EditStore for SqliteStore {
     }
 
     fn record_worker_error(&self, name: &str, code: &str, message: &str) -> Result<(), StoreError> {
-        if code.is_empty() || code.len() > 128 {
-            return Err(StoreError::new(
-                ErrorCode::InvalidInput,
-                "worker error code must be 1..=128 bytes (e.g. WAYMARK_WORKER_QUEUE_FULL)",
-            ));
-        }
-        let message = crate::kernel::snippet(message, MAX_WORKER_ERROR_MESSAGE_BYTES);
+        let message = shared::check_worker_error(code, message)?;
         self.with_writer(|conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let t = target_row(&tx, name)?;
@@ -1533,5 +1160,15 @@ impl EditStore for SqliteStore {
             tx.finish()?;
             Ok(out)
         })
+    }
+
+    fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError> {
+        SqliteStore::set_busy_timeout(self, timeout)
+    }
+
+    fn backend(&self) -> StoreBackend {
+        StoreBackend::Sqlite {
+            path: self.path.clone(),
+        }
     }
 }
