@@ -7,6 +7,21 @@ mod mcp_support;
 use mcp_support::*;
 use serde_json::json;
 
+/// The interpreter with the SDK: `PATCHDIFF_TEST_PYTHON`, else the project-local virtual
+/// environment the README's test command creates (`target/venv`, so an externally managed
+/// system Python (PEP 668) is never written to), else `python3` on `PATH`.
+fn test_python() -> std::path::PathBuf {
+    if let Some(python) = std::env::var_os("PATCHDIFF_TEST_PYTHON") {
+        return python.into();
+    }
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/venv/bin/python");
+    if venv.is_file() {
+        venv
+    } else {
+        "python3".into()
+    }
+}
+
 #[tokio::test]
 async fn python_sdk_client_sees_the_contract() {
     let env = TestEnv::new();
@@ -24,20 +39,23 @@ async fn python_sdk_client_sees_the_contract() {
     let config_path = env.path().join("sdk.json");
     std::fs::write(&config_path, config.to_string()).expect("write config");
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/python/sdk_client.py");
-    let out = tokio::process::Command::new("python3")
+    let python = test_python();
+    let out = tokio::process::Command::new(&python)
         .arg(script)
         .arg(&config_path)
         .output()
         .await
-        .expect("python3 must be on PATH to run the Python SDK client test");
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     println!("{stdout}");
     match out.status.code() {
         Some(0) => {}
         Some(3) => panic!(
-            "the official MCP Python SDK is not installed: run \
-             `python3 -m pip install -r tests/requirements.txt` (CI does).\n{stdout}"
+            "the official MCP Python SDK is not installed for {}: run \
+             `python3 -m venv target/venv && target/venv/bin/pip install -r tests/requirements.txt` \
+             (the README's test command and CI do).\n{stdout}",
+            python.display()
         ),
         _ => panic!(
             "Python SDK client failed ({})\n{stdout}\n{stderr}",

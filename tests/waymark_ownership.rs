@@ -17,7 +17,7 @@ use support::{EventLog, PY};
 /// Starts `waymark-probe` (a real parent owning a resident worker, optionally a fault worker)
 /// and returns it with its worker's pid once the worker is ready.
 async fn launch_probe(work: &Path, fault: Option<&str>) -> (std::process::Child, u32) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_waymark-probe"));
+    let mut cmd = Command::new(support::example_binary("waymark-probe"));
     cmd.arg(work);
     if let Some(fault) = fault {
         cmd.args(["--fault", fault]);
@@ -233,7 +233,7 @@ async fn the_lazy_singleton_cleans_up_its_worker_at_process_exit() {
     // roots are removed by exit-time cleanup when the process exits normally.
     use std::io::Write;
     let work = tempfile::tempdir().expect("tempdir");
-    let mut probe = Command::new(env!("CARGO_BIN_EXE_waymark-probe"))
+    let mut probe = Command::new(support::example_binary("waymark-probe"))
         .arg("--lazy")
         .env("PATCHDIFF_WAYMARK_DIR", support::script_dir())
         .env("PATCHDIFF_NODE_BINARY", support::node())

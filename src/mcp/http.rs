@@ -113,9 +113,9 @@ struct Guard {
     origins: Arc<Vec<String>>,
 }
 
-/// Equal-length byte comparison that does not stop at the first difference.
+/// Byte comparison whose time does not depend on where the first difference is (`subtle`).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
 /// Why a request was refused before reaching MCP, if it was.

@@ -321,11 +321,12 @@ async fn wait_for_stop() {
 
 /// True when fd 0 is a FIFO or a socket (a parent's pipe), not a terminal, file or `/dev/null`.
 fn stdin_is_pipe() -> bool {
-    // SAFETY: fstat writes into the zeroed struct we own; fd 0 is only inspected.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(0, &mut st) } != 0 {
-        return false;
+    use nix::sys::stat::{SFlag, fstat};
+    match fstat(std::io::stdin()) {
+        Ok(st) => {
+            let kind = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT;
+            kind == SFlag::S_IFIFO || kind == SFlag::S_IFSOCK
+        }
+        Err(_) => false,
     }
-    let kind = st.st_mode & libc::S_IFMT;
-    kind == libc::S_IFIFO || kind == libc::S_IFSOCK
 }

@@ -300,11 +300,7 @@ impl WaymarkConfig {
     pub fn default_work_root() -> PathBuf {
         match std::env::var_os(ENV_WORK_ROOT) {
             Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => std::env::temp_dir().join(format!(
-                "patchdiff-waymark-{}",
-                // SAFETY: getuid has no preconditions and cannot fail.
-                unsafe { libc::getuid() }
-            )),
+            _ => std::env::temp_dir().join(format!("patchdiff-waymark-{}", nix::unistd::getuid())),
         }
     }
 

@@ -1,6 +1,11 @@
 //! Helpers shared by the store integration tests.
 #![allow(dead_code)]
 
+#[path = "../shared/example_binary.rs"]
+mod example_binary;
+#[allow(unused_imports)]
+pub use example_binary::example_binary;
+
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -164,7 +169,7 @@ pub struct Probe {
 
 impl Probe {
     pub fn spawn(args: &[&str]) -> Probe {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_store-probe"))
+        let mut child = Command::new(example_binary("store-probe"))
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

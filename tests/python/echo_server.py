@@ -1,5 +1,5 @@
 """A minimal MCP server on the official Python SDK (`MCPServer`) for the side-by-side round-trip
-bench (`cargo run --release --bin mcp-bench`): one `echo` tool returning a structured result
+bench (`cargo run --release --example mcp-bench`): one `echo` tool returning a structured result
 with a 10 KB `content` field, the same size as the bench's `patchdiff_read_target` result.
 
 Usage: python3 tests/python/echo_server.py [PAYLOAD_BYTES]   (stdio transport)

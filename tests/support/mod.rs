@@ -2,6 +2,11 @@
 //! fed by the recorder's listener (tests wait on events, never on sleeps).
 #![allow(dead_code)]
 
+#[path = "../shared/example_binary.rs"]
+mod example_binary;
+#[allow(unused_imports)]
+pub use example_binary::example_binary;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! - an `echo` tool returning the same 10 KB on a minimal official Python SDK server
 //!   (`tests/python/echo_server.py`), skipped when the SDK is not installed.
 //!
-//! Run: `cargo run --release --bin mcp-bench -- [--calls N] [--bytes B]` (defaults 500 calls,
+//! Run: `cargo run --release --example mcp-bench -- [--calls N] [--bytes B]` (defaults 500 calls,
 //! 10240 bytes). The Python row needs `python3` with the SDK (`tests/requirements.txt`); needs the Waymark
 //! `node_modules` (the observed process prewarms its worker, as in production). Builds its own
 //! temporary database; uses the `patchdiff` binary next to this one.

@@ -8,7 +8,7 @@
 //!    `stall_marker` mode, held on a FIFO until every save of B is done). Goal: stalled p99
 //!    within 2x of idle.
 //!
-//! Run: `cargo run --release --bin boundary-bench -- [--submissions N] [--saves M]` (defaults
+//! Run: `cargo run --release --example boundary-bench -- [--submissions N] [--saves M]` (defaults
 //! 100 and 200). Needs the Waymark `node_modules`; uses the `patchdiff` binary next to this one
 //! and a temporary database.
 

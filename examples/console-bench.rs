@@ -1,4 +1,4 @@
-//! Console pipeline bench (not a test; `cargo run --release --bin console-bench`): feeds the
+//! Console pipeline bench (not a test; `cargo run --release --example console-bench`): feeds the
 //! console's real event pipeline — the byte-offset tailer, the bounded monitor and the run loop
 //! drawing a 200×60 `TestBackend` — with 50,000 perf events/s appended to a file for 10 s, then
 //! measures an idle console for 10 s. Prints events/s ingested, frame time p50/p99, peak RSS

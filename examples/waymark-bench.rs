@@ -5,7 +5,7 @@
 //! summary one, which returns no scopes), and the rest (Rust side: request file write + hash,
 //! admission, frames, and the pipe round trip).
 //!
-//! Usage: `cargo run --bin waymark-bench [-- --iterations-scale F]`. Node and the script dir come
+//! Usage: `cargo run --example waymark-bench [-- --iterations-scale F]`. Node and the script dir come
 //! from `PATCHDIFF_NODE_BINARY` / `PATCHDIFF_WAYMARK_DIR` as in the product. Prints one table.
 
 use std::sync::{Arc, Mutex};
