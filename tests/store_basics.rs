@@ -536,6 +536,22 @@ fn sqlite_database_from_a_newer_schema_refuses_to_open() {
     assert!(e.message.contains("newer"), "{}", e.message);
 }
 
+/// PostgreSQL keeps its schema version in `schema_migrations`: a version from a newer build
+/// makes `connect` refuse, naming the problem.
+#[test]
+fn postgres_database_from_a_newer_schema_refuses_to_connect() {
+    if !backends::postgres_or_skip("postgres_database_from_a_newer_schema_refuses_to_connect") {
+        return;
+    }
+    let scratch = backends::Scratch::new(Backend::Postgres);
+    let url = scratch.postgres_url().unwrap();
+    drop(PostgresStore::connect(url).unwrap());
+    backends::psql(url, "INSERT INTO schema_migrations (version) VALUES (99)").unwrap();
+    let e = PostgresStore::connect(url).err().unwrap();
+    assert_eq!(e.code, ErrorCode::Storage);
+    assert!(e.message.contains("newer"), "{}", e.message);
+}
+
 fn reopening_keeps_targets_and_migrations_apply_once(b: Backend) {
     let (scratch, store) = fresh(b);
     init(&*store, "t", "abc");

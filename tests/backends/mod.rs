@@ -509,15 +509,26 @@ impl Scratch {
                 s.set_busy_timeout(wait).expect("set busy timeout");
                 Arc::new(s)
             }
-            Some(url) => panic!("PostgreSQL store not in this build yet ({url}, {wait:?})"),
+            Some(url) => {
+                let s = patchdiff::store::PostgresStore::connect(url)
+                    .unwrap_or_else(|e| panic!("connect PostgreSQL store: {e}"));
+                s.set_busy_timeout(wait);
+                Arc::new(s)
+            }
         }
     }
 }
 
-/// Opens the backend the way the MCP server does.
+/// Opens the backend the way the MCP server does (`open_backend`).
 pub fn open(path: &Path, url: Option<&str>) -> Arc<dyn EditStore> {
-    match url {
-        None => Arc::new(patchdiff::store::SqliteStore::open(path).expect("open SQLite store")),
-        Some(url) => panic!("PostgreSQL store not in this build yet ({url})"),
-    }
+    patchdiff::store::open_backend(path, url).unwrap_or_else(|e| {
+        panic!(
+            "opening the {} store: {e}",
+            if url.is_some() {
+                "PostgreSQL"
+            } else {
+                "SQLite"
+            }
+        )
+    })
 }
