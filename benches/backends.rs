@@ -90,7 +90,9 @@ fn commit_latencies(scratch: &Scratch, size: usize, count: usize) -> Vec<Duratio
     let mut out: Vec<Duration> = (0..count)
         .map(|i| {
             let t0 = Instant::now();
-            let r = store.submit(&name, &submission(0, i, i as u64), false).unwrap();
+            let r = store
+                .submit(&name, &submission(0, i, i as u64), false)
+                .unwrap();
             let took = t0.elapsed();
             assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
             took
@@ -173,8 +175,15 @@ fn throughput(scratch: &Scratch, clients: usize, per_client: usize, shared: bool
                 barrier.wait();
                 let mut base = 0u64;
                 for i in 0..per_client {
-                    let r = store.submit(&target, &submission(c, i, base), false).unwrap();
-                    assert_eq!(r.outcome, Outcome::Accepted, "{target} client {c}: {:?}", r.reasons);
+                    let r = store
+                        .submit(&target, &submission(c, i, base), false)
+                        .unwrap();
+                    assert_eq!(
+                        r.outcome,
+                        Outcome::Accepted,
+                        "{target} client {c}: {:?}",
+                        r.reasons
+                    );
                     base = r.revision;
                 }
             })
@@ -232,8 +241,8 @@ fn main() {
             "backend bench: smoke run (no --bench argument); run `cargo bench --bench backends` for figures"
         );
     }
-    let base = std::env::var("STORE_BENCH_DIR")
-        .unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_owned());
+    let base =
+        std::env::var("STORE_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_owned());
     let mut results: Vec<(Backend, Figures)> = Vec::new();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if backend == Backend::Postgres && !backends::postgres_or_skip("bench backends") {
