@@ -117,7 +117,11 @@ pub fn postgres_or_skip(test: &str) -> bool {
             std::env::var("CI").unwrap_or_default()
         ),
         Err(why) => {
-            eprintln!(
+            // Straight to fd 2: libtest captures `eprintln!` of passing tests, and a skip must
+            // be seen.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr().lock(),
                 "\n*** SKIPPED {test} on PostgreSQL: {why}.\n*** Set PATCHDIFF_TEST_POSTGRES=postgres://… or install PostgreSQL (initdb, pg_ctl, psql).\n"
             );
             false
