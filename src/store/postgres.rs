@@ -389,6 +389,36 @@ async fn insert_journal(
     Ok(())
 }
 
+/// K4: records an attempt with its receipt JSON, stored byte for byte as returned.
+async fn insert_attempt(
+    tx: &Transaction<'_>,
+    target_id: i64,
+    submission_sha: &str,
+    receipt: &Receipt,
+) -> Result<(), StoreError> {
+    let stmt = tx
+        .prepare_cached(
+            "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
+             outcome, revision, reason_codes, receipt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .await?;
+    tx.execute(
+        &stmt,
+        &[
+            &receipt.attempt_id,
+            &target_id,
+            &receipt.request_key.as_bytes(),
+            &submission_sha,
+            &receipt.outcome.as_str(),
+            &i(receipt.revision),
+            &serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
+            &shared::receipt_json(receipt)?,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 /// Edit shapes of the steps producing revisions `(from, to]`, oldest first.
 async fn load_steps(
     tx: &Transaction<'_>,
@@ -828,26 +858,7 @@ impl PostgresStore {
             self.apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)
                 .await?;
         }
-        let stmt = tx
-            .prepare_cached(
-                "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
-                 outcome, revision, reason_codes, receipt) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .await?;
-        tx.execute(
-            &stmt,
-            &[
-                &attempt_id,
-                &t.id,
-                &submission.request_key.as_bytes(),
-                &submission_sha,
-                &receipt.outcome.as_str(),
-                &i(receipt.revision),
-                &serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
-                &shared::receipt_json(&receipt)?,
-            ],
-        )
-        .await?;
+        insert_attempt(&tx, t.id, submission_sha, &receipt).await?;
         tx.commit().await?;
         if let Some(a) = applied {
             self.remember(t.id, &t.incarnation, a.revision, a.new_content.into());
@@ -1428,6 +1439,44 @@ mod tests {
             redact_database_url("postgres://127.0.0.1:55432/postgres"),
             "postgres://127.0.0.1:55432/postgres"
         );
+    }
+
+    #[test]
+    fn connect_errors_name_the_url_without_its_password() {
+        // Port 1 on loopback: nothing listens, the connection is refused at once.
+        let e = PostgresStore::connect("postgres://pd:s3cret@127.0.0.1:1/pd").unwrap_err();
+        assert_eq!(e.code, ErrorCode::Storage);
+        assert!(
+            e.message.contains("postgres://pd:***@127.0.0.1:1/pd"),
+            "{}",
+            e.message
+        );
+        assert!(!e.message.contains("s3cret"), "{}", e.message);
+    }
+
+    #[test]
+    fn open_backend_refuses_other_schemes_naming_the_value_and_what_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = match open_backend(&dir.path().join("pd.sqlite"), Some("mysql://u:pw@h/db")) {
+            Err(e) => e,
+            Ok(_) => panic!("mysql:// must be refused"),
+        };
+        assert_eq!(err.code, ErrorCode::InvalidInput);
+        assert!(
+            err.message.contains("\"mysql://u:***@h/db\""),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("postgres://"), "{}", err.message);
+        assert!(
+            err.message.contains("sqlite:///absolute/path"),
+            "{}",
+            err.message
+        );
+        assert!(!err.message.contains("pw@"), "{}", err.message);
+        // None: the SQLite file at the path.
+        let s = open_backend(&dir.path().join("pd.sqlite"), None).unwrap();
+        assert!(matches!(s.backend(), StoreBackend::Sqlite { .. }));
     }
 
     #[test]
