@@ -1,6 +1,7 @@
 //! store-probe: a second OS process for the store's cross-process tests (K3, K5).
 //!
-//! Not a user tool. Each command opens the database, prints `READY`, and (where it races) waits
+//! Not a user tool. `DB` is a SQLite file path or a `postgres://` URL (issue 15: the same
+//! cross-process tests run on both backends). Each command opens the database, prints `READY`, and (where it races) waits
 //! for one line on stdin before acting, so tests synchronize through pipes, never sleeps.
 //!
 //! ```text
@@ -20,7 +21,7 @@ use std::io::{BufRead, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use patchdiff::store::{EditStore, OperationRequest, SqliteStore, Submission, Validation};
+use patchdiff::store::{OperationRequest, Submission, Validation, open_backend};
 
 fn op(old: &str, new: &str) -> OperationRequest {
     OperationRequest {
@@ -41,7 +42,8 @@ fn run(args: &[String]) -> Result<(), String> {
         [cmd, db, target, ..] => (cmd.as_str(), Path::new(db), target.as_str()),
         _ => return Err("usage: store-probe stream|race-save|saves DB TARGET …".to_owned()),
     };
-    let store = SqliteStore::open(db).map_err(err)?;
+    let url = db.to_str().filter(|d| d.contains("://"));
+    let store = open_backend(db, url).map_err(err)?;
     let mut out = std::io::stdout().lock();
     let mut say = |line: String| -> Result<(), String> {
         writeln!(out, "{line}")

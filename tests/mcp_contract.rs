@@ -1,9 +1,13 @@
 //! SPEC M5, M6: the tool contract of the real `patchdiff mcp` binary — input schemas an agent can
 //! act on, structured content with a text copy, domain failures as `isError` results with
-//! recovery advice, protocol misuse as JSON-RPC errors.
+//! recovery advice, protocol misuse as JSON-RPC errors. Every test runs on SQLite and PostgreSQL
+//! (issue 15; `tests/backends`).
 
+#[macro_use]
+mod backends;
 mod mcp_support;
 
+use backends::{Backend, Scratch};
 use mcp_support::*;
 use serde_json::{Value, json};
 
@@ -27,9 +31,8 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("patchdiff_worker_status", &[]),
 ];
 
-#[tokio::test]
-async fn every_tool_declares_a_described_input_schema() {
-    let env = TestEnv::new();
+async fn every_tool_declares_a_described_input_schema(b: Backend) {
+    let (_scratch, env) = env_on(b);
     let mcp = Mcp::launch(&env.vars("full")).await;
     let tools = mcp.peer().list_all_tools().await.expect("tools/list");
     assert_eq!(tools.len(), REQUIRED.len());
@@ -70,10 +73,9 @@ async fn every_tool_declares_a_described_input_schema() {
     mcp.stop().await;
 }
 
-#[tokio::test]
-async fn the_observed_profile_lists_exactly_the_six_contract_tools() {
+async fn the_observed_profile_lists_exactly_the_six_contract_tools(b: Backend) {
     // M2: the first six rows of the contract table, and nothing else.
-    let env = TestEnv::new();
+    let (_scratch, env) = env_on(b);
     let mcp = Mcp::launch(&env.vars("observed")).await;
     let mut six: Vec<String> = REQUIRED[..6].iter().map(|(n, _)| n.to_string()).collect();
     six.sort();
@@ -92,9 +94,8 @@ async fn the_observed_profile_lists_exactly_the_six_contract_tools() {
     mcp.stop().await;
 }
 
-#[tokio::test]
-async fn results_carry_structured_content_and_a_text_copy() {
-    let env = TestEnv::new();
+async fn results_carry_structured_content_and_a_text_copy(b: Backend) {
+    let (_scratch, env) = env_on(b);
     env.init_target("calendar", CALENDAR_JS).await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
 
@@ -185,9 +186,8 @@ async fn results_carry_structured_content_and_a_text_copy() {
     mcp.stop().await;
 }
 
-#[tokio::test]
-async fn domain_failures_are_is_error_results_with_recovery_advice() {
-    let env = TestEnv::new();
+async fn domain_failures_are_is_error_results_with_recovery_advice(b: Backend) {
+    let (_scratch, env) = env_on(b);
     env.init_target("calendar", CALENDAR_JS).await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
     let obs = mcp
@@ -253,9 +253,8 @@ async fn domain_failures_are_is_error_results_with_recovery_advice() {
     mcp.stop().await;
 }
 
-#[tokio::test]
-async fn malformed_arguments_are_is_error_results_a_model_can_correct() {
-    let env = TestEnv::new();
+async fn malformed_arguments_are_is_error_results_a_model_can_correct(b: Backend) {
+    let (_scratch, env) = env_on(b);
     env.init_target("calendar", CALENDAR_JS).await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
     for (tool, args) in [
@@ -299,11 +298,10 @@ async fn malformed_arguments_are_is_error_results_a_model_can_correct() {
     mcp.stop().await;
 }
 
-#[tokio::test]
-async fn export_reports_the_path_it_wrote() {
+async fn export_reports_the_path_it_wrote(b: Backend) {
     // M6: `patchdiff_export_target` returns `target`, `version`, `sha256` and `path`.
     use std::os::unix::fs::PermissionsExt;
-    let env = TestEnv::new();
+    let (_scratch, env) = env_on(b);
     env.init_target("calendar", CALENDAR_JS).await;
     let full = Mcp::launch(&env.vars("full")).await;
     let dest = env.path().join("out/calendar.js");
@@ -321,3 +319,19 @@ async fn export_reports_the_path_it_wrote() {
     assert_eq!(mode, 0o600);
     full.stop().await;
 }
+
+/// A test world whose `patchdiff mcp` processes use a fresh database of `b`.
+fn env_on(b: Backend) -> (Scratch, TestEnv) {
+    let scratch = Scratch::new(b);
+    let env = TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
+    (scratch, env)
+}
+
+backend_tokio_tests!(
+    every_tool_declares_a_described_input_schema,
+    the_observed_profile_lists_exactly_the_six_contract_tools,
+    results_carry_structured_content_and_a_text_copy,
+    domain_failures_are_is_error_results_with_recovery_advice,
+    malformed_arguments_are_is_error_results_a_model_can_correct,
+    export_reports_the_path_it_wrote,
+);

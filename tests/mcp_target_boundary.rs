@@ -3,10 +3,13 @@
 //! `patchdiff mcp` process on the same database nor in the stalled process itself. Synchronized on
 //! the FIFOs, not on timing.
 
+#[macro_use]
+mod backends;
 mod mcp_support;
 
 use std::path::{Path, PathBuf};
 
+use backends::{Backend, Scratch};
 use mcp_support::*;
 use serde_json::{Value, json};
 
@@ -45,9 +48,8 @@ fn submission(target: &str, key: &str, obs: &Value, new_text: &str) -> Value {
                            "old_text": "return this.windows.length;", "new_text": new_text}]})
 }
 
-#[tokio::test]
-async fn a_stalled_validation_on_one_target_never_delays_another_target() {
-    let env = TestEnv::new();
+async fn a_stalled_validation_on_one_target_never_delays_another_target(b: Backend) {
+    let (_scratch, env) = env_on(b);
     env.init_target("a", CALENDAR_JS).await;
     env.init_target("b", CALENDAR_JS).await;
     let entered = fifo(&env.path().join("stall-entered"));
@@ -134,3 +136,12 @@ async fn a_stalled_validation_on_one_target_never_delays_another_target() {
         stalled.stop().await;
     }
 }
+
+/// A test world whose `patchdiff mcp` processes use a fresh database of `b`.
+fn env_on(b: Backend) -> (Scratch, TestEnv) {
+    let scratch = Scratch::new(b);
+    let env = TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
+    (scratch, env)
+}
+
+backend_tokio_tests!(a_stalled_validation_on_one_target_never_delays_another_target,);

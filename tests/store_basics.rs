@@ -1,15 +1,17 @@
 //! Store behaviour through the public `EditStore` API: init (C1), observe (K2), submit (K3, K4),
 //! save and replay (K6), audit, and every K8 error code.
 
+#[macro_use]
+mod backends;
 mod common;
 
+use backends::Backend;
 use common::*;
 use patchdiff::kernel::sha256_hex;
 use patchdiff::store::*;
 
-#[test]
-fn init_installs_fixture_at_version_zero_revision_zero() {
-    let (_dir, store) = fresh();
+fn init_installs_fixture_at_version_zero_revision_zero(b: Backend) {
+    let (_s, store) = fresh(b);
     let t = init(&store, "cal", "abc\n");
     assert_eq!((t.version, t.revision, t.saved_revision), (0, 0, 0));
     assert_eq!(t.sha256, sha256_hex("abc\n"));
@@ -20,9 +22,8 @@ fn init_installs_fixture_at_version_zero_revision_zero() {
     assert_eq!((saved.version, saved.content.as_str()), (0, "abc\n"));
 }
 
-#[test]
-fn accepted_submission_advances_revision_and_receipt_hash_matches_content() {
-    let (_dir, store) = fresh();
+fn accepted_submission_advances_revision_and_receipt_hash_matches_content(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "fn a() {}\nfn b() {}\n");
     let r = store
         .submit("t", &sub("k1", 0, &[(None, "fn b", "fn bee")]), false)
@@ -35,9 +36,8 @@ fn accepted_submission_advances_revision_and_receipt_hash_matches_content() {
     assert_eq!(r.sha256, sha256_hex(&t.content));
 }
 
-#[test]
-fn old_text_occurring_twice_in_scope_is_rejected_with_count_and_recorded() {
-    let (_dir, store) = fresh();
+fn old_text_occurring_twice_in_scope_is_rejected_with_count_and_recorded(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "x = 1;\nx = 1;\n");
     let r = store
         .submit("t", &sub("k", 0, &[(None, "x = 1;", "x = 2;")]), false)
@@ -52,9 +52,8 @@ fn old_text_occurring_twice_in_scope_is_rejected_with_count_and_recorded() {
     assert_eq!(store.read_target("t").unwrap().revision, 0);
 }
 
-#[test]
-fn old_text_absent_from_scope_is_rejected_as_not_found() {
-    let (_dir, store) = fresh();
+fn old_text_absent_from_scope_is_rejected_as_not_found(b: Backend) {
+    let (_s, store) = fresh(b);
     init(
         &store,
         "t",
@@ -76,9 +75,8 @@ fn old_text_absent_from_scope_is_rejected_as_not_found() {
     assert!(r.reasons[0].contains("method C.m"), "{}", r.reasons[0]);
 }
 
-#[test]
-fn identical_retry_returns_byte_identical_receipt_and_changes_nothing() {
-    let (_dir, store) = fresh();
+fn identical_retry_returns_byte_identical_receipt_and_changes_nothing(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let s = sub("key", 0, &[(None, "b", "B")]);
     let first = store.submit("t", &s, false).unwrap();
@@ -91,9 +89,8 @@ fn identical_retry_returns_byte_identical_receipt_and_changes_nothing() {
     assert_eq!(store.audit("t").unwrap().attempts.total, 1);
 }
 
-#[test]
-fn recovery_alone_returns_the_stored_receipt_or_conflict_without_submitting() {
-    let (_dir, store) = fresh();
+fn recovery_alone_returns_the_stored_receipt_or_conflict_without_submitting(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let s = sub("key", 0, &[(None, "b", "B")]);
     assert_eq!(store.recover_receipt("t", &s).unwrap(), None);
@@ -107,9 +104,8 @@ fn recovery_alone_returns_the_stored_receipt_or_conflict_without_submitting() {
     assert_eq!(store.audit("t").unwrap().attempts.total, 1);
 }
 
-#[test]
-fn stale_base_is_transformed_and_correction_reported() {
-    let (_dir, store) = fresh();
+fn stale_base_is_transformed_and_correction_reported(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "one two three");
     let a = store
         .submit("t", &sub("a", 0, &[(None, "one", "ONE-ONE")]), false)
@@ -128,9 +124,8 @@ fn stale_base_is_transformed_and_correction_reported() {
     );
 }
 
-#[test]
-fn stale_base_overlapping_an_intervening_edit_is_rejected_as_conflict() {
-    let (_dir, store) = fresh();
+fn stale_base_overlapping_an_intervening_edit_is_rejected_as_conflict(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "alpha beta gamma");
     store
         .submit("t", &sub("a", 0, &[(None, "beta", "BETA")]), false)
@@ -142,9 +137,8 @@ fn stale_base_overlapping_an_intervening_edit_is_rejected_as_conflict() {
     assert_eq!(store.read_target("t").unwrap().content, "alpha BETA gamma");
 }
 
-#[test]
-fn strict_mode_requires_an_observation_for_every_operation() {
-    let (_dir, store) = fresh();
+fn strict_mode_requires_an_observation_for_every_operation(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let r = store
         .submit("t", &sub("k", 0, &[(None, "b", "B")]), true)
@@ -153,9 +147,8 @@ fn strict_mode_requires_an_observation_for_every_operation() {
     assert!(r.reasons[0].starts_with("operation 1 (index 0)"));
 }
 
-#[test]
-fn strict_mode_rejects_a_scope_changed_since_observation_until_reobserved() {
-    let (_dir, store) = fresh();
+fn strict_mode_rejects_a_scope_changed_since_observation_until_reobserved(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "fn f() {\n  a();\n  b();\n}\nfn g() {}\n");
     let obs = observe_text(&store, "t", "fn f() {\n  a();\n  b();\n}", "function", "f");
     let r1 = store
@@ -185,9 +178,8 @@ fn strict_mode_rejects_a_scope_changed_since_observation_until_reobserved() {
     assert_eq!(r3.outcome, Outcome::Accepted, "{:?}", r3.reasons);
 }
 
-#[test]
-fn strict_mode_accepts_an_observed_scope_that_only_moved() {
-    let (_dir, store) = fresh();
+fn strict_mode_accepts_an_observed_scope_that_only_moved(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "head\nfn g() { x(); }\n");
     let obs = observe_text(&store, "t", "fn g() { x(); }", "function", "g");
     store
@@ -212,9 +204,8 @@ fn strict_mode_accepts_an_observed_scope_that_only_moved() {
     );
 }
 
-#[test]
-fn overlapping_operations_in_one_submission_are_rejected() {
-    let (_dir, store) = fresh();
+fn overlapping_operations_in_one_submission_are_rejected(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abcdef");
     let r = store
         .submit(
@@ -226,9 +217,8 @@ fn overlapping_operations_in_one_submission_are_rejected() {
     assert_eq!(r.reason_codes, ["OVERLAPPING_OPERATIONS"]);
 }
 
-#[test]
-fn expected_sha256_must_match_base_revision() {
-    let (_dir, store) = fresh();
+fn expected_sha256_must_match_base_revision(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let mut s = sub("k", 0, &[(None, "b", "B")]);
     s.expected_sha256 = Some(sha256_hex("not it"));
@@ -242,9 +232,8 @@ fn expected_sha256_must_match_base_revision() {
     );
 }
 
-#[test]
-fn save_increments_version_and_saved_returns_those_bytes() {
-    let (_dir, store) = fresh();
+fn save_increments_version_and_saved_returns_those_bytes(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     store
         .submit("t", &sub("k", 0, &[(None, "a", "aX")]), false)
@@ -259,9 +248,8 @@ fn save_increments_version_and_saved_returns_those_bytes() {
     assert_eq!(store.saved_version("t", 0).unwrap().content, "abc");
 }
 
-#[test]
-fn replay_pages_follow_cursors_to_the_end() {
-    let (_dir, store) = fresh();
+fn replay_pages_follow_cursors_to_the_end(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "<>");
     for k in 0..7 {
         store
@@ -291,9 +279,8 @@ fn replay_pages_follow_cursors_to_the_end() {
     assert_eq!(replay_to_end(&store, "t").1, "<0123456>");
 }
 
-#[test]
-fn reinit_of_fresh_target_is_allowed_but_target_with_history_needs_reset() {
-    let (_dir, store) = fresh();
+fn reinit_of_fresh_target_is_allowed_but_target_with_history_needs_reset(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     init(&store, "t", "abc");
     store
@@ -320,9 +307,8 @@ fn reinit_of_fresh_target_is_allowed_but_target_with_history_needs_reset() {
     assert_eq!(r.outcome, Outcome::Accepted);
 }
 
-#[test]
-fn list_targets_and_audit_count_attempts_and_worker_errors() {
-    let (_dir, store) = fresh();
+fn list_targets_and_audit_count_attempts_and_worker_errors(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "b", "x");
     init(&store, "a", "y");
     store
@@ -348,9 +334,8 @@ fn list_targets_and_audit_count_attempts_and_worker_errors() {
 
 // ---- K8: each error, and nothing changed ----
 
-#[test]
-fn unknown_target_is_an_error_for_every_operation() {
-    let (_dir, store) = fresh();
+fn unknown_target_is_an_error_for_every_operation(b: Backend) {
+    let (_s, store) = fresh(b);
     assert_eq!(
         store.read_target("nope").unwrap_err().code,
         ErrorCode::UnknownTarget
@@ -376,9 +361,8 @@ fn unknown_target_is_an_error_for_every_operation() {
     );
 }
 
-#[test]
-fn invalid_utf8_fixture_is_refused_naming_target_and_offset() {
-    let (_dir, store) = fresh();
+fn invalid_utf8_fixture_is_refused_naming_target_and_offset(b: Backend) {
+    let (_s, store) = fresh(b);
     let bytes = b"ok\xffno";
     let e = store
         .init_target("cal", "js", bytes, &sha256_hex(bytes), false)
@@ -392,9 +376,8 @@ fn invalid_utf8_fixture_is_refused_naming_target_and_offset() {
     assert!(store.list_targets().unwrap().is_empty());
 }
 
-#[test]
-fn fixture_hash_mismatch_is_refused_naming_target() {
-    let (_dir, store) = fresh();
+fn fixture_hash_mismatch_is_refused_naming_target(b: Backend) {
+    let (_s, store) = fresh(b);
     let e = store
         .init_target("cal", "js", b"abc", &sha256_hex("abd"), false)
         .unwrap_err();
@@ -403,9 +386,8 @@ fn fixture_hash_mismatch_is_refused_naming_target() {
     assert!(store.list_targets().unwrap().is_empty());
 }
 
-#[test]
-fn reused_request_key_with_other_content_is_a_conflict() {
-    let (_dir, store) = fresh();
+fn reused_request_key_with_other_content_is_a_conflict(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     store
         .submit("t", &sub("k", 0, &[(None, "a", "A")]), false)
@@ -417,9 +399,8 @@ fn reused_request_key_with_other_content_is_a_conflict() {
     assert_eq!(store.read_target("t").unwrap().content, "Abc");
 }
 
-#[test]
-fn observing_at_an_old_revision_is_revision_moved() {
-    let (_dir, store) = fresh();
+fn observing_at_an_old_revision_is_revision_moved(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     store
         .submit("t", &sub("k", 0, &[(None, "a", "A")]), false)
@@ -429,9 +410,8 @@ fn observing_at_an_old_revision_is_revision_moved() {
     assert_eq!(store.audit("t").unwrap().observations, 0);
 }
 
-#[test]
-fn observing_out_of_range_or_inside_a_character_is_out_of_range() {
-    let (_dir, store) = fresh();
+fn observing_out_of_range_or_inside_a_character_is_out_of_range(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "界");
     assert_eq!(
         store.observe("t", 0, lines(0, 4)).unwrap_err().code,
@@ -447,9 +427,8 @@ fn observing_out_of_range_or_inside_a_character_is_out_of_range() {
     );
 }
 
-#[test]
-fn unknown_observation_is_an_error_and_nothing_is_recorded() {
-    let (_dir, store) = fresh();
+fn unknown_observation_is_an_error_and_nothing_is_recorded(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let e = store
         .submit("t", &sub("k", 0, &[(Some("no-such"), "a", "A")]), true)
@@ -459,9 +438,8 @@ fn unknown_observation_is_an_error_and_nothing_is_recorded() {
     assert!(store.stored_receipt("t", "k").unwrap().is_none());
 }
 
-#[test]
-fn observation_of_another_target_is_unknown_here() {
-    let (_dir, store) = fresh();
+fn observation_of_another_target_is_unknown_here(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     init(&store, "u", "abc");
     let obs = store.observe("u", 0, lines(0, 3)).unwrap();
@@ -475,9 +453,8 @@ fn observation_of_another_target_is_unknown_here() {
     assert_eq!(e.code, ErrorCode::UnknownObservation);
 }
 
-#[test]
-fn too_many_operations_is_an_error_and_nothing_is_recorded() {
-    let (_dir, store) = fresh();
+fn too_many_operations_is_an_error_and_nothing_is_recorded(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let ops: Vec<(Option<&str>, &str, &str)> = (0..65).map(|_| (None, "a", "A")).collect();
     let e = store.submit("t", &sub("k", 0, &ops), false).unwrap_err();
@@ -486,9 +463,8 @@ fn too_many_operations_is_an_error_and_nothing_is_recorded() {
     assert_eq!(store.audit("t").unwrap().attempts.total, 0);
 }
 
-#[test]
-fn base_revision_ahead_of_current_is_out_of_range() {
-    let (_dir, store) = fresh();
+fn base_revision_ahead_of_current_is_out_of_range(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let e = store
         .submit("t", &sub("k", 5, &[(None, "a", "A")]), false)
@@ -497,9 +473,8 @@ fn base_revision_ahead_of_current_is_out_of_range() {
     assert_eq!(store.audit("t").unwrap().attempts.total, 0);
 }
 
-#[test]
-fn empty_request_key_operations_or_old_text_are_invalid_input() {
-    let (_dir, store) = fresh();
+fn empty_request_key_operations_or_old_text_are_invalid_input(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     for s in [
         sub("", 0, &[(None, "a", "A")]),
@@ -525,9 +500,8 @@ fn malformed_submission_json_is_reported() {
     assert_eq!(ok.operations[0].observation_id, None);
 }
 
-#[test]
-fn bad_replay_cursor_and_limits_are_errors() {
-    let (_dir, store) = fresh();
+fn bad_replay_cursor_and_limits_are_errors(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     assert_eq!(
         store.replay("t", Some("zz"), None).unwrap_err().code,
@@ -547,8 +521,10 @@ fn bad_replay_cursor_and_limits_are_errors() {
     );
 }
 
+/// SQLite keeps its schema version in `user_version`; the PostgreSQL counterpart is
+/// `postgres_database_from_a_newer_schema_refuses_to_connect`.
 #[test]
-fn database_from_a_newer_schema_refuses_to_open() {
+fn sqlite_database_from_a_newer_schema_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pd.sqlite");
     drop(SqliteStore::open(&path).unwrap());
@@ -560,29 +536,43 @@ fn database_from_a_newer_schema_refuses_to_open() {
     assert!(e.message.contains("newer"), "{}", e.message);
 }
 
+/// PostgreSQL keeps its schema version in `schema_migrations`: a version from a newer build
+/// makes `connect` refuse, naming the problem.
 #[test]
-fn reopening_keeps_targets_and_migrations_apply_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("pd.sqlite");
-    let store = SqliteStore::open(&path).unwrap();
-    init(&store, "t", "abc");
-    drop(store);
-    let again = SqliteStore::open(&path).unwrap();
-    assert_eq!(again.read_target("t").unwrap().content, "abc");
+fn postgres_database_from_a_newer_schema_refuses_to_connect() {
+    if !backends::postgres_or_skip("postgres_database_from_a_newer_schema_refuses_to_connect") {
+        return;
+    }
+    let scratch = backends::Scratch::new(Backend::Postgres);
+    let url = scratch.postgres_url().unwrap();
+    drop(PostgresStore::connect(url).unwrap());
+    backends::psql(url, "INSERT INTO schema_migrations (version) VALUES (99)").unwrap();
+    let e = PostgresStore::connect(url).err().unwrap();
+    assert_eq!(e.code, ErrorCode::Storage);
+    assert!(e.message.contains("newer"), "{}", e.message);
 }
 
-#[test]
-fn store_is_send_and_sync_and_usable_as_a_trait_object() {
+fn reopening_keeps_targets_and_migrations_apply_once(b: Backend) {
+    let (scratch, store) = fresh(b);
+    init(&*store, "t", "abc");
+    drop(store);
+    let again = scratch.open();
+    assert_eq!(again.read_target("t").unwrap().content, "abc");
+    drop(again);
+    // A third open (migrations already applied) still works and sees the same target.
+    assert_eq!(scratch.open().list_targets().unwrap().len(), 1);
+}
+
+fn store_is_send_and_sync_and_usable_as_a_trait_object(b: Backend) {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<SqliteStore>();
-    let (_dir, store) = fresh();
-    let dynamic: std::sync::Arc<dyn EditStore> = std::sync::Arc::new(store);
+    let (_s, store) = fresh(b);
+    let dynamic: std::sync::Arc<dyn EditStore> = store;
     assert!(dynamic.list_targets().unwrap().is_empty());
 }
 
-#[test]
-fn oversize_submission_text_is_submission_too_large_and_nothing_is_recorded() {
-    let (_dir, store) = fresh();
+fn oversize_submission_text_is_submission_too_large_and_nothing_is_recorded(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "t", "abc");
     let big = "x".repeat(patchdiff::kernel::MAX_SUBMISSION_TEXT_BYTES);
     let e = store
@@ -591,3 +581,38 @@ fn oversize_submission_text_is_submission_too_large_and_nothing_is_recorded() {
     assert_eq!(e.code, ErrorCode::SubmissionTooLarge);
     assert_eq!(store.audit("t").unwrap().attempts.total, 0);
 }
+
+backend_tests!(
+    init_installs_fixture_at_version_zero_revision_zero,
+    accepted_submission_advances_revision_and_receipt_hash_matches_content,
+    old_text_occurring_twice_in_scope_is_rejected_with_count_and_recorded,
+    old_text_absent_from_scope_is_rejected_as_not_found,
+    identical_retry_returns_byte_identical_receipt_and_changes_nothing,
+    recovery_alone_returns_the_stored_receipt_or_conflict_without_submitting,
+    stale_base_is_transformed_and_correction_reported,
+    stale_base_overlapping_an_intervening_edit_is_rejected_as_conflict,
+    strict_mode_requires_an_observation_for_every_operation,
+    strict_mode_rejects_a_scope_changed_since_observation_until_reobserved,
+    strict_mode_accepts_an_observed_scope_that_only_moved,
+    overlapping_operations_in_one_submission_are_rejected,
+    expected_sha256_must_match_base_revision,
+    save_increments_version_and_saved_returns_those_bytes,
+    replay_pages_follow_cursors_to_the_end,
+    reinit_of_fresh_target_is_allowed_but_target_with_history_needs_reset,
+    list_targets_and_audit_count_attempts_and_worker_errors,
+    unknown_target_is_an_error_for_every_operation,
+    invalid_utf8_fixture_is_refused_naming_target_and_offset,
+    fixture_hash_mismatch_is_refused_naming_target,
+    reused_request_key_with_other_content_is_a_conflict,
+    observing_at_an_old_revision_is_revision_moved,
+    observing_out_of_range_or_inside_a_character_is_out_of_range,
+    unknown_observation_is_an_error_and_nothing_is_recorded,
+    observation_of_another_target_is_unknown_here,
+    too_many_operations_is_an_error_and_nothing_is_recorded,
+    base_revision_ahead_of_current_is_out_of_range,
+    empty_request_key_operations_or_old_text_are_invalid_input,
+    bad_replay_cursor_and_limits_are_errors,
+    reopening_keeps_targets_and_migrations_apply_once,
+    store_is_send_and_sync_and_usable_as_a_trait_object,
+    oversize_submission_text_is_submission_too_large_and_nothing_is_recorded,
+);

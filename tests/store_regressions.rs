@@ -1,18 +1,23 @@
 //! Regressions modelled on the replica-sync review (`seeds/replica-sync-review.txt`): saves
 //! racing submissions (K5), replay after a mid-step save (K6), storage-safe records (K7), and
-//! a second OS process sharing the database.
+//! a second OS process sharing the database — on SQLite and PostgreSQL (issue 15). K7's chunk
+//! rows and the periodic snapshots are SQLite's storage layout; those checks stay SQLite-only.
 
+#[macro_use]
+mod backends;
 mod common;
+mod mcp_support;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 
+use backends::Backend;
 use common::*;
 use patchdiff::kernel::sha256_hex;
 use patchdiff::store::*;
 
 /// Content hash of every revision, from the journal (replay checks each saved version too).
-fn revision_hashes(store: &SqliteStore, target: &str) -> HashMap<u64, String> {
+fn revision_hashes(store: &dyn EditStore, target: &str) -> HashMap<u64, String> {
     let (entries, _) = replay_to_end(store, target);
     entries
         .into_iter()
@@ -21,13 +26,11 @@ fn revision_hashes(store: &SqliteStore, target: &str) -> HashMap<u64, String> {
         .collect()
 }
 
-#[test]
-fn edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash() {
+fn edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash(b: Backend) {
     // Review P1: with `abc`, a tool edit c→X racing a replica edit a→R and a save must persist
     // `RbX`, and each receipt's hash must be the content at the revision it names.
     for round in 0..20 {
-        let (_dir, store) = fresh();
-        let store = Arc::new(store);
+        let (_s, store) = fresh(b);
         init(&store, "t", "abc");
         let barrier = Arc::new(Barrier::new(2));
         let tool = {
@@ -66,7 +69,7 @@ fn edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash() {
         );
         let t = store.read_target("t").unwrap();
         assert_eq!(t.content, "RbX", "round {round}");
-        let hashes = revision_hashes(&store, "t");
+        let hashes = revision_hashes(&*store, "t");
         assert_eq!(hashes[&tool.revision], tool.sha256, "round {round}");
         assert_eq!(hashes[&replica.revision], replica.sha256, "round {round}");
         assert_eq!(hashes[&saved.revision], saved.sha256, "round {round}");
@@ -76,11 +79,10 @@ fn edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash() {
     }
 }
 
-#[test]
-fn replay_after_a_mid_step_save_never_applies_an_edit_twice() {
+fn replay_after_a_mid_step_save_never_applies_an_edit_twice(b: Backend) {
     // Review P2: `abc`, edit a→aX, save in the middle of the step, read: live and replay must
     // both be `aXbc`, never `aXXbc`.
-    let (dir, store) = fresh();
+    let (scratch, store) = fresh(b);
     init(&store, "t", "abc");
     let r = store
         .submit("t", &sub("k", 0, &[(None, "a", "aX")]), false)
@@ -113,16 +115,15 @@ fn replay_after_a_mid_step_save_never_applies_an_edit_twice() {
     );
     // A fresh process (cold cache) rebuilds the same bytes.
     drop(store);
-    let reopened = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let reopened = scratch.open();
     assert_eq!(reopened.read_target("t").unwrap().content, "aXbc");
     assert_eq!(replay_to_end(&reopened, "t").1, "aXbc");
 }
 
-#[test]
-fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
+fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen(b: Backend) {
     // Review P2 (K7): each accept appends 600,000 `界` (1.8 MB); the fourth must not fail, and
     // no stored row may exceed the storage-safe record bound.
-    let (dir, store) = fresh();
+    let (scratch, store) = fresh(b);
     init(&store, "big", "head\n<<END>>");
     let block: String = "界".repeat(600_000);
     for k in 0..4u64 {
@@ -142,7 +143,7 @@ fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
     store.save("big").unwrap();
     let expected = format!("head\n{}<<END>>", block.repeat(4));
     drop(store);
-    let reopened = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let reopened = scratch.open();
     let t = reopened.read_target("big").unwrap();
     assert_eq!(t.revision, 4);
     assert_eq!(t.content.len(), expected.len());
@@ -150,6 +151,11 @@ fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
     assert!(reopened.saved("big").unwrap().content == expected);
     assert!(replay_to_end(&reopened, "big").1 == expected);
     drop(reopened);
+    if b != Backend::Sqlite {
+        // K7's split is SQLite's: PostgreSQL stores each value in one TOASTed row.
+        return;
+    }
+    let dir = &scratch.dir;
     // K7's storage-safe bound, written as the spec figure (512 KiB) rather than read from
     // `RECORD_BOUND_BYTES`, so a wrong constant fails here.
     const K7_RECORD_BOUND: usize = 512 * 1024;
@@ -190,12 +196,11 @@ fn four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen() {
     }
 }
 
-#[test]
-fn submission_racing_a_save_from_another_process_keeps_both() {
+fn submission_racing_a_save_from_another_process_keeps_both(b: Backend) {
     for round in 0..4 {
-        let (dir, store) = fresh();
+        let (scratch, store) = fresh(b);
         init(&store, "t", "abc");
-        let db = db_arg(&dir);
+        let db = db_arg(&scratch);
         let mut probe = Probe::spawn(&["race-save", &db, "t"]);
         probe.go();
         let tool = store
@@ -223,7 +228,7 @@ fn submission_racing_a_save_from_another_process_keeps_both() {
             "RbX",
             "round {round}"
         );
-        let hashes = revision_hashes(&store, "t");
+        let hashes = revision_hashes(&*store, "t");
         assert_eq!(hashes[&tool.revision], tool.sha256);
         assert_eq!(hashes[&replica.revision], replica.sha256);
         assert_eq!(hashes[&saved.revision], saved.sha256);
@@ -231,11 +236,10 @@ fn submission_racing_a_save_from_another_process_keeps_both() {
     }
 }
 
-#[test]
-fn submissions_interleaved_with_saves_from_another_process_are_all_kept() {
-    let (dir, store) = fresh();
+fn submissions_interleaved_with_saves_from_another_process_are_all_kept(b: Backend) {
+    let (scratch, store) = fresh(b);
     init(&store, "t", "<<END>>");
-    let db = db_arg(&dir);
+    let db = db_arg(&scratch);
     let mut probe = Probe::spawn(&["saves", &db, "t", "40"]);
     probe.go();
     for i in 0..40u64 {
@@ -268,11 +272,10 @@ fn submissions_interleaved_with_saves_from_another_process_are_all_kept() {
     );
 }
 
-#[test]
-fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once() {
-    let (dir, store) = fresh();
+fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once(b: Backend) {
+    let (scratch, store) = fresh(b);
     init(&store, "t", "start\n<<END>>");
-    let db = db_arg(&dir);
+    let db = db_arg(&scratch);
     let mut probe = Probe::spawn(&["stream", &db, "t", "0", "100000"]);
     let mut acked: Vec<Receipt> = Vec::new();
     while acked.len() < 40 {
@@ -284,7 +287,7 @@ fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once() {
     probe.child.wait().unwrap();
     drop(store);
 
-    let store = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let store = scratch.open();
     let t = store.read_target("t").unwrap();
     // Every acknowledged receipt is present, byte for byte, with its edit applied.
     for r in &acked {
@@ -324,14 +327,13 @@ fn killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once() {
     assert_eq!(store.audit("t").unwrap().attempts.accepted, total);
 }
 
-#[test]
-fn a_read_started_after_an_acknowledgement_always_includes_that_edit() {
+fn a_read_started_after_an_acknowledgement_always_includes_that_edit(b: Backend) {
     // Review P1 (live view missing an acknowledged edit): a reader on another connection, with
     // its own warm content cache, must never be shown a revision older than one already acked.
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-    let (dir, writer) = fresh();
+    let (scratch, writer) = fresh(b);
     init(&writer, "t", "<<END>>");
-    let reader = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
+    let reader = scratch.open();
     reader.read_target("t").unwrap(); // warm the reader's cache at revision 0
     let acked = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -372,8 +374,9 @@ fn a_read_started_after_an_acknowledgement_always_includes_that_edit() {
     assert!(reads.join().unwrap() > 0);
 }
 
+/// SQLite-only: periodic snapshots are the SQLite store's cache layout (`snapshots` table).
 #[test]
-fn cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_still_transform() {
+fn sqlite_cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_still_transform() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("pd.sqlite");
     let store = SqliteStore::open_with(&path, Durability::NoSync).unwrap();
@@ -412,3 +415,137 @@ fn cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_still_trans
         expected.replacen("keep", "KEPT", 1)
     );
 }
+
+/// The crash test through the real server (issue 15): a `patchdiff mcp` process is SIGKILLed
+/// while an agent streams submissions into it. Every receipt the agent was given is stored byte
+/// for byte with its edit applied; a new process then takes the retries of the unacknowledged
+/// keys (and of a few acknowledged ones) and applies each edit exactly once.
+fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(b: Backend) {
+    use rmcp::model::CallToolRequestParams;
+    use serde_json::json;
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async move {
+            let scratch = backends::Scratch::new(b);
+            let env =
+                mcp_support::TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
+            env.init_target("t", "// log <<END>>\nfunction f() { return 1; }\n")
+                .await;
+            let mut vars = env.vars("observed");
+            vars.insert("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "0".into());
+            let args = |i: u64| {
+                json!({"target": "t", "request_key": format!("k{i}"), "base_revision": i,
+                   "operations": [{"old_text": "<<END>>", "new_text": format!("[{i}]<<END>>")}]})
+            };
+            let mcp = mcp_support::Mcp::launch(&vars).await;
+            let pid = mcp.pid;
+            let peer = mcp.peer().clone();
+            let (acks_tx, mut acks) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
+            let agent = tokio::spawn(async move {
+                for i in 0.. {
+                    let mut params =
+                        CallToolRequestParams::new("patchdiff_submit_observed_operations");
+                    params.arguments = args(i).as_object().cloned();
+                    let Ok(r) = peer.call_tool(params).await else {
+                        break;
+                    };
+                    assert_ne!(r.is_error, Some(true), "k{i}: {r:?}");
+                    let text = mcp_support::texts(&r).remove(0);
+                    if acks_tx.send((i, text)).is_err() {
+                        break;
+                    }
+                }
+            });
+            let mut acked: Vec<(u64, String)> = Vec::new();
+            while acked.len() < 20 {
+                acked.push(
+                    acks.recv()
+                        .await
+                        .expect("the agent stopped before 20 receipts"),
+                );
+            }
+            // SIGKILL while the agent's next submission is in flight.
+            nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::SIGKILL,
+            )
+            .unwrap();
+            let _ = agent.await;
+            while let Ok(a) = acks.try_recv() {
+                acked.push(a);
+            }
+            drop(mcp);
+
+            let store = backends::open(&env.database(), scratch.postgres_url());
+            let t = store.read_target("t").unwrap();
+            for (i, text) in &acked {
+                let receipt: Receipt = serde_json::from_str(text).expect("receipt JSON");
+                assert_eq!(receipt.outcome, Outcome::Accepted, "k{i}");
+                let stored = store
+                    .stored_receipt("t", &format!("k{i}"))
+                    .unwrap()
+                    .expect("stored");
+                assert_eq!(
+                    stored,
+                    serde_json::to_string(&receipt).unwrap(),
+                    "k{i} byte for byte"
+                );
+                assert_eq!(
+                    t.content.matches(&format!("[{i}]")).count(),
+                    1,
+                    "k{i} applied once"
+                );
+            }
+            let n = acked.len() as u64;
+            let (entries, replayed) = replay_to_end(&*store, "t");
+            assert_eq!(replayed, t.content);
+            let edits: Vec<_> = entries
+                .iter()
+                .filter(|e| e.kind == JournalKind::Edit)
+                .collect();
+            assert!(
+                edits.len() as u64 >= n,
+                "{} edits < {n} acknowledged",
+                edits.len()
+            );
+            for (i, e) in edits.iter().enumerate() {
+                assert_eq!(e.revision, i as u64 + 1);
+                assert_eq!(e.request_key.as_deref(), Some(format!("k{i}").as_str()));
+            }
+            drop(store);
+
+            // The agent retries through a new process: the last acknowledged keys and the rest.
+            let total = n + 5;
+            let mcp = mcp_support::Mcp::launch(&vars).await;
+            for i in n - 3..total {
+                let r = mcp
+                    .ok("patchdiff_submit_observed_operations", args(i))
+                    .await;
+                assert_eq!(r["outcome"], "accepted", "k{i}: {r}");
+                assert_eq!(r["revision"], i + 1, "k{i}");
+                if let Some((_, text)) = acked.iter().find(|(k, _)| *k == i) {
+                    let first: serde_json::Value = serde_json::from_str(text).unwrap();
+                    assert_eq!(r, first, "k{i}: the retry returns the acknowledged receipt");
+                }
+            }
+            mcp.stop().await;
+            let store = backends::open(&env.database(), scratch.postgres_url());
+            let expected = format!(
+                "// log {}<<END>>\nfunction f() {{ return 1; }}\n",
+                (0..total).map(|i| format!("[{i}]")).collect::<String>()
+            );
+            assert_eq!(store.read_target("t").unwrap().content, expected);
+            assert_eq!(store.audit("t").unwrap().attempts.accepted, total);
+        });
+}
+
+backend_tests!(
+    killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once,
+    edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash,
+    replay_after_a_mid_step_save_never_applies_an_edit_twice,
+    four_successive_accepts_of_600k_cjk_characters_persist_and_survive_reopen,
+    submission_racing_a_save_from_another_process_keeps_both,
+    submissions_interleaved_with_saves_from_another_process_are_all_kept,
+    killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once,
+    a_read_started_after_an_acknowledgement_always_includes_that_edit,
+);

@@ -2,14 +2,18 @@
 //! lock — across processes — but neither the database's write lock nor the store's mutexes, so
 //! saves, submissions and reads of *other* targets never wait for it, while a second submission
 //! of the *same* target does. Stalls are validators blocked on a channel or a probe waiting for
-//! `GO`; the tests synchronize on those, never on sleeps.
+//! `GO`; the tests synchronize on those, never on sleeps. Each runs on SQLite (a `flock` per
+//! target) and PostgreSQL (a per-target lock in the database) (issue 15).
 
+#[macro_use]
+mod backends;
 mod common;
 
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use backends::Backend;
 use common::*;
 use patchdiff::store::*;
 
@@ -33,7 +37,7 @@ fn finishes_without_waiting<T: Send + 'static>(
 /// Starts a submission on `target` whose validator stalls until the returned sender fires; the
 /// first receiver reports when validation has started, the join handle yields the receipt.
 fn stalled_submission(
-    store: &Arc<SqliteStore>,
+    store: &Arc<dyn EditStore>,
     target: &str,
     key: &str,
 ) -> (
@@ -62,10 +66,8 @@ fn stalled_submission(
     (entered_rx, release_tx, handle)
 }
 
-#[test]
-fn a_stalled_validation_on_one_target_never_delays_another_target_in_the_same_process() {
-    let (_dir, store) = fresh();
-    let store = Arc::new(store);
+fn a_stalled_validation_on_one_target_never_delays_another_target_in_the_same_process(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "a", "<<END>>");
     init(&store, "b", "<<END>>");
     let (entered, release, a) = stalled_submission(&store, "a", "ka");
@@ -102,18 +104,17 @@ fn a_stalled_validation_on_one_target_never_delays_another_target_in_the_same_pr
     assert_eq!(store.read_target("a").unwrap().content, "[A]<<END>>");
 }
 
-#[test]
-fn a_second_submission_of_the_same_target_waits_for_the_first_and_is_transformed_over_it() {
-    let (dir, store) = fresh();
-    let store = Arc::new(store);
+fn a_second_submission_of_the_same_target_waits_for_the_first_and_is_transformed_over_it(
+    b: Backend,
+) {
+    let (scratch, store) = fresh(b);
     init(&store, "a", "x <<END>>");
     let (entered, release, first) = stalled_submission(&store, "a", "first");
     entered.recv_timeout(NEVER).expect("validation started");
 
     // While the first holds the boundary, a second store (as another process would) cannot
     // pass it within a short wait: nothing is recorded.
-    let other = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
-    other.set_busy_timeout(Duration::from_millis(50)).unwrap();
+    let other = scratch.open_with_lock_wait(Duration::from_millis(50));
     let err = other
         .submit("a", &sub("second", 0, &[(None, "x", "y")]), false)
         .expect_err("the target's boundary is held");
@@ -126,7 +127,7 @@ fn a_second_submission_of_the_same_target_waits_for_the_first_and_is_transformed
     assert_eq!(other.stored_receipt("a", "second").unwrap(), None);
 
     // With an ordinary wait it passes after the first commits, on a stale base, transformed.
-    other.set_busy_timeout(NEVER).unwrap();
+    let other = scratch.open_with_lock_wait(NEVER);
     let second = std::thread::spawn(move || {
         other.submit("a", &sub("second", 0, &[(None, "x", "y")]), false)
     });
@@ -138,16 +139,14 @@ fn a_second_submission_of_the_same_target_waits_for_the_first_and_is_transformed
     assert_eq!(store.read_target("a").unwrap().content, "y [A]<<END>>");
 }
 
-#[test]
-fn a_stalled_validation_in_another_process_never_delays_another_target_here() {
-    let (dir, store) = fresh();
+fn a_stalled_validation_in_another_process_never_delays_another_target_here(b: Backend) {
+    let (scratch, store) = fresh(b);
     init(&store, "a", "<<END>>");
     init(&store, "b", "<<END>>");
-    let db = db_arg(&dir);
+    let db = db_arg(&scratch);
     let mut probe = Probe::spawn(&["stall-submit", &db, "a"]);
     assert_eq!(probe.line().as_deref(), Some("VALIDATING"));
 
-    let store = Arc::new(store);
     let s = store.clone();
     let (saved, receipt) = finishes_without_waiting("work on b", move || {
         let saved = s.save("b").unwrap();
@@ -163,8 +162,8 @@ fn a_stalled_validation_in_another_process_never_delays_another_target_here() {
     assert_eq!(saved.version, 1);
     assert_eq!(receipt.outcome, Outcome::Accepted, "{:?}", receipt.reasons);
     // The boundary holds across processes: a submission of a here cannot pass it meanwhile.
-    store.set_busy_timeout(Duration::from_millis(50)).unwrap();
-    let err = store
+    let impatient = scratch.open_with_lock_wait(Duration::from_millis(50));
+    let err = impatient
         .submit(
             "a",
             &sub("here", 0, &[(None, "<<END>>", "[here]<<END>>")]),
@@ -184,18 +183,17 @@ fn a_stalled_validation_in_another_process_never_delays_another_target_here() {
     assert_eq!(store.read_target("a").unwrap().content, "[stalled]<<END>>");
 }
 
-#[test]
-fn a_writer_killed_during_validation_releases_its_target() {
-    let (dir, store) = fresh();
+fn a_writer_killed_during_validation_releases_its_target(b: Backend) {
+    let (scratch, store) = fresh(b);
     init(&store, "a", "<<END>>");
-    let db = db_arg(&dir);
+    let db = db_arg(&scratch);
     let mut probe = Probe::spawn(&["stall-submit", &db, "a"]);
     assert_eq!(probe.line().as_deref(), Some("VALIDATING"));
     probe.child.kill().unwrap(); // SIGKILL while holding a's boundary
     probe.child.wait().unwrap();
 
-    store.set_busy_timeout(Duration::from_millis(500)).unwrap();
-    let r = store
+    let impatient = scratch.open_with_lock_wait(Duration::from_millis(500));
+    let r = impatient
         .submit(
             "a",
             &sub("after", 0, &[(None, "<<END>>", "[after]<<END>>")]),
@@ -208,9 +206,8 @@ fn a_writer_killed_during_validation_releases_its_target() {
     assert_eq!(store.read_target("a").unwrap().content, "[after]<<END>>");
 }
 
-#[test]
-fn an_edit_is_not_blamed_for_a_validation_failure_its_base_already_had() {
-    let (_dir, store) = fresh();
+fn an_edit_is_not_blamed_for_a_validation_failure_its_base_already_had(b: Backend) {
+    let (_s, store) = fresh(b);
     init(&store, "a", "BROKEN\n<<END>>");
     // A validator that fails any content containing BROKEN (as discovery fails on a base whose
     // scope list is over the output cap), and anything containing WORSE.
@@ -249,3 +246,11 @@ fn an_edit_is_not_blamed_for_a_validation_failure_its_base_already_had() {
     assert_eq!(bad.outcome, Outcome::Rejected);
     assert_eq!(bad.reason_codes, ["VALIDATION_FAILED"]);
 }
+
+backend_tests!(
+    a_stalled_validation_on_one_target_never_delays_another_target_in_the_same_process,
+    a_second_submission_of_the_same_target_waits_for_the_first_and_is_transformed_over_it,
+    a_stalled_validation_in_another_process_never_delays_another_target_here,
+    a_writer_killed_during_validation_releases_its_target,
+    an_edit_is_not_blamed_for_a_validation_failure_its_base_already_had,
+);

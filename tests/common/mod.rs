@@ -12,15 +12,46 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use patchdiff::kernel::{TextEdit, apply_edits, find_all, sha256_hex};
 use patchdiff::store::*;
 
-/// A store on a fresh database file in a temporary directory (kept alive by the guard).
-pub fn fresh() -> (tempfile::TempDir, SqliteStore) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap();
-    (dir, store)
+use crate::backends::{Backend, Scratch};
+
+/// Anything the helpers can use as a store: `Arc<dyn EditStore>` (what [`fresh`] returns), a
+/// concrete store, or `dyn EditStore`.
+pub trait AsStore {
+    fn st(&self) -> &dyn EditStore;
 }
 
-pub fn init(store: &SqliteStore, name: &str, content: &str) -> TargetState {
+impl AsStore for dyn EditStore + '_ {
+    fn st(&self) -> &dyn EditStore {
+        self
+    }
+}
+
+impl<S: EditStore + ?Sized> AsStore for std::sync::Arc<S>
+where
+    S: AsStore,
+{
+    fn st(&self) -> &dyn EditStore {
+        (**self).st()
+    }
+}
+
+impl AsStore for SqliteStore {
+    fn st(&self) -> &dyn EditStore {
+        self
+    }
+}
+
+/// A store on a fresh database of `backend` (a file in a temp dir, or a new PostgreSQL
+/// database), kept alive by the returned [`Scratch`], which also reopens it.
+pub fn fresh(backend: Backend) -> (Scratch, std::sync::Arc<dyn EditStore>) {
+    let scratch = Scratch::new(backend);
+    let store = scratch.open();
+    (scratch, store)
+}
+
+pub fn init(store: &(impl AsStore + ?Sized), name: &str, content: &str) -> TargetState {
     store
+        .st()
         .init_target(
             name,
             "javascript",
@@ -58,12 +89,13 @@ pub fn lines(start: usize, end: usize) -> ObserveRange {
 
 /// Observes the single occurrence of `text` at the current revision.
 pub fn observe_text(
-    store: &SqliteStore,
+    store: &(impl AsStore + ?Sized),
     target: &str,
     text: &str,
     kind: &str,
     name: &str,
 ) -> Observation {
+    let store = store.st();
     let t = store.read_target(target).unwrap();
     let hits = find_all(&t.content, text);
     assert_eq!(hits.len(), 1, "{text:?} must occur once");
@@ -83,7 +115,8 @@ pub fn observe_text(
 
 /// Replays the whole journal from the init entry's fixture bytes (version 0), checking every
 /// entry's hash and every saved version against `saved_version`. Returns (entries, content).
-pub fn replay_to_end(store: &SqliteStore, target: &str) -> (Vec<JournalEntry>, String) {
+pub fn replay_to_end(store: &(impl AsStore + ?Sized), target: &str) -> (Vec<JournalEntry>, String) {
+    let store = store.st();
     let mut content = store.saved_version(target, 0).unwrap().content;
     let mut all = Vec::new();
     let mut cursor: Option<String> = None;
@@ -180,7 +213,7 @@ impl Probe {
     }
 }
 
-/// The database path [`fresh`] uses, as a probe argument.
-pub fn db_arg(dir: &tempfile::TempDir) -> String {
-    dir.path().join("pd.sqlite").to_str().unwrap().to_owned()
+/// The probe's `DB` argument for a [`Scratch`]: the SQLite path or the PostgreSQL URL.
+pub fn db_arg(scratch: &Scratch) -> String {
+    scratch.probe_arg()
 }

@@ -33,12 +33,24 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// One test's private world: its own directories and database.
 pub struct TestEnv {
     pub dir: tempfile::TempDir,
+    /// `PATCHDIFF_DATABASE_URL` for its processes when not the SQLite file in `dir` (issue 15:
+    /// a PostgreSQL database of its own).
+    pub database_url: Option<String>,
 }
 
 impl TestEnv {
     pub fn new() -> Self {
         Self {
             dir: tempfile::tempdir().expect("temp dir"),
+            database_url: None,
+        }
+    }
+
+    /// A world whose processes use `database_url` (e.g. `postgres://…/t_1`) as their store.
+    pub fn with_database_url(database_url: Option<String>) -> Self {
+        Self {
+            database_url,
+            ..Self::new()
         }
     }
 
@@ -61,7 +73,9 @@ impl TestEnv {
         set("PATCHDIFF_MCP_PROFILE", profile.into());
         set(
             "PATCHDIFF_DATABASE_URL",
-            format!("sqlite://{}", self.database().display()),
+            self.database_url
+                .clone()
+                .unwrap_or_else(|| format!("sqlite://{}", self.database().display())),
         );
         set(
             "PATCHDIFF_CONFIG_DIR",
