@@ -256,12 +256,16 @@ impl Recorder {
         Self::default()
     }
 
-    /// Builds the recorder from `PATCHDIFF_PERF_EVENTS` and `PATCHDIFF_PERF_MEMORY` (T1–T3).
-    /// Never fails: a bad configuration yields a disabled recorder and an invalid status.
-    pub fn from_env() -> (Self, TelemetryStatus) {
-        let events = std::env::var_os("PATCHDIFF_PERF_EVENTS");
-        let memory = std::env::var("PATCHDIFF_PERF_MEMORY").ok();
-        Self::configure(events.as_deref().map(Path::new), memory.as_deref())
+    /// Builds the recorder from `PATCHDIFF_PERF_EVENTS` and `PATCHDIFF_PERF_MEMORY` as the
+    /// process's [`Settings`] hold them (T1–T3). Never fails: a bad configuration yields a
+    /// disabled recorder and an invalid status (a non-UTF-8 memory value is one).
+    pub fn from_settings(settings: &crate::config::Settings) -> (Self, TelemetryStatus) {
+        use crate::config::Key;
+        let events = settings.get(Key::PerfEvents);
+        let memory = settings
+            .get(Key::PerfMemory)
+            .map(|v| v.to_string_lossy().into_owned());
+        Self::configure(events.map(Path::new), memory.as_deref())
     }
 
     /// Builds the recorder from explicit values of `PATCHDIFF_PERF_EVENTS` (`events`) and

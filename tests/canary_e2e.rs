@@ -641,6 +641,7 @@ async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tool
         manifest: repo().join("assets/fixtures/manifest.json"),
         runs_root: dir.path().join("runs"),
         database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
     })
     .unwrap();
     let launch = canary
