@@ -83,9 +83,12 @@ async fn run_query(
 
 fn config(mode: WaymarkMode, work_root: &std::path::Path) -> Result<WaymarkConfig, String> {
     let settings = patchdiff::config::Settings::from_env();
-    let mut c =
-        WaymarkConfig::from_settings(&settings, WaymarkConfig::default_script_dir(&settings), work_root.to_path_buf())
-            .map_err(|e| e.to_string())?;
+    let mut c = WaymarkConfig::from_settings(
+        &settings,
+        WaymarkConfig::default_script_dir(&settings),
+        work_root.to_path_buf(),
+    )
+    .map_err(|e| e.to_string())?;
     c.mode = mode;
     c.active_timeout = Duration::from_secs(60);
     Ok(c)
@@ -123,7 +126,10 @@ async fn bench() -> Result<(), String> {
         Recorder::from_settings(&patchdiff::config::Settings::from_env()).0,
     );
     resident.prewarm().await.map_err(|e| e.to_string())?;
-    let oneshot = Waymark::new(config(WaymarkMode::Oneshot, &work)?, Recorder::from_settings(&patchdiff::config::Settings::from_env()).0);
+    let oneshot = Waymark::new(
+        config(WaymarkMode::Oneshot, &work)?,
+        Recorder::from_settings(&patchdiff::config::Settings::from_env()).0,
+    );
 
     println!(
         "waymark-bench: node {}, JavaScript sources, debug-or-release = {}",

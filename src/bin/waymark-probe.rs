@@ -35,7 +35,11 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let settings = patchdiff::config::Settings::from_env();
-    let mut config = match WaymarkConfig::from_settings(&settings, WaymarkConfig::default_script_dir(&settings), work_root) {
+    let mut config = match WaymarkConfig::from_settings(
+        &settings,
+        WaymarkConfig::default_script_dir(&settings),
+        work_root,
+    ) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("waymark-probe: {e}");

@@ -97,10 +97,7 @@ pub fn resolve_binary(host: Host, settings: &Settings) -> anyhow::Result<PathBuf
         Some(v) if !v.trim().is_empty() => (v.to_owned(), true),
         _ => (host.default_binary().to_owned(), false),
     };
-    let found = find_executable(
-        Path::new(&value),
-        settings.get(Key::SearchPath),
-    );
+    let found = find_executable(Path::new(&value), settings.get(Key::SearchPath));
     found.ok_or_else(|| {
         if from_variable {
             anyhow::anyhow!(

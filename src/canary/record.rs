@@ -134,9 +134,9 @@ mod tests {
 
     #[test]
     fn lockfile_versions_include_the_engine_and_every_grammar() {
-        let record = waymark_packages(&WaymarkConfig::default_script_dir(
-            &Settings::from_lookup(|_| None),
-        ));
+        let record = waymark_packages(&WaymarkConfig::default_script_dir(&Settings::from_lookup(
+            |_| None,
+        )));
         let packages = record["packages"].as_object().unwrap();
         assert_eq!(
             packages["node_modules/web-tree-sitter"]["version"],

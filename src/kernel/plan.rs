@@ -51,10 +51,69 @@ pub struct PlanInput<'a> {
     pub observations: &'a HashMap<String, ObservationRecord>,
 }
 
+/// The stable code of a rejection reason (K2, K3, W8), as a receipt's `reason_codes` spell it
+/// (serde writes [`RejectionCode::as_str`]; a receipt's bytes are unchanged by the type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RejectionCode {
+    /// `expected_sha256` does not match the base revision's content.
+    #[serde(rename = "EXPECTED_SHA256_MISMATCH")]
+    ExpectedSha256Mismatch,
+    /// K2: strict observation mode and the operation names no observation.
+    ObservationRequired,
+    /// The observation was made after the submission's base revision.
+    ObservationNewerThanBase,
+    /// K2: the observed scope changed since it was observed (or no longer maps).
+    ObservationStale,
+    /// `old_text` does not occur in the scope.
+    OldTextNotFound,
+    /// `old_text` occurs more than once in the scope.
+    OldTextAmbiguous,
+    /// Two operations of the submission overlap.
+    OverlappingOperations,
+    /// K3: an intervening revision changed the operation's text.
+    EditConflict,
+    /// The edit would grow the target over [`MAX_CONTENT_BYTES`].
+    ContentTooLarge,
+    /// W8: the edited content no longer passes discovery (a new domain failure).
+    ValidationFailed,
+}
+
+impl RejectionCode {
+    /// The wire spelling, e.g. `OLD_TEXT_NOT_FOUND`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ExpectedSha256Mismatch => "EXPECTED_SHA256_MISMATCH",
+            Self::ObservationRequired => "OBSERVATION_REQUIRED",
+            Self::ObservationNewerThanBase => "OBSERVATION_NEWER_THAN_BASE",
+            Self::ObservationStale => "OBSERVATION_STALE",
+            Self::OldTextNotFound => "OLD_TEXT_NOT_FOUND",
+            Self::OldTextAmbiguous => "OLD_TEXT_AMBIGUOUS",
+            Self::OverlappingOperations => "OVERLAPPING_OPERATIONS",
+            Self::EditConflict => "EDIT_CONFLICT",
+            Self::ContentTooLarge => "CONTENT_TOO_LARGE",
+            Self::ValidationFailed => "VALIDATION_FAILED",
+        }
+    }
+}
+
+impl std::fmt::Display for RejectionCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tests and callers holding a receipt compare its codes with the spec's spelling.
+impl PartialEq<&str> for RejectionCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One reason for rejecting (stable `code`, agent-readable `message`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    pub code: &'static str,
+    pub code: RejectionCode,
     pub message: String,
 }
 
@@ -95,7 +154,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         let actual = sha256_hex(input.base_content);
         if !expected.eq_ignore_ascii_case(&actual) {
             reasons.push(Rejection {
-                code: "EXPECTED_SHA256_MISMATCH",
+                code: RejectionCode::ExpectedSha256Mismatch,
                 message: format!(
                     "expected_sha256 {} does not match the content of base_revision {base} ({actual}); read the target again and resubmit against its revision and sha256",
                     snippet(expected, 64)
@@ -113,7 +172,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
             .and_then(|id| input.observations.get(id));
         if input.strict && obs.is_none() {
             reasons.push(Rejection {
-                code: "OBSERVATION_REQUIRED",
+                code: RejectionCode::ObservationRequired,
                 message: format!(
                     "{}: strict observation mode requires an observation_id; observe the scope that contains old_text first",
                     op_name(i)
@@ -130,7 +189,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
             Some(o) => {
                 if o.revision > base {
                     reasons.push(Rejection {
-                        code: "OBSERVATION_NEWER_THAN_BASE",
+                        code: RejectionCode::ObservationNewerThanBase,
                         message: format!(
                             "{}: observation {} was made at revision {} but base_revision is {base}; submit against the revision you observed (or later)",
                             op_name(i),
@@ -162,7 +221,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
                             .map(|r| format!("changed at revision {r}"))
                             .unwrap_or_else(|| "no longer matches".to_owned());
                         reasons.push(Rejection {
-                            code: "OBSERVATION_STALE",
+                            code: RejectionCode::ObservationStale,
                             message: format!(
                                 "{}: observation {} of {} (revision {}) is stale: the scope {when}; observe it again and resubmit",
                                 op_name(i),
@@ -183,7 +242,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         };
         let Some(scope_text) = input.base_content.get(scope_start..scope_end) else {
             reasons.push(Rejection {
-                code: "OBSERVATION_STALE",
+                code: RejectionCode::ObservationStale,
                 message: format!(
                     "{}: the scope {label} no longer maps onto base_revision {base}; observe it again",
                     op_name(i)
@@ -198,7 +257,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
                 located.push((i, start, start + op.old_text.len()));
             }
             0 => reasons.push(Rejection {
-                code: "OLD_TEXT_NOT_FOUND",
+                code: RejectionCode::OldTextNotFound,
                 message: format!(
                     "{}: old_text {:?} does not occur in scope {label} at revision {base}; read the scope again and copy the exact text (whitespace included)",
                     op_name(i),
@@ -206,7 +265,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
                 ),
             }),
             n => reasons.push(Rejection {
-                code: "OLD_TEXT_AMBIGUOUS",
+                code: RejectionCode::OldTextAmbiguous,
                 message: format!(
                     "{}: old_text occurs {n} times in scope {label}; include more context so it occurs exactly once",
                     op_name(i)
@@ -224,7 +283,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         if b_start < a_end {
             let (x, y) = (a.min(b), a.max(b));
             reasons.push(Rejection {
-                code: "OVERLAPPING_OPERATIONS",
+                code: RejectionCode::OverlappingOperations,
                 message: format!(
                     "{} and {} overlap in the target; merge them into one operation",
                     op_name(x),
@@ -251,7 +310,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         }
         if let Some((rev, c)) = conflict {
             reasons.push(Rejection {
-                code: "EDIT_CONFLICT",
+                code: RejectionCode::EditConflict,
                 message: format!(
                     "{}: its text (bytes {bs}..{be} at base_revision {base}) was changed by revision {rev} (bytes {}..{} of revision {}); read the target at revision {current} and resubmit",
                     op_name(i),
@@ -296,7 +355,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
     if new_len as usize > MAX_CONTENT_BYTES {
         return Plan::Reject {
             reasons: vec![Rejection {
-                code: "CONTENT_TOO_LARGE",
+                code: RejectionCode::ContentTooLarge,
                 message: format!(
                     "the edit would grow the target to {new_len} bytes, over the limit of {MAX_CONTENT_BYTES}"
                 ),
@@ -311,7 +370,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         },
         Err(e) => Plan::Reject {
             reasons: vec![Rejection {
-                code: "OVERLAPPING_OPERATIONS",
+                code: RejectionCode::OverlappingOperations,
                 message: e.message,
             }],
         },

@@ -38,7 +38,7 @@ impl AdmissionGate {
             })),
             Some(p) => Err(ConfigError::new(
                 GATE_VARIABLE,
-                &p,
+                p,
                 "an absolute file path (the console creates it to admit the agent)",
             )),
         }

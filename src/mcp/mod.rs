@@ -88,10 +88,7 @@ impl McpOptions {
             None => None,
         };
         let http = match var(Key::McpHttp)? {
-            Some(bind) => Some(http::HttpOptions::parse(
-                bind,
-                var(Key::McpHttpTokenFile)?,
-            )?),
+            Some(bind) => Some(http::HttpOptions::parse(bind, var(Key::McpHttpTokenFile)?)?),
             None => None,
         };
         Ok(Self {

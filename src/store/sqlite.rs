@@ -1173,7 +1173,7 @@ impl EditStore for SqliteStore {
                                 }
                                 _ => Plan::Reject {
                                     reasons: vec![Rejection {
-                                        code: "VALIDATION_FAILED",
+                                        code: crate::kernel::RejectionCode::ValidationFailed,
                                         message: format!(
                                             "the edited {} no longer passes discovery ({code}: {message}); nothing was applied",
                                             t.language

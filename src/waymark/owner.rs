@@ -10,8 +10,8 @@
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::config::{ConfigError, WaymarkConfig};
-use crate::config::Settings;
 use super::supervisor::Waymark;
+use crate::config::Settings;
 use crate::telemetry::Recorder;
 
 struct Owned {
