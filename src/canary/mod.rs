@@ -1018,13 +1018,17 @@ pub fn worker_readiness(perf_events: &str, pid: u32) -> WorkerReadiness {
         .filter_map(|l| serde_json::from_str::<PerfEvent>(l).ok())
         .filter(|ev| ev.pid == pid)
     {
-        state = match ev.name.as_str() {
-            "worker_launch" => WorkerReadiness::Starting,
-            "worker_ready" => WorkerReadiness::Ready {
+        use crate::telemetry::{EventKind, attr};
+        state = match EventKind::parse(&ev.name) {
+            Some(EventKind::WorkerLaunch) => WorkerReadiness::Starting,
+            Some(EventKind::WorkerReady) => WorkerReadiness::Ready {
                 readiness_ms: ev.duration_ms.round() as u64,
             },
-            "worker_retired" => WorkerReadiness::Retired {
-                reason: ev.attrs["reason"].as_str().unwrap_or("unknown").to_owned(),
+            Some(EventKind::WorkerRetired) => WorkerReadiness::Retired {
+                reason: ev.attrs[attr::REASON]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
             },
             _ => continue,
         };

@@ -108,23 +108,29 @@ pub struct WaymarkLimits {
 
 impl Default for WaymarkLimits {
     fn default() -> Self {
-        Self {
-            admission: Duration::from_secs(2),
-            readiness: Duration::from_secs(7),
-            outer_extra: Duration::from_secs(13),
-            lock_wait: Duration::from_millis(250),
-            max_waiting: 8,
-            rss_limit_bytes: 1024 * 1024 * 1024,
-            rss_interval: Duration::from_millis(100),
-            max_old_space_mib: 768,
-            max_requests: 10_000,
-            max_age: Duration::from_secs(60 * 60),
-            max_launches: 3,
-            launch_window: Duration::from_secs(60),
-            stderr_cap_bytes: 64 * 1024,
-            graceful_exit: Duration::from_secs(2),
-        }
+        Self::SPEC
     }
+}
+
+impl WaymarkLimits {
+    /// The SPEC figures (W3, W5–W7, W9–W11): the one source the supervisor and the console's
+    /// display share.
+    pub const SPEC: Self = Self {
+        admission: Duration::from_secs(2),
+        readiness: Duration::from_secs(7),
+        outer_extra: Duration::from_secs(13),
+        lock_wait: Duration::from_millis(250),
+        max_waiting: 8,
+        rss_limit_bytes: 1024 * 1024 * 1024,
+        rss_interval: Duration::from_millis(100),
+        max_old_space_mib: 768,
+        max_requests: 10_000,
+        max_age: Duration::from_secs(60 * 60),
+        max_launches: 3,
+        launch_window: Duration::from_secs(60),
+        stderr_cap_bytes: 64 * 1024,
+        graceful_exit: Duration::from_secs(2),
+    };
 }
 
 /// Waymark configuration (P1, W1, W6, W9, W10).

@@ -56,26 +56,96 @@ use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage,
 use super::queue::{AdmissionError, AdmissionQueue, QueueDepth};
 use super::stale::{self, Manifest, StaleReport};
 use super::{Discovery, Language, ScopeQuery};
-use crate::telemetry::{Outcome, PerfEvent, Recorder, Span};
+use crate::telemetry::{EventKind, Outcome, PerfEvent, Recorder, Span, attr};
 
 type WorkerCodec = FrameCodec<WorkerMessage, SupervisorMessage>;
 
-/// Retirement reasons (W4, W9, W10, W11), as reported in status and `worker_retired` events.
+/// Why a generation was retired (W4, W9, W10, W11), as status and `worker_retired` events
+/// spell it ([`RetirementReason::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetirementReason {
+    WorkerExited,
+    InvalidFraming,
+    UnsolicitedData,
+    WrongGeneration,
+    WrongRequestId,
+    PipeFailed,
+    RssLimit,
+    ActiveTimeout,
+    StartupTimeout,
+    RequestLimit,
+    AgeLimit,
+    Cancelled,
+    Shutdown,
+    OneshotComplete,
+}
+
+impl RetirementReason {
+    /// The wire spelling, e.g. `rss_limit`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkerExited => "worker_exited",
+            Self::InvalidFraming => "invalid_framing",
+            Self::UnsolicitedData => "unsolicited_data",
+            Self::WrongGeneration => "wrong_generation",
+            Self::WrongRequestId => "wrong_request_id",
+            Self::PipeFailed => "pipe_failed",
+            Self::RssLimit => "rss_limit",
+            Self::ActiveTimeout => "active_timeout",
+            Self::StartupTimeout => "startup_timeout",
+            Self::RequestLimit => "request_limit",
+            Self::AgeLimit => "age_limit",
+            Self::Cancelled => "cancelled",
+            Self::Shutdown => "shutdown",
+            Self::OneshotComplete => "oneshot_complete",
+        }
+    }
+
+    /// W8: the worker error a request caught by this retirement fails with.
+    pub const fn error_code(self) -> WorkerErrorCode {
+        match self {
+            Self::RssLimit => WorkerErrorCode::RssLimit,
+            Self::Shutdown | Self::Cancelled => WorkerErrorCode::Cancelled,
+            Self::StartupTimeout => WorkerErrorCode::StartupTimeout,
+            // A generation that died, spoke out of turn or was retired by policy under a
+            // request: the request's answer is lost, a protocol failure for the caller.
+            Self::WorkerExited => WorkerErrorCode::Protocol,
+            Self::InvalidFraming => WorkerErrorCode::Protocol,
+            Self::UnsolicitedData => WorkerErrorCode::Protocol,
+            Self::WrongGeneration => WorkerErrorCode::Protocol,
+            Self::WrongRequestId => WorkerErrorCode::Protocol,
+            Self::PipeFailed => WorkerErrorCode::Protocol,
+            Self::ActiveTimeout => WorkerErrorCode::Protocol,
+            Self::RequestLimit => WorkerErrorCode::Protocol,
+            Self::AgeLimit => WorkerErrorCode::Protocol,
+            Self::OneshotComplete => WorkerErrorCode::Protocol,
+        }
+    }
+}
+
+impl std::fmt::Display for RetirementReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The retirement reasons by their historical constant names.
 pub mod reason {
-    pub const WORKER_EXITED: &str = "worker_exited";
-    pub const INVALID_FRAMING: &str = "invalid_framing";
-    pub const UNSOLICITED_DATA: &str = "unsolicited_data";
-    pub const WRONG_GENERATION: &str = "wrong_generation";
-    pub const WRONG_REQUEST_ID: &str = "wrong_request_id";
-    pub const PIPE_FAILED: &str = "pipe_failed";
-    pub const RSS_LIMIT: &str = "rss_limit";
-    pub const ACTIVE_TIMEOUT: &str = "active_timeout";
-    pub const STARTUP_TIMEOUT: &str = "startup_timeout";
-    pub const REQUEST_LIMIT: &str = "request_limit";
-    pub const AGE_LIMIT: &str = "age_limit";
-    pub const CANCELLED: &str = "cancelled";
-    pub const SHUTDOWN: &str = "shutdown";
-    pub const ONESHOT_COMPLETE: &str = "oneshot_complete";
+    use super::RetirementReason;
+    pub const WORKER_EXITED: RetirementReason = RetirementReason::WorkerExited;
+    pub const INVALID_FRAMING: RetirementReason = RetirementReason::InvalidFraming;
+    pub const UNSOLICITED_DATA: RetirementReason = RetirementReason::UnsolicitedData;
+    pub const WRONG_GENERATION: RetirementReason = RetirementReason::WrongGeneration;
+    pub const WRONG_REQUEST_ID: RetirementReason = RetirementReason::WrongRequestId;
+    pub const PIPE_FAILED: RetirementReason = RetirementReason::PipeFailed;
+    pub const RSS_LIMIT: RetirementReason = RetirementReason::RssLimit;
+    pub const ACTIVE_TIMEOUT: RetirementReason = RetirementReason::ActiveTimeout;
+    pub const STARTUP_TIMEOUT: RetirementReason = RetirementReason::StartupTimeout;
+    pub const REQUEST_LIMIT: RetirementReason = RetirementReason::RequestLimit;
+    pub const AGE_LIMIT: RetirementReason = RetirementReason::AgeLimit;
+    pub const CANCELLED: RetirementReason = RetirementReason::Cancelled;
+    pub const SHUTDOWN: RetirementReason = RetirementReason::Shutdown;
+    pub const ONESHOT_COMPLETE: RetirementReason = RetirementReason::OneshotComplete;
 }
 
 /// How many retirements and stderr captures status keeps (most recent).
@@ -169,7 +239,7 @@ struct Generation {
     writer: tokio::sync::Mutex<Option<FramedWrite<ChildStdin, WorkerCodec>>>,
     pending: Mutex<Option<Pending>>,
     served: AtomicU64,
-    retired: Mutex<Option<String>>,
+    retired: Mutex<Option<RetirementReason>>,
     child: Mutex<Option<Child>>,
     stderr: Arc<Mutex<StderrBuffer>>,
     stderr_done: watch::Sender<bool>,
@@ -269,9 +339,9 @@ impl Waymark {
             config.limits.max_waiting,
             Arc::new(move |d: QueueDepth| {
                 depth_recorder.record(
-                    PerfEvent::point("worker_queue_depth")
-                        .attr("active", d.active)
-                        .attr("waiting", d.waiting),
+                    PerfEvent::point(EventKind::WorkerQueueDepth.as_str())
+                        .attr(attr::ACTIVE, d.active)
+                        .attr(attr::WAITING, d.waiting),
                 );
             }),
         );
@@ -315,9 +385,9 @@ impl Waymark {
             return Ok(());
         }
         let _permit = inner.admit(inner.config.limits.admission, None).await?;
-        let mut span = inner.span("phase_readiness", None);
-        span.attr("ceiling_ms", ms(inner.config.limits.readiness))
-            .attr("prewarm", true);
+        let mut span = inner.span(EventKind::PhaseReadiness.as_str(), None);
+        span.attr(attr::CEILING_MS, ms(inner.config.limits.readiness))
+            .attr(attr::PREWARM, true);
         let result = inner.ensure_resident().await;
         span.finish(outcome(result.is_ok()));
         result.map(|_| ())
@@ -484,15 +554,9 @@ fn outcome(ok: bool) -> Outcome {
     if ok { Outcome::Ok } else { Outcome::Failed }
 }
 
-fn error_for_reason(reason: &str, generation: u64, detail: &str) -> WorkerError {
-    let code = match reason {
-        reason::RSS_LIMIT => WorkerErrorCode::RssLimit,
-        reason::SHUTDOWN | reason::CANCELLED => WorkerErrorCode::Cancelled,
-        reason::STARTUP_TIMEOUT => WorkerErrorCode::StartupTimeout,
-        _ => WorkerErrorCode::Protocol,
-    };
+fn error_for_reason(reason: RetirementReason, generation: u64, detail: &str) -> WorkerError {
     WorkerError::new(
-        code,
+        reason.error_code(),
         format!("worker generation {generation} retired ({reason}): {detail}"),
     )
 }
@@ -527,7 +591,7 @@ impl Inner {
     fn span(&self, name: &str, request: Option<u64>) -> Span {
         let mut s = self.recorder.span(name);
         if let Some(r) = request {
-            s.id("request", r);
+            s.id(attr::REQUEST, r);
         }
         s
     }
@@ -556,10 +620,10 @@ impl Inner {
         let report = stale::sweep(&self.config.work_root, self.own);
         if !report.removed.is_empty() || !report.kept.is_empty() {
             self.recorder.record(
-                PerfEvent::point("worker_stale_roots")
+                PerfEvent::point(EventKind::WorkerStaleRoots.as_str())
                     .outcome(outcome(report.kept.is_empty()))
-                    .attr("removed", report.removed.len())
-                    .attr("kept", report.kept.len())
+                    .attr(attr::REMOVED, report.removed.len())
+                    .attr(attr::KEPT, report.kept.len())
                     .attr(
                         "kept_roots",
                         serde_json::to_value(&report.kept).unwrap_or(Value::Null),
@@ -582,8 +646,8 @@ impl Inner {
         ceiling: Duration,
         request: Option<u64>,
     ) -> Result<super::queue::Permit, WorkerError> {
-        let mut span = self.span("phase_admission", request);
-        span.attr("ceiling_ms", ms(ceiling));
+        let mut span = self.span(EventKind::PhaseAdmission.as_str(), request);
+        span.attr(attr::CEILING_MS, ms(ceiling));
         let result = self.queue.admit(ceiling).await;
         let mapped = result.map_err(|e| match e {
             AdmissionError::Full { waiting } => WorkerError::new(
@@ -603,7 +667,7 @@ impl Inner {
             ),
         });
         if let Err(e) = &mapped {
-            span.attr("code", e.code.as_str());
+            span.attr(attr::CODE, e.code.as_str());
         }
         span.finish(outcome(mapped.is_ok()));
         mapped
@@ -671,15 +735,15 @@ impl Inner {
     ) -> Result<Discovery, DiscoveryError> {
         let lock_holder = lock_wait.is_some();
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
-        let mut total = self.span("discovery_total", Some(request));
+        let mut total = self.span(EventKind::DiscoveryTotal.as_str(), Some(request));
         total
-            .attr("language", language.as_str())
-            .attr("bytes", source.len())
-            .attr("mode", self.config.mode.as_str())
-            .attr("lock_holder", lock_holder);
+            .attr(attr::LANGUAGE, language.as_str())
+            .attr(attr::BYTES, source.len())
+            .attr(attr::MODE, self.config.mode.as_str())
+            .attr(attr::LOCK_HOLDER, lock_holder);
         let outer = self.config.outer_allowance();
-        let mut outer_span = self.span("phase_outer", Some(request));
-        outer_span.attr("ceiling_ms", ms(outer));
+        let mut outer_span = self.span(EventKind::PhaseOuter.as_str(), Some(request));
+        outer_span.attr(attr::CEILING_MS, ms(outer));
         let result = match tokio::time::timeout(
             outer,
             self.discover_phases(request, language, source, query, lock_wait),
@@ -699,14 +763,14 @@ impl Inner {
         match &result {
             Ok(d) => {
                 total
-                    .attr("scopes", d.scopes.len())
-                    .attr("parse_ms", d.parse_ms);
+                    .attr(attr::SCOPES, d.scopes.len())
+                    .attr(attr::PARSE_MS, d.parse_ms);
             }
             Err(DiscoveryError::Worker(e)) => {
-                total.attr("code", e.code.as_str());
+                total.attr(attr::CODE, e.code.as_str());
             }
             Err(DiscoveryError::Domain(d)) => {
-                total.attr("code", d.code());
+                total.attr(attr::CODE, d.code());
             }
         }
         total.finish(outcome(result.is_ok()));
@@ -736,8 +800,8 @@ impl Inner {
         let ceiling = lock_wait.unwrap_or(self.config.limits.admission);
         let permit = self.admit(ceiling, Some(request)).await?;
 
-        let mut readiness = self.span("phase_readiness", Some(request));
-        readiness.attr("ceiling_ms", ms(self.config.limits.readiness));
+        let mut readiness = self.span(EventKind::PhaseReadiness.as_str(), Some(request));
+        readiness.attr(attr::CEILING_MS, ms(self.config.limits.readiness));
         let ready = if lock_holder {
             lock(&self.state)
                 .current
@@ -751,15 +815,15 @@ impl Inner {
             }
         };
         if let Ok(g) = &ready {
-            readiness.id("generation", g.id);
+            readiness.id(attr::GENERATION, g.id);
         }
         readiness.finish(outcome(ready.is_ok()));
         let worker = ready?;
 
-        let mut active = self.span("phase_active", Some(request));
+        let mut active = self.span(EventKind::PhaseActive.as_str(), Some(request));
         active
-            .id("generation", worker.id)
-            .attr("ceiling_ms", ms(self.config.active_timeout));
+            .id(attr::GENERATION, worker.id)
+            .attr(attr::CEILING_MS, ms(self.config.active_timeout));
         let result = self
             .run_request(&worker, request, language, source, query)
             .await;
@@ -1021,12 +1085,12 @@ impl Inner {
             (st.launches.len(), st.shut_down)
         };
         self.recorder.record(
-            PerfEvent::point("worker_launch")
-                .id("generation", id)
-                .attr("pid", pid)
-                .attr("mode", worker.mode.as_str())
-                .attr("launches_in_window", launches_in_window)
-                .attr("script", script.display().to_string()),
+            PerfEvent::point(EventKind::WorkerLaunch.as_str())
+                .id(attr::GENERATION, id)
+                .attr(attr::PID, pid)
+                .attr(attr::MODE, worker.mode.as_str())
+                .attr(attr::LAUNCHES_IN_WINDOW, launches_in_window)
+                .attr(attr::SCRIPT, script.display().to_string()),
         );
 
         let weak = self.this.clone();
@@ -1079,9 +1143,9 @@ impl Inner {
             dir: dir.clone(),
             armed: true,
         };
-        if let Some(why) = lock(&worker.retired).clone() {
+        if let Some(why) = *lock(&worker.retired) {
             guard.armed = false;
-            return Err(error_for_reason(&why, worker.id, "retired before the request").into());
+            return Err(error_for_reason(why, worker.id, "retired before the request").into());
         }
         // W3: after admission, the source goes into an owned request file. The directory is
         // created non-recursively: a root removed by a concurrent retirement is not recreated.
@@ -1107,9 +1171,9 @@ impl Inner {
             Ok(Err(e)) => {
                 guard.armed = false;
                 let _ = std::fs::remove_dir_all(&dir);
-                if let Some(why) = lock(&worker.retired).clone() {
+                if let Some(why) = *lock(&worker.retired) {
                     return Err(
-                        error_for_reason(&why, worker.id, "retired during the request").into(),
+                        error_for_reason(why, worker.id, "retired during the request").into(),
                     );
                 }
                 return Err(WorkerError::new(
@@ -1131,12 +1195,12 @@ impl Inner {
 
         let (tx, rx) = oneshot::channel();
         *lock(&worker.pending) = Some(Pending { request, tx });
-        if let Some(why) = lock(&worker.retired).clone() {
+        if let Some(why) = *lock(&worker.retired) {
             lock(&worker.pending).take();
             guard.armed = false;
             let _ = std::fs::remove_dir_all(&dir);
             return Err(
-                error_for_reason(&why, worker.id, "retired before the request was sent").into(),
+                error_for_reason(why, worker.id, "retired before the request was sent").into(),
             );
         }
         let frame = SupervisorMessage::Discover(DiscoverFrame {
@@ -1155,10 +1219,10 @@ impl Inner {
                 None => Err("the worker's stdin is closed".to_owned()),
             }
         };
-        let mut ipc = self.span("ipc_read", Some(request));
-        ipc.id("generation", worker.id);
+        let mut ipc = self.span(EventKind::IpcRead.as_str(), Some(request));
+        ipc.id(attr::GENERATION, worker.id);
         if let Err(e) = sent {
-            ipc.attr("error", e.clone());
+            ipc.attr(attr::ERROR, e.clone());
             ipc.finish(Outcome::Failed);
             self.retire(worker, reason::PIPE_FAILED, &e, false);
             guard.armed = false;
@@ -1174,7 +1238,7 @@ impl Inner {
                 frame
             }
             Ok(Ok(Err(e))) => {
-                ipc.attr("code", e.code.as_str());
+                ipc.attr(attr::CODE, e.code.as_str());
                 ipc.finish(Outcome::Failed);
                 guard.armed = false;
                 let _ = std::fs::remove_dir_all(&dir);
@@ -1191,7 +1255,7 @@ impl Inner {
                 .into());
             }
             Err(_) => {
-                ipc.attr("timeout_ms", ms(active));
+                ipc.attr(attr::TIMEOUT_MS, ms(active));
                 ipc.finish(Outcome::Failed);
                 self.retire(
                     worker,
@@ -1241,13 +1305,19 @@ impl Inner {
     /// Retires `worker` once: fails its pending request, records the retirement, stops its tasks and
     /// starts cleanup (graceful: close stdin, wait up to `graceful_exit`, then kill; otherwise
     /// kill the process group now), then reaps and removes the generation root.
-    fn retire(&self, worker: &Arc<Generation>, why: &str, detail: &str, graceful: bool) -> bool {
+    fn retire(
+        &self,
+        worker: &Arc<Generation>,
+        why: RetirementReason,
+        detail: &str,
+        graceful: bool,
+    ) -> bool {
         {
             let mut r = lock(&worker.retired);
             if r.is_some() {
                 return false;
             }
-            *r = Some(why.to_owned());
+            *r = Some(why);
         }
         let error = error_for_reason(why, worker.id, detail);
         if let Some(p) = lock(&worker.pending).take() {
@@ -1270,7 +1340,7 @@ impl Inner {
             if why != reason::ONESHOT_COMPLETE {
                 st.retirements.push_back(Retirement {
                     generation: worker.id,
-                    reason: why.to_owned(),
+                    reason: why.as_str().to_owned(),
                     requests,
                 });
                 while st.retirements.len() > HISTORY {
@@ -1285,20 +1355,20 @@ impl Inner {
         if !expected {
             tracing::warn!(
                 generation = worker.id,
-                reason = why,
+                reason = why.as_str(),
                 detail,
                 "Waymark generation retired"
             );
         }
         self.recorder.record(
-            PerfEvent::point("worker_retired")
-                .id("generation", worker.id)
+            PerfEvent::point(EventKind::WorkerRetired.as_str())
+                .id(attr::GENERATION, worker.id)
                 .outcome(outcome(expected))
-                .attr("reason", why)
-                .attr("requests", requests)
-                .attr("pid", worker.pid)
-                .attr("mode", worker.mode.as_str())
-                .attr("detail", detail),
+                .attr(attr::REASON, why.as_str())
+                .attr(attr::REQUESTS, requests)
+                .attr(attr::PID, worker.pid)
+                .attr(attr::MODE, worker.mode.as_str())
+                .attr(attr::DETAIL, detail),
         );
         worker.cancel.cancel();
         if !graceful {
@@ -1329,12 +1399,12 @@ impl Inner {
     }
 
     fn emit_ready(&self, worker: &Generation, ready: &ReadyFrame) {
-        let mut e = PerfEvent::point("worker_ready")
-            .id("generation", worker.id)
-            .attr("pid", worker.pid)
-            .attr("warmup_ms", ready.warmup_ms)
-            .attr("mode", worker.mode.as_str())
-            .attr("engine", ready.engine.clone());
+        let mut e = PerfEvent::point(EventKind::WorkerReady.as_str())
+            .id(attr::GENERATION, worker.id)
+            .attr(attr::PID, worker.pid)
+            .attr(attr::WARMUP_MS, ready.warmup_ms)
+            .attr(attr::MODE, worker.mode.as_str())
+            .attr(attr::ENGINE, ready.engine.clone());
         e.duration_ms = worker.spawned_wall.elapsed().as_secs_f64() * 1000.0;
         self.recorder.record(e);
     }
@@ -1411,7 +1481,7 @@ async fn read_loop(
             n = reader.next() => n,
         };
         let Some(inner) = weak.upgrade() else { return };
-        let fault = |why: &str, detail: String| {
+        let fault = |why: RetirementReason, detail: String| {
             inner.retire(&worker, why, &detail, false);
         };
         match next {
@@ -1530,16 +1600,16 @@ async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
         let Some(inner) = weak.upgrade() else { return };
         worker.last_rss.store(rss, Ordering::SeqCst);
         let mut ids = Map::new();
-        ids.insert("generation".into(), worker.id.into());
+        ids.insert(attr::GENERATION.into(), worker.id.into());
         inner.recorder.record_memory(worker.pid, rss, ids);
         let breach = rss > limit;
         if breach || n.is_multiple_of(RSS_EVENT_EVERY) {
             inner.recorder.record(
-                PerfEvent::point("worker_rss")
-                    .id("generation", worker.id)
+                PerfEvent::point(EventKind::WorkerRss.as_str())
+                    .id(attr::GENERATION, worker.id)
                     .outcome(outcome(!breach))
-                    .attr("rss_bytes", rss)
-                    .attr("limit_bytes", limit),
+                    .attr(attr::RSS_BYTES, rss)
+                    .attr(attr::LIMIT_BYTES, limit),
             );
         }
         if breach {
@@ -1600,11 +1670,11 @@ async fn cleanup(
     if let Some(inner) = weak.upgrade() {
         if let Err(e) = &removed {
             inner.recorder.record(
-                PerfEvent::point("worker_cleanup")
-                    .id("generation", worker.id)
+                PerfEvent::point(EventKind::WorkerCleanup.as_str())
+                    .id(attr::GENERATION, worker.id)
                     .outcome(Outcome::Failed)
-                    .attr("code", WorkerErrorCode::Cleanup.as_str())
-                    .attr("error", e.to_string()),
+                    .attr(attr::CODE, WorkerErrorCode::Cleanup.as_str())
+                    .attr(attr::ERROR, e.to_string()),
             );
         }
         let capture = worker.stderr_capture();
