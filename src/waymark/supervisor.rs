@@ -49,7 +49,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::codec::{FrameCodec, FrameError, MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME};
-use super::config::{WaymarkConfig, WaymarkMode};
+use super::config::{WaymarkConfig, WaymarkLimits, WaymarkMode};
 use super::error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
 use super::process::{ProcessIdentity, RssSampler, StderrBuffer, capture_stderr, kill_group};
 use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage, WorkerMessage};
@@ -546,6 +546,46 @@ impl Waymark {
     }
 }
 
+/// The frame codec on the worker's pipes (W3 frame bounds).
+fn worker_codec() -> WorkerCodec {
+    WorkerCodec::new(MAX_RESPONSE_FRAME, MAX_REQUEST_FRAME)
+}
+
+/// W10: admits a resident launch at `now` if fewer than `limits.max_launches` launches
+/// happened in the rolling `limits.launch_window` before it (older entries are pruned from
+/// `launches`; an admitted launch is appended). Refused: `RESTART_LIMIT`, saying how many
+/// launches, the window and when the next launch is allowed (ms).
+fn admit_in_window(
+    launches: &mut VecDeque<Instant>,
+    now: Instant,
+    limits: &WaymarkLimits,
+) -> Result<(), WorkerError> {
+    while launches
+        .front()
+        .is_some_and(|t| now.saturating_duration_since(*t) >= limits.launch_window)
+    {
+        launches.pop_front();
+    }
+    if launches.len() >= limits.max_launches {
+        let oldest = launches.front().copied().unwrap_or(now);
+        let wait = limits
+            .launch_window
+            .saturating_sub(now.saturating_duration_since(oldest));
+        return Err(WorkerError::new(
+            WorkerErrorCode::RestartLimit,
+            format!(
+                "{} launches in the last {} s (W10 limit {}); next launch allowed in {} ms",
+                launches.len(),
+                limits.launch_window.as_secs(),
+                limits.max_launches,
+                wait.as_millis()
+            ),
+        ));
+    }
+    launches.push_back(now);
+    Ok(())
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -995,56 +1035,108 @@ impl Inner {
     }
 
     /// Starts a child (resident generation or one-shot runner) after the W10 launch checks.
+    /// Starts a generation (W1, W10, W11): a resident one (`language` `None`, counted against
+    /// the launch window) or a one-shot process for `language`. Its owned root holds the
+    /// ownership manifest; its reader, stderr capture, RSS sampler and (resident) age timer run
+    /// as tasks. Errors: `RESTART_LIMIT` (window full), `SPAWN`, `CANCELLED` (shut down).
     async fn launch(&self, language: Option<Language>) -> Result<Arc<Generation>, WorkerError> {
         self.sweep_once();
-        let limits = &self.config.limits;
         let now = self.config.clock.now();
-        let id = {
-            let mut st = lock(&self.state);
-            if st.shut_down {
+        let id = self.reserve_generation(language.is_none(), now)?;
+        let (root, mut manifest) = self.create_root(id)?;
+        let script = self.config.entry_script();
+        let mut cmd = self.worker_command(id, &root, language, &script);
+        let spawned_wall = std::time::Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&root);
                 return Err(WorkerError::new(
-                    WorkerErrorCode::Cancelled,
-                    "the Waymark worker has been shut down",
+                    WorkerErrorCode::Spawn,
+                    format!(
+                        "cannot start {} {}: {e}",
+                        self.config.node_binary.display(),
+                        script.display()
+                    ),
                 ));
             }
-            if language.is_none() {
-                while st
-                    .launches
-                    .front()
-                    .is_some_and(|t| now.saturating_duration_since(*t) >= limits.launch_window)
-                {
-                    st.launches.pop_front();
-                }
-                if st.launches.len() >= limits.max_launches {
-                    let oldest = st.launches.front().copied().unwrap_or(now);
-                    let wait = limits
-                        .launch_window
-                        .saturating_sub(now.saturating_duration_since(oldest));
-                    return Err(WorkerError::new(
-                        WorkerErrorCode::RestartLimit,
-                        format!(
-                            "{} launches in the last {} s (W10 limit {}); next launch allowed in {} ms",
-                            st.launches.len(),
-                            limits.launch_window.as_secs(),
-                            limits.max_launches,
-                            wait.as_millis()
-                        ),
-                    ));
-                }
-                st.launches.push_back(now);
-            }
-            st.launches_total += 1;
-            let id = st.next_generation;
-            st.next_generation += 1;
-            id
         };
+        let pid = child.id().unwrap_or(0);
+        manifest.child = ProcessIdentity::of(pid);
+        let _ = stale::write_manifest(&root, &manifest);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = kill_group(pid);
+            let _ = std::fs::remove_dir_all(&root);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Spawn,
+                "child pipes were not created",
+            ));
+        };
+        let worker = Arc::new(Generation {
+            id,
+            mode: if language.is_some() {
+                WaymarkMode::Oneshot
+            } else {
+                WaymarkMode::Resident
+            },
+            pid,
+            root,
+            started: now,
+            spawned_wall,
+            ready: watch::Sender::new(ReadyState::Starting),
+            writer: tokio::sync::Mutex::new(Some(FramedWrite::new(stdin, worker_codec()))),
+            pending: Mutex::new(None),
+            served: AtomicU64::new(0),
+            retired: Mutex::new(None),
+            child: Mutex::new(Some(child)),
+            stderr: Arc::new(Mutex::new(StderrBuffer::default())),
+            stderr_done: watch::Sender::new(false),
+            cancel: CancellationToken::new(),
+            cleaned: watch::Sender::new(false),
+            last_rss: AtomicU64::new(0),
+        });
+        let shut_down = self.register(&worker, &script);
+        self.start_tasks(&worker, stdout, stderr);
+        if shut_down {
+            // Shutdown raced this launch: it saw no such generation, so retire it here.
+            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
+        Ok(worker)
+    }
 
-        let spawn_err = |what: &str, e: &dyn std::fmt::Display| {
+    /// Takes the next generation id; a resident launch must fit the launch window (W10).
+    fn reserve_generation(&self, resident: bool, now: Instant) -> Result<u64, WorkerError> {
+        let mut st = lock(&self.state);
+        if st.shut_down {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
+        if resident {
+            admit_in_window(&mut st.launches, now, &self.config.limits)?;
+        }
+        st.launches_total += 1;
+        let id = st.next_generation;
+        st.next_generation += 1;
+        Ok(id)
+    }
+
+    /// Creates the generation's owned root (0700) under the work root and writes its
+    /// ownership manifest (W11, W12); on failure nothing is left behind.
+    fn create_root(&self, id: u64) -> Result<(PathBuf, Manifest), WorkerError> {
+        let spawn_err = |what: String, e: &dyn std::fmt::Display| {
             WorkerError::new(WorkerErrorCode::Spawn, format!("{what}: {e}"))
         };
         let work_root = &self.config.work_root;
         stale::create_private_dir(work_root)
-            .map_err(|e| spawn_err(&format!("cannot create {}", work_root.display()), &e))?;
+            .map_err(|e| spawn_err(format!("cannot create {}", work_root.display()), &e))?;
         let random = uuid::Uuid::new_v4().simple().to_string();
         let root = work_root.join(format!(
             "{}{}-g{}-{}",
@@ -1054,31 +1146,43 @@ impl Inner {
             &random[..8]
         ));
         stale::create_private_dir(&root)
-            .map_err(|e| spawn_err(&format!("cannot create {}", root.display()), &e))?;
-        let own = self.own.unwrap_or(ProcessIdentity {
-            pid: std::process::id(),
-            start_time: 0,
-        });
-        let mut manifest = Manifest {
+            .map_err(|e| spawn_err(format!("cannot create {}", root.display()), &e))?;
+        let manifest = Manifest {
             format: stale::MANIFEST_FORMAT,
             generation: id,
-            owner: own,
+            owner: self.own.unwrap_or(ProcessIdentity {
+                pid: std::process::id(),
+                start_time: 0,
+            }),
             child: None,
             created_unix_ms: crate::telemetry::unix_ms_now() as u64,
         };
         if let Err(e) = stale::write_manifest(&root, &manifest) {
             let _ = std::fs::remove_dir_all(&root);
-            return Err(spawn_err("cannot write the ownership manifest", &e));
+            return Err(spawn_err("cannot write the ownership manifest".into(), &e));
         }
+        Ok((root, manifest))
+    }
 
-        let script = self.config.entry_script();
+    /// The Node command for generation `id` (W9 old-space cap, W11 own process group and
+    /// parent-death signal); `NODE_OPTIONS` is not inherited.
+    fn worker_command(
+        &self,
+        id: u64,
+        root: &Path,
+        language: Option<Language>,
+        script: &Path,
+    ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.config.node_binary);
-        cmd.arg(format!("--max-old-space-size={}", limits.max_old_space_mib))
-            .arg(&script)
-            .arg("--generation")
-            .arg(id.to_string())
-            .arg("--root")
-            .arg(&root);
+        cmd.arg(format!(
+            "--max-old-space-size={}",
+            self.config.limits.max_old_space_mib
+        ))
+        .arg(script)
+        .arg("--generation")
+        .arg(id.to_string())
+        .arg("--root")
+        .arg(root);
         if let Some(l) = language {
             cmd.arg("--language").arg(l.as_str());
         }
@@ -1092,82 +1196,49 @@ impl Inner {
             .process_group(0); // W11: own process group
         // W11: and it dies with us even when its main thread is busy or it is stopped.
         super::process::die_with_parent(&mut cmd);
-        let spawned_wall = std::time::Instant::now();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&root);
-                return Err(spawn_err(
-                    &format!(
-                        "cannot start {} {}",
-                        self.config.node_binary.display(),
-                        script.display()
-                    ),
-                    &e,
-                ));
-            }
-        };
-        let pid = child.id().unwrap_or(0);
-        manifest.child = ProcessIdentity::of(pid);
-        let _ = stale::write_manifest(&root, &manifest);
+        cmd
+    }
 
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            let _ = kill_group(pid);
-            let _ = std::fs::remove_dir_all(&root);
-            return Err(WorkerError::new(
-                WorkerErrorCode::Spawn,
-                "child pipes were not created",
-            ));
-        };
-        let codec = || WorkerCodec::new(MAX_RESPONSE_FRAME, MAX_REQUEST_FRAME);
-        let worker = Arc::new(Generation {
-            id,
-            mode: if language.is_some() {
-                WaymarkMode::Oneshot
-            } else {
-                WaymarkMode::Resident
-            },
-            pid,
-            root,
-            started: now,
-            spawned_wall,
-            ready: watch::Sender::new(ReadyState::Starting),
-            writer: tokio::sync::Mutex::new(Some(FramedWrite::new(stdin, codec()))),
-            pending: Mutex::new(None),
-            served: AtomicU64::new(0),
-            retired: Mutex::new(None),
-            child: Mutex::new(Some(child)),
-            stderr: Arc::new(Mutex::new(StderrBuffer::default())),
-            stderr_done: watch::Sender::new(false),
-            cancel: CancellationToken::new(),
-            cleaned: watch::Sender::new(false),
-            last_rss: AtomicU64::new(0),
-        });
+    /// Makes `worker` live (and current, if resident) and records `worker_launch`. Returns
+    /// whether a shutdown raced the launch.
+    fn register(&self, worker: &Arc<Generation>, script: &Path) -> bool {
         let (launches_in_window, shut_down) = {
             let mut st = lock(&self.state);
-            st.live.insert(id, worker.clone());
-            st.latest = Some((id, pid));
-            if language.is_none() && !st.shut_down {
+            st.live.insert(worker.id, worker.clone());
+            st.latest = Some((worker.id, worker.pid));
+            if worker.mode == WaymarkMode::Resident && !st.shut_down {
                 st.current = Some(worker.clone());
             }
             (st.launches.len(), st.shut_down)
         };
         self.recorder.record(
             PerfEvent::point(EventKind::WorkerLaunch.as_str())
-                .id(attr::GENERATION, id)
-                .attr(attr::PID, pid)
+                .id(attr::GENERATION, worker.id)
+                .attr(attr::PID, worker.pid)
                 .attr(attr::MODE, worker.mode.as_str())
                 .attr(attr::LAUNCHES_IN_WINDOW, launches_in_window)
                 .attr(attr::SCRIPT, script.display().to_string()),
         );
+        shut_down
+    }
 
+    /// The generation's tasks: frame reader, stderr capture (teed to the E1 log when
+    /// configured), RSS sampler (W9) and, for a resident generation, the age timer (W10).
+    fn start_tasks(
+        &self,
+        worker: &Arc<Generation>,
+        stdout: ChildStdout,
+        stderr: tokio::process::ChildStderr,
+    ) {
         let weak = self.this.clone();
+        tokio::spawn(read_loop(
+            weak,
+            worker.clone(),
+            FramedRead::new(stdout, worker_codec()),
+        ));
         let g = worker.clone();
-        tokio::spawn(read_loop(weak, g, FramedRead::new(stdout, codec())));
-        let g = worker.clone();
-        let cap = limits.stderr_cap_bytes;
+        let cap = self.config.limits.stderr_cap_bytes;
+        let (id, pid) = (worker.id, worker.pid);
         let tee = self.config.stderr_log.as_deref().and_then(|path| {
             let mut f = open_stderr_log(path)?;
             use std::io::Write;
@@ -1183,15 +1254,6 @@ impl Inner {
         if worker.mode == WaymarkMode::Resident {
             tokio::spawn(retire_at_age(self.this.clone(), worker.clone()));
         }
-        if shut_down {
-            // Shutdown raced this launch: it saw no such generation, so retire it here.
-            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
-            return Err(WorkerError::new(
-                WorkerErrorCode::Cancelled,
-                "the Waymark worker has been shut down",
-            ));
-        }
-        Ok(worker)
     }
 
     /// One discovery on `worker` (W3, W4, W6): the source goes into an owned request
@@ -1823,6 +1885,29 @@ mod tests {
         let status = w.status();
         assert_eq!(status.generation, None, "status starts nothing (W13)");
         assert_eq!(status.launches_total, 0);
+    }
+
+    #[test]
+    fn launch_window_admits_three_per_rolling_minute() {
+        // W10: at most 3 launches in any rolling 60 s window (spec figures as literals).
+        let limits = WaymarkLimits::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut launches = VecDeque::new();
+        for s in [0, 10, 20] {
+            admit_in_window(&mut launches, at(s), &limits).expect("within the limit");
+        }
+        let refused = admit_in_window(&mut launches, at(30), &limits).unwrap_err();
+        assert_eq!(refused.code, WorkerErrorCode::RestartLimit);
+        assert!(
+            refused.message.contains("next launch allowed in 30000 ms"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(launches.len(), 3, "a refused launch is not counted");
+        // At 60 s the first launch leaves the window.
+        admit_in_window(&mut launches, at(60), &limits).expect("the window rolled");
+        assert_eq!(launches.len(), 3);
     }
 
     #[test]
