@@ -110,7 +110,9 @@ async fn main() -> anyhow::Result<()> {
     if !exe.is_file() {
         bail!("{} not found: build it first", exe.display());
     }
-    let waymark = patchdiff::waymark::WaymarkConfig::default_script_dir();
+    let waymark = patchdiff::waymark::WaymarkConfig::default_script_dir(
+        &patchdiff::config::Settings::from_env(),
+    );
     let dir = tempfile::tempdir()?;
     let p = dir.path();
     let mut vars = BTreeMap::new();

@@ -82,9 +82,13 @@ async fn run_query(
 }
 
 fn config(mode: WaymarkMode, work_root: &std::path::Path) -> Result<WaymarkConfig, String> {
-    let mut c =
-        WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), work_root.to_path_buf())
-            .map_err(|e| e.to_string())?;
+    let settings = patchdiff::config::Settings::from_env();
+    let mut c = WaymarkConfig::from_settings(
+        &settings,
+        WaymarkConfig::default_script_dir(&settings),
+        work_root.to_path_buf(),
+    )
+    .map_err(|e| e.to_string())?;
     c.mode = mode;
     c.active_timeout = Duration::from_secs(60);
     Ok(c)
@@ -119,10 +123,13 @@ async fn bench() -> Result<(), String> {
 
     let resident = Waymark::new(
         config(WaymarkMode::Resident, &work)?,
-        Recorder::from_env().0,
+        Recorder::from_settings(&patchdiff::config::Settings::from_env()).0,
     );
     resident.prewarm().await.map_err(|e| e.to_string())?;
-    let oneshot = Waymark::new(config(WaymarkMode::Oneshot, &work)?, Recorder::from_env().0);
+    let oneshot = Waymark::new(
+        config(WaymarkMode::Oneshot, &work)?,
+        Recorder::from_settings(&patchdiff::config::Settings::from_env()).0,
+    );
 
     println!(
         "waymark-bench: node {}, JavaScript sources, debug-or-release = {}",

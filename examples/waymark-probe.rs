@@ -34,7 +34,12 @@ async fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    let mut config = match WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), work_root) {
+    let settings = patchdiff::config::Settings::from_env();
+    let mut config = match WaymarkConfig::from_settings(
+        &settings,
+        WaymarkConfig::default_script_dir(&settings),
+        work_root,
+    ) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("waymark-probe: {e}");

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 
 use patchdiff::canary::CanaryOptions;
 use patchdiff::canary::command::Host;
-use patchdiff::config::{self, Paths};
+use patchdiff::config::{self, Key, Settings};
 use patchdiff::console::headless::{EXIT_FAILED, EXIT_USAGE};
 
 /// Observed edits for AI coding agents, and the console that runs canaries of them.
@@ -141,13 +141,15 @@ struct EvaluateArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let paths = Paths::resolve();
-    if let Err(e) = apply_config_file(&paths) {
-        eprintln!("patchdiff: {e}");
-        return ExitCode::from(EXIT_USAGE as u8);
-    }
-    // The file may set the data and state directories too.
-    let paths = Paths::resolve();
+    // P1: the one place the environment and the config file are read; everything below gets
+    // these settings.
+    let settings = match Settings::load() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("patchdiff: {e}");
+            return ExitCode::from(EXIT_USAGE as u8);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -160,9 +162,9 @@ fn main() -> ExitCode {
     };
     let code = runtime.block_on(async move {
         match cli.command {
-            None => run_console(ConsoleArgs::default(), &paths).await,
-            Some(Cmd::Console(args)) => run_console(args, &paths).await,
-            Some(Cmd::Mcp(args)) => run_mcp(args, &paths).await,
+            None => run_console(ConsoleArgs::default(), settings).await,
+            Some(Cmd::Console(args)) => run_console(args, settings).await,
+            Some(Cmd::Mcp(args)) => run_mcp(args, &settings).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
             Some(Cmd::Verify(args)) => run_verify(args).await,
             Some(Cmd::Trace(args)) => run_trace(args),
@@ -174,26 +176,17 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// P1: values from the TOML config file fill variables the environment leaves unset. Runs
-/// before any thread starts.
-fn apply_config_file(paths: &Paths) -> Result<(), config::ConfigError> {
-    for (variable, value) in config::config_file_overlay(paths)? {
-        // SAFETY: called from `main` before the tokio runtime or any other thread exists.
-        unsafe { std::env::set_var(variable, value) };
-    }
-    Ok(())
-}
-
-fn canary_options(args: &ConsoleArgs, paths: &Paths) -> Result<CanaryOptions, String> {
+fn canary_options(args: &ConsoleArgs, settings: Settings) -> Result<CanaryOptions, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
-    let database_url = match patchdiff::store::database_url_from_env() {
-        Some(url) if patchdiff::store::is_postgres_url(&url) => Some(url),
+    let database_url = match settings.text(Key::DatabaseUrl).map_err(|e| e.to_string())? {
+        Some(url) if patchdiff::store::is_postgres_url(url) => Some(url.to_owned()),
         Some(url) => {
-            config::parse_database_url(&url).map_err(|e| e.to_string())?;
-            Some(url)
+            config::parse_database_url(url).map_err(|e| e.to_string())?;
+            Some(url.to_owned())
         }
         None => None,
     };
+    let paths = &settings.paths;
     Ok(CanaryOptions {
         exe,
         manifest: args
@@ -202,11 +195,12 @@ fn canary_options(args: &ConsoleArgs, paths: &Paths) -> Result<CanaryOptions, St
             .unwrap_or_else(patchdiff::fixtures::bundled_manifest_path),
         runs_root: args.runs_dir.clone().unwrap_or_else(|| paths.runs_root()),
         database_url,
+        settings,
     })
 }
 
-async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
-    let options = match canary_options(&args, paths) {
+async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
+    let options = match canary_options(&args, settings) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("patchdiff: {e}");
@@ -251,8 +245,9 @@ async fn run_console(args: ConsoleArgs, paths: &Paths) -> i32 {
     }
 }
 
-async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
-    let mut options = match patchdiff::mcp::McpOptions::from_env(paths) {
+async fn run_mcp(args: McpArgs, settings: &Settings) -> i32 {
+    let paths = &settings.paths;
+    let mut options = match patchdiff::mcp::McpOptions::from_settings(settings) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("patchdiff mcp: {e}");
@@ -264,7 +259,11 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
             .token_file
             .as_ref()
             .map(|p| p.display().to_string())
-            .or_else(|| std::env::var(patchdiff::mcp::http::TOKEN_FILE_VARIABLE).ok());
+            .or_else(|| {
+                settings
+                    .get(Key::McpHttpTokenFile)
+                    .map(|v| v.to_string_lossy().into_owned())
+            });
         match patchdiff::mcp::http::HttpOptions::parse(bind, token_file.as_deref()) {
             Ok(http) => options.http = Some(http),
             Err(e) => {
@@ -283,14 +282,15 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
         let exe = std::env::current_exe()
             .map(|p| p.display().to_string())
             .unwrap_or_else(|_| "patchdiff".into());
-        let perf = std::env::var("PATCHDIFF_PERF_EVENTS")
+        let perf = settings
+            .get(Key::PerfEvents)
             .map(PathBuf::from)
-            .unwrap_or_else(|_| paths.state_dir.join("observed.perf.jsonl"));
+            .unwrap_or_else(|| paths.state_dir.join("observed.perf.jsonl"));
         let wire_log = options
             .wire_log
             .clone()
             .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
-        if let Err(e) = check_printed_paths(&options.database, &perf, &wire_log) {
+        if let Err(e) = check_printed_paths(settings, &options.database, &perf, &wire_log) {
             eprintln!("patchdiff mcp: --print-host-config: {e}");
             return EXIT_USAGE;
         }
@@ -331,7 +331,7 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
         print!("{body}");
         return 0;
     }
-    let _log = init_tracing();
+    let _log = init_tracing(settings);
     let served = match options.http.clone() {
         Some(http) => patchdiff::mcp::serve_http(options, http).await,
         None => patchdiff::mcp::serve_stdio(options).await,
@@ -349,6 +349,7 @@ async fn run_mcp(args: McpArgs, paths: &Paths) -> i32 {
 /// absolute. A relative one (a relative directory override or perf-events path) is refused
 /// naming the variable it came from, instead of printing an invalid database URL.
 fn check_printed_paths(
+    settings: &Settings,
     database: &Path,
     perf: &Path,
     wire_log: &Path,
@@ -356,21 +357,24 @@ fn check_printed_paths(
     // PATCHDIFF_DATABASE_URL and PATCHDIFF_EVIDENCE_WIRE_LOG are already checked absolute, so
     // a relative database or wire log comes from the data or state directory. An empty
     // PATCHDIFF_PERF_EVENTS is printed as it was given: no recording (T1).
-    let perf_variable = if std::env::var_os("PATCHDIFF_PERF_EVENTS").is_some() {
-        "PATCHDIFF_PERF_EVENTS"
+    let perf_key = if settings.get(Key::PerfEvents).is_some() {
+        Key::PerfEvents
     } else {
-        "PATCHDIFF_STATE_DIR"
+        Key::StateDir
     };
-    for (path, variable) in [
-        (database, "PATCHDIFF_DATA_DIR"),
-        (perf, perf_variable),
-        (wire_log, "PATCHDIFF_STATE_DIR"),
+    for (path, key) in [
+        (database, Key::DataDir),
+        (perf, perf_key),
+        (wire_log, Key::StateDir),
     ] {
-        let no_recording = variable == "PATCHDIFF_PERF_EVENTS" && path.as_os_str().is_empty();
+        let no_recording = key == Key::PerfEvents && path.as_os_str().is_empty();
         if !path.is_absolute() && !no_recording {
-            let value = std::env::var(variable).unwrap_or_else(|_| path.display().to_string());
+            let value = settings.get(key).map_or_else(
+                || path.display().to_string(),
+                |v| v.to_string_lossy().into_owned(),
+            );
             return Err(config::ConfigError::new(
-                variable,
+                key.variable(),
                 &value,
                 "an absolute path (a printed host configuration must work from any directory)",
             ));
@@ -392,16 +396,19 @@ fn split_leading_comments(text: &str) -> (&str, &str) {
 }
 
 /// Diagnostics go to stderr (stdout carries the MCP protocol).
-fn init_tracing() -> Option<()> {
+fn init_tracing(settings: &Settings) -> Option<()> {
     use std::io::IsTerminal;
+    let filter = settings
+        .text(Key::Log)
+        .ok()
+        .flatten()
+        .and_then(|f| tracing_subscriber::EnvFilter::try_new(f).ok())
+        // rmcp logs every JSON-RPC error it sends at WARN; the wire log already keeps them.
+        .unwrap_or_else(|| "warn,rmcp=error".into());
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("PATCHDIFF_LOG")
-                // rmcp logs every JSON-RPC error it sends at WARN; the wire log already keeps them.
-                .unwrap_or_else(|_| "warn,rmcp=error".into()),
-        )
+        .with_env_filter(filter)
         .try_init()
         .ok()
 }

@@ -68,6 +68,146 @@ pub enum Outcome {
     Failed,
 }
 
+/// T4/T5: the perf-event kinds the Waymark supervisor writes, by the names
+/// `docs/perf-events.md` documents. Writers spell a name only through [`EventKind::as_str`];
+/// readers (the console, preflight, trace export) match on [`EventKind::parse`], so writer and
+/// reader cannot drift apart. Other components' spans (tool calls, store steps) keep free names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Point: a generation was spawned (`generation` id; `pid`, `mode`,
+    /// `launches_in_window`, `script`).
+    WorkerLaunch,
+    /// Point: a generation reported readiness (`generation`; `pid`, `warmup_ms`, `mode`,
+    /// `engine`).
+    WorkerReady,
+    /// Point: a generation was retired (`generation`; `reason`, `requests`, `pid`, `mode`,
+    /// `detail`).
+    WorkerRetired,
+    /// Point: a sampled RSS (`generation`; `rss_bytes`, `limit_bytes`), every 10th sample.
+    WorkerRss,
+    /// Point: queue depth changed (`active`, `waiting`).
+    WorkerQueueDepth,
+    /// Point: stale generation roots were swept (`removed`, `kept`, …).
+    WorkerStaleRoots,
+    /// Point: a generation's cleanup failed (`code`, `error`).
+    WorkerCleanup,
+    /// Span: waiting for admission (`ceiling_ms`, `code` on failure).
+    PhaseAdmission,
+    /// Span: waiting for readiness (`ceiling_ms`, `prewarm`).
+    PhaseReadiness,
+    /// Span: the active request (`ceiling_ms`).
+    PhaseActive,
+    /// Span: the outer discovery allowance (`ceiling_ms`).
+    PhaseOuter,
+    /// Span: one discovery end to end (`language`, `bytes`, `mode`, `lock_holder`, `scopes`,
+    /// `parse_ms`, `code` on failure).
+    DiscoveryTotal,
+    /// Span: reading the worker's answer (`timeout_ms`, `code` or `error` on failure).
+    IpcRead,
+}
+
+impl EventKind {
+    /// Every kind.
+    pub const ALL: [EventKind; 13] = [
+        Self::WorkerLaunch,
+        Self::WorkerReady,
+        Self::WorkerRetired,
+        Self::WorkerRss,
+        Self::WorkerQueueDepth,
+        Self::WorkerStaleRoots,
+        Self::WorkerCleanup,
+        Self::PhaseAdmission,
+        Self::PhaseReadiness,
+        Self::PhaseActive,
+        Self::PhaseOuter,
+        Self::DiscoveryTotal,
+        Self::IpcRead,
+    ];
+
+    /// The event's `name` on the wire, e.g. `worker_ready`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkerLaunch => "worker_launch",
+            Self::WorkerReady => "worker_ready",
+            Self::WorkerRetired => "worker_retired",
+            Self::WorkerRss => "worker_rss",
+            Self::WorkerQueueDepth => "worker_queue_depth",
+            Self::WorkerStaleRoots => "worker_stale_roots",
+            Self::WorkerCleanup => "worker_cleanup",
+            Self::PhaseAdmission => "phase_admission",
+            Self::PhaseReadiness => "phase_readiness",
+            Self::PhaseActive => "phase_active",
+            Self::PhaseOuter => "phase_outer",
+            Self::DiscoveryTotal => "discovery_total",
+            Self::IpcRead => "ipc_read",
+        }
+    }
+
+    /// The kind named `name`, or `None` for any other event (another component's span).
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+/// T5: the `ids` and `attrs` keys of the supervisor's events (see [`EventKind`]), written and
+/// read by these names only.
+pub mod attr {
+    /// Id: the worker generation (W10).
+    pub const GENERATION: &str = "generation";
+    /// Id: the supervisor's request number.
+    pub const REQUEST: &str = "request";
+    /// The worker's process id.
+    pub const PID: &str = "pid";
+    /// `resident` or `oneshot` (W1).
+    pub const MODE: &str = "mode";
+    /// A retirement reason (`rss_limit`, `age_limit`, …; W4, W9–W11).
+    pub const REASON: &str = "reason";
+    /// Requests a generation served.
+    pub const REQUESTS: &str = "requests";
+    /// Free text explaining a retirement.
+    pub const DETAIL: &str = "detail";
+    /// Sampled RSS, bytes (W9).
+    pub const RSS_BYTES: &str = "rss_bytes";
+    /// The RSS limit, bytes (W9).
+    pub const LIMIT_BYTES: &str = "limit_bytes";
+    /// Requests being served (W5: at most 1).
+    pub const ACTIVE: &str = "active";
+    /// Requests waiting (W5: at most 8).
+    pub const WAITING: &str = "waiting";
+    /// A phase's ceiling, ms (W6).
+    pub const CEILING_MS: &str = "ceiling_ms";
+    /// A worker error code (`WAYMARK_WORKER_*`) or domain code on failure (W8).
+    pub const CODE: &str = "code";
+    /// Free text of an I/O or cleanup error.
+    pub const ERROR: &str = "error";
+    /// A readiness wait started by prewarm, not by a request.
+    pub const PREWARM: &str = "prewarm";
+    /// Stale roots removed.
+    pub const REMOVED: &str = "removed";
+    /// Stale roots kept (still owned by a live process).
+    pub const KEPT: &str = "kept";
+    /// The discovery's language.
+    pub const LANGUAGE: &str = "language";
+    /// Source size, bytes.
+    pub const BYTES: &str = "bytes";
+    /// The caller holds a target lock (W7).
+    pub const LOCK_HOLDER: &str = "lock_holder";
+    /// Scopes found.
+    pub const SCOPES: &str = "scopes";
+    /// The worker's parse time, ms.
+    pub const PARSE_MS: &str = "parse_ms";
+    /// Launches in the rolling window (W10).
+    pub const LAUNCHES_IN_WINDOW: &str = "launches_in_window";
+    /// The entry script the generation runs.
+    pub const SCRIPT: &str = "script";
+    /// The active timeout that expired, ms (W6).
+    pub const TIMEOUT_MS: &str = "timeout_ms";
+    /// Startup warm-up time, ms.
+    pub const WARMUP_MS: &str = "warmup_ms";
+    /// The parser engine's version.
+    pub const ENGINE: &str = "engine";
+}
+
 /// One line of the perf-events file (T4, T5).
 ///
 /// `start_ms` is Unix time in milliseconds; `duration_ms` is wall time in milliseconds (0 for
@@ -256,12 +396,16 @@ impl Recorder {
         Self::default()
     }
 
-    /// Builds the recorder from `PATCHDIFF_PERF_EVENTS` and `PATCHDIFF_PERF_MEMORY` (T1–T3).
-    /// Never fails: a bad configuration yields a disabled recorder and an invalid status.
-    pub fn from_env() -> (Self, TelemetryStatus) {
-        let events = std::env::var_os("PATCHDIFF_PERF_EVENTS");
-        let memory = std::env::var("PATCHDIFF_PERF_MEMORY").ok();
-        Self::configure(events.as_deref().map(Path::new), memory.as_deref())
+    /// Builds the recorder from `PATCHDIFF_PERF_EVENTS` and `PATCHDIFF_PERF_MEMORY` as the
+    /// process's [`Settings`] hold them (T1–T3). Never fails: a bad configuration yields a
+    /// disabled recorder and an invalid status (a non-UTF-8 memory value is one).
+    pub fn from_settings(settings: &crate::config::Settings) -> (Self, TelemetryStatus) {
+        use crate::config::Key;
+        let events = settings.get(Key::PerfEvents);
+        let memory = settings
+            .get(Key::PerfMemory)
+            .map(|v| v.to_string_lossy().into_owned());
+        Self::configure(events.map(Path::new), memory.as_deref())
     }
 
     /// Builds the recorder from explicit values of `PATCHDIFF_PERF_EVENTS` (`events`) and
@@ -549,4 +693,42 @@ pub fn memory_path_for(events: &Path) -> PathBuf {
     let mut name = events.file_name().unwrap_or_default().to_os_string();
     name.push(".memory.jsonl");
     events.with_file_name(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_kinds_round_trip_through_their_documented_names() {
+        // T5: the names docs/perf-events.md documents, written as the spec spells them.
+        let documented = [
+            "worker_launch",
+            "worker_ready",
+            "worker_retired",
+            "worker_rss",
+            "worker_queue_depth",
+            "worker_stale_roots",
+            "worker_cleanup",
+            "phase_admission",
+            "phase_readiness",
+            "phase_active",
+            "phase_outer",
+            "discovery_total",
+            "ipc_read",
+        ];
+        let names: Vec<&str> = EventKind::ALL.into_iter().map(EventKind::as_str).collect();
+        assert_eq!(names, documented);
+        for kind in EventKind::ALL {
+            assert_eq!(EventKind::parse(kind.as_str()), Some(kind));
+        }
+        assert_eq!(EventKind::parse("tool_call"), None);
+        let doc = include_str!("../docs/perf-events.md");
+        for name in documented {
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "{name} is not documented"
+            );
+        }
+    }
 }

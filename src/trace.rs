@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::telemetry::{Outcome, PerfEvent};
+use crate::telemetry::{EventKind, Outcome, PerfEvent, attr};
 
 /// Track id of a process's MCP-server track.
 const MCP_TID: u64 = 1;
@@ -35,7 +35,7 @@ fn us(ms: f64) -> f64 {
 }
 
 fn generation_of(ev: &PerfEvent) -> Option<u64> {
-    ev.ids.get("generation").and_then(|g| {
+    ev.ids.get(attr::GENERATION).and_then(|g| {
         g.as_u64()
             .or_else(|| g.as_str().and_then(|s| s.parse().ok()))
     })
@@ -78,7 +78,7 @@ pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
             processes
                 .entry(ev.pid)
                 .or_insert_with(|| format!("{process} (pid {})", ev.pid));
-            if ev.name == "worker_launch"
+            if EventKind::parse(&ev.name) == Some(EventKind::WorkerLaunch)
                 && let Some(g) = generation_of(ev)
             {
                 current.insert(ev.pid, g);
@@ -119,23 +119,23 @@ pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
             if ev.nested {
                 args.insert("nested".into(), json!(true));
             }
-            match ev.name.as_str() {
-                "worker_queue_depth" => {
+            match EventKind::parse(&ev.name) {
+                Some(EventKind::WorkerQueueDepth) => {
                     events.push(json!({
                         "name": "queue depth", "ph": "C", "ts": us(ev.start_ms),
                         "pid": ev.pid, "tid": tid,
                         "args": {
-                            "active": ev.attrs.get("active").cloned().unwrap_or(json!(0)),
-                            "waiting": ev.attrs.get("waiting").cloned().unwrap_or(json!(0)),
+                            "active": ev.attrs.get(attr::ACTIVE).cloned().unwrap_or(json!(0)),
+                            "waiting": ev.attrs.get(attr::WAITING).cloned().unwrap_or(json!(0)),
                         },
                     }));
                     summary.counters += 1;
                 }
-                "worker_rss" => {
+                Some(EventKind::WorkerRss) => {
                     events.push(json!({
                         "name": "worker rss", "ph": "C", "ts": us(ev.start_ms),
                         "pid": ev.pid, "tid": tid,
-                        "args": {"rss_bytes": ev.attrs.get("rss_bytes").cloned().unwrap_or(json!(0))},
+                        "args": {"rss_bytes": ev.attrs.get(attr::RSS_BYTES).cloned().unwrap_or(json!(0))},
                     }));
                     summary.counters += 1;
                 }

@@ -642,6 +642,7 @@ async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tool
         manifest: repo().join("assets/fixtures/manifest.json"),
         runs_root: dir.path().join("runs"),
         database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
     })
     .unwrap();
     let launch = canary
@@ -703,6 +704,7 @@ async fn inspect_names_the_target_whose_journal_no_longer_replays_to_its_saved_v
         manifest: repo().join("assets/fixtures/manifest.json"),
         runs_root: dir.path().join("runs"),
         database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
     })
     .unwrap();
     let plan = repo().join("assets/canary/demo.plan.jsonl");

@@ -41,6 +41,7 @@ async fn wrong_canary_story(runs: &Path) -> String {
         manifest: patchdiff::fixtures::bundled_manifest_path(),
         runs_root: runs.to_owned(),
         database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
     })
     .unwrap();
     let plan = repo().join("assets/canary/wrong.plan.jsonl");

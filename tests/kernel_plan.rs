@@ -66,7 +66,7 @@ impl Case<'_> {
 
 fn codes(plan: &Plan) -> Vec<&'static str> {
     match plan {
-        Plan::Reject { reasons } => reasons.iter().map(|r| r.code).collect(),
+        Plan::Reject { reasons } => reasons.iter().map(|r| r.code.as_str()).collect(),
         Plan::Accept { .. } => Vec::new(),
     }
 }
@@ -248,13 +248,16 @@ fn oversize_text_and_too_many_operations_are_refused_before_planning() {
     let big = "x".repeat(MAX_SUBMISSION_TEXT_BYTES);
     let s = submission(0, &[(None, "a", &big)]);
     assert_eq!(
-        validate_submission(&s).unwrap_err().code,
+        validate_submission(&s).unwrap_err().code.as_str(),
         "SUBMISSION_TOO_LARGE"
     );
     let ops: Vec<(Option<&str>, &str, &str)> =
         (0..=MAX_OPERATIONS).map(|_| (None, "a", "b")).collect();
     assert_eq!(
-        validate_submission(&submission(0, &ops)).unwrap_err().code,
+        validate_submission(&submission(0, &ops))
+            .unwrap_err()
+            .code
+            .as_str(),
         "TOO_MANY_OPERATIONS"
     );
     assert!(validate_submission(&submission(0, &ops[..MAX_OPERATIONS])).is_ok());

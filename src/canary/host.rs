@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::command::Host;
+use crate::config::{Key, Settings};
 use crate::mcp::OBSERVED_TOOLS;
 
 /// A2: the one MCP server the sealed host may see, as named in its configuration.
@@ -41,13 +42,18 @@ const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ",
 const PROVIDER_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "CLAUDE_CODE_", "CODEX_"];
 
 impl Host {
+    /// The setting naming the host's executable (`PATCHDIFF_<HOST>_BINARY`).
+    pub fn binary_key(self) -> Key {
+        match self {
+            Self::Claude => Key::ClaudeBinary,
+            Self::Codex => Key::CodexBinary,
+            Self::Cursor => Key::CursorBinary,
+        }
+    }
+
     /// The variable naming the host's executable.
     pub fn binary_variable(self) -> &'static str {
-        match self {
-            Self::Claude => "PATCHDIFF_CLAUDE_BINARY",
-            Self::Codex => "PATCHDIFF_CODEX_BINARY",
-            Self::Cursor => "PATCHDIFF_CURSOR_BINARY",
-        }
+        self.binary_key().variable()
     }
 
     /// The executable looked up on `PATH` when the variable is unset.
@@ -84,13 +90,14 @@ impl Host {
 /// name on `PATH`), else the host's usual name on `PATH`. The result is absolute and executable.
 ///
 /// Errors name the variable, the value and what is accepted.
-pub fn resolve_binary(host: Host) -> anyhow::Result<PathBuf> {
+pub fn resolve_binary(host: Host, settings: &Settings) -> anyhow::Result<PathBuf> {
     let variable = host.binary_variable();
-    let (value, from_variable) = match std::env::var(variable) {
-        Ok(v) if !v.trim().is_empty() => (v, true),
+    let given = settings.get(host.binary_key()).and_then(|v| v.to_str());
+    let (value, from_variable) = match given {
+        Some(v) if !v.trim().is_empty() => (v.to_owned(), true),
         _ => (host.default_binary().to_owned(), false),
     };
-    let found = find_executable(Path::new(&value));
+    let found = find_executable(Path::new(&value), settings.get(Key::SearchPath));
     found.ok_or_else(|| {
         if from_variable {
             anyhow::anyhow!(
@@ -110,7 +117,7 @@ pub fn resolve_binary(host: Host) -> anyhow::Result<PathBuf> {
 }
 
 /// An absolute, executable regular file for `name` (a path, or a bare name looked up on PATH).
-fn find_executable(name: &Path) -> Option<PathBuf> {
+fn find_executable(name: &Path, search_path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let is_exec = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
@@ -119,8 +126,8 @@ fn find_executable(name: &Path) -> Option<PathBuf> {
         let p = std::path::absolute(name).ok()?;
         return is_exec(&p).then_some(p);
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
+    search_path.and_then(|paths| {
+        std::env::split_paths(paths)
             .map(|dir| dir.join(name))
             .find(|p| p.is_absolute() && is_exec(p))
     })

@@ -36,7 +36,7 @@ impl Canary {
     /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
     /// Errors as [`host::resolve_binary`].
     pub async fn plan_host(&mut self, host: Host, model: Option<&str>) -> anyhow::Result<()> {
-        let binary = host::resolve_binary(host)?;
+        let binary = host::resolve_binary(host, &self.options.settings)?;
         let version = host::host_version(&binary).await;
         let model = model.or(self.identity.model.as_deref());
         self.planned_host = Some(json!({
@@ -55,7 +55,7 @@ impl Canary {
                 && k != "PATCHDIFF_EVIDENCE_WIRE_LOG"
                 && k != "PATCHDIFF_NODE_BINARY"
         });
-        let node = super::resolved_node_binary();
+        let node = super::resolved_node_binary(&self.options.settings);
         let extra = client::host_env(
             &self.database_path(),
             &self.run.perf_events(HOST_OBSERVED),
@@ -104,7 +104,7 @@ impl Canary {
                     "agent {name}: no model: give model=… or run `record model=…` first"
                 )
             })?;
-        let binary = host::resolve_binary(host)?;
+        let binary = host::resolve_binary(host, &self.options.settings)?;
         // C3 for what the console can check before the host exists: fresh targets.
         self.check_targets_fresh().await?;
         let version = host::host_version(&binary).await;

@@ -72,6 +72,9 @@ pub struct CanaryOptions {
     pub runs_root: PathBuf,
     /// `PATCHDIFF_DATABASE_URL` to use instead of the per-run database.
     pub database_url: Option<String>,
+    /// The console's resolved configuration (P1): what its children are given, the Node binary
+    /// and host CLIs it resolves.
+    pub settings: crate::config::Settings,
 }
 
 /// A live canary run.
@@ -324,20 +327,7 @@ impl Canary {
         // environment, with its config file already applied), nothing else: the operator-level
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
-        for var in [
-            "PATCHDIFF_NODE_BINARY",
-            "PATCHDIFF_WAYMARK_DIR",
-            "PATCHDIFF_WAYMARK_WORKERS",
-            "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS",
-            "PATCHDIFF_WAYMARK_WORK_ROOT",
-            "PATCHDIFF_PERF_MEMORY",
-            "PATCHDIFF_STATE_DIR",
-            "PATCHDIFF_DATA_DIR",
-        ] {
-            if let Ok(v) = std::env::var(var) {
-                env.push((var.into(), v));
-            }
-        }
+        env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
         env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
         LaunchSpec {
             kind,
@@ -467,12 +457,12 @@ impl Canary {
                 "observed_process": record::redacted_env(observed.env.iter().cloned()),
                 // E1: the complete run record (resolved per process; software versions).
                 "processes": {
-                    "observed": record::process_record(&observed.env),
-                    "full": record::process_record(&full.env),
+                    "observed": record::process_record(&observed.env, &self.options.settings),
+                    "full": record::process_record(&full.env, &self.options.settings),
                 },
-                "node": record::node_record(&observed.env),
+                "node": record::node_record(&observed.env, &self.options.settings),
                 "waymark_packages": record::waymark_packages(
-                    &crate::waymark::WaymarkConfig::default_script_dir()
+                    &crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
                 ),
                 "console": record::console_record(),
                 "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
@@ -891,7 +881,7 @@ impl Canary {
 
     /// The agent-host configuration for the observed process (SPEC C4, issue 5).
     pub fn host_config(&self, host: Option<Host>) -> String {
-        let node = resolved_node_binary();
+        let node = resolved_node_binary(&self.options.settings);
         let mut env = client::host_env(
             &self.database_path(),
             &self.run.perf_events("host-observed"),
@@ -921,13 +911,30 @@ pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
 
 /// The Node binary an agent host's observed process should run (P1: resolved once, here, so
 /// the host's `PATH` does not decide), or `None` when none resolves.
-fn resolved_node_binary() -> Option<PathBuf> {
+fn resolved_node_binary(settings: &crate::config::Settings) -> Option<PathBuf> {
+    use crate::config::Key;
     crate::waymark::config::resolve_node_binary(
-        std::env::var_os("PATCHDIFF_NODE_BINARY").as_deref(),
-        std::env::var_os("PATH").as_deref(),
+        settings.get(Key::NodeBinary),
+        settings.get(Key::SearchPath),
     )
     .ok()
 }
+
+/// P1/P3: the operator-level settings a console's `patchdiff mcp` children honour, forwarded
+/// from the console's resolved [`crate::config::Settings`] (environment and config file).
+const FORWARDED_TO_CHILDREN: [crate::config::Key; 8] = {
+    use crate::config::Key;
+    [
+        Key::NodeBinary,
+        Key::WaymarkDir,
+        Key::WaymarkWorkers,
+        Key::WaymarkActiveTimeoutMs,
+        Key::WaymarkWorkRoot,
+        Key::PerfMemory,
+        Key::StateDir,
+        Key::DataDir,
+    ]
+};
 
 /// Renders the host configuration for one host, or all three.
 pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)]) -> String {
@@ -1017,13 +1024,17 @@ pub fn worker_readiness(perf_events: &str, pid: u32) -> WorkerReadiness {
         .filter_map(|l| serde_json::from_str::<PerfEvent>(l).ok())
         .filter(|ev| ev.pid == pid)
     {
-        state = match ev.name.as_str() {
-            "worker_launch" => WorkerReadiness::Starting,
-            "worker_ready" => WorkerReadiness::Ready {
+        use crate::telemetry::{EventKind, attr};
+        state = match EventKind::parse(&ev.name) {
+            Some(EventKind::WorkerLaunch) => WorkerReadiness::Starting,
+            Some(EventKind::WorkerReady) => WorkerReadiness::Ready {
                 readiness_ms: ev.duration_ms.round() as u64,
             },
-            "worker_retired" => WorkerReadiness::Retired {
-                reason: ev.attrs["reason"].as_str().unwrap_or("unknown").to_owned(),
+            Some(EventKind::WorkerRetired) => WorkerReadiness::Retired {
+                reason: ev.attrs[attr::REASON]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
             },
             _ => continue,
         };

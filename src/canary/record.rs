@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
+use crate::config::Settings;
 use crate::waymark::WaymarkConfig;
 
 /// A process environment as the manifest shows it: `PATCHDIFF_DATABASE_URL` without its
@@ -28,7 +29,7 @@ pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap
 /// Resolved configuration of one process from the environment the canary gives it: profile,
 /// Waymark mode, limits, database, perf and evidence paths, or the configuration error the
 /// process itself would refuse to start with (P2).
-pub fn process_record(env: &[(String, String)]) -> Value {
+pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
     let vars: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     // Issue 15: the store's backend, and its URL never with a password.
     let database_url = vars
@@ -45,10 +46,10 @@ pub fn process_record(env: &[(String, String)]) -> Value {
     let lookup = |name: &str| -> Option<std::ffi::OsString> {
         vars.get(name)
             .map(|v| (*v).into())
-            .or_else(|| std::env::var_os(name))
+            .or_else(|| settings.lookup(name))
     };
     let waymark = WaymarkConfig::from_lookup(
-        WaymarkConfig::default_script_dir(),
+        WaymarkConfig::default_script_dir(settings),
         std::env::temp_dir(),
         lookup,
     );
@@ -76,15 +77,15 @@ pub fn process_record(env: &[(String, String)]) -> Value {
 
 /// The Node binary a process would run (resolved as the worker resolves it) and what its
 /// `--version` prints.
-pub fn node_record(env: &[(String, String)]) -> Value {
+pub fn node_record(env: &[(String, String)], settings: &Settings) -> Value {
     let vars: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let lookup = |name: &str| -> Option<std::ffi::OsString> {
         vars.get(name)
             .map(|v| (*v).into())
-            .or_else(|| std::env::var_os(name))
+            .or_else(|| settings.lookup(name))
     };
     match WaymarkConfig::from_lookup(
-        WaymarkConfig::default_script_dir(),
+        WaymarkConfig::default_script_dir(settings),
         std::env::temp_dir(),
         lookup,
     ) {
@@ -161,7 +162,9 @@ mod tests {
 
     #[test]
     fn lockfile_versions_include_the_engine_and_every_grammar() {
-        let record = waymark_packages(&WaymarkConfig::default_script_dir());
+        let record = waymark_packages(&WaymarkConfig::default_script_dir(&Settings::from_lookup(
+            |_| None,
+        )));
         let packages = record["packages"].as_object().unwrap();
         assert_eq!(
             packages["node_modules/web-tree-sitter"]["version"],

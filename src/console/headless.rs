@@ -41,7 +41,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     };
     // U5: refuse an invalid script whole, before anything runs: plans must load and refer only to
     // earlier steps, and `record` must precede `init` (the manifest is written once, E2).
-    if let Err(e) = check_script(&commands) {
+    if let Err(e) = check_script(&commands, &options.settings) {
         eprintln!("patchdiff: {}", located(script, &e));
         return EXIT_USAGE;
     }
@@ -234,7 +234,10 @@ async fn interrupted(sigint: &mut Signal, sigterm: &mut Signal) -> (&'static str
 }
 
 /// Static checks of a parsed script (see [`run_script`]); errors name the line.
-fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
+fn check_script(
+    commands: &[(usize, Command)],
+    settings: &crate::config::Settings,
+) -> Result<(), String> {
     let mut init_line = None;
     for (line, command) in commands {
         match command {
@@ -246,7 +249,7 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
             }
             Command::AgentHost { host, model, .. } => {
                 // A1: the binary must resolve and the model be known before anything runs.
-                crate::canary::host::resolve_binary(*host)
+                crate::canary::host::resolve_binary(*host, settings)
                     .map_err(|e| format!("line {line}: {e}"))?;
                 let recorded = commands.iter().any(|(l, c)| {
                     *l < *line && matches!(c, Command::Record { model: Some(_), .. })

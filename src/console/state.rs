@@ -9,25 +9,29 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::ring::Ring;
+use crate::telemetry::{EventKind, attr};
 use crate::telemetry::{Outcome, PerfEvent};
+use crate::waymark::WaymarkLimits;
+use crate::waymark::config::DEFAULT_ACTIVE_TIMEOUT;
+use crate::waymark::error::WorkerErrorCode;
 
 /// W5: one active request.
 pub const QUEUE_ACTIVE_MAX: u64 = 1;
-/// W5: at most eight waiting requests.
-pub const QUEUE_WAITING_MAX: u64 = 8;
-/// W9: the worker's sampled RSS limit, 1 GiB (bytes).
-pub const RSS_LIMIT_BYTES: u64 = 1 << 30;
-/// W9: Node's old-space cap, `--max-old-space-size=768` (bytes).
-pub const OLD_SPACE_BYTES: u64 = 768 << 20;
-/// W10: at most three launches in any rolling minute.
-pub const MAX_LAUNCHES_PER_MINUTE: usize = 3;
-/// W10: the rolling window for launches (ms).
-pub const LAUNCH_WINDOW_MS: f64 = 60_000.0;
-/// W10: a generation retires after 60 minutes (ms).
-pub const GENERATION_MAX_AGE_MS: f64 = 3_600_000.0;
-/// W7: a lock holder waits at most 250 ms for admission (ms); admissions with this ceiling
-/// or below are the lock holder's, not the ordinary W6 admission.
-pub const LOCK_HOLDER_ADMISSION_MS: f64 = 250.0;
+/// W5: at most eight waiting requests, from [`WaymarkLimits::SPEC`].
+pub const QUEUE_WAITING_MAX: u64 = WaymarkLimits::SPEC.max_waiting as u64;
+/// W9: the worker's sampled RSS limit, 1 GiB (bytes), from [`WaymarkLimits::SPEC`].
+pub const RSS_LIMIT_BYTES: u64 = WaymarkLimits::SPEC.rss_limit_bytes;
+/// W9: Node's old-space cap, `--max-old-space-size=768` (bytes), from [`WaymarkLimits::SPEC`].
+pub const OLD_SPACE_BYTES: u64 = (WaymarkLimits::SPEC.max_old_space_mib as u64) << 20;
+/// W10: at most three launches in any rolling minute, from [`WaymarkLimits::SPEC`].
+pub const MAX_LAUNCHES_PER_MINUTE: usize = WaymarkLimits::SPEC.max_launches;
+/// W10: the rolling window for launches (ms), from [`WaymarkLimits::SPEC`].
+pub const LAUNCH_WINDOW_MS: f64 = WaymarkLimits::SPEC.launch_window.as_millis() as f64;
+/// W10: a generation retires after 60 minutes (ms), from [`WaymarkLimits::SPEC`].
+pub const GENERATION_MAX_AGE_MS: f64 = WaymarkLimits::SPEC.max_age.as_millis() as f64;
+/// W7: a lock holder waits at most 250 ms for admission (ms), from [`WaymarkLimits::SPEC`];
+/// admissions with this ceiling or below are the lock holder's, not the ordinary W6 admission.
+pub const LOCK_HOLDER_ADMISSION_MS: f64 = WaymarkLimits::SPEC.lock_wait.as_millis() as f64;
 /// Fraction of a ceiling past which a figure is shown as `high` (yellow).
 pub const HIGH_FRACTION: f64 = 0.75;
 
@@ -122,22 +126,27 @@ impl Phase {
     }
 
     /// The perf event that reports the phase (T5).
-    pub fn event_name(self) -> &'static str {
+    pub fn event(self) -> EventKind {
         match self {
-            Phase::Admission => "phase_admission",
-            Phase::Readiness => "phase_readiness",
-            Phase::Active => "phase_active",
-            Phase::Outer => "phase_outer",
+            Phase::Admission => EventKind::PhaseAdmission,
+            Phase::Readiness => EventKind::PhaseReadiness,
+            Phase::Active => EventKind::PhaseActive,
+            Phase::Outer => EventKind::PhaseOuter,
         }
+    }
+
+    /// The name of [`Phase::event`] on the wire.
+    pub fn event_name(self) -> &'static str {
+        self.event().as_str()
     }
 
     /// W6 default ceiling (ms); events carry the configured one in `attrs.ceiling_ms`.
     pub fn default_ceiling_ms(self) -> f64 {
         match self {
-            Phase::Admission => 2_000.0,
-            Phase::Readiness => 7_000.0,
-            Phase::Active => 15_000.0,
-            Phase::Outer => 28_000.0,
+            Phase::Admission => ms_f64(WaymarkLimits::SPEC.admission),
+            Phase::Readiness => ms_f64(WaymarkLimits::SPEC.readiness),
+            Phase::Active => ms_f64(DEFAULT_ACTIVE_TIMEOUT),
+            Phase::Outer => ms_f64(DEFAULT_ACTIVE_TIMEOUT + WaymarkLimits::SPEC.outer_extra),
         }
     }
 
@@ -146,8 +155,14 @@ impl Phase {
     }
 
     fn from_event(name: &str) -> Option<Self> {
-        Phase::ALL.into_iter().find(|p| p.event_name() == name)
+        let kind = EventKind::parse(name)?;
+        Phase::ALL.into_iter().find(|p| p.event() == kind)
     }
+}
+
+/// A duration in ms as the console's `f64` figures hold it.
+fn ms_f64(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
 }
 
 /// One phase's timer: the last completed duration and, when a phase is under way, since when.
@@ -295,11 +310,13 @@ pub enum Unit {
 impl Unit {
     /// The gauge an event carries, with its value, if it is one.
     pub fn gauge_of(ev: &PerfEvent) -> Option<(Unit, f64)> {
-        match ev.name.as_str() {
-            "worker_rss" => attr_u64(&ev.attrs, "rss_bytes").map(|b| (Unit::Bytes, b as f64)),
-            "worker_queue_depth" => {
-                let active = attr_u64(&ev.attrs, "active").unwrap_or(0);
-                let waiting = attr_u64(&ev.attrs, "waiting").unwrap_or(0);
+        match EventKind::parse(&ev.name) {
+            Some(EventKind::WorkerRss) => {
+                attr_u64(&ev.attrs, attr::RSS_BYTES).map(|b| (Unit::Bytes, b as f64))
+            }
+            Some(EventKind::WorkerQueueDepth) => {
+                let active = attr_u64(&ev.attrs, attr::ACTIVE).unwrap_or(0);
+                let waiting = attr_u64(&ev.attrs, attr::WAITING).unwrap_or(0);
                 Some((Unit::Count, (active + waiting) as f64))
             }
             _ => None,
@@ -514,10 +531,10 @@ impl Monitor {
             Some((unit, value)) => self.record_stats(source, &ev.name, value, ok, unit),
             None => self.record_stats(source, &ev.name, ev.duration_ms, ok, Unit::Ms),
         }
-        match ev.name.as_str() {
-            "worker_queue_depth" => {
-                let active = attr_u64(&ev.attrs, "active").unwrap_or(0);
-                let waiting = attr_u64(&ev.attrs, "waiting").unwrap_or(0);
+        match EventKind::parse(&ev.name) {
+            Some(EventKind::WorkerQueueDepth) => {
+                let active = attr_u64(&ev.attrs, attr::ACTIVE).unwrap_or(0);
+                let waiting = attr_u64(&ev.attrs, attr::WAITING).unwrap_or(0);
                 if active > 0 && self.queue_active == 0 {
                     self.phase_mut(Phase::Active).running_since_ms = Some(ts);
                     self.phase_mut(Phase::Outer).running_since_ms = Some(ts);
@@ -535,15 +552,15 @@ impl Monitor {
                 self.queue_peak_waiting = self.queue_peak_waiting.max(waiting);
                 self.queue_depths.push(waiting);
             }
-            "worker_launch" => {
+            Some(EventKind::WorkerLaunch) => {
                 self.worker_source = Some(source.to_owned());
                 self.launches.push(ts);
                 self.worker = WorkerView {
-                    generation: id_u64(&ev.ids, "generation"),
-                    pid: attr_u64(&ev.attrs, "pid"),
+                    generation: id_u64(&ev.ids, attr::GENERATION),
+                    pid: attr_u64(&ev.attrs, attr::PID),
                     mode: ev
                         .attrs
-                        .get("mode")
+                        .get(attr::MODE)
                         .and_then(Value::as_str)
                         .map(str::to_owned),
                     launched_ms: Some(ts),
@@ -552,22 +569,22 @@ impl Monitor {
                 };
                 self.phase_mut(Phase::Readiness).running_since_ms = Some(ts);
             }
-            "worker_ready" => {
-                let generation = id_u64(&ev.ids, "generation");
+            Some(EventKind::WorkerReady) => {
+                let generation = id_u64(&ev.ids, attr::GENERATION);
                 if generation.is_none() || generation == self.worker.generation {
                     self.worker.state = WorkerState::Ready;
                     self.worker.ready_after_ms = Some(ev.duration_ms);
                     if self.worker.pid.is_none() {
-                        self.worker.pid = attr_u64(&ev.attrs, "pid");
+                        self.worker.pid = attr_u64(&ev.attrs, attr::PID);
                     }
                 }
                 self.phase_mut(Phase::Readiness).running_since_ms = None;
             }
-            "worker_retired" => {
-                let generation = id_u64(&ev.ids, "generation");
+            Some(EventKind::WorkerRetired) => {
+                let generation = id_u64(&ev.ids, attr::GENERATION);
                 let reason = ev
                     .attrs
-                    .get("reason")
+                    .get(attr::REASON)
                     .and_then(Value::as_str)
                     .unwrap_or("unknown")
                     .to_owned();
@@ -576,7 +593,7 @@ impl Monitor {
                     pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
                     generation,
                     reason: reason.clone(),
-                    requests: attr_u64(&ev.attrs, "requests"),
+                    requests: attr_u64(&ev.attrs, attr::REQUESTS),
                     expected: ok,
                 });
                 if generation.is_none() || generation == self.worker.generation {
@@ -587,21 +604,25 @@ impl Monitor {
                     self.phase_mut(Phase::Outer).running_since_ms = None;
                 }
             }
-            "worker_rss" => {
-                if let Some(limit) = attr_u64(&ev.attrs, "limit_bytes").filter(|&l| l > 0) {
+            Some(EventKind::WorkerRss) => {
+                if let Some(limit) = attr_u64(&ev.attrs, attr::LIMIT_BYTES).filter(|&l| l > 0) {
                     self.rss_limit = limit;
                 }
-                if let Some(bytes) = attr_u64(&ev.attrs, "rss_bytes") {
+                if let Some(bytes) = attr_u64(&ev.attrs, attr::RSS_BYTES) {
                     self.push_rss(ts, bytes);
                 }
             }
-            "discovery_total" => match ev.attrs.get("code").and_then(Value::as_str) {
-                Some("WAYMARK_WORKER_QUEUE_FULL") => self.queue_full += 1,
-                Some("WAYMARK_WORKER_QUEUE_EXPIRED") => self.queue_expired += 1,
-                _ => {}
-            },
-            name => {
-                if let Some(phase) = Phase::from_event(name) {
+            Some(EventKind::DiscoveryTotal) => {
+                match ev.attrs.get(attr::CODE).and_then(Value::as_str) {
+                    Some(c) if c == WorkerErrorCode::QueueFull.as_str() => self.queue_full += 1,
+                    Some(c) if c == WorkerErrorCode::QueueExpired.as_str() => {
+                        self.queue_expired += 1
+                    }
+                    _ => {}
+                }
+            }
+            _ => {
+                if let Some(phase) = Phase::from_event(&ev.name) {
                     self.record_phase(phase, ev, end);
                 }
             }
@@ -730,7 +751,7 @@ impl Monitor {
         let ok = ev.outcome == Outcome::Ok;
         let ceiling = ev
             .attrs
-            .get("ceiling_ms")
+            .get(attr::CEILING_MS)
             .and_then(Value::as_f64)
             .filter(|c| c.is_finite() && *c > 0.0);
         let t = self.phase_mut(phase);
@@ -808,6 +829,17 @@ fn detail_of(ev: &PerfEvent) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn console_limits_are_the_spec_figures_from_waymark_limits() {
+        // W5, W9, W10 written as the spec states them.
+        assert_eq!(super::QUEUE_WAITING_MAX, 8);
+        assert_eq!(super::RSS_LIMIT_BYTES, 1_073_741_824);
+        assert_eq!(super::OLD_SPACE_BYTES, 768 * 1_048_576);
+        assert_eq!(super::MAX_LAUNCHES_PER_MINUTE, 3);
+        assert_eq!(super::LAUNCH_WINDOW_MS, 60_000.0);
+        assert_eq!(super::GENERATION_MAX_AGE_MS, 3_600_000.0);
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -13,7 +13,7 @@ pub mod position;
 pub mod types;
 
 pub use ot::{Conflict, EditShape, TextEdit, apply_edits, map_scope, transform_range};
-pub use plan::{ObservationRecord, Plan, PlanInput, Rejection, plan_submission};
+pub use plan::{ObservationRecord, Plan, PlanInput, Rejection, RejectionCode, plan_submission};
 pub use position::{
     Position, byte_to_utf16, find_all, line_count, line_range_to_bytes, position_of, utf16_len,
     utf16_to_byte,
@@ -39,31 +39,67 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(Sha256::digest(bytes.as_ref()))
 }
 
-/// A kernel error with a stable code (`OUT_OF_RANGE`, `NOT_CHAR_BOUNDARY`,
-/// `OVERLAPPING_OPERATIONS`, `INVALID_INPUT`, `TOO_MANY_OPERATIONS`, `SUBMISSION_TOO_LARGE`)
-/// and a message saying how to recover.
+/// The stable code of a [`KernelError`]; spelled as text only by [`KernelCode::as_str`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelCode {
+    /// A byte offset, line or range outside the content (K1).
+    OutOfRange,
+    /// A byte offset inside a UTF-8 character (K1).
+    NotCharBoundary,
+    /// Edits of one step overlap.
+    OverlappingOperations,
+    /// Other malformed input (empty operations or `old_text`, bad names).
+    InvalidInput,
+    /// More than [`MAX_OPERATIONS`] operations (K8).
+    TooManyOperations,
+    /// Operations carry more than [`MAX_SUBMISSION_TEXT_BYTES`] of text (K8).
+    SubmissionTooLarge,
+}
+
+impl KernelCode {
+    /// `OUT_OF_RANGE`, `NOT_CHAR_BOUNDARY`, `OVERLAPPING_OPERATIONS`, `INVALID_INPUT`,
+    /// `TOO_MANY_OPERATIONS`, `SUBMISSION_TOO_LARGE`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::OutOfRange => "OUT_OF_RANGE",
+            Self::NotCharBoundary => "NOT_CHAR_BOUNDARY",
+            Self::OverlappingOperations => "OVERLAPPING_OPERATIONS",
+            Self::InvalidInput => "INVALID_INPUT",
+            Self::TooManyOperations => "TOO_MANY_OPERATIONS",
+            Self::SubmissionTooLarge => "SUBMISSION_TOO_LARGE",
+        }
+    }
+}
+
+impl std::fmt::Display for KernelCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A kernel error with a stable [`KernelCode`] and a message saying how to recover.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct KernelError {
-    pub code: &'static str,
+    pub code: KernelCode,
     pub message: String,
 }
 
 impl KernelError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: KernelCode, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
         }
     }
     pub fn out_of_range(message: impl Into<String>) -> Self {
-        Self::new("OUT_OF_RANGE", message)
+        Self::new(KernelCode::OutOfRange, message)
     }
     pub fn not_char_boundary(message: impl Into<String>) -> Self {
-        Self::new("NOT_CHAR_BOUNDARY", message)
+        Self::new(KernelCode::NotCharBoundary, message)
     }
     pub fn invalid_input(message: impl Into<String>) -> Self {
-        Self::new("INVALID_INPUT", message)
+        Self::new(KernelCode::InvalidInput, message)
     }
 }
 
@@ -86,7 +122,7 @@ pub fn validate_submission(s: &Submission) -> Result<(), KernelError> {
     }
     if s.operations.len() > MAX_OPERATIONS {
         return Err(KernelError::new(
-            "TOO_MANY_OPERATIONS",
+            KernelCode::TooManyOperations,
             format!(
                 "{} operations exceed the limit of {MAX_OPERATIONS} per submission; split them into several submissions",
                 s.operations.len()
@@ -105,7 +141,7 @@ pub fn validate_submission(s: &Submission) -> Result<(), KernelError> {
     }
     if total > MAX_SUBMISSION_TEXT_BYTES {
         return Err(KernelError::new(
-            "SUBMISSION_TOO_LARGE",
+            KernelCode::SubmissionTooLarge,
             format!(
                 "operations carry {total} bytes of text, over the limit of {MAX_SUBMISSION_TEXT_BYTES}; split the change into several submissions"
             ),

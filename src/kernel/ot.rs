@@ -148,7 +148,7 @@ pub fn apply_edits(content: &str, edits: &[TextEdit]) -> Result<String, KernelEr
         if i > 0 && (e.start < last_end || prev_was_insert_at == Some(e.start) && e.start == e.end)
         {
             return Err(KernelError::new(
-                "OVERLAPPING_OPERATIONS",
+                super::KernelCode::OverlappingOperations,
                 format!(
                     "edit at bytes {}..{} overlaps another edit of the same step",
                     e.start, e.end
@@ -218,7 +218,7 @@ mod tests {
             },
         ];
         assert_eq!(
-            apply_edits("abcd", &edits).unwrap_err().code,
+            apply_edits("abcd", &edits).unwrap_err().code.as_str(),
             "OVERLAPPING_OPERATIONS"
         );
     }

@@ -51,10 +51,69 @@ pub struct PlanInput<'a> {
     pub observations: &'a HashMap<String, ObservationRecord>,
 }
 
+/// The stable code of a rejection reason (K2, K3, W8), as a receipt's `reason_codes` spell it
+/// (serde writes [`RejectionCode::as_str`]; a receipt's bytes are unchanged by the type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RejectionCode {
+    /// `expected_sha256` does not match the base revision's content.
+    #[serde(rename = "EXPECTED_SHA256_MISMATCH")]
+    ExpectedSha256Mismatch,
+    /// K2: strict observation mode and the operation names no observation.
+    ObservationRequired,
+    /// The observation was made after the submission's base revision.
+    ObservationNewerThanBase,
+    /// K2: the observed scope changed since it was observed (or no longer maps).
+    ObservationStale,
+    /// `old_text` does not occur in the scope.
+    OldTextNotFound,
+    /// `old_text` occurs more than once in the scope.
+    OldTextAmbiguous,
+    /// Two operations of the submission overlap.
+    OverlappingOperations,
+    /// K3: an intervening revision changed the operation's text.
+    EditConflict,
+    /// The edit would grow the target over [`MAX_CONTENT_BYTES`].
+    ContentTooLarge,
+    /// W8: the edited content no longer passes discovery (a new domain failure).
+    ValidationFailed,
+}
+
+impl RejectionCode {
+    /// The wire spelling, e.g. `OLD_TEXT_NOT_FOUND`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::ExpectedSha256Mismatch => "EXPECTED_SHA256_MISMATCH",
+            Self::ObservationRequired => "OBSERVATION_REQUIRED",
+            Self::ObservationNewerThanBase => "OBSERVATION_NEWER_THAN_BASE",
+            Self::ObservationStale => "OBSERVATION_STALE",
+            Self::OldTextNotFound => "OLD_TEXT_NOT_FOUND",
+            Self::OldTextAmbiguous => "OLD_TEXT_AMBIGUOUS",
+            Self::OverlappingOperations => "OVERLAPPING_OPERATIONS",
+            Self::EditConflict => "EDIT_CONFLICT",
+            Self::ContentTooLarge => "CONTENT_TOO_LARGE",
+            Self::ValidationFailed => "VALIDATION_FAILED",
+        }
+    }
+}
+
+impl std::fmt::Display for RejectionCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Tests and callers holding a receipt compare its codes with the spec's spelling.
+impl PartialEq<&str> for RejectionCode {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// One reason for rejecting (stable `code`, agent-readable `message`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    pub code: &'static str,
+    pub code: RejectionCode,
     pub message: String,
 }
 
@@ -85,159 +144,206 @@ fn op_name(i: usize) -> String {
 }
 
 /// Decides a submission. Pure: the caller persists the outcome.
+///
+/// Every operation is located first (all reasons are collected, so one reply names every
+/// problem), then the located ranges are checked against each other, carried over the
+/// intervening steps (K3) and applied.
 pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
-    let sub = input.submission;
-    let base = sub.base_revision;
-    let current = input.current_revision;
-    let mut reasons: Vec<Rejection> = Vec::new();
-
-    if let Some(expected) = &sub.expected_sha256 {
-        let actual = sha256_hex(input.base_content);
-        if !expected.eq_ignore_ascii_case(&actual) {
-            reasons.push(Rejection {
-                code: "EXPECTED_SHA256_MISMATCH",
-                message: format!(
-                    "expected_sha256 {} does not match the content of base_revision {base} ({actual}); read the target again and resubmit against its revision and sha256",
-                    snippet(expected, 64)
-                ),
-            });
-        }
-    }
-
+    let mut reasons: Vec<Rejection> = check_expected_sha256(input).into_iter().collect();
     // Base-coordinate ranges of operations that located their old_text.
     let mut located: Vec<(usize, usize, usize)> = Vec::new(); // (op index, start, end)
-    for (i, op) in sub.operations.iter().enumerate() {
-        let obs = op
-            .observation_id
-            .as_ref()
-            .and_then(|id| input.observations.get(id));
-        if input.strict && obs.is_none() {
-            reasons.push(Rejection {
-                code: "OBSERVATION_REQUIRED",
+    for i in 0..input.submission.operations.len() {
+        match locate_operation(input, i) {
+            Ok((start, end)) => located.push((i, start, end)),
+            Err(r) => reasons.push(r),
+        }
+    }
+    reasons.extend(overlaps(&located));
+    let (edits, corrections) = carry_over(input, &located, &mut reasons);
+    if !reasons.is_empty() {
+        return Plan::Reject { reasons };
+    }
+    apply_plan(input, edits, corrections)
+}
+
+/// `expected_sha256`, when given, must match the base revision's content.
+fn check_expected_sha256(input: &PlanInput<'_>) -> Option<Rejection> {
+    let expected = input.submission.expected_sha256.as_ref()?;
+    let actual = sha256_hex(input.base_content);
+    (!expected.eq_ignore_ascii_case(&actual)).then(|| Rejection {
+        code: RejectionCode::ExpectedSha256Mismatch,
+        message: format!(
+            "expected_sha256 {} does not match the content of base_revision {} ({actual}); read the target again and resubmit against its revision and sha256",
+            snippet(expected, 64),
+            input.submission.base_revision
+        ),
+    })
+}
+
+/// Operation `i`'s `old_text` located exactly once in its scope at the base revision, as a
+/// base-coordinate byte range (K2).
+fn locate_operation(input: &PlanInput<'_>, i: usize) -> Result<(usize, usize), Rejection> {
+    let op = &input.submission.operations[i];
+    let base = input.submission.base_revision;
+    let obs = op
+        .observation_id
+        .as_ref()
+        .and_then(|id| input.observations.get(id));
+    let (scope_start, scope_end, label) = operation_scope(input, i, obs)?;
+    let Some(scope_text) = input.base_content.get(scope_start..scope_end) else {
+        return Err(Rejection {
+            code: RejectionCode::ObservationStale,
+            message: format!(
+                "{}: the scope {label} no longer maps onto base_revision {base}; observe it again",
+                op_name(i)
+            ),
+        });
+    };
+    let hits = find_all(scope_text, &op.old_text);
+    match hits.len() {
+        1 => {
+            let start = scope_start + hits[0];
+            Ok((start, start + op.old_text.len()))
+        }
+        0 => Err(Rejection {
+            code: RejectionCode::OldTextNotFound,
+            message: format!(
+                "{}: old_text {:?} does not occur in scope {label} at revision {base}; read the scope again and copy the exact text (whitespace included)",
+                op_name(i),
+                snippet(&op.old_text, 60)
+            ),
+        }),
+        n => Err(Rejection {
+            code: RejectionCode::OldTextAmbiguous,
+            message: format!(
+                "{}: old_text occurs {n} times in scope {label}; include more context so it occurs exactly once",
+                op_name(i)
+            ),
+        }),
+    }
+}
+
+/// The scope operation `i` searches at the base revision: the whole target, or its
+/// observation's range carried forward to the base (start, end, label for messages).
+fn operation_scope(
+    input: &PlanInput<'_>,
+    i: usize,
+    obs: Option<&ObservationRecord>,
+) -> Result<(usize, usize, String), Rejection> {
+    let base = input.submission.base_revision;
+    let Some(o) = obs else {
+        if input.strict {
+            return Err(Rejection {
+                code: RejectionCode::ObservationRequired,
                 message: format!(
                     "{}: strict observation mode requires an observation_id; observe the scope that contains old_text first",
                     op_name(i)
                 ),
             });
-            continue;
         }
-        let (scope_start, scope_end, label) = match obs {
-            None => (
-                0,
-                input.base_content.len(),
-                format!("target {}", input.target),
+        return Ok((
+            0,
+            input.base_content.len(),
+            format!("target {}", input.target),
+        ));
+    };
+    if o.revision > base {
+        return Err(Rejection {
+            code: RejectionCode::ObservationNewerThanBase,
+            message: format!(
+                "{}: observation {} was made at revision {} but base_revision is {base}; submit against the revision you observed (or later)",
+                op_name(i),
+                o.observation_id,
+                o.revision
             ),
-            Some(o) => {
-                if o.revision > base {
-                    reasons.push(Rejection {
-                        code: "OBSERVATION_NEWER_THAN_BASE",
-                        message: format!(
-                            "{}: observation {} was made at revision {} but base_revision is {base}; submit against the revision you observed (or later)",
-                            op_name(i),
-                            o.observation_id,
-                            o.revision
-                        ),
-                    });
-                    continue;
-                }
-                if input.strict {
-                    // K2: the observed scope must be unchanged at the current revision.
-                    let (mut s, mut e) = (o.scope.start_byte, o.scope.end_byte);
-                    let mut stale_at = None;
-                    for (k, step) in input.steps_between(o.revision, current).iter().enumerate() {
-                        let ((ns, ne), touched) = map_scope(s, e, step);
-                        if touched {
-                            stale_at = Some(o.revision + 1 + k as u64);
-                            break;
-                        }
-                        (s, e) = (ns, ne);
-                    }
-                    let unchanged = stale_at.is_none()
-                        && input
-                            .current_content
-                            .get(s..e)
-                            .is_some_and(|t| sha256_hex(t) == o.sha256);
-                    if !unchanged {
-                        let when = stale_at
-                            .map(|r| format!("changed at revision {r}"))
-                            .unwrap_or_else(|| "no longer matches".to_owned());
-                        reasons.push(Rejection {
-                            code: "OBSERVATION_STALE",
-                            message: format!(
-                                "{}: observation {} of {} (revision {}) is stale: the scope {when}; observe it again and resubmit",
-                                op_name(i),
-                                o.observation_id,
-                                o.label(),
-                                o.revision
-                            ),
-                        });
-                        continue;
-                    }
-                }
-                let (mut s, mut e) = (o.scope.start_byte, o.scope.end_byte);
-                for step in input.steps_between(o.revision, base) {
-                    ((s, e), _) = map_scope(s, e, step);
-                }
-                (s, e.min(input.base_content.len()), o.label())
-            }
-        };
-        let Some(scope_text) = input.base_content.get(scope_start..scope_end) else {
-            reasons.push(Rejection {
-                code: "OBSERVATION_STALE",
-                message: format!(
-                    "{}: the scope {label} no longer maps onto base_revision {base}; observe it again",
-                    op_name(i)
-                ),
-            });
-            continue;
-        };
-        let hits = find_all(scope_text, &op.old_text);
-        match hits.len() {
-            1 => {
-                let start = scope_start + hits[0];
-                located.push((i, start, start + op.old_text.len()));
-            }
-            0 => reasons.push(Rejection {
-                code: "OLD_TEXT_NOT_FOUND",
-                message: format!(
-                    "{}: old_text {:?} does not occur in scope {label} at revision {base}; read the scope again and copy the exact text (whitespace included)",
-                    op_name(i),
-                    snippet(&op.old_text, 60)
-                ),
-            }),
-            n => reasons.push(Rejection {
-                code: "OLD_TEXT_AMBIGUOUS",
-                message: format!(
-                    "{}: old_text occurs {n} times in scope {label}; include more context so it occurs exactly once",
-                    op_name(i)
-                ),
-            }),
-        }
+        });
     }
+    if input.strict {
+        check_unchanged(input, i, o)?;
+    }
+    let (mut s, mut e) = (o.scope.start_byte, o.scope.end_byte);
+    for step in input.steps_between(o.revision, base) {
+        ((s, e), _) = map_scope(s, e, step);
+    }
+    Ok((s, e.min(input.base_content.len()), o.label()))
+}
 
-    // Operations of one submission must not overlap each other (base coordinates).
-    let mut by_start = located.clone();
+/// K2 (strict mode): the observed scope must be unchanged at the current revision.
+fn check_unchanged(
+    input: &PlanInput<'_>,
+    i: usize,
+    o: &ObservationRecord,
+) -> Result<(), Rejection> {
+    let (mut s, mut e) = (o.scope.start_byte, o.scope.end_byte);
+    let mut stale_at = None;
+    for (k, step) in input
+        .steps_between(o.revision, input.current_revision)
+        .iter()
+        .enumerate()
+    {
+        let ((ns, ne), touched) = map_scope(s, e, step);
+        if touched {
+            stale_at = Some(o.revision + 1 + k as u64);
+            break;
+        }
+        (s, e) = (ns, ne);
+    }
+    let unchanged = stale_at.is_none()
+        && input
+            .current_content
+            .get(s..e)
+            .is_some_and(|t| sha256_hex(t) == o.sha256);
+    if unchanged {
+        return Ok(());
+    }
+    let when = stale_at
+        .map(|r| format!("changed at revision {r}"))
+        .unwrap_or_else(|| "no longer matches".to_owned());
+    Err(Rejection {
+        code: RejectionCode::ObservationStale,
+        message: format!(
+            "{}: observation {} of {} (revision {}) is stale: the scope {when}; observe it again and resubmit",
+            op_name(i),
+            o.observation_id,
+            o.label(),
+            o.revision
+        ),
+    })
+}
+
+/// Operations of one submission must not overlap each other (base coordinates).
+fn overlaps(located: &[(usize, usize, usize)]) -> Vec<Rejection> {
+    let mut by_start = located.to_vec();
     by_start.sort_by_key(|&(_, s, e)| (s, e));
-    for w in by_start.windows(2) {
-        let (a, _, a_end) = w[0];
-        let (b, b_start, _) = w[1];
-        if b_start < a_end {
-            let (x, y) = (a.min(b), a.max(b));
-            reasons.push(Rejection {
-                code: "OVERLAPPING_OPERATIONS",
+    by_start
+        .windows(2)
+        .filter(|w| w[1].1 < w[0].2)
+        .map(|w| {
+            let (a, b) = (w[0].0, w[1].0);
+            Rejection {
+                code: RejectionCode::OverlappingOperations,
                 message: format!(
                     "{} and {} overlap in the target; merge them into one operation",
-                    op_name(x),
-                    op_name(y)
+                    op_name(a.min(b)),
+                    op_name(a.max(b))
                 ),
-            });
-        }
-    }
+            }
+        })
+        .collect()
+}
 
-    // Carry each located range from the base over the intervening steps (K3).
+/// K3: carries each located range from the base over the intervening steps; a range an
+/// intervening step changed is an `EDIT_CONFLICT` (pushed onto `reasons`), a moved one a
+/// correction.
+fn carry_over(
+    input: &PlanInput<'_>,
+    located: &[(usize, usize, usize)],
+    reasons: &mut Vec<Rejection>,
+) -> (Vec<TextEdit>, Vec<Correction>) {
+    let (base, current) = (input.submission.base_revision, input.current_revision);
     let mut edits = Vec::with_capacity(located.len());
     let mut corrections = Vec::new();
-    for &(i, bs, be) in &located {
+    for &(i, bs, be) in located {
         let (mut s, mut e) = (bs, be);
         let mut conflict = None;
         for (k, step) in input.steps_between(base, current).iter().enumerate() {
@@ -251,7 +357,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         }
         if let Some((rev, c)) = conflict {
             reasons.push(Rejection {
-                code: "EDIT_CONFLICT",
+                code: RejectionCode::EditConflict,
                 message: format!(
                     "{}: its text (bytes {bs}..{be} at base_revision {base}) was changed by revision {rev} (bytes {}..{} of revision {}); read the target at revision {current} and resubmit",
                     op_name(i),
@@ -273,20 +379,23 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
                 applied_end_byte: e,
             });
         }
-        debug_assert_eq!(
-            input.current_content.get(s..e),
-            Some(sub.operations[i].old_text.as_str())
-        );
+        let op = &input.submission.operations[i];
+        debug_assert_eq!(input.current_content.get(s..e), Some(op.old_text.as_str()));
         edits.push(TextEdit {
             start: s,
             end: e,
-            new_text: sub.operations[i].new_text.clone(),
+            new_text: op.new_text.clone(),
         });
     }
+    (edits, corrections)
+}
 
-    if !reasons.is_empty() {
-        return Plan::Reject { reasons };
-    }
+/// Applies the carried-over edits to the current content, within [`MAX_CONTENT_BYTES`].
+fn apply_plan(
+    input: &PlanInput<'_>,
+    mut edits: Vec<TextEdit>,
+    corrections: Vec<Correction>,
+) -> Plan {
     edits.sort_by_key(|e| e.start);
     let grown: isize = edits
         .iter()
@@ -296,7 +405,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
     if new_len as usize > MAX_CONTENT_BYTES {
         return Plan::Reject {
             reasons: vec![Rejection {
-                code: "CONTENT_TOO_LARGE",
+                code: RejectionCode::ContentTooLarge,
                 message: format!(
                     "the edit would grow the target to {new_len} bytes, over the limit of {MAX_CONTENT_BYTES}"
                 ),
@@ -311,7 +420,7 @@ pub fn plan_submission(input: &PlanInput<'_>) -> Plan {
         },
         Err(e) => Plan::Reject {
             reasons: vec![Rejection {
-                code: "OVERLAPPING_OPERATIONS",
+                code: RejectionCode::OverlappingOperations,
                 message: e.message,
             }],
         },

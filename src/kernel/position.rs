@@ -183,8 +183,14 @@ mod tests {
 
     #[test]
     fn position_rejects_offsets_inside_characters_and_past_the_end() {
-        assert_eq!(position_of("界", 1).unwrap_err().code, "NOT_CHAR_BOUNDARY");
-        assert_eq!(position_of("ab", 3).unwrap_err().code, "OUT_OF_RANGE");
+        assert_eq!(
+            position_of("界", 1).unwrap_err().code.as_str(),
+            "NOT_CHAR_BOUNDARY"
+        );
+        assert_eq!(
+            position_of("ab", 3).unwrap_err().code.as_str(),
+            "OUT_OF_RANGE"
+        );
     }
 
     #[test]

@@ -147,7 +147,7 @@ pub struct Receipt {
     pub sha256: String,
     pub corrections: Vec<Correction>,
     pub reasons: Vec<String>,
-    pub reason_codes: Vec<String>,
+    pub reason_codes: Vec<super::plan::RejectionCode>,
     /// Accepted-but-noteworthy facts, e.g. that the edit introduced syntax errors the base did
     /// not have (a warning, not a rejection). Absent when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -7,10 +7,10 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Key, Settings};
 
 /// The variable naming the gate file (an absolute path the console creates to admit the agent).
-pub const GATE_VARIABLE: &str = "PATCHDIFF_AGENT_GATE";
+pub const GATE_VARIABLE: &str = Key::AgentGate.variable();
 
 /// How long a tool call waits for the console to admit the agent before it is refused: longer
 /// than the console's seal report wait (60 s) plus its readiness wait (10 s).
@@ -27,17 +27,18 @@ pub struct AdmissionGate {
 }
 
 impl AdmissionGate {
-    /// Reads [`GATE_VARIABLE`]: unset gives no gate; a relative path is refused (P2).
-    pub fn from_env() -> Result<Option<Self>, ConfigError> {
-        match std::env::var(GATE_VARIABLE) {
-            Err(_) => Ok(None),
-            Ok(p) if PathBuf::from(&p).is_absolute() => Ok(Some(Self {
+    /// Reads [`GATE_VARIABLE`] from the process's settings: unset gives no gate; a relative
+    /// path is refused (P2).
+    pub fn from_settings(settings: &Settings) -> Result<Option<Self>, ConfigError> {
+        match settings.text(Key::AgentGate)? {
+            None => Ok(None),
+            Some(p) if PathBuf::from(p).is_absolute() => Ok(Some(Self {
                 path: PathBuf::from(p),
                 open: AtomicBool::new(false),
             })),
-            Ok(p) => Err(ConfigError::new(
+            Some(p) => Err(ConfigError::new(
                 GATE_VARIABLE,
-                &p,
+                p,
                 "an absolute file path (the console creates it to admit the agent)",
             )),
         }

@@ -29,10 +29,10 @@ use crate::config::ConfigError;
 use crate::evidence::{Direction, SseTee, WireLog, log_wire_message};
 
 /// Environment variable naming the HTTP bind address (same as `--http`).
-pub const HTTP_VARIABLE: &str = "PATCHDIFF_MCP_HTTP";
+pub const HTTP_VARIABLE: &str = crate::config::Key::McpHttp.variable();
 /// Environment variable naming the absolute path the bearer token is written to, 0600 (same as
 /// `--token-file`).
-pub const TOKEN_FILE_VARIABLE: &str = "PATCHDIFF_MCP_HTTP_TOKEN_FILE";
+pub const TOKEN_FILE_VARIABLE: &str = crate::config::Key::McpHttpTokenFile.variable();
 /// The MCP endpoint path.
 pub const ENDPOINT: &str = "/mcp";
 

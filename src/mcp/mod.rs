@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use rmcp::ServiceExt;
 
-use crate::config::{self, ConfigError, Paths, Profile};
+use crate::config::{self, ConfigError, Key, Profile, Settings};
 use crate::evidence::{Direction, TeeReader, TeeWriter, WireLog};
 use crate::store::{EditStore, PostgresStore, SqliteStore};
 use crate::telemetry::Recorder;
@@ -39,25 +39,31 @@ pub struct McpOptions {
     /// `PATCHDIFF_MCP_HTTP` (or `--http`): serve Streamable HTTP on a loopback address instead
     /// of stdio (M1). `None`: stdio.
     pub http: Option<http::HttpOptions>,
+    /// The process's resolved settings, for what is built at serve time (the perf recorder,
+    /// the admission gate).
+    pub settings: Settings,
 }
 
 impl McpOptions {
-    /// Reads and validates every variable; the first invalid one is returned (P2).
-    pub fn from_env(paths: &Paths) -> Result<Self, ConfigError> {
-        let var = |name: &str| std::env::var(name).ok();
-        let profile = Profile::parse(var(Profile::VARIABLE).as_deref().unwrap_or("observed"))?;
-        let strict =
-            config::strict_observation_from(var("PATCHDIFF_STRICT_OBSERVATION_MODE").as_deref())?;
-        let url = crate::store::database_url_from_env();
-        let postgres_url = url.clone().filter(|u| crate::store::is_postgres_url(u));
+    /// Validates every setting `patchdiff mcp` uses from the process's resolved [`Settings`];
+    /// the first invalid one is returned (P2).
+    pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
+        let paths = &settings.paths;
+        let var = |key: Key| settings.text(key);
+        let profile = Profile::parse(var(Key::McpProfile)?.unwrap_or("observed"))?;
+        let strict = config::strict_observation_from(var(Key::StrictObservationMode)?)?;
+        let url = var(Key::DatabaseUrl)?;
+        let postgres_url = url
+            .filter(|u| crate::store::is_postgres_url(u))
+            .map(str::to_owned);
         let database = match url.filter(|_| postgres_url.is_none()) {
             Some(url) => {
-                let path = config::parse_database_url(&url)?;
+                let path = config::parse_database_url(url)?;
                 // An operator-chosen location must exist; only the default one is created (P4).
                 if !path.parent().is_some_and(Path::is_dir) {
                     return Err(ConfigError::new(
-                        "PATCHDIFF_DATABASE_URL",
-                        &url,
+                        Key::DatabaseUrl.variable(),
+                        url,
                         "a file in an existing directory (create the directory first)",
                     ));
                 }
@@ -68,31 +74,28 @@ impl McpOptions {
         // Validate worker settings for every profile (P2), but only keep them where used. The
         // workspace profile never starts the worker, so it needs no Node at all (M4, W13).
         let waymark = if profile.uses_worker() {
-            Some(
-                WaymarkConfig::from_env(WaymarkConfig::default_script_dir(), paths.worker_root())
-                    .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?,
-            )
+            Some(WaymarkConfig::from_settings(
+                settings,
+                WaymarkConfig::default_script_dir(settings),
+                paths.worker_root(),
+            )?)
         } else {
-            WaymarkConfig::validate_settings_from_env()
-                .map_err(|e| ConfigError::new(e.variable, &e.value, &e.accepted))?;
+            WaymarkConfig::validate_settings(settings)?;
             None
         };
-        let wire_log = match var("PATCHDIFF_EVIDENCE_WIRE_LOG") {
-            Some(p) if PathBuf::from(&p).is_absolute() => Some(PathBuf::from(p)),
+        let wire_log = match var(Key::EvidenceWireLog)? {
+            Some(p) if Path::new(p).is_absolute() => Some(PathBuf::from(p)),
             Some(p) => {
                 return Err(ConfigError::new(
-                    "PATCHDIFF_EVIDENCE_WIRE_LOG",
-                    &p,
+                    Key::EvidenceWireLog.variable(),
+                    p,
                     "an absolute file path",
                 ));
             }
             None => None,
         };
-        let http = match var(http::HTTP_VARIABLE) {
-            Some(bind) => Some(http::HttpOptions::parse(
-                &bind,
-                var(http::TOKEN_FILE_VARIABLE).as_deref(),
-            )?),
+        let http = match var(Key::McpHttp)? {
+            Some(bind) => Some(http::HttpOptions::parse(bind, var(Key::McpHttpTokenFile)?)?),
             None => None,
         };
         Ok(Self {
@@ -103,6 +106,7 @@ impl McpOptions {
             waymark,
             wire_log,
             http,
+            settings: settings.clone(),
         })
     }
 }
@@ -117,7 +121,7 @@ struct Served {
 /// the resident prewarm in the background, outside any target transaction; a failed prewarm is
 /// logged and does not stop request-key recovery.
 fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
-    let (recorder, telemetry) = Recorder::from_env();
+    let (recorder, telemetry) = Recorder::from_settings(&options.settings);
     // T3: telemetry stays off and transactions are unchanged, but the operator hears of it.
     if let Some(detail) = &telemetry.invalid_detail {
         eprintln!("patchdiff mcp: warning: {detail}");
@@ -165,7 +169,7 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         recorder,
         telemetry,
     )
-    .with_admission_gate(gate::AdmissionGate::from_env()?);
+    .with_admission_gate(gate::AdmissionGate::from_settings(&options.settings)?);
     Ok(Served { server, waymark })
 }
 

@@ -21,9 +21,11 @@ use super::params::*;
 use crate::config::Profile;
 use crate::kernel;
 use crate::store::{
-    EditStore, ObserveRange, OperationRequest, StoreBackend, StoreError, Submission, Validation,
+    EditStore, ErrorCode, ObserveRange, OperationRequest, StoreBackend, StoreError, Submission,
+    Validation,
 };
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
+use crate::waymark::error::WorkerErrorCode;
 use crate::waymark::{Discovery, DiscoveryError, Language, Scope, ScopeQuery, Waymark};
 
 /// Observation attempts when another writer keeps moving the revision (REVISION_MOVED).
@@ -89,17 +91,69 @@ fn remember_parse_status(known: &ParseStatus, key: (String, String), clean: bool
     }
 }
 
+/// The code of a domain failure (M5): the store's codes, the worker's (W8), and the ones
+/// this layer decides. The MCP boundary is the one place they become text ([`Self::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DomainCode {
+    /// A store error (`UNKNOWN_TARGET`, `OUT_OF_RANGE`, `REVISION_MOVED`, …).
+    Store(ErrorCode),
+    /// A worker error (`WAYMARK_WORKER_*`, W8).
+    Worker(WorkerErrorCode),
+    /// A task or serialization failure inside this process.
+    Internal,
+    /// The named scope does not exist at this revision.
+    UnknownScope,
+    /// Several scopes share the name; the agent picks one by `start_byte` or `lines`.
+    AmbiguousScope,
+    /// Arguments that are well-formed but do not fit together.
+    InvalidArguments,
+    /// M4/W13: structural scopes need the worker, which this profile never starts.
+    WorkerUnavailable,
+    /// K8: discovery does not parse this language.
+    UnsupportedLanguage,
+    /// W8: a domain result of discovery (parse failure, output cap, active timeout).
+    DiscoveryFailed,
+    /// `find_occurrences` with empty `text`.
+    EmptyText,
+    /// C1: the fixture file could not be read.
+    FixtureUnreadable,
+    /// `export` to a destination that is not absolute or not ours.
+    InvalidDest,
+    /// `export` could not write the destination.
+    ExportFailed,
+}
+
+impl DomainCode {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Store(c) => c.as_str(),
+            Self::Worker(c) => c.as_str(),
+            Self::Internal => "INTERNAL",
+            Self::UnknownScope => "UNKNOWN_SCOPE",
+            Self::AmbiguousScope => "AMBIGUOUS_SCOPE",
+            Self::InvalidArguments => "INVALID_ARGUMENTS",
+            Self::WorkerUnavailable => "WORKER_UNAVAILABLE",
+            Self::UnsupportedLanguage => "UNSUPPORTED_LANGUAGE",
+            Self::DiscoveryFailed => "DISCOVERY_FAILED",
+            Self::EmptyText => "EMPTY_TEXT",
+            Self::FixtureUnreadable => "FIXTURE_UNREADABLE",
+            Self::InvalidDest => "INVALID_DEST",
+            Self::ExportFailed => "EXPORT_FAILED",
+        }
+    }
+}
+
 /// A domain failure returned to the agent as an `isError` tool result (M5).
 #[derive(Debug)]
 struct DomainError {
-    code: String,
+    code: DomainCode,
     message: String,
 }
 
 impl DomainError {
-    fn new(code: &str, message: impl Into<String>) -> Self {
+    fn new(code: DomainCode, message: impl Into<String>) -> Self {
         Self {
-            code: code.to_owned(),
+            code,
             message: message.into(),
         }
     }
@@ -108,7 +162,7 @@ impl DomainError {
 impl From<StoreError> for DomainError {
     fn from(e: StoreError) -> Self {
         Self {
-            code: e.code.as_str().to_owned(),
+            code: DomainCode::Store(e.code),
             message: e.message,
         }
     }
@@ -126,8 +180,8 @@ fn ok_result(value: impl Serialize) -> ToolResult {
 /// An `isError` result (M5): structured `{"error": {code, message}}`, a JSON text copy of it and
 /// a one-line `CODE: message` summary an agent can act on.
 fn domain_error(err: DomainError) -> ToolResult {
-    let structured = json!({ "error": { "code": err.code, "message": err.message } });
-    let summary = format!("{}: {}", err.code, err.message);
+    let structured = json!({ "error": { "code": err.code.as_str(), "message": err.message } });
+    let summary = format!("{}: {}", err.code.as_str(), err.message);
     Ok(with_copy(structured, true, Some(summary)))
 }
 
@@ -203,7 +257,7 @@ impl PatchdiffServer {
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || f(store.as_ref()))
             .await
-            .map_err(|e| DomainError::new("INTERNAL", format!("store task failed: {e}")))?
+            .map_err(|e| DomainError::new(DomainCode::Internal, format!("store task failed: {e}")))?
             .map_err(DomainError::from)
     }
 
@@ -247,7 +301,7 @@ impl PatchdiffServer {
             (None, None, Some(byte)) => {
                 if byte >= t.content.len() {
                     return Err(DomainError::new(
-                        "OUT_OF_RANGE",
+                        DomainCode::Store(ErrorCode::OutOfRange),
                         format!(
                             "start_byte {byte} is past the end of target `{}` ({} bytes)",
                             t.name,
@@ -265,7 +319,7 @@ impl PatchdiffServer {
                     .await?;
                 let found = d.scopes.first().ok_or_else(|| {
                     DomainError::new(
-                        "UNKNOWN_SCOPE",
+                        DomainCode::UnknownScope,
                         format!(
                             "no structural scope of target `{}` contains byte {byte}; observe by `lines` instead",
                             t.name
@@ -275,9 +329,14 @@ impl PatchdiffServer {
                 (observe_range(found), Some(!d.has_error))
             }
             (None, Some(lines), None) => {
-                let (start_byte, end_byte) =
-                    kernel::line_range_to_bytes(&t.content, lines.start, lines.end)
-                        .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
+                let (start_byte, end_byte) = kernel::line_range_to_bytes(
+                    &t.content,
+                    lines.start,
+                    lines.end,
+                )
+                .map_err(|e| {
+                    DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string())
+                })?;
                 let range = ObserveRange {
                     kind: "lines".into(),
                     name: None,
@@ -292,7 +351,7 @@ impl PatchdiffServer {
             }
             _ => {
                 return Err(DomainError::new(
-                    "INVALID_ARGUMENTS",
+                    DomainCode::InvalidArguments,
                     "give exactly one of `scope` (a qualified name, optionally with the `start_byte` of the one you mean), `start_byte` alone, or `lines` {start, end}",
                 ));
             }
@@ -301,8 +360,9 @@ impl PatchdiffServer {
         let observation = self
             .blocking(move |s| s.observe(&name, revision, range))
             .await?;
-        let mut value = serde_json::to_value(observation)
-            .map_err(|e| DomainError::new("INTERNAL", format!("cannot serialize: {e}")))?;
+        let mut value = serde_json::to_value(observation).map_err(|e| {
+            DomainError::new(DomainCode::Internal, format!("cannot serialize: {e}"))
+        })?;
         value["parses_cleanly"] = json!(parses_cleanly);
         Ok(value)
     }
@@ -336,35 +396,35 @@ impl PatchdiffServer {
     ) -> Result<Discovery, DomainError> {
         let Some(waymark) = &self.waymark else {
             return Err(DomainError::new(
-                "WORKER_UNAVAILABLE",
+                DomainCode::WorkerUnavailable,
                 "structural scopes need the Waymark worker, which the workspace profile never \
                  starts; observe by `lines` instead",
             ));
         };
         let language: Language = language.parse().map_err(|_| {
             DomainError::new(
-                "UNSUPPORTED_LANGUAGE",
+                DomainCode::UnsupportedLanguage,
                 format!("target `{target}` is in `{language}`, which discovery does not parse; observe by `lines`"),
             )
         })?;
         match waymark.discover_query(language, content, query).await {
             Ok(discovery) => Ok(discovery),
             Err(DiscoveryError::Worker(e)) => {
-                let code = e.code.as_str().to_owned();
+                let code = DomainCode::Worker(e.code);
                 let message = e.message.clone();
                 let t = target.to_owned();
-                let (c, m) = (code.clone(), message.clone());
+                let (c, m) = (e.code.as_str(), message.clone());
                 // Best effort: the audit records worker errors; the call fails either way.
                 let _ = self
-                    .blocking(move |s| s.record_worker_error(&t, &c, &m))
+                    .blocking(move |s| s.record_worker_error(&t, c, &m))
                     .await;
                 Err(DomainError::new(
-                    &code,
+                    code,
                     format!("{message}; the discovery was not retried — call again"),
                 ))
             }
             Err(DiscoveryError::Domain(d)) => Err(DomainError::new(
-                "DISCOVERY_FAILED",
+                DomainCode::DiscoveryFailed,
                 format!("{d}; observe by `lines` instead"),
             )),
         }
@@ -472,7 +532,7 @@ fn resolve_scope<'a>(
             Some(one) => Ok(one),
             None if matches.is_empty() => Err(unknown_scope(found, name, target)),
             None => Err(DomainError::new(
-                "UNKNOWN_SCOPE",
+                DomainCode::UnknownScope,
                 format!(
                     "no scope named `{name}` in target `{target}` starts at byte {byte}; those named `{name}` are: {}",
                     describe(&matches)
@@ -484,7 +544,7 @@ fn resolve_scope<'a>(
         [one] => Ok(one),
         [] => Err(unknown_scope(found, name, target)),
         several => Err(DomainError::new(
-            "AMBIGUOUS_SCOPE",
+            DomainCode::AmbiguousScope,
             format!(
                 "`{name}` names {} scopes in target `{target}` ({}); observe the one you mean with `scope` and its `start_byte`, or by `lines` {{start, end}}",
                 several.len(),
@@ -502,7 +562,7 @@ fn unknown_scope(found: &Discovery, name: &str, target: &str) -> DomainError {
         String::new()
     };
     DomainError::new(
-        "UNKNOWN_SCOPE",
+        DomainCode::UnknownScope,
         format!(
             "no scope named `{name}` in target `{target}`; scopes are: {}{more}",
             found.names.join(", ")
@@ -548,14 +608,14 @@ impl PatchdiffServer {
     ) -> ToolResult {
         let outcome = async {
             if args.text.is_empty() {
-                return Err(DomainError::new("EMPTY_TEXT", "`text` must not be empty"));
+                return Err(DomainError::new(DomainCode::EmptyText, "`text` must not be empty"));
             }
             let target = args.target.clone();
             let t = self.blocking(move |s| s.read_target(&target)).await?;
             let limit = args.limit.unwrap_or(OCCURRENCES_DEFAULT_LIMIT);
             if !(1..=OCCURRENCES_MAX_LIMIT).contains(&limit) {
                 return Err(DomainError::new(
-                    "OUT_OF_RANGE",
+                    DomainCode::Store(ErrorCode::OutOfRange),
                     format!("`limit` must be 1..={OCCURRENCES_MAX_LIMIT} (got {limit}); omit it for {OCCURRENCES_DEFAULT_LIMIT}"),
                 ));
             }
@@ -576,7 +636,7 @@ impl PatchdiffServer {
                 {
                     Ok(d) => d.scopes,
                     Err(e) => {
-                        scope_error = Some(json!({"code": e.code, "message": e.message}));
+                        scope_error = Some(json!({"code": e.code.as_str(), "message": e.message}));
                         Vec::new()
                     }
                 },
@@ -586,7 +646,7 @@ impl PatchdiffServer {
             for &start in starts.iter().take(limit) {
                 let end = start + args.text.len();
                 let pos = kernel::position_of(&t.content, start)
-                    .map_err(|e| DomainError::new("OUT_OF_RANGE", e.to_string()))?;
+                    .map_err(|e| DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string()))?;
                 let scope = innermost_scope(&scopes, start, end).map(|s| {
                     json!({"kind": s.kind, "name": s.name, "start_line": s.start_line, "end_line": s.end_line})
                 });
@@ -622,7 +682,12 @@ impl PatchdiffServer {
         let mut attempt = 1;
         let outcome = loop {
             match self.observe_once(&args).await {
-                Err(e) if e.code == "REVISION_MOVED" && attempt < OBSERVE_ATTEMPTS => attempt += 1,
+                Err(e)
+                    if e.code == DomainCode::Store(ErrorCode::RevisionMoved)
+                        && attempt < OBSERVE_ATTEMPTS =>
+                {
+                    attempt += 1
+                }
                 other => break other,
             }
         };
@@ -671,7 +736,7 @@ impl PatchdiffServer {
                 && let Err(e) = w.prewarm().await
             {
                 let unavailable = DomainError::new(
-                    "VALIDATION_UNAVAILABLE",
+                    DomainCode::Store(ErrorCode::ValidationUnavailable),
                     format!(
                         "{}: {}; nothing was recorded, submit again with the same request_key",
                         e.code.as_str(),
@@ -748,7 +813,7 @@ impl PatchdiffServer {
             // K8: a language discovery cannot parse would make every observation fail later.
             args.language
                 .parse::<Language>()
-                .map_err(|e| DomainError::new("UNSUPPORTED_LANGUAGE", format!("{e}; nothing was initialized")))?;
+                .map_err(|e| DomainError::new(DomainCode::UnsupportedLanguage, format!("{e}; nothing was initialized")))?;
             // A regular file within the content cap, read off the async runtime: a FIFO or our
             // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
             let fixture = PathBuf::from(&args.fixture);
@@ -756,10 +821,10 @@ impl PatchdiffServer {
                 crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64)
             })
             .await
-            .map_err(|e| DomainError::new("INTERNAL", format!("fixture read task failed: {e}")))?
+            .map_err(|e| DomainError::new(DomainCode::Internal, format!("fixture read task failed: {e}")))?
             .map_err(|e| {
                 DomainError::new(
-                    "FIXTURE_UNREADABLE",
+                    DomainCode::FixtureUnreadable,
                     format!(
                         "cannot read fixture {}: {e}; a fixture is a regular file of at most {} bytes",
                         args.fixture,
@@ -788,7 +853,7 @@ impl PatchdiffServer {
             let dest = PathBuf::from(&args.dest);
             if !dest.is_absolute() {
                 return Err(DomainError::new(
-                    "INVALID_DEST",
+                    DomainCode::InvalidDest,
                     format!("`dest` must be an absolute path, got `{}`", args.dest),
                 ));
             }
@@ -800,10 +865,12 @@ impl PatchdiffServer {
             let (path, bytes) = (dest.clone(), saved.content.clone().into_bytes());
             tokio::task::spawn_blocking(move || write_export(&path, &bytes))
                 .await
-                .map_err(|e| DomainError::new("INTERNAL", format!("export task failed: {e}")))?
+                .map_err(|e| {
+                    DomainError::new(DomainCode::Internal, format!("export task failed: {e}"))
+                })?
                 .map_err(|e| {
                     DomainError::new(
-                        "EXPORT_FAILED",
+                        DomainCode::ExportFailed,
                         format!("cannot write {}: {e}", dest.display()),
                     )
                 })?;
@@ -859,7 +926,7 @@ fn refuse_store_paths(dest: &Path, database: &Path) -> Result<(), DomainError> {
         .and_then(|n| SIDECAR_SUFFIXES.iter().find(|s| n.ends_with(*s)))
     {
         return Err(DomainError::new(
-            "INVALID_DEST",
+            DomainCode::InvalidDest,
             format!(
                 "`dest` {} ends in `{suffix}`, like an SQLite journal file; choose a name not                  ending in -journal, -wal or -shm",
                 dest.display()
@@ -871,7 +938,7 @@ fn refuse_store_paths(dest: &Path, database: &Path) -> Result<(), DomainError> {
         && canonical(dest_dir) == canonical(db_dir)
     {
         return Err(DomainError::new(
-            "INVALID_DEST",
+            DomainCode::InvalidDest,
             format!(
                 "`dest` {} is in the database's own directory {}; export to another directory",
                 dest.display(),
@@ -960,7 +1027,7 @@ impl ServerHandler for PatchdiffServer {
         // from (a JSON-RPC error would reach only the host).
         if let Err(detail) = super::params::validate(&request.name, request.arguments.as_ref()) {
             return domain_error(DomainError::new(
-                "INVALID_ARGUMENTS",
+                DomainCode::InvalidArguments,
                 format!(
                     "invalid arguments for `{}`: {detail}; see the tool's inputSchema",
                     request.name
@@ -1017,7 +1084,7 @@ mod tests {
         ];
         let d = answer("Temp.value", &scopes, &[]);
         let err = resolve_scope(&d, "Temp.value", "t", None).unwrap_err();
-        assert_eq!(err.code, "AMBIGUOUS_SCOPE");
+        assert_eq!(err.code.as_str(), "AMBIGUOUS_SCOPE");
         assert!(
             err.message.contains(
                 "method lines 3–5 bytes 30–50 (start_byte 30), method lines 7–9 bytes 70–90 (start_byte 70)"
@@ -1040,11 +1107,11 @@ mod tests {
         }];
         let d = answer("f", &scopes, &[]);
         let err = resolve_scope(&d, "f", "t", None).unwrap_err();
-        assert_eq!(err.code, "AMBIGUOUS_SCOPE");
+        assert_eq!(err.code.as_str(), "AMBIGUOUS_SCOPE");
         assert!(err.message.contains("bytes 20–20") && err.message.contains("bytes 40–60"));
         assert_eq!(resolve_scope(&d, "f", "t", Some(40)).unwrap().end_byte, 60);
         let err = resolve_scope(&d, "f", "t", Some(41)).unwrap_err();
-        assert_eq!(err.code, "UNKNOWN_SCOPE");
+        assert_eq!(err.code.as_str(), "UNKNOWN_SCOPE");
         assert!(err.message.contains("start_byte 40"), "{}", err.message);
     }
 
@@ -1056,7 +1123,7 @@ mod tests {
         ];
         let d = answer("A.c", &scopes, &["A.b"]);
         let err = resolve_scope(&d, "A.c", "t", None).unwrap_err();
-        assert_eq!(err.code, "UNKNOWN_SCOPE");
+        assert_eq!(err.code.as_str(), "UNKNOWN_SCOPE");
         assert!(err.message.contains("scopes are: A.b"), "{}", err.message);
     }
 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::kernel::KernelError;
+use crate::kernel::{KernelCode, KernelError};
 
 /// K7: no stored row exceeds this many bytes (512 KiB), framing included. Content snapshots and
 /// journal text are split into chunk rows of at most [`CHUNK_PAYLOAD_BYTES`] of payload.
@@ -168,10 +168,10 @@ impl StoreError {
 impl From<KernelError> for StoreError {
     fn from(e: KernelError) -> Self {
         let code = match e.code {
-            "TOO_MANY_OPERATIONS" => ErrorCode::TooManyOperations,
-            "SUBMISSION_TOO_LARGE" => ErrorCode::SubmissionTooLarge,
-            "OUT_OF_RANGE" | "NOT_CHAR_BOUNDARY" => ErrorCode::OutOfRange,
-            _ => ErrorCode::InvalidInput,
+            KernelCode::TooManyOperations => ErrorCode::TooManyOperations,
+            KernelCode::SubmissionTooLarge => ErrorCode::SubmissionTooLarge,
+            KernelCode::OutOfRange | KernelCode::NotCharBoundary => ErrorCode::OutOfRange,
+            KernelCode::InvalidInput | KernelCode::OverlappingOperations => ErrorCode::InvalidInput,
         };
         Self::new(code, e.message)
     }

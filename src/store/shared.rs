@@ -284,7 +284,7 @@ pub(crate) fn decide_validation(
                 }
                 _ => Plan::Reject {
                     reasons: vec![Rejection {
-                        code: "VALIDATION_FAILED",
+                        code: crate::kernel::RejectionCode::ValidationFailed,
                         message: format!(
                             "the edited {language} no longer passes discovery ({code}: {message}); nothing was applied"
                         ),

@@ -1,5 +1,5 @@
 //! Startup configuration of the Waymark worker (SPEC P1, P2, W1, W6, W9, W10). Read once from the
-//! environment; an invalid value refuses startup with an error naming the variable, the value and
+//! process's resolved [`Settings`]; an invalid value refuses startup with an error naming the variable, the value and
 //! the accepted values.
 
 use std::ffi::OsString;
@@ -12,22 +12,22 @@ use serde::Serialize;
 use super::clock::Clock;
 
 /// `PATCHDIFF_WAYMARK_MODE`: `resident` (default) or `oneshot` (P1, W1).
-pub const ENV_MODE: &str = "PATCHDIFF_WAYMARK_MODE";
+pub const ENV_MODE: &str = Key::WaymarkMode.variable();
 /// `PATCHDIFF_NODE_BINARY`: the trusted Node executable (default `node` on `PATH`).
-pub const ENV_NODE_BINARY: &str = "PATCHDIFF_NODE_BINARY";
+pub const ENV_NODE_BINARY: &str = Key::NodeBinary.variable();
 /// `PATCHDIFF_WAYMARK_WORKERS`: only `1` is accepted.
-pub const ENV_WORKERS: &str = "PATCHDIFF_WAYMARK_WORKERS";
+pub const ENV_WORKERS: &str = Key::WaymarkWorkers.variable();
 /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS`: active discovery timeout in milliseconds (W6; default
 /// 15000; positive and finite).
-pub const ENV_ACTIVE_TIMEOUT_MS: &str = "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS";
+pub const ENV_ACTIVE_TIMEOUT_MS: &str = Key::WaymarkActiveTimeoutMs.variable();
 /// `PATCHDIFF_WAYMARK_DIR`: the `integrations/waymark` directory holding the worker scripts.
-pub const ENV_SCRIPT_DIR: &str = "PATCHDIFF_WAYMARK_DIR";
+pub const ENV_SCRIPT_DIR: &str = Key::WaymarkDir.variable();
 /// `PATCHDIFF_WAYMARK_WORK_ROOT`: where generation roots and request files live (default: a
 /// per-user directory under the system temp dir).
-pub const ENV_WORK_ROOT: &str = "PATCHDIFF_WAYMARK_WORK_ROOT";
+pub const ENV_WORK_ROOT: &str = Key::WaymarkWorkRoot.variable();
 /// E1: absolute path of a private log receiving each retired generation's captured stderr
 /// (first 64 KiB) and its exit status; unset: kept in memory only (W3).
-pub const ENV_WORKER_STDERR_LOG: &str = "PATCHDIFF_WORKER_STDERR_LOG";
+pub const ENV_WORKER_STDERR_LOG: &str = Key::WorkerStderrLog.variable();
 
 /// W6: default active discovery timeout (15 s).
 pub const DEFAULT_ACTIVE_TIMEOUT: Duration = Duration::from_secs(15);
@@ -63,30 +63,12 @@ impl fmt::Display for WaymarkMode {
     }
 }
 
-/// P2: an invalid startup value. Names the variable, the value and what is accepted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{variable}={value:?} is invalid: {problem}; accepted: {accepted}")]
-pub struct ConfigError {
-    pub variable: &'static str,
-    pub value: String,
-    pub accepted: String,
-    pub problem: String,
-}
+pub use crate::config::ConfigError;
+use crate::config::{Key, Settings};
 
-impl ConfigError {
-    fn new(
-        variable: &'static str,
-        value: &str,
-        accepted: &str,
-        problem: impl Into<String>,
-    ) -> Self {
-        Self {
-            variable,
-            value: value.to_owned(),
-            accepted: accepted.to_owned(),
-            problem: problem.into(),
-        }
-    }
+/// P2: [`ConfigError`] for `variable`, saying what is wrong with `value`.
+fn invalid(variable: &str, value: &str, accepted: &str, problem: impl Into<String>) -> ConfigError {
+    ConfigError::new(variable, value, accepted).with_problem(problem)
 }
 
 /// Ceilings and limits, each with its SPEC default. Tests lower them; the product uses
@@ -126,23 +108,29 @@ pub struct WaymarkLimits {
 
 impl Default for WaymarkLimits {
     fn default() -> Self {
-        Self {
-            admission: Duration::from_secs(2),
-            readiness: Duration::from_secs(7),
-            outer_extra: Duration::from_secs(13),
-            lock_wait: Duration::from_millis(250),
-            max_waiting: 8,
-            rss_limit_bytes: 1024 * 1024 * 1024,
-            rss_interval: Duration::from_millis(100),
-            max_old_space_mib: 768,
-            max_requests: 10_000,
-            max_age: Duration::from_secs(60 * 60),
-            max_launches: 3,
-            launch_window: Duration::from_secs(60),
-            stderr_cap_bytes: 64 * 1024,
-            graceful_exit: Duration::from_secs(2),
-        }
+        Self::SPEC
     }
+}
+
+impl WaymarkLimits {
+    /// The SPEC figures (W3, W5–W7, W9–W11): the one source the supervisor and the console's
+    /// display share.
+    pub const SPEC: Self = Self {
+        admission: Duration::from_secs(2),
+        readiness: Duration::from_secs(7),
+        outer_extra: Duration::from_secs(13),
+        lock_wait: Duration::from_millis(250),
+        max_waiting: 8,
+        rss_limit_bytes: 1024 * 1024 * 1024,
+        rss_interval: Duration::from_millis(100),
+        max_old_space_mib: 768,
+        max_requests: 10_000,
+        max_age: Duration::from_secs(60 * 60),
+        max_launches: 3,
+        launch_window: Duration::from_secs(60),
+        stderr_cap_bytes: 64 * 1024,
+        graceful_exit: Duration::from_secs(2),
+    };
 }
 
 /// Waymark configuration (P1, W1, W6, W9, W10).
@@ -194,14 +182,19 @@ impl WaymarkConfig {
         }
     }
 
-    /// Reads `PATCHDIFF_WAYMARK_MODE`, `PATCHDIFF_NODE_BINARY`, `PATCHDIFF_WAYMARK_WORKERS` and
-    /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS` (P1, P2, W1, W6). Errors name the variable, the value
-    /// and the accepted values; nothing is started.
-    pub fn from_env(script_dir: PathBuf, work_root: PathBuf) -> Result<Self, ConfigError> {
-        Self::from_lookup(script_dir, work_root, |name| std::env::var_os(name))
+    /// Reads `PATCHDIFF_WAYMARK_MODE`, `PATCHDIFF_NODE_BINARY`, `PATCHDIFF_WAYMARK_WORKERS`,
+    /// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS` and `PATCHDIFF_WORKER_STDERR_LOG` from the
+    /// process's resolved [`Settings`] (P1, P2, W1, W6). Errors name the variable, the value and
+    /// the accepted values; nothing is started.
+    pub fn from_settings(
+        settings: &Settings,
+        script_dir: PathBuf,
+        work_root: PathBuf,
+    ) -> Result<Self, ConfigError> {
+        Self::from_lookup(script_dir, work_root, |name| settings.lookup(name))
     }
 
-    /// [`WaymarkConfig::from_env`] over an arbitrary variable lookup (tests pass a map).
+    /// [`WaymarkConfig::from_settings`] over an arbitrary variable lookup (tests pass a map).
     pub fn from_lookup(
         script_dir: PathBuf,
         work_root: PathBuf,
@@ -216,7 +209,7 @@ impl WaymarkConfig {
         if let Some(log) = lookup(ENV_WORKER_STDERR_LOG) {
             let path = PathBuf::from(&log);
             if !path.is_absolute() {
-                return Err(ConfigError::new(
+                return Err(invalid(
                     ENV_WORKER_STDERR_LOG,
                     &log.to_string_lossy(),
                     "an absolute file path",
@@ -234,10 +227,10 @@ impl WaymarkConfig {
     ///
     /// An explicitly set `PATCHDIFF_NODE_BINARY` is still checked (P2: an invalid value never
     /// starts a process), but an unset one is not looked up on `PATH`.
-    pub fn validate_settings_from_env() -> Result<(), ConfigError> {
-        Self::settings_from_lookup(&|name: &str| std::env::var_os(name))?;
-        if let Some(node) = std::env::var_os(ENV_NODE_BINARY).filter(|v| !v.is_empty()) {
-            resolve_node_binary(Some(&node), std::env::var_os("PATH").as_deref())?;
+    pub fn validate_settings(settings: &Settings) -> Result<(), ConfigError> {
+        Self::settings_from_lookup(&|name: &str| settings.lookup(name))?;
+        if let Some(node) = settings.get(Key::NodeBinary).filter(|v| !v.is_empty()) {
+            resolve_node_binary(Some(node), settings.get(Key::SearchPath))?;
         }
         Ok(())
     }
@@ -250,7 +243,7 @@ impl WaymarkConfig {
             match lookup(name) {
                 None => Ok(None),
                 Some(v) => v.into_string().map(Some).map_err(|v| {
-                    ConfigError::new(
+                    invalid(
                         name,
                         &v.to_string_lossy(),
                         "UTF-8 text",
@@ -263,7 +256,7 @@ impl WaymarkConfig {
             None | Some("resident") => WaymarkMode::Resident,
             Some("oneshot") => WaymarkMode::Oneshot,
             Some(other) => {
-                return Err(ConfigError::new(
+                return Err(invalid(
                     ENV_MODE,
                     other,
                     "resident, oneshot",
@@ -274,7 +267,7 @@ impl WaymarkConfig {
         if let Some(workers) = text(ENV_WORKERS)?
             && workers != "1"
         {
-            return Err(ConfigError::new(
+            return Err(invalid(
                 ENV_WORKERS,
                 &workers,
                 "1",
@@ -289,18 +282,20 @@ impl WaymarkConfig {
     }
 
     /// `PATCHDIFF_WAYMARK_DIR` if set, else this checkout's `integrations/waymark`.
-    pub fn default_script_dir() -> PathBuf {
-        match std::env::var_os(ENV_SCRIPT_DIR) {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark")),
+    pub fn default_script_dir(settings: &Settings) -> PathBuf {
+        match settings.path(Key::WaymarkDir) {
+            Some(dir) => dir,
+            None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark")),
         }
     }
 
     /// `PATCHDIFF_WAYMARK_WORK_ROOT` if set, else `<temp dir>/patchdiff-waymark-<uid>`.
-    pub fn default_work_root() -> PathBuf {
-        match std::env::var_os(ENV_WORK_ROOT) {
-            Some(dir) if !dir.is_empty() => PathBuf::from(dir),
-            _ => std::env::temp_dir().join(format!("patchdiff-waymark-{}", nix::unistd::getuid())),
+    pub fn default_work_root(settings: &Settings) -> PathBuf {
+        match settings.path(Key::WaymarkWorkRoot) {
+            Some(dir) => dir,
+            None => {
+                std::env::temp_dir().join(format!("patchdiff-waymark-{}", nix::unistd::getuid()))
+            }
         }
     }
 
@@ -334,9 +329,9 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
     let ms: f64 = value
         .trim()
         .parse()
-        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number"))?;
+        .map_err(|_| invalid(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number"))?;
     if !ms.is_finite() || ms <= 0.0 {
-        return Err(ConfigError::new(
+        return Err(invalid(
             ENV_ACTIVE_TIMEOUT_MS,
             value,
             ACCEPTED,
@@ -344,9 +339,9 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
         ));
     }
     let timeout = Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| ConfigError::new(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))?;
+        .map_err(|_| invalid(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))?;
     if timeout < MIN_ACTIVE_TIMEOUT {
-        return Err(ConfigError::new(
+        return Err(invalid(
             ENV_ACTIVE_TIMEOUT_MS,
             value,
             ACCEPTED,
@@ -354,7 +349,7 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
         ));
     }
     if timeout > MAX_ACTIVE_TIMEOUT {
-        return Err(ConfigError::new(
+        return Err(invalid(
             ENV_ACTIVE_TIMEOUT_MS,
             value,
             ACCEPTED,
@@ -384,7 +379,7 @@ pub fn resolve_node_binary(
         })
     };
     let Some(path) = found else {
-        return Err(ConfigError::new(
+        return Err(invalid(
             ENV_NODE_BINARY,
             &shown,
             ACCEPTED,
@@ -392,7 +387,7 @@ pub fn resolve_node_binary(
         ));
     };
     let absolute = std::fs::canonicalize(&path).map_err(|e| {
-        ConfigError::new(
+        invalid(
             ENV_NODE_BINARY,
             &shown,
             ACCEPTED,
@@ -400,7 +395,7 @@ pub fn resolve_node_binary(
         )
     })?;
     if !is_executable_file(&absolute) {
-        return Err(ConfigError::new(
+        return Err(invalid(
             ENV_NODE_BINARY,
             &shown,
             ACCEPTED,
@@ -526,7 +521,7 @@ mod tests {
         let missing = dir.path().join("missing").to_string_lossy().into_owned();
         assert!(load(&[(ENV_NODE_BINARY, &missing)]).is_err());
         let e = load(&[(ENV_NODE_BINARY, "definitely-not-a-node-binary")]).expect_err("absent");
-        assert!(e.problem.contains("PATH"));
+        assert!(e.problem.as_deref().unwrap_or_default().contains("PATH"));
         let dir_path = dir.path().to_string_lossy().into_owned();
         assert!(load(&[(ENV_NODE_BINARY, &dir_path)]).is_err());
     }

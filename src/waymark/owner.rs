@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use super::config::{ConfigError, WaymarkConfig};
 use super::supervisor::Waymark;
+use crate::config::Settings;
 use crate::telemetry::Recorder;
 
 struct Owned {
@@ -47,15 +48,10 @@ impl OwnerGuard {
     }
 
     /// Acquires the owner, building the worker from the environment
-    /// ([`WaymarkConfig::from_env`], [`Recorder::from_env`]) when none is held.
+    /// ([`Settings::from_env`]: a library entry point with no `main` to resolve settings)
+    /// when none is held.
     pub fn acquire() -> Result<Self, ConfigError> {
-        Self::acquire_with(|| {
-            let config = WaymarkConfig::from_env(
-                WaymarkConfig::default_script_dir(),
-                WaymarkConfig::default_work_root(),
-            )?;
-            Ok(Waymark::new(config, Recorder::from_env().0))
-        })
+        Self::acquire_with(|| from_settings(&Settings::from_env()))
     }
 
     /// The owned worker.
@@ -83,18 +79,25 @@ pub fn shared() -> Result<Waymark, ConfigError> {
     if let Some(w) = SINGLETON.get() {
         return Ok(w.clone());
     }
-    let config = WaymarkConfig::from_env(
-        WaymarkConfig::default_script_dir(),
-        WaymarkConfig::default_work_root(),
-    )?;
+    let built = from_settings(&Settings::from_env())?;
     let waymark = SINGLETON.get_or_init(|| {
         // SAFETY: registering a plain extern "C" function with atexit has no preconditions.
         unsafe {
             libc::atexit(cleanup_singleton_at_exit);
         }
-        Waymark::new(config, Recorder::from_env().0)
+        built
     });
     Ok(waymark.clone())
+}
+
+/// A worker and its recorder from `settings` (default script dir and work root).
+fn from_settings(settings: &Settings) -> Result<Waymark, ConfigError> {
+    let config = WaymarkConfig::from_settings(
+        settings,
+        WaymarkConfig::default_script_dir(settings),
+        WaymarkConfig::default_work_root(settings),
+    )?;
+    Ok(Waymark::new(config, Recorder::from_settings(settings).0))
 }
 
 extern "C" fn cleanup_singleton_at_exit() {

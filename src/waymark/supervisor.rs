@@ -49,33 +49,103 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::codec::{FrameCodec, FrameError, MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME};
-use super::config::{WaymarkConfig, WaymarkMode};
+use super::config::{WaymarkConfig, WaymarkLimits, WaymarkMode};
 use super::error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
 use super::process::{ProcessIdentity, RssSampler, StderrBuffer, capture_stderr, kill_group};
 use super::protocol::{DiscoverFrame, ReadyFrame, ResultFrame, SupervisorMessage, WorkerMessage};
 use super::queue::{AdmissionError, AdmissionQueue, QueueDepth};
 use super::stale::{self, Manifest, StaleReport};
 use super::{Discovery, Language, ScopeQuery};
-use crate::telemetry::{Outcome, PerfEvent, Recorder, Span};
+use crate::telemetry::{EventKind, Outcome, PerfEvent, Recorder, Span, attr};
 
 type WorkerCodec = FrameCodec<WorkerMessage, SupervisorMessage>;
 
-/// Retirement reasons (W4, W9, W10, W11), as reported in status and `worker_retired` events.
+/// Why a generation was retired (W4, W9, W10, W11), as status and `worker_retired` events
+/// spell it ([`RetirementReason::as_str`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RetirementReason {
+    WorkerExited,
+    InvalidFraming,
+    UnsolicitedData,
+    WrongGeneration,
+    WrongRequestId,
+    PipeFailed,
+    RssLimit,
+    ActiveTimeout,
+    StartupTimeout,
+    RequestLimit,
+    AgeLimit,
+    Cancelled,
+    Shutdown,
+    OneshotComplete,
+}
+
+impl RetirementReason {
+    /// The wire spelling, e.g. `rss_limit`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::WorkerExited => "worker_exited",
+            Self::InvalidFraming => "invalid_framing",
+            Self::UnsolicitedData => "unsolicited_data",
+            Self::WrongGeneration => "wrong_generation",
+            Self::WrongRequestId => "wrong_request_id",
+            Self::PipeFailed => "pipe_failed",
+            Self::RssLimit => "rss_limit",
+            Self::ActiveTimeout => "active_timeout",
+            Self::StartupTimeout => "startup_timeout",
+            Self::RequestLimit => "request_limit",
+            Self::AgeLimit => "age_limit",
+            Self::Cancelled => "cancelled",
+            Self::Shutdown => "shutdown",
+            Self::OneshotComplete => "oneshot_complete",
+        }
+    }
+
+    /// W8: the worker error a request caught by this retirement fails with.
+    pub const fn error_code(self) -> WorkerErrorCode {
+        match self {
+            Self::RssLimit => WorkerErrorCode::RssLimit,
+            Self::Shutdown | Self::Cancelled => WorkerErrorCode::Cancelled,
+            Self::StartupTimeout => WorkerErrorCode::StartupTimeout,
+            // A generation that died, spoke out of turn or was retired by policy under a
+            // request: the request's answer is lost, a protocol failure for the caller.
+            Self::WorkerExited => WorkerErrorCode::Protocol,
+            Self::InvalidFraming => WorkerErrorCode::Protocol,
+            Self::UnsolicitedData => WorkerErrorCode::Protocol,
+            Self::WrongGeneration => WorkerErrorCode::Protocol,
+            Self::WrongRequestId => WorkerErrorCode::Protocol,
+            Self::PipeFailed => WorkerErrorCode::Protocol,
+            Self::ActiveTimeout => WorkerErrorCode::Protocol,
+            Self::RequestLimit => WorkerErrorCode::Protocol,
+            Self::AgeLimit => WorkerErrorCode::Protocol,
+            Self::OneshotComplete => WorkerErrorCode::Protocol,
+        }
+    }
+}
+
+impl std::fmt::Display for RetirementReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The retirement reasons by their historical constant names.
 pub mod reason {
-    pub const WORKER_EXITED: &str = "worker_exited";
-    pub const INVALID_FRAMING: &str = "invalid_framing";
-    pub const UNSOLICITED_DATA: &str = "unsolicited_data";
-    pub const WRONG_GENERATION: &str = "wrong_generation";
-    pub const WRONG_REQUEST_ID: &str = "wrong_request_id";
-    pub const PIPE_FAILED: &str = "pipe_failed";
-    pub const RSS_LIMIT: &str = "rss_limit";
-    pub const ACTIVE_TIMEOUT: &str = "active_timeout";
-    pub const STARTUP_TIMEOUT: &str = "startup_timeout";
-    pub const REQUEST_LIMIT: &str = "request_limit";
-    pub const AGE_LIMIT: &str = "age_limit";
-    pub const CANCELLED: &str = "cancelled";
-    pub const SHUTDOWN: &str = "shutdown";
-    pub const ONESHOT_COMPLETE: &str = "oneshot_complete";
+    use super::RetirementReason;
+    pub const WORKER_EXITED: RetirementReason = RetirementReason::WorkerExited;
+    pub const INVALID_FRAMING: RetirementReason = RetirementReason::InvalidFraming;
+    pub const UNSOLICITED_DATA: RetirementReason = RetirementReason::UnsolicitedData;
+    pub const WRONG_GENERATION: RetirementReason = RetirementReason::WrongGeneration;
+    pub const WRONG_REQUEST_ID: RetirementReason = RetirementReason::WrongRequestId;
+    pub const PIPE_FAILED: RetirementReason = RetirementReason::PipeFailed;
+    pub const RSS_LIMIT: RetirementReason = RetirementReason::RssLimit;
+    pub const ACTIVE_TIMEOUT: RetirementReason = RetirementReason::ActiveTimeout;
+    pub const STARTUP_TIMEOUT: RetirementReason = RetirementReason::StartupTimeout;
+    pub const REQUEST_LIMIT: RetirementReason = RetirementReason::RequestLimit;
+    pub const AGE_LIMIT: RetirementReason = RetirementReason::AgeLimit;
+    pub const CANCELLED: RetirementReason = RetirementReason::Cancelled;
+    pub const SHUTDOWN: RetirementReason = RetirementReason::Shutdown;
+    pub const ONESHOT_COMPLETE: RetirementReason = RetirementReason::OneshotComplete;
 }
 
 /// How many retirements and stderr captures status keeps (most recent).
@@ -169,7 +239,7 @@ struct Generation {
     writer: tokio::sync::Mutex<Option<FramedWrite<ChildStdin, WorkerCodec>>>,
     pending: Mutex<Option<Pending>>,
     served: AtomicU64,
-    retired: Mutex<Option<String>>,
+    retired: Mutex<Option<RetirementReason>>,
     child: Mutex<Option<Child>>,
     stderr: Arc<Mutex<StderrBuffer>>,
     stderr_done: watch::Sender<bool>,
@@ -269,9 +339,9 @@ impl Waymark {
             config.limits.max_waiting,
             Arc::new(move |d: QueueDepth| {
                 depth_recorder.record(
-                    PerfEvent::point("worker_queue_depth")
-                        .attr("active", d.active)
-                        .attr("waiting", d.waiting),
+                    PerfEvent::point(EventKind::WorkerQueueDepth.as_str())
+                        .attr(attr::ACTIVE, d.active)
+                        .attr(attr::WAITING, d.waiting),
                 );
             }),
         );
@@ -315,9 +385,9 @@ impl Waymark {
             return Ok(());
         }
         let _permit = inner.admit(inner.config.limits.admission, None).await?;
-        let mut span = inner.span("phase_readiness", None);
-        span.attr("ceiling_ms", ms(inner.config.limits.readiness))
-            .attr("prewarm", true);
+        let mut span = inner.span(EventKind::PhaseReadiness.as_str(), None);
+        span.attr(attr::CEILING_MS, ms(inner.config.limits.readiness))
+            .attr(attr::PREWARM, true);
         let result = inner.ensure_resident().await;
         span.finish(outcome(result.is_ok()));
         result.map(|_| ())
@@ -476,6 +546,46 @@ impl Waymark {
     }
 }
 
+/// The frame codec on the worker's pipes (W3 frame bounds).
+fn worker_codec() -> WorkerCodec {
+    WorkerCodec::new(MAX_RESPONSE_FRAME, MAX_REQUEST_FRAME)
+}
+
+/// W10: admits a resident launch at `now` if fewer than `limits.max_launches` launches
+/// happened in the rolling `limits.launch_window` before it (older entries are pruned from
+/// `launches`; an admitted launch is appended). Refused: `RESTART_LIMIT`, saying how many
+/// launches, the window and when the next launch is allowed (ms).
+fn admit_in_window(
+    launches: &mut VecDeque<Instant>,
+    now: Instant,
+    limits: &WaymarkLimits,
+) -> Result<(), WorkerError> {
+    while launches
+        .front()
+        .is_some_and(|t| now.saturating_duration_since(*t) >= limits.launch_window)
+    {
+        launches.pop_front();
+    }
+    if launches.len() >= limits.max_launches {
+        let oldest = launches.front().copied().unwrap_or(now);
+        let wait = limits
+            .launch_window
+            .saturating_sub(now.saturating_duration_since(oldest));
+        return Err(WorkerError::new(
+            WorkerErrorCode::RestartLimit,
+            format!(
+                "{} launches in the last {} s (W10 limit {}); next launch allowed in {} ms",
+                launches.len(),
+                limits.launch_window.as_secs(),
+                limits.max_launches,
+                wait.as_millis()
+            ),
+        ));
+    }
+    launches.push_back(now);
+    Ok(())
+}
+
 fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
@@ -484,15 +594,9 @@ fn outcome(ok: bool) -> Outcome {
     if ok { Outcome::Ok } else { Outcome::Failed }
 }
 
-fn error_for_reason(reason: &str, generation: u64, detail: &str) -> WorkerError {
-    let code = match reason {
-        reason::RSS_LIMIT => WorkerErrorCode::RssLimit,
-        reason::SHUTDOWN | reason::CANCELLED => WorkerErrorCode::Cancelled,
-        reason::STARTUP_TIMEOUT => WorkerErrorCode::StartupTimeout,
-        _ => WorkerErrorCode::Protocol,
-    };
+fn error_for_reason(reason: RetirementReason, generation: u64, detail: &str) -> WorkerError {
     WorkerError::new(
-        code,
+        reason.error_code(),
         format!("worker generation {generation} retired ({reason}): {detail}"),
     )
 }
@@ -501,7 +605,6 @@ fn error_for_reason(reason: &str, generation: u64, detail: &str) -> WorkerError 
 struct RequestGuard {
     inner: Arc<Inner>,
     worker: Arc<Generation>,
-    dir: PathBuf,
     armed: bool,
 }
 
@@ -514,8 +617,79 @@ impl Drop for RequestGuard {
                 "the discovery was cancelled mid-request",
                 false,
             );
-            let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// W3: one request's directory under its generation root. Removed on drop (errors ignored:
+/// the generation root's cleanup catches what is left) or by [`RequestDir::remove`], which
+/// reports a failure.
+struct RequestDir(Option<PathBuf>);
+
+impl RequestDir {
+    fn path(&self) -> &Path {
+        self.0.as_deref().unwrap_or(Path::new(""))
+    }
+
+    /// Removes the directory now; a failure names it.
+    fn remove(mut self) -> Result<(), (PathBuf, std::io::Error)> {
+        match self.0.take() {
+            Some(path) => std::fs::remove_dir_all(&path).map_err(|e| (path, e)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for RequestDir {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take() {
+            let _ = std::fs::remove_dir_all(path);
+        }
+    }
+}
+
+/// W3: after admission, the source goes into an owned request file. The directory is created
+/// non-recursively: a root removed by a concurrent retirement is not recreated. The worker
+/// reads the file only after the frame is sent, so a plain exclusive create suffices (no
+/// rename). Small sources are written inline: a thread hop costs more than the write (the
+/// resident overhead over parse time is the bench's target figure). Returns the byte count and
+/// SHA-256 the frame carries.
+async fn write_request_file(
+    worker: &Generation,
+    dir: &Path,
+    source: &str,
+) -> Result<(u64, String), DiscoveryError> {
+    fn write_request(file_dir: &Path, source: &[u8]) -> std::io::Result<(u64, String)> {
+        std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+            .create(file_dir)?;
+        stale::write_private_new(&file_dir.join("source"), source)?;
+        Ok((source.len() as u64, hex::encode(Sha256::digest(source))))
+    }
+    const INLINE_WRITE_BYTES: usize = 64 * 1024;
+    let written = if source.len() <= INLINE_WRITE_BYTES {
+        Ok(write_request(dir, source.as_bytes()))
+    } else {
+        let owned = source.as_bytes().to_vec();
+        let file_dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || write_request(&file_dir, &owned)).await
+    };
+    match written {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => {
+            if let Some(why) = *lock(&worker.retired) {
+                return Err(error_for_reason(why, worker.id, "retired during the request").into());
+            }
+            Err(WorkerError::new(
+                WorkerErrorCode::Cleanup,
+                format!("cannot write the request file in {}: {e}", dir.display()),
+            )
+            .into())
+        }
+        Err(e) => Err(WorkerError::new(
+            WorkerErrorCode::Cancelled,
+            format!("request file writer stopped: {e}"),
+        )
+        .into()),
     }
 }
 
@@ -527,7 +701,7 @@ impl Inner {
     fn span(&self, name: &str, request: Option<u64>) -> Span {
         let mut s = self.recorder.span(name);
         if let Some(r) = request {
-            s.id("request", r);
+            s.id(attr::REQUEST, r);
         }
         s
     }
@@ -556,10 +730,10 @@ impl Inner {
         let report = stale::sweep(&self.config.work_root, self.own);
         if !report.removed.is_empty() || !report.kept.is_empty() {
             self.recorder.record(
-                PerfEvent::point("worker_stale_roots")
+                PerfEvent::point(EventKind::WorkerStaleRoots.as_str())
                     .outcome(outcome(report.kept.is_empty()))
-                    .attr("removed", report.removed.len())
-                    .attr("kept", report.kept.len())
+                    .attr(attr::REMOVED, report.removed.len())
+                    .attr(attr::KEPT, report.kept.len())
                     .attr(
                         "kept_roots",
                         serde_json::to_value(&report.kept).unwrap_or(Value::Null),
@@ -582,8 +756,8 @@ impl Inner {
         ceiling: Duration,
         request: Option<u64>,
     ) -> Result<super::queue::Permit, WorkerError> {
-        let mut span = self.span("phase_admission", request);
-        span.attr("ceiling_ms", ms(ceiling));
+        let mut span = self.span(EventKind::PhaseAdmission.as_str(), request);
+        span.attr(attr::CEILING_MS, ms(ceiling));
         let result = self.queue.admit(ceiling).await;
         let mapped = result.map_err(|e| match e {
             AdmissionError::Full { waiting } => WorkerError::new(
@@ -603,7 +777,7 @@ impl Inner {
             ),
         });
         if let Err(e) = &mapped {
-            span.attr("code", e.code.as_str());
+            span.attr(attr::CODE, e.code.as_str());
         }
         span.finish(outcome(mapped.is_ok()));
         mapped
@@ -671,15 +845,15 @@ impl Inner {
     ) -> Result<Discovery, DiscoveryError> {
         let lock_holder = lock_wait.is_some();
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
-        let mut total = self.span("discovery_total", Some(request));
+        let mut total = self.span(EventKind::DiscoveryTotal.as_str(), Some(request));
         total
-            .attr("language", language.as_str())
-            .attr("bytes", source.len())
-            .attr("mode", self.config.mode.as_str())
-            .attr("lock_holder", lock_holder);
+            .attr(attr::LANGUAGE, language.as_str())
+            .attr(attr::BYTES, source.len())
+            .attr(attr::MODE, self.config.mode.as_str())
+            .attr(attr::LOCK_HOLDER, lock_holder);
         let outer = self.config.outer_allowance();
-        let mut outer_span = self.span("phase_outer", Some(request));
-        outer_span.attr("ceiling_ms", ms(outer));
+        let mut outer_span = self.span(EventKind::PhaseOuter.as_str(), Some(request));
+        outer_span.attr(attr::CEILING_MS, ms(outer));
         let result = match tokio::time::timeout(
             outer,
             self.discover_phases(request, language, source, query, lock_wait),
@@ -699,14 +873,14 @@ impl Inner {
         match &result {
             Ok(d) => {
                 total
-                    .attr("scopes", d.scopes.len())
-                    .attr("parse_ms", d.parse_ms);
+                    .attr(attr::SCOPES, d.scopes.len())
+                    .attr(attr::PARSE_MS, d.parse_ms);
             }
             Err(DiscoveryError::Worker(e)) => {
-                total.attr("code", e.code.as_str());
+                total.attr(attr::CODE, e.code.as_str());
             }
             Err(DiscoveryError::Domain(d)) => {
-                total.attr("code", d.code());
+                total.attr(attr::CODE, d.code());
             }
         }
         total.finish(outcome(result.is_ok()));
@@ -736,8 +910,8 @@ impl Inner {
         let ceiling = lock_wait.unwrap_or(self.config.limits.admission);
         let permit = self.admit(ceiling, Some(request)).await?;
 
-        let mut readiness = self.span("phase_readiness", Some(request));
-        readiness.attr("ceiling_ms", ms(self.config.limits.readiness));
+        let mut readiness = self.span(EventKind::PhaseReadiness.as_str(), Some(request));
+        readiness.attr(attr::CEILING_MS, ms(self.config.limits.readiness));
         let ready = if lock_holder {
             lock(&self.state)
                 .current
@@ -751,15 +925,15 @@ impl Inner {
             }
         };
         if let Ok(g) = &ready {
-            readiness.id("generation", g.id);
+            readiness.id(attr::GENERATION, g.id);
         }
         readiness.finish(outcome(ready.is_ok()));
         let worker = ready?;
 
-        let mut active = self.span("phase_active", Some(request));
+        let mut active = self.span(EventKind::PhaseActive.as_str(), Some(request));
         active
-            .id("generation", worker.id)
-            .attr("ceiling_ms", ms(self.config.active_timeout));
+            .id(attr::GENERATION, worker.id)
+            .attr(attr::CEILING_MS, ms(self.config.active_timeout));
         let result = self
             .run_request(&worker, request, language, source, query)
             .await;
@@ -861,56 +1035,108 @@ impl Inner {
     }
 
     /// Starts a child (resident generation or one-shot runner) after the W10 launch checks.
+    /// Starts a generation (W1, W10, W11): a resident one (`language` `None`, counted against
+    /// the launch window) or a one-shot process for `language`. Its owned root holds the
+    /// ownership manifest; its reader, stderr capture, RSS sampler and (resident) age timer run
+    /// as tasks. Errors: `RESTART_LIMIT` (window full), `SPAWN`, `CANCELLED` (shut down).
     async fn launch(&self, language: Option<Language>) -> Result<Arc<Generation>, WorkerError> {
         self.sweep_once();
-        let limits = &self.config.limits;
         let now = self.config.clock.now();
-        let id = {
-            let mut st = lock(&self.state);
-            if st.shut_down {
+        let id = self.reserve_generation(language.is_none(), now)?;
+        let (root, mut manifest) = self.create_root(id)?;
+        let script = self.config.entry_script();
+        let mut cmd = self.worker_command(id, &root, language, &script);
+        let spawned_wall = std::time::Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&root);
                 return Err(WorkerError::new(
-                    WorkerErrorCode::Cancelled,
-                    "the Waymark worker has been shut down",
+                    WorkerErrorCode::Spawn,
+                    format!(
+                        "cannot start {} {}: {e}",
+                        self.config.node_binary.display(),
+                        script.display()
+                    ),
                 ));
             }
-            if language.is_none() {
-                while st
-                    .launches
-                    .front()
-                    .is_some_and(|t| now.saturating_duration_since(*t) >= limits.launch_window)
-                {
-                    st.launches.pop_front();
-                }
-                if st.launches.len() >= limits.max_launches {
-                    let oldest = st.launches.front().copied().unwrap_or(now);
-                    let wait = limits
-                        .launch_window
-                        .saturating_sub(now.saturating_duration_since(oldest));
-                    return Err(WorkerError::new(
-                        WorkerErrorCode::RestartLimit,
-                        format!(
-                            "{} launches in the last {} s (W10 limit {}); next launch allowed in {} ms",
-                            st.launches.len(),
-                            limits.launch_window.as_secs(),
-                            limits.max_launches,
-                            wait.as_millis()
-                        ),
-                    ));
-                }
-                st.launches.push_back(now);
-            }
-            st.launches_total += 1;
-            let id = st.next_generation;
-            st.next_generation += 1;
-            id
         };
+        let pid = child.id().unwrap_or(0);
+        manifest.child = ProcessIdentity::of(pid);
+        let _ = stale::write_manifest(&root, &manifest);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            let _ = kill_group(pid);
+            let _ = std::fs::remove_dir_all(&root);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Spawn,
+                "child pipes were not created",
+            ));
+        };
+        let worker = Arc::new(Generation {
+            id,
+            mode: if language.is_some() {
+                WaymarkMode::Oneshot
+            } else {
+                WaymarkMode::Resident
+            },
+            pid,
+            root,
+            started: now,
+            spawned_wall,
+            ready: watch::Sender::new(ReadyState::Starting),
+            writer: tokio::sync::Mutex::new(Some(FramedWrite::new(stdin, worker_codec()))),
+            pending: Mutex::new(None),
+            served: AtomicU64::new(0),
+            retired: Mutex::new(None),
+            child: Mutex::new(Some(child)),
+            stderr: Arc::new(Mutex::new(StderrBuffer::default())),
+            stderr_done: watch::Sender::new(false),
+            cancel: CancellationToken::new(),
+            cleaned: watch::Sender::new(false),
+            last_rss: AtomicU64::new(0),
+        });
+        let shut_down = self.register(&worker, &script);
+        self.start_tasks(&worker, stdout, stderr);
+        if shut_down {
+            // Shutdown raced this launch: it saw no such generation, so retire it here.
+            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
+        Ok(worker)
+    }
 
-        let spawn_err = |what: &str, e: &dyn std::fmt::Display| {
+    /// Takes the next generation id; a resident launch must fit the launch window (W10).
+    fn reserve_generation(&self, resident: bool, now: Instant) -> Result<u64, WorkerError> {
+        let mut st = lock(&self.state);
+        if st.shut_down {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cancelled,
+                "the Waymark worker has been shut down",
+            ));
+        }
+        if resident {
+            admit_in_window(&mut st.launches, now, &self.config.limits)?;
+        }
+        st.launches_total += 1;
+        let id = st.next_generation;
+        st.next_generation += 1;
+        Ok(id)
+    }
+
+    /// Creates the generation's owned root (0700) under the work root and writes its
+    /// ownership manifest (W11, W12); on failure nothing is left behind.
+    fn create_root(&self, id: u64) -> Result<(PathBuf, Manifest), WorkerError> {
+        let spawn_err = |what: String, e: &dyn std::fmt::Display| {
             WorkerError::new(WorkerErrorCode::Spawn, format!("{what}: {e}"))
         };
         let work_root = &self.config.work_root;
         stale::create_private_dir(work_root)
-            .map_err(|e| spawn_err(&format!("cannot create {}", work_root.display()), &e))?;
+            .map_err(|e| spawn_err(format!("cannot create {}", work_root.display()), &e))?;
         let random = uuid::Uuid::new_v4().simple().to_string();
         let root = work_root.join(format!(
             "{}{}-g{}-{}",
@@ -920,31 +1146,43 @@ impl Inner {
             &random[..8]
         ));
         stale::create_private_dir(&root)
-            .map_err(|e| spawn_err(&format!("cannot create {}", root.display()), &e))?;
-        let own = self.own.unwrap_or(ProcessIdentity {
-            pid: std::process::id(),
-            start_time: 0,
-        });
-        let mut manifest = Manifest {
+            .map_err(|e| spawn_err(format!("cannot create {}", root.display()), &e))?;
+        let manifest = Manifest {
             format: stale::MANIFEST_FORMAT,
             generation: id,
-            owner: own,
+            owner: self.own.unwrap_or(ProcessIdentity {
+                pid: std::process::id(),
+                start_time: 0,
+            }),
             child: None,
             created_unix_ms: crate::telemetry::unix_ms_now() as u64,
         };
         if let Err(e) = stale::write_manifest(&root, &manifest) {
             let _ = std::fs::remove_dir_all(&root);
-            return Err(spawn_err("cannot write the ownership manifest", &e));
+            return Err(spawn_err("cannot write the ownership manifest".into(), &e));
         }
+        Ok((root, manifest))
+    }
 
-        let script = self.config.entry_script();
+    /// The Node command for generation `id` (W9 old-space cap, W11 own process group and
+    /// parent-death signal); `NODE_OPTIONS` is not inherited.
+    fn worker_command(
+        &self,
+        id: u64,
+        root: &Path,
+        language: Option<Language>,
+        script: &Path,
+    ) -> tokio::process::Command {
         let mut cmd = tokio::process::Command::new(&self.config.node_binary);
-        cmd.arg(format!("--max-old-space-size={}", limits.max_old_space_mib))
-            .arg(&script)
-            .arg("--generation")
-            .arg(id.to_string())
-            .arg("--root")
-            .arg(&root);
+        cmd.arg(format!(
+            "--max-old-space-size={}",
+            self.config.limits.max_old_space_mib
+        ))
+        .arg(script)
+        .arg("--generation")
+        .arg(id.to_string())
+        .arg("--root")
+        .arg(root);
         if let Some(l) = language {
             cmd.arg("--language").arg(l.as_str());
         }
@@ -958,82 +1196,49 @@ impl Inner {
             .process_group(0); // W11: own process group
         // W11: and it dies with us even when its main thread is busy or it is stopped.
         super::process::die_with_parent(&mut cmd);
-        let spawned_wall = std::time::Instant::now();
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => {
-                let _ = std::fs::remove_dir_all(&root);
-                return Err(spawn_err(
-                    &format!(
-                        "cannot start {} {}",
-                        self.config.node_binary.display(),
-                        script.display()
-                    ),
-                    &e,
-                ));
-            }
-        };
-        let pid = child.id().unwrap_or(0);
-        manifest.child = ProcessIdentity::of(pid);
-        let _ = stale::write_manifest(&root, &manifest);
+        cmd
+    }
 
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            let _ = kill_group(pid);
-            let _ = std::fs::remove_dir_all(&root);
-            return Err(WorkerError::new(
-                WorkerErrorCode::Spawn,
-                "child pipes were not created",
-            ));
-        };
-        let codec = || WorkerCodec::new(MAX_RESPONSE_FRAME, MAX_REQUEST_FRAME);
-        let worker = Arc::new(Generation {
-            id,
-            mode: if language.is_some() {
-                WaymarkMode::Oneshot
-            } else {
-                WaymarkMode::Resident
-            },
-            pid,
-            root,
-            started: now,
-            spawned_wall,
-            ready: watch::Sender::new(ReadyState::Starting),
-            writer: tokio::sync::Mutex::new(Some(FramedWrite::new(stdin, codec()))),
-            pending: Mutex::new(None),
-            served: AtomicU64::new(0),
-            retired: Mutex::new(None),
-            child: Mutex::new(Some(child)),
-            stderr: Arc::new(Mutex::new(StderrBuffer::default())),
-            stderr_done: watch::Sender::new(false),
-            cancel: CancellationToken::new(),
-            cleaned: watch::Sender::new(false),
-            last_rss: AtomicU64::new(0),
-        });
+    /// Makes `worker` live (and current, if resident) and records `worker_launch`. Returns
+    /// whether a shutdown raced the launch.
+    fn register(&self, worker: &Arc<Generation>, script: &Path) -> bool {
         let (launches_in_window, shut_down) = {
             let mut st = lock(&self.state);
-            st.live.insert(id, worker.clone());
-            st.latest = Some((id, pid));
-            if language.is_none() && !st.shut_down {
+            st.live.insert(worker.id, worker.clone());
+            st.latest = Some((worker.id, worker.pid));
+            if worker.mode == WaymarkMode::Resident && !st.shut_down {
                 st.current = Some(worker.clone());
             }
             (st.launches.len(), st.shut_down)
         };
         self.recorder.record(
-            PerfEvent::point("worker_launch")
-                .id("generation", id)
-                .attr("pid", pid)
-                .attr("mode", worker.mode.as_str())
-                .attr("launches_in_window", launches_in_window)
-                .attr("script", script.display().to_string()),
+            PerfEvent::point(EventKind::WorkerLaunch.as_str())
+                .id(attr::GENERATION, worker.id)
+                .attr(attr::PID, worker.pid)
+                .attr(attr::MODE, worker.mode.as_str())
+                .attr(attr::LAUNCHES_IN_WINDOW, launches_in_window)
+                .attr(attr::SCRIPT, script.display().to_string()),
         );
+        shut_down
+    }
 
+    /// The generation's tasks: frame reader, stderr capture (teed to the E1 log when
+    /// configured), RSS sampler (W9) and, for a resident generation, the age timer (W10).
+    fn start_tasks(
+        &self,
+        worker: &Arc<Generation>,
+        stdout: ChildStdout,
+        stderr: tokio::process::ChildStderr,
+    ) {
         let weak = self.this.clone();
+        tokio::spawn(read_loop(
+            weak,
+            worker.clone(),
+            FramedRead::new(stdout, worker_codec()),
+        ));
         let g = worker.clone();
-        tokio::spawn(read_loop(weak, g, FramedRead::new(stdout, codec())));
-        let g = worker.clone();
-        let cap = limits.stderr_cap_bytes;
+        let cap = self.config.limits.stderr_cap_bytes;
+        let (id, pid) = (worker.id, worker.pid);
         let tee = self.config.stderr_log.as_deref().and_then(|path| {
             let mut f = open_stderr_log(path)?;
             use std::io::Write;
@@ -1049,17 +1254,12 @@ impl Inner {
         if worker.mode == WaymarkMode::Resident {
             tokio::spawn(retire_at_age(self.this.clone(), worker.clone()));
         }
-        if shut_down {
-            // Shutdown raced this launch: it saw no such generation, so retire it here.
-            self.retire(&worker, reason::SHUTDOWN, "launched during shutdown", false);
-            return Err(WorkerError::new(
-                WorkerErrorCode::Cancelled,
-                "the Waymark worker has been shut down",
-            ));
-        }
-        Ok(worker)
     }
 
+    /// One discovery on `worker` (W3, W4, W6): the source goes into an owned request
+    /// directory (removed when this returns, or when the future is dropped), the frame is sent
+    /// and the answer awaited for the active timeout. A dropped future retires the generation
+    /// (the worker may still be reading the request).
     async fn run_request(
         &self,
         worker: &Arc<Generation>,
@@ -1072,71 +1272,55 @@ impl Inner {
             return Err(WorkerError::new(WorkerErrorCode::Cancelled, "supervisor dropped").into());
         };
         let token = uuid::Uuid::new_v4().simple().to_string();
-        let dir = worker.root.join(&token);
+        // Declared before the guard, so a cancellation retires first, then removes the files.
+        let dir = RequestDir(Some(worker.root.join(&token)));
         let mut guard = RequestGuard {
             inner: this,
             worker: worker.clone(),
-            dir: dir.clone(),
             armed: true,
         };
-        if let Some(why) = lock(&worker.retired).clone() {
-            guard.armed = false;
-            return Err(error_for_reason(&why, worker.id, "retired before the request").into());
+        let exchanged = self
+            .exchange(worker, request, language, source, query, &dir, token)
+            .await;
+        // Every return above is an answer, not a cancellation.
+        guard.armed = false;
+        let frame = exchanged?;
+        let removed = dir.remove();
+        self.count_served(worker);
+        if let Err((path, e)) = removed {
+            return Err(WorkerError::new(
+                WorkerErrorCode::Cleanup,
+                format!("cannot remove request directory {}: {e}", path.display()),
+            )
+            .into());
         }
-        // W3: after admission, the source goes into an owned request file. The directory is
-        // created non-recursively: a root removed by a concurrent retirement is not recreated.
-        // The worker reads the file only after the frame below is sent, so a plain exclusive
-        // create suffices (no rename). Small sources are written inline: a thread hop costs more
-        // than the write (the resident overhead over parse time is the bench's target figure).
-        fn write_request(file_dir: &Path, source: &[u8]) -> std::io::Result<(u64, String)> {
-            std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
-                .create(file_dir)?;
-            stale::write_private_new(&file_dir.join("source"), source)?;
-            Ok((source.len() as u64, hex::encode(Sha256::digest(source))))
-        }
-        const INLINE_WRITE_BYTES: usize = 64 * 1024;
-        let written = if source.len() <= INLINE_WRITE_BYTES {
-            Ok(write_request(&dir, source.as_bytes()))
-        } else {
-            let owned = source.as_bytes().to_vec();
-            let file_dir = dir.clone();
-            tokio::task::spawn_blocking(move || write_request(&file_dir, &owned)).await
-        };
-        let (bytes, sha256) = match written {
-            Ok(Ok(v)) => v,
-            Ok(Err(e)) => {
-                guard.armed = false;
-                let _ = std::fs::remove_dir_all(&dir);
-                if let Some(why) = lock(&worker.retired).clone() {
-                    return Err(
-                        error_for_reason(&why, worker.id, "retired during the request").into(),
-                    );
-                }
-                return Err(WorkerError::new(
-                    WorkerErrorCode::Cleanup,
-                    format!("cannot write the request file in {}: {e}", dir.display()),
-                )
-                .into());
-            }
-            Err(e) => {
-                guard.armed = false;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(WorkerError::new(
-                    WorkerErrorCode::Cancelled,
-                    format!("request file writer stopped: {e}"),
-                )
-                .into());
-            }
-        };
+        map_result(frame)
+    }
 
+    /// Writes the request file, sends the frame and waits for its answer (W3, W6).
+    // The request's parts, passed through once from `run_request`; bundling them into a struct
+    // used nowhere else would only move the list.
+    #[allow(clippy::too_many_arguments)]
+    async fn exchange(
+        &self,
+        worker: &Arc<Generation>,
+        request: u64,
+        language: Language,
+        source: &str,
+        query: Option<&ScopeQuery>,
+        dir: &RequestDir,
+        token: String,
+    ) -> Result<ResultFrame, DiscoveryError> {
+        if let Some(why) = *lock(&worker.retired) {
+            return Err(error_for_reason(why, worker.id, "retired before the request").into());
+        }
+        let (bytes, sha256) = write_request_file(worker, dir.path(), source).await?;
         let (tx, rx) = oneshot::channel();
         *lock(&worker.pending) = Some(Pending { request, tx });
-        if let Some(why) = lock(&worker.retired).clone() {
+        if let Some(why) = *lock(&worker.retired) {
             lock(&worker.pending).take();
-            guard.armed = false;
-            let _ = std::fs::remove_dir_all(&dir);
             return Err(
-                error_for_reason(&why, worker.id, "retired before the request was sent").into(),
+                error_for_reason(why, worker.id, "retired before the request was sent").into(),
             );
         }
         let frame = SupervisorMessage::Discover(DiscoverFrame {
@@ -1155,43 +1339,47 @@ impl Inner {
                 None => Err("the worker's stdin is closed".to_owned()),
             }
         };
-        let mut ipc = self.span("ipc_read", Some(request));
-        ipc.id("generation", worker.id);
+        let mut ipc = self.span(EventKind::IpcRead.as_str(), Some(request));
+        ipc.id(attr::GENERATION, worker.id);
         if let Err(e) = sent {
-            ipc.attr("error", e.clone());
+            ipc.attr(attr::ERROR, e.clone());
             ipc.finish(Outcome::Failed);
             self.retire(worker, reason::PIPE_FAILED, &e, false);
-            guard.armed = false;
-            let _ = std::fs::remove_dir_all(&dir);
             return Err(error_for_reason(reason::PIPE_FAILED, worker.id, &e).into());
         }
+        self.await_answer(worker, request, rx, ipc).await
+    }
 
+    /// Waits up to the active timeout (W6) for the answer to `request`; a timeout retires the
+    /// generation and is a domain result.
+    async fn await_answer(
+        &self,
+        worker: &Arc<Generation>,
+        request: u64,
+        rx: oneshot::Receiver<Result<ResultFrame, WorkerError>>,
+        mut ipc: Span,
+    ) -> Result<ResultFrame, DiscoveryError> {
         let active = self.config.active_timeout;
-        let answer = tokio::time::timeout(active, rx).await;
-        let frame = match answer {
+        match tokio::time::timeout(active, rx).await {
             Ok(Ok(Ok(frame))) => {
                 ipc.finish(Outcome::Ok);
-                frame
+                Ok(frame)
             }
             Ok(Ok(Err(e))) => {
-                ipc.attr("code", e.code.as_str());
+                ipc.attr(attr::CODE, e.code.as_str());
                 ipc.finish(Outcome::Failed);
-                guard.armed = false;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(e.into());
+                Err(e.into())
             }
             Ok(Err(_)) => {
                 ipc.finish(Outcome::Failed);
-                guard.armed = false;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(WorkerError::new(
+                Err(WorkerError::new(
                     WorkerErrorCode::Protocol,
                     format!("worker generation {} dropped request {request}", worker.id),
                 )
-                .into());
+                .into())
             }
             Err(_) => {
-                ipc.attr("timeout_ms", ms(active));
+                ipc.attr(attr::TIMEOUT_MS, ms(active));
                 ipc.finish(Outcome::Failed);
                 self.retire(
                     worker,
@@ -1199,40 +1387,34 @@ impl Inner {
                     &format!("request {request} exceeded {} ms", active.as_millis()),
                     false,
                 );
-                guard.armed = false;
-                let _ = std::fs::remove_dir_all(&dir);
-                return Err(DomainFailure::ActiveTimeout { timeout: active }.into());
+                Err(DomainFailure::ActiveTimeout { timeout: active }.into())
             }
-        };
-        guard.armed = false;
-        let removed = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// Counts an answered request and retires a resident generation gracefully at its request
+    /// or age limit (W10).
+    fn count_served(&self, worker: &Arc<Generation>) {
         let served = worker.served.fetch_add(1, Ordering::SeqCst) + 1;
         lock(&self.state).requests_served_total += 1;
-        if worker.mode == WaymarkMode::Resident {
-            let age = self
-                .config
-                .clock
-                .now()
-                .saturating_duration_since(worker.started);
-            if served >= self.config.limits.max_requests {
-                self.retire(
-                    worker,
-                    reason::REQUEST_LIMIT,
-                    &format!("served {served} requests"),
-                    true,
-                );
-            } else if age >= self.config.limits.max_age {
-                self.retire(worker, reason::AGE_LIMIT, "reached its maximum age", true);
-            }
+        if worker.mode != WaymarkMode::Resident {
+            return;
         }
-        if let Err(e) = removed {
-            return Err(WorkerError::new(
-                WorkerErrorCode::Cleanup,
-                format!("cannot remove request directory {}: {e}", dir.display()),
-            )
-            .into());
+        let age = self
+            .config
+            .clock
+            .now()
+            .saturating_duration_since(worker.started);
+        if served >= self.config.limits.max_requests {
+            self.retire(
+                worker,
+                reason::REQUEST_LIMIT,
+                &format!("served {served} requests"),
+                true,
+            );
+        } else if age >= self.config.limits.max_age {
+            self.retire(worker, reason::AGE_LIMIT, "reached its maximum age", true);
         }
-        map_result(frame)
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1241,13 +1423,19 @@ impl Inner {
     /// Retires `worker` once: fails its pending request, records the retirement, stops its tasks and
     /// starts cleanup (graceful: close stdin, wait up to `graceful_exit`, then kill; otherwise
     /// kill the process group now), then reaps and removes the generation root.
-    fn retire(&self, worker: &Arc<Generation>, why: &str, detail: &str, graceful: bool) -> bool {
+    fn retire(
+        &self,
+        worker: &Arc<Generation>,
+        why: RetirementReason,
+        detail: &str,
+        graceful: bool,
+    ) -> bool {
         {
             let mut r = lock(&worker.retired);
             if r.is_some() {
                 return false;
             }
-            *r = Some(why.to_owned());
+            *r = Some(why);
         }
         let error = error_for_reason(why, worker.id, detail);
         if let Some(p) = lock(&worker.pending).take() {
@@ -1270,7 +1458,7 @@ impl Inner {
             if why != reason::ONESHOT_COMPLETE {
                 st.retirements.push_back(Retirement {
                     generation: worker.id,
-                    reason: why.to_owned(),
+                    reason: why.as_str().to_owned(),
                     requests,
                 });
                 while st.retirements.len() > HISTORY {
@@ -1285,20 +1473,20 @@ impl Inner {
         if !expected {
             tracing::warn!(
                 generation = worker.id,
-                reason = why,
+                reason = why.as_str(),
                 detail,
                 "Waymark generation retired"
             );
         }
         self.recorder.record(
-            PerfEvent::point("worker_retired")
-                .id("generation", worker.id)
+            PerfEvent::point(EventKind::WorkerRetired.as_str())
+                .id(attr::GENERATION, worker.id)
                 .outcome(outcome(expected))
-                .attr("reason", why)
-                .attr("requests", requests)
-                .attr("pid", worker.pid)
-                .attr("mode", worker.mode.as_str())
-                .attr("detail", detail),
+                .attr(attr::REASON, why.as_str())
+                .attr(attr::REQUESTS, requests)
+                .attr(attr::PID, worker.pid)
+                .attr(attr::MODE, worker.mode.as_str())
+                .attr(attr::DETAIL, detail),
         );
         worker.cancel.cancel();
         if !graceful {
@@ -1329,12 +1517,12 @@ impl Inner {
     }
 
     fn emit_ready(&self, worker: &Generation, ready: &ReadyFrame) {
-        let mut e = PerfEvent::point("worker_ready")
-            .id("generation", worker.id)
-            .attr("pid", worker.pid)
-            .attr("warmup_ms", ready.warmup_ms)
-            .attr("mode", worker.mode.as_str())
-            .attr("engine", ready.engine.clone());
+        let mut e = PerfEvent::point(EventKind::WorkerReady.as_str())
+            .id(attr::GENERATION, worker.id)
+            .attr(attr::PID, worker.pid)
+            .attr(attr::WARMUP_MS, ready.warmup_ms)
+            .attr(attr::MODE, worker.mode.as_str())
+            .attr(attr::ENGINE, ready.engine.clone());
         e.duration_ms = worker.spawned_wall.elapsed().as_secs_f64() * 1000.0;
         self.recorder.record(e);
     }
@@ -1411,7 +1599,7 @@ async fn read_loop(
             n = reader.next() => n,
         };
         let Some(inner) = weak.upgrade() else { return };
-        let fault = |why: &str, detail: String| {
+        let fault = |why: RetirementReason, detail: String| {
             inner.retire(&worker, why, &detail, false);
         };
         match next {
@@ -1530,16 +1718,16 @@ async fn sample_rss(weak: Weak<Inner>, worker: Arc<Generation>) {
         let Some(inner) = weak.upgrade() else { return };
         worker.last_rss.store(rss, Ordering::SeqCst);
         let mut ids = Map::new();
-        ids.insert("generation".into(), worker.id.into());
+        ids.insert(attr::GENERATION.into(), worker.id.into());
         inner.recorder.record_memory(worker.pid, rss, ids);
         let breach = rss > limit;
         if breach || n.is_multiple_of(RSS_EVENT_EVERY) {
             inner.recorder.record(
-                PerfEvent::point("worker_rss")
-                    .id("generation", worker.id)
+                PerfEvent::point(EventKind::WorkerRss.as_str())
+                    .id(attr::GENERATION, worker.id)
                     .outcome(outcome(!breach))
-                    .attr("rss_bytes", rss)
-                    .attr("limit_bytes", limit),
+                    .attr(attr::RSS_BYTES, rss)
+                    .attr(attr::LIMIT_BYTES, limit),
             );
         }
         if breach {
@@ -1600,11 +1788,11 @@ async fn cleanup(
     if let Some(inner) = weak.upgrade() {
         if let Err(e) = &removed {
             inner.recorder.record(
-                PerfEvent::point("worker_cleanup")
-                    .id("generation", worker.id)
+                PerfEvent::point(EventKind::WorkerCleanup.as_str())
+                    .id(attr::GENERATION, worker.id)
                     .outcome(Outcome::Failed)
-                    .attr("code", WorkerErrorCode::Cleanup.as_str())
-                    .attr("error", e.to_string()),
+                    .attr(attr::CODE, WorkerErrorCode::Cleanup.as_str())
+                    .attr(attr::ERROR, e.to_string()),
             );
         }
         let capture = worker.stderr_capture();
@@ -1697,6 +1885,29 @@ mod tests {
         let status = w.status();
         assert_eq!(status.generation, None, "status starts nothing (W13)");
         assert_eq!(status.launches_total, 0);
+    }
+
+    #[test]
+    fn launch_window_admits_three_per_rolling_minute() {
+        // W10: at most 3 launches in any rolling 60 s window (spec figures as literals).
+        let limits = WaymarkLimits::default();
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut launches = VecDeque::new();
+        for s in [0, 10, 20] {
+            admit_in_window(&mut launches, at(s), &limits).expect("within the limit");
+        }
+        let refused = admit_in_window(&mut launches, at(30), &limits).unwrap_err();
+        assert_eq!(refused.code, WorkerErrorCode::RestartLimit);
+        assert!(
+            refused.message.contains("next launch allowed in 30000 ms"),
+            "{}",
+            refused.message
+        );
+        assert_eq!(launches.len(), 3, "a refused launch is not counted");
+        // At 60 s the first launch leaves the window.
+        admit_in_window(&mut launches, at(60), &limits).expect("the window rolled");
+        assert_eq!(launches.len(), 3);
     }
 
     #[test]
