@@ -532,78 +532,10 @@ impl Monitor {
             None => self.record_stats(source, &ev.name, ev.duration_ms, ok, Unit::Ms),
         }
         match EventKind::parse(&ev.name) {
-            Some(EventKind::WorkerQueueDepth) => {
-                let active = attr_u64(&ev.attrs, attr::ACTIVE).unwrap_or(0);
-                let waiting = attr_u64(&ev.attrs, attr::WAITING).unwrap_or(0);
-                if active > 0 && self.queue_active == 0 {
-                    self.phase_mut(Phase::Active).running_since_ms = Some(ts);
-                    self.phase_mut(Phase::Outer).running_since_ms = Some(ts);
-                } else if active == 0 {
-                    self.phase_mut(Phase::Active).running_since_ms = None;
-                    self.phase_mut(Phase::Outer).running_since_ms = None;
-                }
-                if waiting > 0 && self.queue_waiting == 0 {
-                    self.phase_mut(Phase::Admission).running_since_ms = Some(ts);
-                } else if waiting == 0 {
-                    self.phase_mut(Phase::Admission).running_since_ms = None;
-                }
-                self.queue_active = active;
-                self.queue_waiting = waiting;
-                self.queue_peak_waiting = self.queue_peak_waiting.max(waiting);
-                self.queue_depths.push(waiting);
-            }
-            Some(EventKind::WorkerLaunch) => {
-                self.worker_source = Some(source.to_owned());
-                self.launches.push(ts);
-                self.worker = WorkerView {
-                    generation: id_u64(&ev.ids, attr::GENERATION),
-                    pid: attr_u64(&ev.attrs, attr::PID),
-                    mode: ev
-                        .attrs
-                        .get(attr::MODE)
-                        .and_then(Value::as_str)
-                        .map(str::to_owned),
-                    launched_ms: Some(ts),
-                    ready_after_ms: None,
-                    state: WorkerState::Starting,
-                };
-                self.phase_mut(Phase::Readiness).running_since_ms = Some(ts);
-            }
-            Some(EventKind::WorkerReady) => {
-                let generation = id_u64(&ev.ids, attr::GENERATION);
-                if generation.is_none() || generation == self.worker.generation {
-                    self.worker.state = WorkerState::Ready;
-                    self.worker.ready_after_ms = Some(ev.duration_ms);
-                    if self.worker.pid.is_none() {
-                        self.worker.pid = attr_u64(&ev.attrs, attr::PID);
-                    }
-                }
-                self.phase_mut(Phase::Readiness).running_since_ms = None;
-            }
-            Some(EventKind::WorkerRetired) => {
-                let generation = id_u64(&ev.ids, attr::GENERATION);
-                let reason = ev
-                    .attrs
-                    .get(attr::REASON)
-                    .and_then(Value::as_str)
-                    .unwrap_or("unknown")
-                    .to_owned();
-                self.retirements.push(Retirement {
-                    ts_ms: ts,
-                    pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
-                    generation,
-                    reason: reason.clone(),
-                    requests: attr_u64(&ev.attrs, attr::REQUESTS),
-                    expected: ok,
-                });
-                if generation.is_none() || generation == self.worker.generation {
-                    self.worker.state = WorkerState::Retired(reason);
-                    self.phase_mut(Phase::Readiness).running_since_ms = None;
-                    self.queue_active = 0;
-                    self.phase_mut(Phase::Active).running_since_ms = None;
-                    self.phase_mut(Phase::Outer).running_since_ms = None;
-                }
-            }
+            Some(EventKind::WorkerQueueDepth) => self.on_queue_depth(ev, ts),
+            Some(EventKind::WorkerLaunch) => self.on_launch(source, ev, ts),
+            Some(EventKind::WorkerReady) => self.on_ready(ev),
+            Some(EventKind::WorkerRetired) => self.on_retired(ev, ts, ok),
             Some(EventKind::WorkerRss) => {
                 if let Some(limit) = attr_u64(&ev.attrs, attr::LIMIT_BYTES).filter(|&l| l > 0) {
                     self.rss_limit = limit;
@@ -635,6 +567,86 @@ impl Monitor {
             ok,
             detail: detail_of(ev),
         });
+    }
+
+    /// W5: the queue's depth; starts and stops the admission, active and outer timers.
+    fn on_queue_depth(&mut self, ev: &PerfEvent, ts: f64) {
+        let active = attr_u64(&ev.attrs, attr::ACTIVE).unwrap_or(0);
+        let waiting = attr_u64(&ev.attrs, attr::WAITING).unwrap_or(0);
+        if active > 0 && self.queue_active == 0 {
+            self.phase_mut(Phase::Active).running_since_ms = Some(ts);
+            self.phase_mut(Phase::Outer).running_since_ms = Some(ts);
+        } else if active == 0 {
+            self.phase_mut(Phase::Active).running_since_ms = None;
+            self.phase_mut(Phase::Outer).running_since_ms = None;
+        }
+        if waiting > 0 && self.queue_waiting == 0 {
+            self.phase_mut(Phase::Admission).running_since_ms = Some(ts);
+        } else if waiting == 0 {
+            self.phase_mut(Phase::Admission).running_since_ms = None;
+        }
+        self.queue_active = active;
+        self.queue_waiting = waiting;
+        self.queue_peak_waiting = self.queue_peak_waiting.max(waiting);
+        self.queue_depths.push(waiting);
+    }
+
+    /// A new generation: the worker view restarts and the readiness timer runs (W1, W10).
+    fn on_launch(&mut self, source: &str, ev: &PerfEvent, ts: f64) {
+        self.worker_source = Some(source.to_owned());
+        self.launches.push(ts);
+        self.worker = WorkerView {
+            generation: id_u64(&ev.ids, attr::GENERATION),
+            pid: attr_u64(&ev.attrs, attr::PID),
+            mode: ev
+                .attrs
+                .get(attr::MODE)
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            launched_ms: Some(ts),
+            ready_after_ms: None,
+            state: WorkerState::Starting,
+        };
+        self.phase_mut(Phase::Readiness).running_since_ms = Some(ts);
+    }
+
+    /// The current generation became ready (W2).
+    fn on_ready(&mut self, ev: &PerfEvent) {
+        let generation = id_u64(&ev.ids, attr::GENERATION);
+        if generation.is_none() || generation == self.worker.generation {
+            self.worker.state = WorkerState::Ready;
+            self.worker.ready_after_ms = Some(ev.duration_ms);
+            if self.worker.pid.is_none() {
+                self.worker.pid = attr_u64(&ev.attrs, attr::PID);
+            }
+        }
+        self.phase_mut(Phase::Readiness).running_since_ms = None;
+    }
+
+    /// A retirement row (with the recording pid); the current generation's ends its timers.
+    fn on_retired(&mut self, ev: &PerfEvent, ts: f64, ok: bool) {
+        let generation = id_u64(&ev.ids, attr::GENERATION);
+        let reason = ev
+            .attrs
+            .get(attr::REASON)
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_owned();
+        self.retirements.push(Retirement {
+            ts_ms: ts,
+            pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
+            generation,
+            reason: reason.clone(),
+            requests: attr_u64(&ev.attrs, attr::REQUESTS),
+            expected: ok,
+        });
+        if generation.is_none() || generation == self.worker.generation {
+            self.worker.state = WorkerState::Retired(reason);
+            self.phase_mut(Phase::Readiness).running_since_ms = None;
+            self.queue_active = 0;
+            self.phase_mut(Phase::Active).running_since_ms = None;
+            self.phase_mut(Phase::Outer).running_since_ms = None;
+        }
     }
 
     fn record_stats(&mut self, source: &str, name: &str, duration_ms: f64, ok: bool, unit: Unit) {

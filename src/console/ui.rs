@@ -716,14 +716,26 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
 }
 
 /// The worker pane. Below 9 rows the four phase timers share one line (each keeps its word).
+/// The WORKER pane: generation line, queue, phase timers, RSS, launches, retirements (W5–W10).
 fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<'a>> {
-    let m = &app.monitor;
+    let mut out = vec![
+        worker_generation(app, theme),
+        worker_queue(&app.monitor, theme),
+    ];
+    worker_phases(&mut out, app, theme, width, height);
+    out.push(worker_rss(app, theme, width));
+    out.push(worker_launches(app, theme));
+    out.push(worker_retirements(&app.monitor, theme));
+    out
+}
+
+/// `gen G · pid P · state · age A / 60 min · ready in R` (W10).
+fn worker_generation<'a>(app: &'a App, theme: &Theme) -> Line<'a> {
     let now = app.now_ms;
-    let w = &m.worker;
-    let mut out = Vec::new();
+    let w = &app.monitor.worker;
     let age = w.age_ms(now);
     let age_level = age.map_or(Level::Ok, |a| Level::of(a, GENERATION_MAX_AGE_MS));
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::raw(format!(
             "gen {} · pid {} · {} · age ",
             w.generation.map_or("-".into(), |g| g.to_string()),
@@ -742,9 +754,13 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             w.ready_after_ms
                 .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r)))),
         ),
-    ]));
+    ])
+}
+
+/// The queue line: active/waiting squares, saturation remembered (peak, full, expired, W5).
+fn worker_queue<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> Line<'a> {
     let waiting_level = Level::of(m.queue_waiting as f64, QUEUE_WAITING_MAX as f64);
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::raw(format!(
             "queue   active {} {}/{}   waiting {} {}/{} ",
             squares(m.queue_active, QUEUE_ACTIVE_MAX),
@@ -774,7 +790,13 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
                 Level::Ok
             }),
         ),
-    ]));
+    ])
+}
+
+/// One line per phase timer with its bar against its ceiling (W6, W7), or all phases on one
+/// line when the pane is short.
+fn worker_phases(out: &mut Vec<Line<'_>>, app: &App, theme: &Theme, width: u16, height: u16) {
+    let (m, now) = (&app.monitor, app.now_ms);
     let bar_w = if width >= 70 { 12 } else { 6 };
     if height < 9 {
         let mut spans = vec![Span::raw("phases ")];
@@ -825,6 +847,12 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             Span::styled(lock_holder_note(t, live), theme.dim()),
         ]));
     }
+}
+
+/// The RSS line: current value, sparkline against the 1 GiB limit, or that the worker is gone
+/// (W9).
+fn worker_rss<'a>(app: &'a App, theme: &Theme, width: u16) -> Line<'a> {
+    let m = &app.monitor;
     // After `stop` (or a retirement) the worker is gone: say so rather than freeze the value.
     let gone = match &m.worker.state {
         WorkerState::Retired(r) => Some(format!("worker gone ({r})")),
@@ -839,7 +867,7 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
     let rss_level = rss.map_or(Level::Ok, |r| Level::of(r as f64, m.rss_limit as f64));
     let values: Vec<u64> = m.rss.iter().map(|&(_, b)| b).collect();
     let spark_w = (width as usize).saturating_sub(52).clamp(4, 40);
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::raw(format!(
             "RSS {:>8} ",
             rss.map_or("—".into(), |r| format!("{:.0} MiB", r as f64 / MIB))
@@ -861,15 +889,24 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
                 rss_level
             }),
         ),
-    ]));
+    ])
+}
+
+/// Launches in the rolling minute against the three allowed (W10).
+fn worker_launches<'a>(app: &'a App, theme: &Theme) -> Line<'a> {
+    let (m, now) = (&app.monitor, app.now_ms);
     let launches = m.launches_in_window(now);
     let l_level = Level::of(launches as f64, MAX_LAUNCHES_PER_MINUTE as f64);
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::raw(format!(
             "launches this minute {launches}/{MAX_LAUNCHES_PER_MINUTE} "
         )),
         Span::styled(l_level.word(), theme.level(l_level)),
-    ]));
+    ])
+}
+
+/// The last three retirements, with pid and generation, unexpected ones marked.
+fn worker_retirements<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> Line<'a> {
     let retired: Vec<String> = m
         .retirements
         .iter()
@@ -887,7 +924,7 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
         })
         .collect();
     let any_bad = m.retirements.iter().rev().take(3).any(|r| !r.expected);
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::raw("retired "),
         Span::styled(
             if retired.is_empty() {
@@ -897,8 +934,7 @@ fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<
             },
             theme.level(if any_bad { Level::Limit } else { Level::Ok }),
         ),
-    ]));
-    out
+    ])
 }
 
 fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
