@@ -264,7 +264,10 @@ fn perf_pane_shows_percentile_table_and_live_tail() {
     assert!(t.contains("live tail"), "{t}");
     // Recorded from a build whose admissions succeed: none of the 22 failed.
     let admission = t.lines().find(|l| l.contains("phase_admission")).unwrap();
-    let columns: Vec<&str> = admission.trim_matches(['│', ' ']).split_whitespace().collect();
+    let columns: Vec<&str> = admission
+        .trim_matches(['│', ' '])
+        .split_whitespace()
+        .collect();
     assert_eq!(columns[1], "22", "{admission}");
     assert_eq!(columns.last(), Some(&"0"), "failed column: {admission}");
     snap!("pane_perf", t);
