@@ -25,14 +25,17 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Transaction};
 use tokio_postgres::{IsolationLevel, NoTls, Row, error::SqlState};
 
-use super::shared::{self, EditRow, ReplayRow, submission_sha256, utf8};
+use super::shared::{
+    self, Cached, ContentCache, EditRow, PlanRead, ReplayRow, TARGET_COLS, TargetRow, i,
+    submission_sha256, utf8,
+};
 use super::*;
 use crate::kernel::{
     EditShape, ObservationRecord, PlanInput, plan_submission, sha256_hex, validate_submission,
@@ -136,38 +139,9 @@ pub struct PostgresStore {
     pool: Pool,
     /// The URL with its password replaced by `***` (for errors, manifests and evidence).
     redacted_url: String,
-    cache: Mutex<HashMap<i64, Cached>>,
+    cache: ContentCache,
     /// How long a write waits for a target's boundary or row lock (milliseconds).
     lock_timeout_ms: AtomicU64,
-}
-
-#[derive(Clone)]
-struct Cached {
-    incarnation: String,
-    revision: u64,
-    content: Arc<str>,
-}
-
-#[derive(Debug, Clone)]
-struct TargetRow {
-    id: i64,
-    name: String,
-    language: String,
-    incarnation: String,
-    version: u64,
-    revision: u64,
-    sha256: String,
-    initial_sha256: String,
-    saved_revision: u64,
-    edits_since_snapshot: u64,
-    bytes_since_snapshot: u64,
-}
-
-const TARGET_COLS: &str = "id, name, language, incarnation, version, revision, sha256, \
-     initial_sha256, saved_revision, edits_since_snapshot, bytes_since_snapshot";
-
-fn i(v: u64) -> i64 {
-    v as i64
 }
 
 fn u(r: &Row, idx: usize) -> u64 {
@@ -239,10 +213,6 @@ pub fn redact_database_url(url: &str) -> String {
 fn target_lock_key(name: &str) -> i64 {
     let digest = sha256_hex(format!("patchdiff-target:{name}"));
     i64::from_str_radix(&digest[..15], 16).unwrap_or(0)
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 async fn target_row_opt(
@@ -536,16 +506,6 @@ async fn content_at(
     shared::rebuild(&t.name, at, content, revision, edits)
 }
 
-/// What a submission's planning read found.
-struct PlanRead {
-    target: TargetRow,
-    observations: HashMap<String, ObservationRecord>,
-    steps_from: u64,
-    steps: Vec<Vec<EditShape>>,
-    current: Arc<str>,
-    base_content: Option<String>,
-}
-
 impl PostgresStore {
     /// Connects to the PostgreSQL database at `url` (`postgres://` or `postgresql://`, or any
     /// form `tokio-postgres` accepts), checks the connection within [`CONNECT_TIMEOUT`] and
@@ -594,7 +554,7 @@ impl PostgresStore {
             runtime: Some(runtime),
             pool,
             redacted_url,
-            cache: Mutex::new(HashMap::new()),
+            cache: ContentCache::default(),
             lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
         };
         store
@@ -704,41 +664,18 @@ impl PostgresStore {
         }
     }
 
-    fn cached(&self, t: &TargetRow) -> Option<Cached> {
-        lock(&self.cache)
-            .get(&t.id)
-            .filter(|c| c.incarnation == t.incarnation)
-            .cloned()
-    }
-
-    fn remember(&self, id: i64, incarnation: &str, revision: u64, content: Arc<str>) {
-        let mut cache = lock(&self.cache);
-        let newer = cache
-            .get(&id)
-            .is_some_and(|c| c.incarnation == incarnation && c.revision > revision);
-        if !newer {
-            cache.insert(
-                id,
-                Cached {
-                    incarnation: incarnation.to_owned(),
-                    revision,
-                    content,
-                },
-            );
-        }
-    }
-
     async fn current_content(
         &self,
         tx: &Transaction<'_>,
         t: &TargetRow,
     ) -> Result<Arc<str>, StoreError> {
-        let cached = self.cached(t);
+        let cached = self.cache.get(t);
         if let Some(c) = cached.as_ref().filter(|c| c.revision == t.revision) {
             return Ok(c.content.clone());
         }
         let content: Arc<str> = content_at(tx, cached.as_ref(), t, t.revision).await?.into();
-        self.remember(t.id, &t.incarnation, t.revision, content.clone());
+        self.cache
+            .remember(t.id, &t.incarnation, t.revision, content.clone());
         Ok(content)
     }
 
@@ -784,7 +721,7 @@ impl PostgresStore {
         let base_content = if base == t.revision {
             None
         } else {
-            Some(content_at(tx, self.cached(&t).as_ref(), &t, base).await?)
+            Some(content_at(tx, self.cache.get(&t).as_ref(), &t, base).await?)
         };
         Ok(PlanRead {
             target: t,
@@ -861,7 +798,8 @@ impl PostgresStore {
         insert_attempt(&tx, t.id, submission_sha, &receipt).await?;
         tx.commit().await?;
         if let Some(a) = applied {
-            self.remember(t.id, &t.incarnation, a.revision, a.new_content.into());
+            self.cache
+                .remember(t.id, &t.incarnation, a.revision, a.new_content.into());
         }
         Ok(receipt)
     }
@@ -1261,14 +1199,7 @@ impl EditStore for PostgresStore {
         let (id, incarnation) = self
             .run(self.init_async(name, language, text, &actual, reset))
             .map_err(|e| self.busy(name, e))?;
-        lock(&self.cache).insert(
-            id,
-            Cached {
-                incarnation,
-                revision: 0,
-                content: text.into(),
-            },
-        );
+        self.cache.reset(id, incarnation, text.into());
         Ok(TargetState {
             name: name.to_owned(),
             language: language.to_owned(),

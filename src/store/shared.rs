@@ -4,6 +4,9 @@
 //! snapshot plus journal edits, and replay arguments and page assembly. Nothing here touches a
 //! database, so both backends decide identically and store byte-identical receipts.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use super::*;
 use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
@@ -591,4 +594,99 @@ pub(crate) fn count_rejections(
         }
     }
     rejections
+}
+
+/// Locks a mutex, recovering from poisoning: a panicking holder leaves no partial state, since
+/// every change is inside a database transaction.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A target's content at one revision of one incarnation (a re-init starts a new incarnation).
+#[derive(Clone)]
+pub(crate) struct Cached {
+    pub(crate) incarnation: String,
+    pub(crate) revision: u64,
+    pub(crate) content: Arc<str>,
+}
+
+/// The in-process content cache both backends keep, by target id: a reader rebuilds from the
+/// nearest of the cached revision or a snapshot, never from the fixture on every call.
+#[derive(Default)]
+pub(crate) struct ContentCache(Mutex<HashMap<i64, Cached>>);
+
+impl ContentCache {
+    /// The cached content of target `t`, if any (any revision of its incarnation).
+    pub(crate) fn get(&self, t: &TargetRow) -> Option<Cached> {
+        lock(&self.0)
+            .get(&t.id)
+            .filter(|c| c.incarnation == t.incarnation)
+            .cloned()
+    }
+
+    /// Remembers `content` as target `id`'s content at `revision` unless a newer one is cached.
+    pub(crate) fn remember(&self, id: i64, incarnation: &str, revision: u64, content: Arc<str>) {
+        let mut cache = lock(&self.0);
+        let newer = cache
+            .get(&id)
+            .is_some_and(|c| c.incarnation == incarnation && c.revision > revision);
+        if !newer {
+            cache.insert(
+                id,
+                Cached {
+                    incarnation: incarnation.to_owned(),
+                    revision,
+                    content,
+                },
+            );
+        }
+    }
+
+    /// A freshly initialized target: `content` at revision 0 of a new `incarnation`.
+    pub(crate) fn reset(&self, id: i64, incarnation: String, content: Arc<str>) {
+        lock(&self.0).insert(
+            id,
+            Cached {
+                incarnation,
+                revision: 0,
+                content,
+            },
+        );
+    }
+}
+
+/// A target's row, as both schemas hold it.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetRow {
+    pub(crate) id: i64,
+    pub(crate) name: String,
+    pub(crate) language: String,
+    pub(crate) incarnation: String,
+    pub(crate) version: u64,
+    pub(crate) revision: u64,
+    pub(crate) sha256: String,
+    pub(crate) initial_sha256: String,
+    pub(crate) saved_revision: u64,
+    pub(crate) edits_since_snapshot: u64,
+    pub(crate) bytes_since_snapshot: u64,
+}
+
+/// [`TargetRow`]'s columns, in its field order, for both backends' `SELECT`s.
+pub(crate) const TARGET_COLS: &str = "id, name, language, incarnation, version, revision, \
+     sha256, initial_sha256, saved_revision, edits_since_snapshot, bytes_since_snapshot";
+
+/// A revision, version or count as an SQL integer (both databases store them as signed 64-bit;
+/// none comes near `i64::MAX`).
+pub(crate) fn i(v: u64) -> i64 {
+    v as i64
+}
+
+/// The consistent read a submission's plan is made from.
+pub(crate) struct PlanRead {
+    pub(crate) target: TargetRow,
+    pub(crate) observations: HashMap<String, crate::kernel::ObservationRecord>,
+    pub(crate) steps_from: u64,
+    pub(crate) steps: Vec<Vec<EditShape>>,
+    pub(crate) current: Arc<str>,
+    pub(crate) base_content: Option<String>,
 }

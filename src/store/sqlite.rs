@@ -17,7 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -25,7 +25,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 use super::chunks::{self, ChunkTable};
 use super::schema;
 use super::shared::{
-    self, EditRow, ReplayRow, decode_edits, encode_edits, submission_sha256, utf8,
+    self, Cached, ContentCache, EditRow, PlanRead, ReplayRow, TARGET_COLS, TargetRow, decode_edits,
+    encode_edits, i, lock, submission_sha256, utf8,
 };
 use super::target_lock::TargetLocks;
 use super::*;
@@ -52,41 +53,12 @@ pub struct SqliteStore {
     /// A `query_only` connection for reads, so a read never waits for a write in this process.
     reader: Mutex<Connection>,
     /// Current content per target id, valid while (incarnation, revision) match the row.
-    cache: Mutex<HashMap<i64, Cached>>,
+    cache: ContentCache,
     /// K5: the per-target boundary submissions hold through validation.
     target_locks: TargetLocks,
     /// How long a submission waits for its target's lock (milliseconds).
     lock_timeout_ms: std::sync::atomic::AtomicU64,
     path: PathBuf,
-}
-
-#[derive(Clone)]
-struct Cached {
-    incarnation: String,
-    revision: u64,
-    content: Arc<str>,
-}
-
-#[derive(Debug, Clone)]
-struct TargetRow {
-    id: i64,
-    name: String,
-    language: String,
-    incarnation: String,
-    version: u64,
-    revision: u64,
-    sha256: String,
-    initial_sha256: String,
-    saved_revision: u64,
-    edits_since_snapshot: u64,
-    bytes_since_snapshot: u64,
-}
-
-const TARGET_COLS: &str = "id, name, language, incarnation, version, revision, sha256, \
-     initial_sha256, saved_revision, edits_since_snapshot, bytes_since_snapshot";
-
-fn i(v: u64) -> i64 {
-    v as i64
 }
 
 fn target_row_opt(conn: &Connection, name: &str) -> Result<Option<TargetRow>, StoreError> {
@@ -332,22 +304,6 @@ enum Planned {
     },
 }
 
-/// The consistent read a plan is made from.
-struct PlanRead {
-    target: TargetRow,
-    observations: HashMap<String, ObservationRecord>,
-    steps_from: u64,
-    steps: Vec<Vec<EditShape>>,
-    current: Arc<str>,
-    base_content: Option<String>,
-}
-
-/// Locks a mutex, recovering from poisoning (a panicking holder leaves no partial state: every
-/// change is inside a SQLite transaction).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 fn delete_history(conn: &Connection, target_id: i64) -> Result<(), StoreError> {
     for sql in [
         "DELETE FROM snapshot_chunks WHERE snapshot_id IN (SELECT id FROM snapshots WHERE target_id = ?1)",
@@ -451,7 +407,7 @@ impl SqliteStore {
         Ok(Self {
             writer: Mutex::new(conn),
             reader: Mutex::new(reader),
-            cache: Mutex::new(HashMap::new()),
+            cache: ContentCache::default(),
             target_locks: TargetLocks::new(path),
             lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
             path: path.to_owned(),
@@ -496,40 +452,15 @@ impl SqliteStore {
         f(&mut lock(&self.reader))
     }
 
-    /// The cached content of target `t`, if any (any revision of its incarnation).
-    fn cached(&self, t: &TargetRow) -> Option<Cached> {
-        lock(&self.cache)
-            .get(&t.id)
-            .filter(|c| c.incarnation == t.incarnation)
-            .cloned()
-    }
-
-    /// Remembers `content` as target `id`'s content at `revision` unless a newer one is cached.
-    fn remember(&self, id: i64, incarnation: &str, revision: u64, content: Arc<str>) {
-        let mut cache = lock(&self.cache);
-        let newer = cache
-            .get(&id)
-            .is_some_and(|c| c.incarnation == incarnation && c.revision > revision);
-        if !newer {
-            cache.insert(
-                id,
-                Cached {
-                    incarnation: incarnation.to_owned(),
-                    revision,
-                    content,
-                },
-            );
-        }
-    }
-
     /// Target `t`'s current content: cached, or rebuilt (and then cached).
     fn current_content(&self, conn: &Connection, t: &TargetRow) -> Result<Arc<str>, StoreError> {
-        let cached = self.cached(t);
+        let cached = self.cache.get(t);
         if let Some(c) = cached.as_ref().filter(|c| c.revision == t.revision) {
             return Ok(c.content.clone());
         }
         let content: Arc<str> = content_at(conn, cached.as_ref(), t, t.revision)?.into();
-        self.remember(t.id, &t.incarnation, t.revision, content.clone());
+        self.cache
+            .remember(t.id, &t.incarnation, t.revision, content.clone());
         Ok(content)
     }
 
@@ -573,7 +504,7 @@ impl SqliteStore {
             let base_content = if base == t.revision {
                 None
             } else {
-                Some(content_at(&tx, self.cached(&t).as_ref(), &t, base)?)
+                Some(content_at(&tx, self.cache.get(&t).as_ref(), &t, base)?)
             };
             tx.finish()?;
             Ok(Ok(PlanRead {
@@ -659,7 +590,8 @@ impl SqliteStore {
             ])?;
             tx.commit()?;
             if let Some(a) = applied {
-                self.remember(t.id, &t.incarnation, a.revision, a.new_content.into());
+                self.cache
+                    .remember(t.id, &t.incarnation, a.revision, a.new_content.into());
             }
             Ok(Some(receipt))
         })
@@ -802,14 +734,7 @@ impl EditStore for SqliteStore {
             )?;
             insert_journal(&tx, id, "init", 0, 0, None, None, &actual, &[])?;
             tx.commit()?;
-            lock(&self.cache).insert(
-                id,
-                Cached {
-                    incarnation,
-                    revision: 0,
-                    content: text.into(),
-                },
-            );
+            self.cache.reset(id, incarnation, text.into());
             Ok(TargetState {
                 name: name.to_owned(),
                 language: language.to_owned(),
