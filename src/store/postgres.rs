@@ -1218,16 +1218,7 @@ impl EditStore for PostgresStore {
             let tx = Self::read_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
             let content = self.current_content(&tx, &t).await?.to_string();
-            Ok(TargetState {
-                name: t.name,
-                language: t.language,
-                version: t.version,
-                revision: t.revision,
-                sha256: t.sha256,
-                content,
-                initial_sha256: t.initial_sha256,
-                saved_revision: t.saved_revision,
-            })
+            Ok(t.into_state(content))
         })
     }
 

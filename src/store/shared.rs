@@ -671,6 +671,22 @@ pub(crate) struct TargetRow {
     pub(crate) bytes_since_snapshot: u64,
 }
 
+impl TargetRow {
+    /// The target's state as `read_target` returns it, with its current `content`.
+    pub(crate) fn into_state(self, content: String) -> TargetState {
+        TargetState {
+            name: self.name,
+            language: self.language,
+            version: self.version,
+            revision: self.revision,
+            sha256: self.sha256,
+            content,
+            initial_sha256: self.initial_sha256,
+            saved_revision: self.saved_revision,
+        }
+    }
+}
+
 /// [`TargetRow`]'s columns, in its field order, for both backends' `SELECT`s.
 pub(crate) const TARGET_COLS: &str = "id, name, language, incarnation, version, revision, \
      sha256, initial_sha256, saved_revision, edits_since_snapshot, bytes_since_snapshot";

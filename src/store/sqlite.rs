@@ -754,16 +754,7 @@ impl EditStore for SqliteStore {
             let t = target_row(&tx, name)?;
             let content = self.current_content(&tx, &t)?.to_string();
             tx.finish()?;
-            Ok(TargetState {
-                name: t.name,
-                language: t.language,
-                version: t.version,
-                revision: t.revision,
-                sha256: t.sha256,
-                content,
-                initial_sha256: t.initial_sha256,
-                saved_revision: t.saved_revision,
-            })
+            Ok(t.into_state(content))
         })
     }
 
