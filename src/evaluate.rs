@@ -79,11 +79,6 @@ pub struct Controls {
 }
 
 impl Controls {
-    /// Both controls hold.
-    pub fn hold(&self) -> bool {
-        self.expected.passed && !self.original.passed && self.original.started
-    }
-
     /// Why the controls do not hold, with the run that shows it; `None` when they hold.
     pub fn failure(&self) -> Option<(String, &CheckRun)> {
         if !self.expected.passed {
