@@ -743,12 +743,10 @@ impl Monitor {
         self.stats.remove(source);
         self.stats_dirty = true;
         if self.worker_source.as_deref().is_none_or(|s| s == source) {
+            // The live queue restarts; its saturation (peak, QUEUE_FULL/QUEUE_EXPIRED counts,
+            // the depth sparkline) is remembered over the run (issue 13 item 4).
             self.queue_active = 0;
             self.queue_waiting = 0;
-            self.queue_peak_waiting = 0;
-            self.queue_full = 0;
-            self.queue_expired = 0;
-            self.queue_depths = Ring::new(QUEUE_DEPTHS_KEPT);
             self.phases = Phase::ALL.map(PhaseTimer::new);
             self.worker = WorkerView::default();
             self.launches = Ring::new(HISTORY_CAPACITY);
@@ -1231,14 +1229,13 @@ mod tests {
         assert_eq!(m.sessions, 3, "7010, 7001, 7020");
         // W10's launch window counts the new supervisor's launches only.
         assert_eq!(m.launches_in_window(4_000.0), 1);
-        // Fresh phase timers and queue: nothing carried over from 7010.
+        // Fresh phase timers and live queue: nothing carried over from 7010 ...
         let admission = m.phase(Phase::Admission);
         assert_eq!(admission.last_ms, None);
         assert_eq!(admission.running_since_ms, None);
-        assert_eq!(
-            (m.queue_active, m.queue_waiting, m.queue_peak_waiting),
-            (0, 0, 0)
-        );
+        assert_eq!((m.queue_active, m.queue_waiting), (0, 0));
+        // ... but the run's queue saturation is remembered: 7010's peak of 6 waiting.
+        assert_eq!(m.queue_peak_waiting, 6);
         assert_eq!(m.worker.generation, Some(1));
         assert_eq!(m.worker.pid, Some(9100));
         assert_eq!(m.worker.state, WorkerState::Starting);
