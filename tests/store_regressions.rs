@@ -416,6 +416,43 @@ fn sqlite_cold_reader_rebuilds_from_periodic_snapshots_and_very_stale_bases_stil
     );
 }
 
+/// SQLite-only (K7's chunk rows): a chunked record whose bytes were damaged on disk is refused
+/// as `STORAGE`, naming the record, never returned as content. The damage keeps the chunk
+/// count and changes only the length, or keeps the length and drops a chunk, so either
+/// check alone must catch it (found by cargo-mutants: `||` → `&&` survived).
+#[test]
+fn sqlite_a_damaged_chunked_record_is_a_storage_error_not_content() {
+    // 1.2 MB: the fixture's snapshot is split into three chunk rows of at most 511 KiB.
+    let content = format!("head\n{}\n<<END>>", "x".repeat(1_200_000));
+    for damage in [
+        // Same chunk count, one byte shorter.
+        "UPDATE snapshot_chunks SET data = substr(data, 1, length(data) - 1) \
+         WHERE seq = (SELECT max(seq) FROM snapshot_chunks)",
+        // The last chunk's bytes moved into the one before it: same length, one chunk fewer.
+        "UPDATE snapshot_chunks SET data = CAST(data || (SELECT data FROM snapshot_chunks \
+         WHERE seq = (SELECT max(seq) FROM snapshot_chunks)) AS BLOB) \
+         WHERE seq = (SELECT max(seq) - 1 FROM snapshot_chunks); \
+         DELETE FROM snapshot_chunks WHERE seq = (SELECT max(seq) FROM snapshot_chunks)",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pd.sqlite");
+        let store = SqliteStore::open_with(&path, Durability::NoSync).unwrap();
+        init(&store, "big", &content);
+        drop(store);
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let chunks: i64 = conn
+            .query_row("SELECT count(*) FROM snapshot_chunks", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(chunks, 3, "1.2 MB in chunks of at most 511 KiB");
+        conn.execute_batch(damage).unwrap();
+        drop(conn);
+        let cold = SqliteStore::open(&path).unwrap();
+        let err = cold.read_target("big").unwrap_err();
+        assert_eq!(err.code.as_str(), "STORAGE", "{damage}: {err}");
+        assert!(err.message.contains("damaged"), "{damage}: {err}");
+    }
+}
+
 /// The crash test through the real server (issue 15): a `patchdiff mcp` process is SIGKILLed
 /// while an agent streams submissions into it. Every receipt the agent was given is stored byte
 /// for byte with its edit applied; a new process then takes the retries of the unacknowledged
