@@ -340,7 +340,7 @@ impl clap::builder::TypedValueParser for PlanOrHost {
 #[derive(Debug, clap::Subcommand)]
 enum Cli {
     Record {
-        #[arg(num_args = 0..=3, value_names = ["model=M", "provider=P", "reasoning=R"])]
+        #[arg(num_args = 0.., value_names = ["model=M", "provider=P", "reasoning=R"])]
         options: Vec<String>,
     },
     Init {
@@ -929,6 +929,15 @@ mod tests {
             Command::parse("record foo")
                 .unwrap_err()
                 .starts_with("record: `foo` is not model=")
+        );
+        // As before, a repeated key is allowed and the last one wins.
+        assert_eq!(
+            Command::parse("record model=a model=b provider=c reasoning=d").unwrap(),
+            Command::Record {
+                model: Some("b".into()),
+                provider: Some("c".into()),
+                reasoning: Some("d".into()),
+            }
         );
     }
 
