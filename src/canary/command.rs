@@ -1,12 +1,14 @@
 //! The one command set (SPEC U3): every console action is a [`Command`], reachable from a key,
-//! the `:` command line and `--script` files alike. [`COMMANDS`] is the table that help, key
-//! bindings and completion are generated from.
+//! the `:` command line and `--script` files alike. [`COMMANDS`] holds each command's key and
+//! help line; the commands' arguments are defined once, by the clap definition [`Line`]
+//! (`shlex`-split lines, `#[derive(Subcommand)]`, `ValueEnum`s), from which parsing, the usage
+//! lines ([`usage`]) and `:` completion ([`complete`], [`argument_choices`]) are generated.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Which MCP process a command addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProcessKind {
     /// The trusted full-profile process (init, export, audit; C2).
     Full,
@@ -24,7 +26,7 @@ impl ProcessKind {
 }
 
 /// What `wait` waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum WaitFor {
     /// The observed process's resident worker reported ready.
     Ready,
@@ -33,7 +35,7 @@ pub enum WaitFor {
 }
 
 /// Agent host configurations `host-config` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Host {
     Claude,
     Codex,
@@ -50,12 +52,7 @@ impl Host {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "claude" => Some(Self::Claude),
-            "codex" => Some(Self::Codex),
-            "cursor" => Some(Self::Cursor),
-            _ => None,
-        }
+        <Self as clap::ValueEnum>::from_str(s, false).ok()
     }
 }
 
@@ -130,101 +127,94 @@ pub enum RunsAction {
 #[derive(Debug, Clone, Copy)]
 pub struct CommandSpec {
     pub name: &'static str,
-    pub usage: &'static str,
     /// The key that runs the command with default arguments in the interactive console.
     pub key: Option<char>,
     pub help: &'static str,
 }
 
-/// The command table (U3): the source of `?` help, key bindings and `:` completion.
+impl CommandSpec {
+    /// The command's usage line, generated from its clap definition (see [`usage`]).
+    pub fn usage(&self) -> String {
+        usage(self.name)
+    }
+}
+
+/// The command table (U3): keys and help lines for `?` help and key bindings. The commands'
+/// arguments (parsing, usage lines, `:` completion) are defined once, by [`Line`]'s clap
+/// definition; a test keeps the two lists of names equal.
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "record",
-        usage: "record model=M provider=P reasoning=R",
         key: Some('c'),
         help: "record the agent's identity for the run manifest (before init)",
     },
     CommandSpec {
         name: "init",
-        usage: "init [--reset]",
         key: Some('i'),
         help: "authenticate fixtures and initialize the five targets through the full process",
     },
     CommandSpec {
         name: "launch",
-        usage: "launch [full|observed]",
         key: Some('l'),
         help: "start or restart MCP processes (both by default)",
     },
     CommandSpec {
         name: "preflight",
-        usage: "preflight",
         key: Some('p'),
         help: "check tools/list = six, a full-profile call refused, worker ready, targets fresh",
     },
     CommandSpec {
         name: "agent",
-        usage: "agent PLAN.jsonl|claude|codex [k=v…]",
         key: Some('a'),
         help: "run a scripted plan, or a real agent host sealed (model=M max_turns=N timeout=S)",
     },
     CommandSpec {
         name: "wait",
-        usage: "wait ready|saved [SECONDS]",
         key: None,
         help: "wait for the worker to be ready, or for every target to be saved",
     },
     CommandSpec {
         name: "export",
-        usage: "export",
         key: Some('e'),
         help: "export every target's latest saved version through the full process",
     },
     CommandSpec {
         name: "inspect",
-        usage: "inspect",
         key: Some('n'),
         help: "check SAVE/replay consistency and summarize the audit",
     },
     CommandSpec {
         name: "evaluate",
-        usage: "evaluate [repeat=K]",
         key: Some('v'),
         help: "run the independent evaluator (controls, full-byte and behavioral; checks K times)",
     },
     CommandSpec {
         name: "report",
-        usage: "report",
         key: Some('r'),
         help: "write the final report (text, JSON, JUnit XML) to the run directory",
     },
     CommandSpec {
         name: "stop",
-        usage: "stop [full|observed]",
         key: Some('s'),
         help: "stop MCP processes (both by default)",
     },
     CommandSpec {
         name: "host-config",
-        usage: "host-config [claude|codex|cursor [FILE]]",
         key: Some('h'),
         help: "show the agent-host configuration for the observed process (or write it to FILE)",
     },
     CommandSpec {
         name: "target",
-        usage: "target NAME",
         key: None,
         help: "a target's story: verdicts, check output, submissions, diffs (Enter on TARGETS)",
     },
     CommandSpec {
         name: "runs",
-        usage: "runs [open ID | compare A B]",
         key: Some('u'),
         help: "past runs: list (date, model, verdicts), open one read-only, compare two",
     },
     CommandSpec {
         name: "attach",
-        usage: "attach EVENTS.jsonl [DATABASE.sqlite]",
         key: None,
         help: "interactive console: watch an observed process an agent host started (its perf events and store)",
     },
@@ -255,56 +245,192 @@ impl Command {
         }
     }
 
-    /// Parses one command line (script line or `:` input). Errors name the command's usage.
+    /// Parses one command line (script line or `:` input), split like a shell line (quotes
+    /// allowed in paths), with the clap definition [`Line`]. Errors name the command's usage.
     pub fn parse(line: &str) -> Result<Self, String> {
-        let mut words = line.split_whitespace();
-        let name = words.next().ok_or_else(|| "empty command".to_owned())?;
-        let args: Vec<&str> = words.collect();
-        let spec = COMMANDS.iter().find(|c| c.name == name).ok_or_else(|| {
-            let names: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
-            format!(
+        let words = shlex::split(line)
+            .ok_or_else(|| format!("unbalanced quotes or trailing `\\` in `{}`", line.trim()))?;
+        let name = words.first().ok_or_else(|| "empty command".to_owned())?;
+        if cli().find_subcommand(name).is_none() {
+            let names: Vec<&str> = cli()
+                .get_subcommands()
+                .map(clap::Command::get_name)
+                .collect();
+            return Err(format!(
                 "unknown command `{name}`; commands are: {}",
                 names.join(", ")
-            )
-        })?;
-        let usage = || format!("usage: {}", spec.usage);
-        let process = |arg: Option<&&str>| -> Result<Option<ProcessKind>, String> {
-            match arg.copied() {
-                None | Some("all") => Ok(None),
-                Some("full") => Ok(Some(ProcessKind::Full)),
-                Some("observed") => Ok(Some(ProcessKind::Observed)),
-                Some(_) => Err(usage()),
-            }
-        };
-        let command = match name {
-            "init" => match args.as_slice() {
-                [] => Self::Init { reset: false },
-                ["--reset"] => Self::Init { reset: true },
-                _ => return Err(usage()),
+            ));
+        }
+        let usage = || format!("usage: {}", usage(name));
+        let matches = cli()
+            .clone()
+            .try_get_matches_from(&words)
+            .map_err(|_| usage())?;
+        let Line { command } =
+            <Line as clap::FromArgMatches>::from_arg_matches(&matches).map_err(|_| usage())?;
+        command.into_command(usage)
+    }
+}
+
+/// One console command line, as clap parses it (after `shlex` splitting). This is the one
+/// definition of the commands' arguments: [`Command::parse`], [`usage`] and
+/// [`argument_choices`] all read it.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "console",
+    no_binary_name = true,
+    disable_help_flag = true,
+    disable_help_subcommand = true,
+    disable_version_flag = true
+)]
+pub struct Line {
+    #[command(subcommand)]
+    command: Cli,
+}
+
+/// `full`, `observed`, or (hidden) `all`, which is the same as none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Which {
+    Full,
+    Observed,
+    #[value(hide = true)]
+    All,
+}
+
+impl Which {
+    fn kind(which: Option<Self>) -> Option<ProcessKind> {
+        match which? {
+            Self::Full => Some(ProcessKind::Full),
+            Self::Observed => Some(ProcessKind::Observed),
+            Self::All => None,
+        }
+    }
+}
+
+/// `agent`'s first argument: a plan file, or one of the hosts `claude`, `codex` (offered as
+/// possible values for completion; any other word is a plan path).
+#[derive(Debug, Clone, Copy)]
+struct PlanOrHost;
+
+impl clap::builder::TypedValueParser for PlanOrHost {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        clap::builder::StringValueParser::new().parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            [Host::Claude, Host::Codex]
+                .into_iter()
+                .map(|h| clap::builder::PossibleValue::new(h.as_str())),
+        ))
+    }
+}
+
+/// The commands, in [`COMMANDS`]' order. `key=value` arguments are positionals whose keys and
+/// values are checked when converting to [`Command`] (so errors can say which key was wrong).
+#[derive(Debug, clap::Subcommand)]
+enum Cli {
+    Record {
+        #[arg(num_args = 0.., value_names = ["model=M", "provider=P", "reasoning=R"])]
+        options: Vec<String>,
+    },
+    Init {
+        #[arg(long)]
+        reset: bool,
+    },
+    Launch {
+        which: Option<Which>,
+    },
+    Preflight,
+    Agent {
+        #[arg(value_name = "PLAN.jsonl", value_parser = PlanOrHost, value_hint = clap::ValueHint::FilePath)]
+        plan_or_host: String,
+        #[arg(value_name = "k=v…", allow_hyphen_values = true)]
+        options: Vec<String>,
+    },
+    Wait {
+        what: WaitFor,
+        #[arg(value_name = "SECONDS", allow_hyphen_values = true)]
+        seconds: Option<String>,
+    },
+    Export,
+    Inspect,
+    Evaluate {
+        #[arg(value_name = "repeat=K", allow_hyphen_values = true)]
+        repeat: Option<String>,
+    },
+    Report,
+    Stop {
+        which: Option<Which>,
+    },
+    HostConfig {
+        host: Option<Host>,
+        #[arg(value_name = "FILE", requires = "host", value_hint = clap::ValueHint::FilePath)]
+        file: Option<PathBuf>,
+    },
+    Target {
+        #[arg(value_name = "NAME")]
+        name: String,
+    },
+    Runs {
+        #[command(subcommand)]
+        action: Option<RunsCli>,
+    },
+    Attach {
+        #[arg(value_name = "EVENTS.jsonl", value_hint = clap::ValueHint::FilePath)]
+        events: PathBuf,
+        #[arg(value_name = "DATABASE.sqlite", value_hint = clap::ValueHint::FilePath)]
+        database: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RunsCli {
+    Open {
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    Compare {
+        #[arg(value_name = "A")]
+        a: String,
+        #[arg(value_name = "B")]
+        b: String,
+    },
+}
+
+impl Cli {
+    /// The [`Command`] the rest of the code uses; checks `key=value` arguments and numbers.
+    fn into_command(self, usage: impl Fn() -> String) -> Result<Command, String> {
+        Ok(match self {
+            Self::Init { reset } => Command::Init { reset },
+            Self::Launch { which } => Command::Launch {
+                which: Which::kind(which),
             },
-            "launch" if args.len() <= 1 => Self::Launch {
-                which: process(args.first())?,
+            Self::Stop { which } => Command::Stop {
+                which: Which::kind(which),
             },
-            "stop" if args.len() <= 1 => Self::Stop {
-                which: process(args.first())?,
-            },
-            "preflight" if args.is_empty() => Self::Preflight,
-            "agent" => match args.as_slice() {
-                [host, options @ ..] if matches!(*host, "claude" | "codex") => {
-                    parse_agent_host(host, options)?
-                }
-                [plan] => Self::Agent {
-                    plan: PathBuf::from(plan),
+            Self::Preflight => Command::Preflight,
+            Self::Agent {
+                plan_or_host,
+                options,
+            } => match Host::parse(&plan_or_host) {
+                Some(host @ (Host::Claude | Host::Codex)) => parse_agent_host(host, &options)?,
+                _ if options.is_empty() => Command::Agent {
+                    plan: PathBuf::from(plan_or_host),
                 },
                 _ => return Err(usage()),
             },
-            "wait" => {
-                let what = match args.first() {
-                    Some(&"ready") => WaitFor::Ready,
-                    Some(&"saved") => WaitFor::Saved,
-                    _ => return Err(usage()),
-                };
-                let timeout = match args.get(1) {
+            Self::Wait { what, seconds } => {
+                let timeout = match seconds {
                     None => DEFAULT_WAIT,
                     Some(s) => match s.parse::<f64>() {
                         Ok(v) if v.is_finite() && v > 0.0 => Duration::from_secs_f64(v),
@@ -313,18 +439,15 @@ impl Command {
                         }
                     },
                 };
-                if args.len() > 2 {
-                    return Err(usage());
-                }
-                Self::Wait { what, timeout }
+                Command::Wait { what, timeout }
             }
-            "export" if args.is_empty() => Self::Export,
-            "inspect" if args.is_empty() => Self::Inspect,
-            "evaluate" => match args.as_slice() {
-                [] => Self::Evaluate { repeat: 1 },
-                [arg] => match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
+            Self::Export => Command::Export,
+            Self::Inspect => Command::Inspect,
+            Self::Evaluate { repeat: None } => Command::Evaluate { repeat: 1 },
+            Self::Evaluate { repeat: Some(arg) } => {
+                match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
                     Some(Ok(k)) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => {
-                        Self::Evaluate { repeat: k }
+                        Command::Evaluate { repeat: k }
                     }
                     _ => {
                         return Err(format!(
@@ -333,13 +456,12 @@ impl Command {
                             usage()
                         ));
                     }
-                },
-                _ => return Err(usage()),
-            },
-            "report" if args.is_empty() => Self::Report,
-            "record" => {
+                }
+            }
+            Self::Report => Command::Report,
+            Self::Record { options } => {
                 let (mut model, mut provider, mut reasoning) = (None, None, None);
-                for arg in &args {
+                for arg in &options {
                     match arg.split_once('=') {
                         Some(("model", v)) => model = Some(v.to_owned()),
                         Some(("provider", v)) => provider = Some(v.to_owned()),
@@ -352,61 +474,134 @@ impl Command {
                         }
                     }
                 }
-                Self::Record {
+                Command::Record {
                     model,
                     provider,
                     reasoning,
                 }
             }
-            "host-config" => match args.as_slice() {
-                [] => Self::HostConfig {
-                    host: None,
-                    file: None,
-                },
-                [h] => Self::HostConfig {
-                    host: Some(Host::parse(h).ok_or_else(usage)?),
-                    file: None,
-                },
-                [h, file] => Self::HostConfig {
-                    host: Some(Host::parse(h).ok_or_else(usage)?),
-                    file: Some(PathBuf::from(file)),
-                },
-                _ => return Err(usage()),
-            },
-            "target" => match args.as_slice() {
-                [name] => Self::Target {
-                    name: (*name).to_owned(),
-                },
-                _ => return Err(usage()),
-            },
-            "runs" => Self::Runs {
-                action: match args.as_slice() {
-                    [] => RunsAction::List,
-                    ["open", id] => RunsAction::Open((*id).to_owned()),
-                    ["compare", a, b] => RunsAction::Compare((*a).to_owned(), (*b).to_owned()),
-                    _ => return Err(usage()),
+            Self::HostConfig { host, file } => Command::HostConfig { host, file },
+            Self::Target { name } => Command::Target { name },
+            Self::Runs { action } => Command::Runs {
+                action: match action {
+                    None => RunsAction::List,
+                    Some(RunsCli::Open { id }) => RunsAction::Open(id),
+                    Some(RunsCli::Compare { a, b }) => RunsAction::Compare(a, b),
                 },
             },
-            "attach" => match args.as_slice() {
-                [events] => Self::Attach {
-                    events: PathBuf::from(events),
-                    database: None,
-                },
-                [events, database] => Self::Attach {
-                    events: PathBuf::from(events),
-                    database: Some(PathBuf::from(database)),
-                },
-                _ => return Err(usage()),
-            },
-            _ => return Err(usage()),
-        };
-        Ok(command)
+            Self::Attach { events, database } => Command::Attach { events, database },
+        })
     }
 }
 
+/// The clap definition of the console's command line, built once.
+pub fn cli() -> &'static clap::Command {
+    static CLI: std::sync::LazyLock<clap::Command> = std::sync::LazyLock::new(|| {
+        <Line as clap::CommandFactory>::command()
+            .mut_subcommands(|c| c.disable_help_flag(true).disable_help_subcommand(true))
+    });
+    &CLI
+}
+
+/// The usage line of a command (`launch [full|observed]`), generated from its clap definition:
+/// possible values are spelled out (`a|b`), other values by their value names, and optional
+/// positionals are bracketed together with the ones after them (`[claude|codex|cursor [FILE]]`).
+pub fn usage(name: &str) -> String {
+    match cli().find_subcommand(name) {
+        Some(cmd) => render_usage(cmd),
+        None => name.to_owned(),
+    }
+}
+
+fn render_usage(cmd: &clap::Command) -> String {
+    let mut words = vec![cmd.get_name().to_owned()];
+    for arg in cmd.get_arguments().filter(|a| !a.is_positional()) {
+        if let Some(long) = arg.get_long() {
+            words.push(format!("[--{long}]"));
+        }
+    }
+    let mut positionals = String::new();
+    let mut open = 0;
+    for arg in cmd.get_positionals() {
+        let names: Vec<String> = arg
+            .get_value_names()
+            .unwrap_or_default()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let values: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        let (required, multiple) = (
+            arg.is_required_set(),
+            arg.get_num_args().is_some_and(|n| n.max_values() > 1),
+        );
+        let text = if values.is_empty() {
+            if multiple && names.len() > 1 {
+                // Order-free `key=value` arguments: each one optional.
+                let each: Vec<String> = names.iter().map(|n| format!("[{n}]")).collect();
+                positionals.push(' ');
+                positionals.push_str(&each.join(" "));
+                continue;
+            }
+            names.join(" ")
+        } else if arg.get_value_hint() == clap::ValueHint::FilePath {
+            // A path or a keyword (`PLAN.jsonl|claude|codex`).
+            std::iter::once(names.join(" "))
+                .chain(values)
+                .collect::<Vec<_>>()
+                .join("|")
+        } else {
+            values.join("|")
+        };
+        positionals.push(' ');
+        if required {
+            positionals.push_str(&text);
+        } else {
+            positionals.push('[');
+            positionals.push_str(&text);
+            open += 1;
+        }
+    }
+    positionals.push_str(&"]".repeat(open));
+    let subcommands: Vec<String> = cmd.get_subcommands().map(render_usage).collect();
+    if !subcommands.is_empty() {
+        let joined = subcommands.join(" | ");
+        if cmd.is_subcommand_required_set() {
+            positionals.push_str(&format!(" {joined}"));
+        } else {
+            positionals.push_str(&format!(" [{joined}]"));
+        }
+    }
+    words.join(" ") + &positionals
+}
+
+/// Argument alternatives of a command from its clap definition: the subcommands' names and the
+/// positionals' visible possible values (`launch` → `full`, `observed`).
+pub fn argument_choices(name: &str) -> Vec<String> {
+    let Some(cmd) = cli().find_subcommand(name) else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = cmd
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    for arg in cmd.get_positionals() {
+        out.extend(
+            arg.get_possible_values()
+                .iter()
+                .filter(|v| !v.is_hide_set())
+                .map(|v| v.get_name().to_owned()),
+        );
+    }
+    out
+}
+
 /// Parses `agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]`.
-fn parse_agent_host(host: &str, options: &[&str]) -> Result<Command, String> {
-    let host = Host::parse(host).ok_or_else(|| format!("agent: unknown host `{host}`"))?;
+fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
     let (mut model, mut max_turns, mut timeout) =
         (None, None, crate::canary::host::DEFAULT_HOST_TIMEOUT);
     for option in options {
@@ -478,11 +673,12 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
     Ok(commands)
 }
 
-/// Completions for a partial `:` command line: command names with the typed prefix.
+/// Completions for a partial `:` command line: command names (from the clap definition) with
+/// the typed prefix.
 pub fn complete(prefix: &str) -> Vec<&'static str> {
-    COMMANDS
-        .iter()
-        .map(|c| c.name)
+    cli()
+        .get_subcommands()
+        .map(clap::Command::get_name)
         .filter(|n| n.starts_with(prefix.trim_start()))
         .collect()
 }
@@ -603,6 +799,146 @@ mod tests {
         // A trailing comment is not part of the command.
         let ok = parse_script("init   # authenticate fixtures\n").unwrap();
         assert_eq!(ok, vec![(1, Command::Init { reset: false })]);
+    }
+
+    #[test]
+    fn the_table_and_the_clap_definition_name_the_same_commands_in_order() {
+        let table: Vec<&str> = COMMANDS.iter().map(|c| c.name).collect();
+        let clap: Vec<&str> = cli()
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .collect();
+        assert_eq!(table, clap);
+        cli().clone().debug_assert();
+    }
+
+    #[test]
+    fn usage_lines_are_generated_from_the_clap_definition() {
+        let usages: Vec<String> = COMMANDS.iter().map(CommandSpec::usage).collect();
+        assert_eq!(
+            usages,
+            [
+                "record [model=M] [provider=P] [reasoning=R]",
+                "init [--reset]",
+                "launch [full|observed]",
+                "preflight",
+                "agent PLAN.jsonl|claude|codex [k=v…]",
+                "wait ready|saved [SECONDS]",
+                "export",
+                "inspect",
+                "evaluate [repeat=K]",
+                "report",
+                "stop [full|observed]",
+                "host-config [claude|codex|cursor [FILE]]",
+                "target NAME",
+                "runs [open ID | compare A B]",
+                "attach EVENTS.jsonl [DATABASE.sqlite]",
+            ]
+        );
+    }
+
+    #[test]
+    fn argument_choices_come_from_possible_values_and_subcommands() {
+        assert_eq!(argument_choices("launch"), ["full", "observed"]);
+        assert_eq!(argument_choices("agent"), ["claude", "codex"]);
+        assert_eq!(argument_choices("wait"), ["ready", "saved"]);
+        assert_eq!(
+            argument_choices("host-config"),
+            ["claude", "codex", "cursor"]
+        );
+        assert_eq!(argument_choices("runs"), ["open", "compare"]);
+        assert!(argument_choices("attach").is_empty());
+        assert!(argument_choices("nope").is_empty());
+    }
+
+    #[test]
+    fn lines_are_split_like_a_shell_and_the_old_syntax_still_parses() {
+        assert_eq!(
+            Command::parse("attach '/tmp/my events.jsonl' \"/tmp/d b.sqlite\"").unwrap(),
+            Command::Attach {
+                events: "/tmp/my events.jsonl".into(),
+                database: Some("/tmp/d b.sqlite".into()),
+            }
+        );
+        assert!(
+            Command::parse("attach 'open")
+                .unwrap_err()
+                .contains("unbalanced")
+        );
+        assert_eq!(
+            Command::parse("launch all").unwrap(),
+            Command::Launch { which: None }
+        );
+        assert_eq!(
+            Command::parse("stop observed").unwrap(),
+            Command::Stop {
+                which: Some(ProcessKind::Observed)
+            }
+        );
+        assert_eq!(
+            Command::parse("init --reset").unwrap(),
+            Command::Init { reset: true }
+        );
+        assert_eq!(
+            Command::parse("record model=m provider=p reasoning=high").unwrap(),
+            Command::Record {
+                model: Some("m".into()),
+                provider: Some("p".into()),
+                reasoning: Some("high".into()),
+            }
+        );
+        assert_eq!(
+            Command::parse("host-config cursor out.json").unwrap(),
+            Command::HostConfig {
+                host: Some(Host::Cursor),
+                file: Some("out.json".into()),
+            }
+        );
+        assert_eq!(
+            Command::parse("runs compare a b").unwrap(),
+            Command::Runs {
+                action: RunsAction::Compare("a".into(), "b".into())
+            }
+        );
+        assert_eq!(
+            Command::parse("wait saved 2.5").unwrap(),
+            Command::Wait {
+                what: WaitFor::Saved,
+                timeout: Duration::from_millis(2500),
+            }
+        );
+        for (bad, usage) in [
+            ("init --force", "usage: init [--reset]"),
+            ("preflight now", "usage: preflight"),
+            (
+                "host-config vim",
+                "usage: host-config [claude|codex|cursor [FILE]]",
+            ),
+            ("runs open", "usage: runs [open ID | compare A B]"),
+            ("target", "usage: target NAME"),
+            (
+                "agent plan.jsonl extra",
+                "usage: agent PLAN.jsonl|claude|codex [k=v…]",
+            ),
+            ("wait soon", "usage: wait ready|saved [SECONDS]"),
+            ("launch --help", "usage: launch [full|observed]"),
+        ] {
+            assert_eq!(Command::parse(bad).unwrap_err(), usage, "{bad}");
+        }
+        assert!(
+            Command::parse("record foo")
+                .unwrap_err()
+                .starts_with("record: `foo` is not model=")
+        );
+        // As before, a repeated key is allowed and the last one wins.
+        assert_eq!(
+            Command::parse("record model=a model=b provider=c reasoning=d").unwrap(),
+            Command::Record {
+                model: Some("b".into()),
+                provider: Some("c".into()),
+                reasoning: Some("d".into()),
+            }
+        );
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The interactive console's state and input handling (SPEC U2–U4): focus, the `:` command line
-//! with completion from [`COMMANDS`], the `?` help overlay, the evidence viewer's keys, and the
+//! with completion from the commands' clap definition, the `?` help overlay, the evidence viewer's keys, and the
 //! bookkeeping of events from the canary task and the data sources. Keys become [`Command`]s
 //! (the one action type shared with `--script`); drawing lives in `ui` and never mutates this.
 
@@ -12,6 +12,7 @@ use super::evidence::{EvidenceView, pretty};
 use super::ring::Ring;
 use super::runner::{CanarySnapshot, RunnerEvent};
 use super::state::Monitor;
+pub use crate::canary::command::argument_choices;
 use crate::canary::command::{COMMANDS, Command, ProcessKind, complete};
 use crate::kernel::TargetSummary;
 
@@ -825,20 +826,6 @@ impl App {
     }
 }
 
-/// Argument alternatives of a command, generated from its usage string in [`COMMANDS`]:
-/// `launch [full|observed]` → `full`, `observed`; upper-case words are placeholders.
-pub fn argument_choices(name: &str) -> Vec<&'static str> {
-    let Some(spec) = COMMANDS.iter().find(|c| c.name == name) else {
-        return Vec::new();
-    };
-    spec.usage
-        .split_whitespace()
-        .skip(1)
-        .flat_map(|w| w.trim_matches(|c| c == '[' || c == ']').split('|'))
-        .filter(|w| !w.is_empty() && !w.chars().any(|c| c.is_ascii_uppercase()) && !w.contains('='))
-        .collect()
-}
-
 /// Completion candidates for a partial command line: command names, then arguments.
 pub fn candidates(text: &str) -> Vec<String> {
     match text.split_once(' ') {
@@ -848,7 +835,6 @@ pub fn candidates(text: &str) -> Vec<String> {
             let mut out: Vec<String> = argument_choices(name)
                 .into_iter()
                 .filter(|a| a.starts_with(word))
-                .map(str::to_owned)
                 .collect();
             // Commands whose arguments are files (a plan, an events file, a database).
             if matches!(name, "agent" | "attach") && !word.contains('=') {

@@ -1123,9 +1123,9 @@ pub fn help_lines() -> Vec<Line<'static>> {
     )];
     for spec in COMMANDS {
         out.push(Line::from(format!(
-            "  {:<3} {:<40} {}",
+            "  {:<3} {:<44} {}",
             spec.key.map_or(String::new(), |k| k.to_string()),
-            spec.usage,
+            spec.usage(),
             spec.help
         )));
     }
