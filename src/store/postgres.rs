@@ -1115,23 +1115,7 @@ impl PostgresStore {
         {
             worker_errors.insert(utf8(r.get(0), "worker error code")?, u(&r, 1));
         }
-        Ok(Audit {
-            target: t.name,
-            version: t.version,
-            revision: t.revision,
-            sha256: t.sha256,
-            initial_sha256: t.initial_sha256,
-            attempts: AttemptCounts {
-                total: accepted + rejected,
-                accepted,
-                rejected,
-            },
-            receipts: accepted + rejected,
-            saves: t.version,
-            observations,
-            rejections,
-            worker_errors,
-        })
+        Ok(t.into_audit(accepted, rejected, observations, rejections, worker_errors))
     }
 
     async fn list_async(&self) -> Result<Vec<TargetSummary>, StoreError> {

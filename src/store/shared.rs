@@ -672,6 +672,35 @@ pub(crate) struct TargetRow {
 }
 
 impl TargetRow {
+    /// The target's audit (C5) from its attempt, observation, rejection and worker-error counts;
+    /// every attempt has a receipt and every save made a version.
+    pub(crate) fn into_audit(
+        self,
+        accepted: u64,
+        rejected: u64,
+        observations: u64,
+        rejections: std::collections::BTreeMap<String, u64>,
+        worker_errors: std::collections::BTreeMap<String, u64>,
+    ) -> Audit {
+        Audit {
+            target: self.name,
+            version: self.version,
+            revision: self.revision,
+            sha256: self.sha256,
+            initial_sha256: self.initial_sha256,
+            attempts: AttemptCounts {
+                total: accepted + rejected,
+                accepted,
+                rejected,
+            },
+            receipts: accepted + rejected,
+            saves: self.version,
+            observations,
+            rejections,
+            worker_errors,
+        }
+    }
+
     /// The target's state as `read_target` returns it, with its current `content`.
     pub(crate) fn into_state(self, content: String) -> TargetState {
         TargetState {

@@ -1016,23 +1016,7 @@ impl EditStore for SqliteStore {
                 }
             }
             tx.finish()?;
-            Ok(Audit {
-                target: t.name,
-                version: t.version,
-                revision: t.revision,
-                sha256: t.sha256,
-                initial_sha256: t.initial_sha256,
-                attempts: AttemptCounts {
-                    total: accepted + rejected,
-                    accepted,
-                    rejected,
-                },
-                receipts: accepted + rejected,
-                saves: t.version,
-                observations,
-                rejections,
-                worker_errors,
-            })
+            Ok(t.into_audit(accepted, rejected, observations, rejections, worker_errors))
         })
     }
 
