@@ -1167,7 +1167,7 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
     let mut app = App::new(false, LAST_EVENT_MS);
     let (tx, _rx) = tokio::sync::mpsc::channel(8);
     let mut sources = patchdiff::console::Sources::default();
-    patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None);
+    patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None, None);
     let labels: Vec<&str> = app
         .evidence
         .sources

@@ -14,6 +14,7 @@ use super::runner::{CanarySnapshot, RunnerEvent};
 use super::state::Monitor;
 pub use crate::canary::command::argument_choices;
 use crate::canary::command::{COMMANDS, Command, ProcessKind, complete};
+use crate::config::{Key, Settings};
 use crate::kernel::TargetSummary;
 
 /// Frame times kept.
@@ -900,7 +901,26 @@ pub fn complete_line(
     (format!("{prefix}{}", cands[next]), Some((typed, next)))
 }
 
-/// U4: colour unless `NO_COLOR` is set to a non-empty value (no-color.org).
-pub fn color_enabled() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+/// U4: colour unless `NO_COLOR` ([`Key::NoColor`]) is set to a non-empty value
+/// (no-color.org), as the resolved `settings` hold it.
+pub fn color_enabled(settings: &Settings) -> bool {
+    settings.get(Key::NoColor).is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_color_set_and_non_empty_turns_colour_off() {
+        let with = |value: Option<&str>| {
+            color_enabled(&Settings::from_lookup(|k| {
+                (k == "NO_COLOR").then_some(value).flatten().map(Into::into)
+            }))
+        };
+        assert!(with(None), "unset: colour");
+        assert!(with(Some("")), "empty: colour");
+        assert!(!with(Some("1")), "set: no colour");
+        assert!(!with(Some("false")), "any non-empty value: no colour");
+    }
 }

@@ -60,6 +60,14 @@ pub enum AppEvent {
     Signal(&'static str),
 }
 
+/// The store the targets pane reads: the SQLite file `sqlite`, or the PostgreSQL database at
+/// `postgres_url` when the resolved settings name one ([`sources::postgres_url`], P1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreAt {
+    pub sqlite: PathBuf,
+    pub postgres_url: Option<String>,
+}
+
 /// Data-source tasks; replaced wholesale on `attach`, aborted on drop.
 #[derive(Default)]
 pub struct Sources {
@@ -68,10 +76,10 @@ pub struct Sources {
 
 impl Sources {
     /// Follows the perf-event files (`(source, path)`) and their memory files, and polls the
-    /// store at `database`.
+    /// store at `database` (PostgreSQL instead when `database.postgres_url` is set).
     pub fn start(
         perf: &[(String, PathBuf)],
-        database: Option<PathBuf>,
+        database: Option<StoreAt>,
         tx: &mpsc::Sender<AppEvent>,
     ) -> Self {
         Self::start_from(perf, database, tx, sources::FIRST_BATCH_BYTES)
@@ -80,7 +88,7 @@ impl Sources {
     /// [`Sources::start`] with the tailer's first batch of `first_batch` bytes.
     pub fn start_from(
         perf: &[(String, PathBuf)],
-        database: Option<PathBuf>,
+        database: Option<StoreAt>,
         tx: &mpsc::Sender<AppEvent>,
         first_batch: usize,
     ) -> Self {
@@ -99,7 +107,8 @@ impl Sources {
         )];
         if let Some(db) = database {
             tasks.push(sources::spawn_store_poller(
-                db,
+                db.sqlite,
+                db.postgres_url,
                 tx.clone(),
                 AppEvent::Source,
             ));
@@ -356,6 +365,8 @@ struct Interactive {
     commands: Option<mpsc::Sender<Command>>,
     sources: Sources,
     tx: mpsc::Sender<AppEvent>,
+    /// The PostgreSQL store the settings select, for attached stores too (P1).
+    postgres_url: Option<String>,
 }
 
 impl CommandSink for Interactive {
@@ -410,6 +421,7 @@ impl CommandSink for Interactive {
                         &self.tx,
                         &events,
                         database.as_deref(),
+                        self.postgres_url.as_deref(),
                     );
                     app.push_status(true, format!("opened past run {} read-only", run.display()));
                 }
@@ -424,6 +436,7 @@ impl CommandSink for Interactive {
                 &self.tx,
                 events,
                 database.as_deref(),
+                self.postgres_url.as_deref(),
             );
             return;
         }
@@ -454,18 +467,23 @@ impl CommandSink for Interactive {
     }
 }
 
-/// Switches the console to watching `events` (and the store at `database`): a fresh monitor,
-/// the file tailed from its start, the evidence viewer on that file.
+/// Switches the console to watching `events` (and the store at `database`, or the PostgreSQL
+/// database at `postgres_url` when the settings name one): a fresh monitor, the file tailed
+/// from its start, the evidence viewer on that file.
 pub fn attach(
     app: &mut App,
     sources: &mut Sources,
     tx: &mpsc::Sender<AppEvent>,
     events: &Path,
     database: Option<&Path>,
+    postgres_url: Option<&str>,
 ) {
     *sources = Sources::start(
         &[("observed".to_owned(), events.to_path_buf())],
-        database.map(Path::to_path_buf),
+        database.map(|d| StoreAt {
+            sqlite: d.to_path_buf(),
+            postgres_url: postgres_url.map(str::to_owned),
+        }),
         tx,
     );
     app.monitor = state::Monitor::new();
@@ -585,6 +603,8 @@ fn spawn_signals(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {
 /// Opens the interactive console (U1–U4) for a new canary run. Returns when the operator quits
 /// or a signal arrives; the terminal is restored and every child process stopped first.
 pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
+    let color = app::color_enabled(&options.settings);
+    let postgres_url = sources::postgres_url(&options.settings);
     let canary = Canary::create(options)?;
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
     let run = canary.run.clone();
@@ -595,10 +615,13 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
             // An observed process a real agent host started from `host-config` (C4).
             ("host".to_owned(), run.perf_events("host-observed")),
         ],
-        Some(canary.database_path()),
+        Some(StoreAt {
+            sqlite: canary.database_path(),
+            postgres_url: postgres_url.clone(),
+        }),
         &tx,
     );
-    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut app = App::new(color, unix_ms_now());
     app.evidence = evidence::EvidenceView::new(vec![
         ("observed requests/results".into(), run.wire_log("observed")),
         ("full requests/results".into(), run.wire_log("full")),
@@ -626,6 +649,7 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         commands: Some(handle.commands.clone()),
         sources,
         tx: tx.clone(),
+        postgres_url,
     };
     let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
     drop(sink);
@@ -641,14 +665,20 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
 /// Opens the interactive console in attach mode only (no canary, no child processes): it
 /// watches an observed process an agent host started, from its perf-events file `events`
 /// (and memory file) and its store `database`. Meant for `patchdiff console --attach-events
-/// PATH [--database PATH]`; `:attach` does the same from a running console.
-pub async fn run_attach(events: PathBuf, database: Option<PathBuf>) -> anyhow::Result<()> {
+/// PATH [--database PATH]`; `:attach` does the same from a running console. Colour and the
+/// PostgreSQL store come from the resolved `settings` (U4, P1).
+pub async fn run_attach(
+    events: PathBuf,
+    database: Option<PathBuf>,
+    settings: &crate::config::Settings,
+) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
-    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut app = App::new(app::color_enabled(settings), unix_ms_now());
     let mut sink = Interactive {
         commands: None,
         sources: Sources::default(),
         tx: tx.clone(),
+        postgres_url: sources::postgres_url(settings),
     };
     attach(
         &mut app,
@@ -656,6 +686,7 @@ pub async fn run_attach(events: PathBuf, database: Option<PathBuf>) -> anyhow::R
         &tx,
         &events,
         database.as_deref(),
+        sink.postgres_url.as_deref(),
     );
     run_terminal(&mut app, &tx, &mut rx, &mut sink).await
 }

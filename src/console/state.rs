@@ -485,8 +485,11 @@ impl Monitor {
         if line.is_empty() {
             return;
         }
-        if line.len() > MAX_LINE_BYTES {
-            self.note_malformed(source, "line too long");
+        if line.len() > MAX_LINE_BYTES || line == super::tail::OVERSIZE_LINE {
+            self.note_malformed(
+                source,
+                &format!("a line over {MAX_LINE_BYTES} bytes was skipped"),
+            );
             return;
         }
         match serde_json::from_str::<PerfEvent>(line) {
