@@ -471,80 +471,92 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     out
 }
 
+/// One row per process: the MCP processes (only the attached one when attached), the agent
+/// host when there is one, and the worker.
 fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
-    let mut out = Vec::new();
     let mcp_kinds: &[&str] = if app.attached.is_some() {
         &["observed"]
     } else {
         &["full", "observed"]
     };
-    for kind in mcp_kinds {
-        // Attached, the screen shows only the attached process: never the canary's (issue 13).
-        let snap = app
-            .canary
-            .as_ref()
-            .filter(|_| app.attached.is_none())
-            .and_then(|c| c.processes.iter().find(|p| p.kind == *kind));
-        let line = match (snap, app.attached.as_ref()) {
-            (Some(p), _) => {
-                let (level, word) = proc_word(app, p.pid.map(u64::from));
-                Line::from(vec![
-                    Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
-                    Span::raw(format!(
-                        "{kind:<9} pid {:<7} up {:>8}  ",
-                        p.pid.map_or("?".into(), |p| p.to_string()),
-                        hms(app.now_ms - p.started_ms)
-                    )),
-                    Span::styled(word, theme.level(level)),
-                ])
-            }
-            (None, Some(_)) => {
-                let pid = app.attached_pid();
-                let (symbol, level, word) = match pid {
-                    Some(p) => attached_word(app, p),
-                    None => (PENDING, Level::High, "no events yet".to_owned()),
-                };
-                Line::from(vec![
-                    Span::styled(format!("{symbol} "), theme.level(level)),
-                    Span::raw(format!(
-                        "{kind:<9} pid {:<7} attached  ",
-                        pid.map_or("?".into(), |p| p.to_string())
-                    )),
-                    Span::styled(word, theme.level(level)),
-                ])
-            }
-            (None, None) => {
-                let exit = app
-                    .canary
-                    .as_ref()
-                    .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
-                    .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
-                Line::from(vec![
-                    Span::styled("○ ", theme.dim()),
-                    Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
-                ])
-            }
-        };
-        out.push(line);
-    }
+    let mut out: Vec<Line> = mcp_kinds
+        .iter()
+        .map(|kind| mcp_process_line(app, kind, theme))
+        .collect();
     if let Some(h) = app.canary.as_ref().and_then(|c| c.host.as_ref()) {
         out.push(host_line(app, h, theme));
     }
+    out.push(worker_process_line(app, theme));
+    out
+}
+
+/// An MCP process's row: the canary's child with pid, uptime and state; the attached process
+/// (we are not its parent); or one that is not running, with its exit when known.
+fn mcp_process_line<'a>(app: &App, kind: &str, theme: &Theme) -> Line<'a> {
+    // Attached, the screen shows only the attached process: never the canary's (issue 13).
+    let snap = app
+        .canary
+        .as_ref()
+        .filter(|_| app.attached.is_none())
+        .and_then(|c| c.processes.iter().find(|p| p.kind == kind));
+    match (snap, app.attached.as_ref()) {
+        (Some(p), _) => {
+            let (level, word) = proc_word(app, p.pid.map(u64::from));
+            Line::from(vec![
+                Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
+                Span::raw(format!(
+                    "{kind:<9} pid {:<7} up {:>8}  ",
+                    p.pid.map_or("?".into(), |p| p.to_string()),
+                    hms(app.now_ms - p.started_ms)
+                )),
+                Span::styled(word, theme.level(level)),
+            ])
+        }
+        (None, Some(_)) => {
+            let pid = app.attached_pid();
+            let (symbol, level, word) = match pid {
+                Some(p) => attached_word(app, p),
+                None => (PENDING, Level::High, "no events yet".to_owned()),
+            };
+            Line::from(vec![
+                Span::styled(format!("{symbol} "), theme.level(level)),
+                Span::raw(format!(
+                    "{kind:<9} pid {:<7} attached  ",
+                    pid.map_or("?".into(), |p| p.to_string())
+                )),
+                Span::styled(word, theme.level(level)),
+            ])
+        }
+        (None, None) => {
+            let exit = app
+                .canary
+                .as_ref()
+                .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
+                .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
+            Line::from(vec![
+                Span::styled("○ ", theme.dim()),
+                Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
+            ])
+        }
+    }
+}
+
+/// The worker's row: generation, pid, state and mode. A worker that has not started is shown
+/// like a process not running, not as "ok"; an expected retirement is not a failure.
+fn worker_process_line<'a>(app: &App, theme: &Theme) -> Line<'a> {
     let w = &app.monitor.worker;
     let (level, word) = match &w.state {
-        WorkerState::Ready => {
-            let (l, word) = proc_word(app, w.pid);
-            (
-                l,
-                if word == "running" {
-                    "ready".into()
-                } else {
-                    word
-                },
-            )
+        WorkerState::None => {
+            return Line::from(vec![
+                Span::styled("○ ", theme.dim()),
+                Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
+            ]);
         }
+        WorkerState::Ready => match proc_word(app, w.pid) {
+            (l, word) if word == "running" => (l, "ready".to_owned()),
+            other => other,
+        },
         WorkerState::Starting => (Level::High, "starting".into()),
-        WorkerState::None => (Level::Ok, "not started".into()),
         // An expected retirement (shutdown, age, request limit) is not a failure.
         WorkerState::Retired(r) if last_retirement_expected(app) => {
             (Level::Ok, format!("retired ({r})"))
@@ -555,15 +567,7 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         WorkerState::Retired(_) if level == Level::Ok => GONE,
         _ => state_symbol(level),
     };
-    // A worker that has not started is not "ok": it is shown like a process not running.
-    if w.state == WorkerState::None {
-        out.push(Line::from(vec![
-            Span::styled("○ ", theme.dim()),
-            Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
-        ]));
-        return out;
-    }
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::styled(format!("{symbol} "), theme.level(level)),
         Span::raw(format!(
             "{:<9} gen {:<3} pid {:<7} ",
@@ -571,10 +575,9 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
             w.generation.map_or("-".into(), |g| g.to_string()),
             w.pid.map_or("-".into(), |p| p.to_string()),
         )),
-        Span::styled(word.to_owned(), theme.level(level)),
+        Span::styled(word, theme.level(level)),
         Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
-    ]));
-    out
+    ])
 }
 
 /// The targets pane's lines fitted to `height` rows: the header stays, and the rows scroll so
@@ -615,84 +618,14 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         .filter(|_| app.attached.is_none())
         .map(|c| c.targets.as_slice())
         .unwrap_or(&[]);
-    let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    for s in &app.store_targets {
-        if !names.contains(&s.name.as_str()) {
-            names.push(&s.name);
-        }
-    }
     let focused = app.focus == Pane::Targets;
-    for (index, name) in names.into_iter().enumerate() {
-        let row = rows.iter().find(|r| r.name == name);
-        let live = app.store_targets.iter().find(|s| s.name == name);
-        let (version, revision, acc, rej, sha, initial) = match (live, row) {
-            (Some(s), _) => (
-                s.version,
-                s.revision,
-                s.accepted,
-                s.rejected,
-                s.sha256.as_str(),
-                s.initial_sha256.as_str(),
-            ),
-            (None, Some(r)) => (
-                r.version,
-                r.revision,
-                r.accepted,
-                r.rejected,
-                r.current_sha256.as_str(),
-                r.initial_sha256.as_str(),
-            ),
-            (None, None) => continue,
+    for (index, name) in app.target_names().iter().enumerate() {
+        let row = rows.iter().find(|r| &r.name == name);
+        let live = app.store_targets.iter().find(|s| &s.name == name);
+        let Some(figures) = live.map(Figures::from).or(row.map(Figures::from)) else {
+            continue;
         };
-        let hash = if sha.is_empty() {
-            "— not init".to_owned()
-        } else if sha == initial {
-            format!("= init {}", short_sha(sha))
-        } else {
-            format!("≠ init {}", short_sha(sha))
-        };
-        let (export, export_level) = match row.and_then(|r| r.exported_sha256.as_deref()) {
-            None => ("—".to_owned(), Level::Ok),
-            Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
-            Some(_) => ("≠ changed".to_owned(), Level::High),
-        };
-        let status = row.and_then(|r| r.status);
-        let (eval, eval_level) = match row.map(|r| (r.full_byte, r.behavioral)) {
-            // V3: a broken check environment is not the agent's failure.
-            _ if status == Some(crate::evaluate::Status::InfraError) => {
-                ("⚠ infra_error".to_owned(), Level::High)
-            }
-            _ if status == Some(crate::evaluate::Status::Flaky) => {
-                ("⚠ flaky".to_owned(), Level::High)
-            }
-            Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
-            Some((Some(f), Some(b))) => (
-                format!(
-                    "✖ FAIL {}{}",
-                    if f { "" } else { "bytes " },
-                    if b { "" } else { "behavior" }
-                ),
-                Level::Limit,
-            ),
-            Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
-            _ => ("—".to_owned(), Level::Ok),
-        };
-        let mut spans = vec![
-            Span::raw(format!(
-                "{:<12} {:>3} {:>4} {:>7}  {:<15} ",
-                name.chars().take(12).collect::<String>(),
-                version,
-                revision,
-                format!("{acc}/{rej}"),
-                hash
-            )),
-            Span::styled(format!("{export:<9} "), theme.level(export_level)),
-            Span::styled(eval, theme.level(eval_level)),
-        ];
-        if width < 60 {
-            spans.truncate(1);
-        }
-        let mut line = Line::from(spans);
+        let mut line = target_line(name, &figures, row, theme, width);
         if focused && index == app.target_cursor {
             line = line.style(theme.selected());
         }
@@ -705,6 +638,109 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         ));
     }
     out
+}
+
+/// A target's figures, from the store as it is now or else from the canary's last reading.
+struct Figures<'a> {
+    version: u64,
+    revision: u64,
+    accepted: u64,
+    rejected: u64,
+    sha256: &'a str,
+    initial_sha256: &'a str,
+}
+
+impl<'a> From<&'a crate::kernel::TargetSummary> for Figures<'a> {
+    fn from(s: &'a crate::kernel::TargetSummary) -> Self {
+        Figures {
+            version: s.version,
+            revision: s.revision,
+            accepted: s.accepted,
+            rejected: s.rejected,
+            sha256: &s.sha256,
+            initial_sha256: &s.initial_sha256,
+        }
+    }
+}
+
+impl<'a> From<&'a crate::canary::TargetRow> for Figures<'a> {
+    fn from(r: &'a crate::canary::TargetRow) -> Self {
+        Figures {
+            version: r.version,
+            revision: r.revision,
+            accepted: r.accepted,
+            rejected: r.rejected,
+            sha256: &r.current_sha256,
+            initial_sha256: &r.initial_sha256,
+        }
+    }
+}
+
+/// One target's row: figures and hash, then (from 60 columns) export and evaluation.
+fn target_line<'a>(
+    name: &str,
+    f: &Figures,
+    row: Option<&crate::canary::TargetRow>,
+    theme: &Theme,
+    width: u16,
+) -> Line<'a> {
+    let hash = if f.sha256.is_empty() {
+        "— not init".to_owned()
+    } else if f.sha256 == f.initial_sha256 {
+        format!("= init {}", short_sha(f.sha256))
+    } else {
+        format!("≠ init {}", short_sha(f.sha256))
+    };
+    let mut spans = vec![Span::raw(format!(
+        "{:<12} {:>3} {:>4} {:>7}  {:<15} ",
+        name.chars().take(12).collect::<String>(),
+        f.version,
+        f.revision,
+        format!("{}/{}", f.accepted, f.rejected),
+        hash
+    ))];
+    if width >= 60 {
+        let (export, export_level) = export_cell(row, f.sha256);
+        let (eval, eval_level) = evaluation_cell(row);
+        spans.push(Span::styled(
+            format!("{export:<9} "),
+            theme.level(export_level),
+        ));
+        spans.push(Span::styled(eval, theme.level(eval_level)));
+    }
+    Line::from(spans)
+}
+
+/// `✔ exported` when the export holds the current bytes, `≠ changed` when they moved on since.
+fn export_cell(row: Option<&crate::canary::TargetRow>, sha: &str) -> (String, Level) {
+    match row.and_then(|r| r.exported_sha256.as_deref()) {
+        None => ("—".to_owned(), Level::Ok),
+        Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
+        Some(_) => ("≠ changed".to_owned(), Level::High),
+    }
+}
+
+/// The evaluation's verdict: pass, what failed, or a check that could not judge (V3).
+fn evaluation_cell(row: Option<&crate::canary::TargetRow>) -> (String, Level) {
+    let status = row.and_then(|r| r.status);
+    match row.map(|r| (r.full_byte, r.behavioral)) {
+        // V3: a broken check environment is not the agent's failure.
+        _ if status == Some(crate::evaluate::Status::InfraError) => {
+            ("⚠ infra_error".to_owned(), Level::High)
+        }
+        _ if status == Some(crate::evaluate::Status::Flaky) => ("⚠ flaky".to_owned(), Level::High),
+        Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
+        Some((Some(f), Some(b))) => (
+            format!(
+                "✖ FAIL {}{}",
+                if f { "" } else { "bytes " },
+                if b { "" } else { "behavior" }
+            ),
+            Level::Limit,
+        ),
+        Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
+        _ => ("—".to_owned(), Level::Ok),
+    }
 }
 
 /// The WORKER pane (W5–W10), drawn row by row into `area`: the generation line, the queue with
@@ -1106,8 +1142,9 @@ fn worker_retirements<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> 
     ])
 }
 
+/// The PERF EVENTS pane: the per-event percentile table (from the selected row) and, from 12
+/// rows, the live tail below it.
 fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
-    let m = &app.monitor;
     let mut out = vec![Line::styled(
         format!(
             "{:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
@@ -1120,73 +1157,86 @@ fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
     } else {
         height as usize
     };
-    for (i, r) in m
+    for (i, r) in app
+        .monitor
         .stat_rows
         .iter()
         .enumerate()
         .skip(app.perf_scroll)
         .take(table_rows)
     {
-        let level = if r.failed > 0 { Level::High } else { Level::Ok };
-        let value = |v: f64| match r.unit {
-            Unit::Ms => secs(Some(v)),
-            Unit::Bytes => format!("{:.1} MiB", v / MIB),
-            Unit::Count => format!("{v:.0}"),
-        };
-        let hidden = app.perf_hidden.contains(&r.name);
-        let mut line = Line::from(vec![
-            Span::raw(format!(
-                "{:<22} {:>7} {:>9} {:>9} {:>9} ",
-                r.name.chars().take(22).collect::<String>(),
-                r.count,
-                value(r.p50),
-                value(r.p95),
-                value(r.p99)
-            )),
-            Span::styled(format!("{:>6}", r.failed), theme.level(level)),
-            Span::styled(if hidden { "  hidden" } else { "" }, theme.dim()),
-        ]);
+        let mut line = perf_row(app, r, theme);
         if app.focus == Pane::Perf && i == app.perf_scroll {
             line = line.style(theme.selected());
         }
         out.push(line);
     }
     if height >= 12 {
-        let hidden = if app.perf_hidden.is_empty() {
-            String::new()
-        } else {
-            let names: Vec<&str> = app.perf_hidden.iter().map(String::as_str).collect();
-            format!(" (hidden: {})", names.join(", "))
-        };
-        out.push(Line::styled(
-            format!("live tail, by time{hidden}"),
-            theme.dim(),
-        ));
-        let room = (height as usize).saturating_sub(out.len());
-        // Sources interleave: show the newest `room` lines in timestamp order.
-        let mut shown: Vec<&crate::console::state::TailLine> = m
-            .tail
-            .iter()
-            .filter(|l| !app.perf_hidden.contains(&l.name))
-            .collect();
-        shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
-        let start = shown.len().saturating_sub(room);
-        for l in shown.into_iter().skip(start) {
-            let level = if l.ok { Level::Ok } else { Level::High };
-            out.push(Line::from(vec![
-                Span::raw(format!("{} ", clock(l.ts_ms))),
-                Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
-                Span::raw(format!(
-                    "{:<8} {:<20} {:>9} {}",
-                    l.source,
-                    l.name,
-                    secs(Some(l.duration_ms)),
-                    l.detail
-                )),
-            ]));
-        }
+        perf_tail(&mut out, app, theme, height);
     }
     out
+}
+
+/// One event kind's row: count, p50/p95/p99 in its unit, failures, whether the tail hides it.
+fn perf_row<'a>(app: &App, r: &crate::console::state::StatRow, theme: &Theme) -> Line<'a> {
+    let level = if r.failed > 0 { Level::High } else { Level::Ok };
+    let value = |v: f64| match r.unit {
+        Unit::Ms => secs(Some(v)),
+        Unit::Bytes => format!("{:.1} MiB", v / MIB),
+        Unit::Count => format!("{v:.0}"),
+    };
+    let hidden = app.perf_hidden.contains(&r.name);
+    Line::from(vec![
+        Span::raw(format!(
+            "{:<22} {:>7} {:>9} {:>9} {:>9} ",
+            r.name.chars().take(22).collect::<String>(),
+            r.count,
+            value(r.p50),
+            value(r.p95),
+            value(r.p99)
+        )),
+        Span::styled(format!("{:>6}", r.failed), theme.level(level)),
+        Span::styled(if hidden { "  hidden" } else { "" }, theme.dim()),
+    ])
+}
+
+/// The live tail under the table: its heading (naming hidden kinds), then the newest lines
+/// that fit in `height`, in timestamp order across sources.
+fn perf_tail<'a>(out: &mut Vec<Line<'a>>, app: &'a App, theme: &Theme, height: u16) {
+    let hidden = if app.perf_hidden.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = app.perf_hidden.iter().map(String::as_str).collect();
+        format!(" (hidden: {})", names.join(", "))
+    };
+    out.push(Line::styled(
+        format!("live tail, by time{hidden}"),
+        theme.dim(),
+    ));
+    let room = (height as usize).saturating_sub(out.len());
+    // Sources interleave: show the newest `room` lines in timestamp order.
+    let mut shown: Vec<&crate::console::state::TailLine> = app
+        .monitor
+        .tail
+        .iter()
+        .filter(|l| !app.perf_hidden.contains(&l.name))
+        .collect();
+    shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
+    let start = shown.len().saturating_sub(room);
+    for l in shown.into_iter().skip(start) {
+        let level = if l.ok { Level::Ok } else { Level::High };
+        out.push(Line::from(vec![
+            Span::raw(format!("{} ", clock(l.ts_ms))),
+            Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
+            Span::raw(format!(
+                "{:<8} {:<20} {:>9} {}",
+                l.source,
+                l.name,
+                secs(Some(l.duration_ms)),
+                l.detail
+            )),
+        ]));
+    }
 }
 
 fn evidence<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
