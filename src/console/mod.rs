@@ -428,14 +428,7 @@ impl CommandSink for Interactive {
             }
             Command::Attach { events, database } => {
                 app.queued = app.queued.saturating_sub(1);
-                attach(
-                    app,
-                    &mut self.sources,
-                    &self.tx,
-                    &events,
-                    database.as_deref(),
-                    self.postgres_url.as_deref(),
-                );
+                self.attach(app, &events, database.as_deref());
             }
             command => self.forward(app, command),
         }
@@ -468,6 +461,18 @@ impl Interactive {
         if switches { app.attach_refusal() } else { None }
     }
 
+    /// [`attach`] with this console's sources and store settings.
+    fn attach(&mut self, app: &mut App, events: &Path, database: Option<&Path>) {
+        attach(
+            app,
+            &mut self.sources,
+            &self.tx,
+            events,
+            database,
+            self.postgres_url.as_deref(),
+        );
+    }
+
     /// `runs open ID`: attaches to the past run's observed perf events and store, read-only.
     fn open_past_run(&mut self, app: &mut App, id: &str) {
         let Some(root) = app
@@ -491,14 +496,7 @@ impl Interactive {
             return;
         };
         let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
-        attach(
-            app,
-            &mut self.sources,
-            &self.tx,
-            &events,
-            database.as_deref(),
-            self.postgres_url.as_deref(),
-        );
+        self.attach(app, &events, database.as_deref());
         app.push_status(true, format!("opened past run {} read-only", run.display()));
     }
 
@@ -735,14 +733,7 @@ pub async fn run_attach(
         tx: tx.clone(),
         postgres_url: sources::postgres_url(settings),
     };
-    attach(
-        &mut app,
-        &mut sink.sources,
-        &tx,
-        &events,
-        database.as_deref(),
-        sink.postgres_url.as_deref(),
-    );
+    sink.attach(&mut app, &events, database.as_deref());
     run_terminal(&mut app, &tx, &mut rx, &mut sink).await
 }
 

@@ -139,6 +139,14 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A file `e.jsonl` holding `content` in a fresh directory (kept while the guard lives).
+    fn file_with(content: impl AsRef<[u8]>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        std::fs::write(&path, content).unwrap();
+        (dir, path)
+    }
+
     fn lines(t: &mut JsonlTail) -> Vec<String> {
         let mut out = Vec::new();
         t.poll(1 << 20, |l| out.push(l.to_owned())).unwrap();
@@ -161,9 +169,7 @@ mod tests {
 
     #[test]
     fn truncated_file_is_read_again_from_the_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, "one\ntwo\n").unwrap();
+        let (_dir, path) = file_with("one\ntwo\n");
         let mut t = JsonlTail::new(&path);
         assert_eq!(lines(&mut t).len(), 2);
         std::fs::write(&path, "x\n").unwrap();
@@ -220,18 +226,14 @@ mod tests {
 
     #[test]
     fn a_line_that_is_not_utf8_is_reported_and_reading_continues() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, b"one\n\xff\xfe\ntwo\n").unwrap();
+        let (_dir, path) = file_with(b"one\n\xff\xfe\ntwo\n");
         let mut t = JsonlTail::new(&path);
         assert_eq!(lines(&mut t), vec!["one", NOT_UTF8_LINE, "two"]);
     }
 
     #[test]
     fn from_end_skips_existing_lines() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, "old\n").unwrap();
+        let (_dir, path) = file_with("old\n");
         let mut t = JsonlTail::from_end(&path);
         let mut f = std::fs::OpenOptions::new()
             .append(true)
