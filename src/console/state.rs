@@ -856,6 +856,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A phase event `name` started at `start_ms`, taking `duration_ms`, under `ceiling_ms`.
+    fn phase_ev(name: &str, start_ms: f64, duration_ms: f64, ceiling_ms: u64) -> PerfEvent {
+        let attrs = json!({ "ceiling_ms": ceiling_ms });
+        ev(name, start_ms, duration_ms, attrs, json!({}))
+    }
+
     fn ev(name: &str, start_ms: f64, duration_ms: f64, attrs: Value, ids: Value) -> PerfEvent {
         let mut e = PerfEvent::point(name);
         e.start_ms = start_ms;
@@ -973,16 +979,7 @@ mod tests {
                 json!({}),
             ),
         );
-        m.ingest(
-            "o",
-            &ev(
-                "phase_active",
-                1_000.0,
-                400.0,
-                json!({"ceiling_ms": 15000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_active", 1_000.0, 400.0, 15000));
         let t = m.phase(Phase::Active);
         assert_eq!(t.shown_ms(99_000.0), (Some(400.0), false));
         assert_eq!(t.level(99_000.0), Level::Ok);
@@ -991,16 +988,7 @@ mod tests {
     #[test]
     fn phase_ceiling_comes_from_the_event() {
         let mut m = Monitor::new();
-        m.ingest(
-            "o",
-            &ev(
-                "phase_outer",
-                0.0,
-                9_000.0,
-                json!({"ceiling_ms": 10000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_outer", 0.0, 9_000.0, 10000));
         let t = m.phase(Phase::Outer);
         assert_eq!(t.ceiling_ms, 10_000.0);
         assert_eq!(t.level(0.0), Level::High);
@@ -1253,16 +1241,7 @@ mod tests {
     fn the_admission_ceiling_label_keeps_its_meaning_after_a_lock_holders_admission() {
         let mut m = Monitor::new();
         // W7: a lock holder's admission runs under 250 ms; W6's ordinary one under 2 s.
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                0.0,
-                200.0,
-                json!({"ceiling_ms": 250}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 0.0, 200.0, 250));
         let t = m.phase(Phase::Admission);
         assert_eq!(
             t.ceiling_ms, 2_000.0,
@@ -1271,29 +1250,11 @@ mod tests {
         assert_eq!(t.last_ceiling_ms, 250.0);
         // 200 of 250 ms is past 75 % of the lock holder's ceiling.
         assert_eq!(t.level(1_000.0), Level::High);
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                10.0,
-                200.0,
-                json!({"ceiling_ms": 2000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 10.0, 200.0, 2000));
         let t = m.phase(Phase::Admission);
         assert_eq!((t.ceiling_ms, t.last_ceiling_ms), (2_000.0, 2_000.0));
         assert_eq!(t.level(1_000.0), Level::Ok);
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                20.0,
-                10.0,
-                json!({"ceiling_ms": 250}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 20.0, 10.0, 250));
         assert_eq!(m.phase(Phase::Admission).ceiling_ms, 2_000.0);
     }
 }
