@@ -166,6 +166,28 @@ mod tests {
     use std::io::Write;
     use std::path::Path;
 
+    #[test]
+    fn the_store_poller_reads_postgresql_only_when_the_settings_name_it() {
+        let with = |url: Option<&str>| {
+            postgres_url(&Settings::from_lookup(|k| {
+                (k == "PATCHDIFF_DATABASE_URL")
+                    .then_some(url)
+                    .flatten()
+                    .map(Into::into)
+            }))
+        };
+        assert_eq!(with(None), None);
+        assert_eq!(with(Some("sqlite:///var/lib/pd.sqlite")), None);
+        assert_eq!(
+            with(Some("postgres://pd@127.0.0.1:5432/pd")).as_deref(),
+            Some("postgres://pd@127.0.0.1:5432/pd")
+        );
+        assert_eq!(
+            with(Some("postgresql://pd@db/pd")).as_deref(),
+            Some("postgresql://pd@db/pd")
+        );
+    }
+
     #[tokio::test]
     async fn an_oversize_event_line_is_skipped_with_a_note_and_the_next_events_are_read() {
         use crate::console::app::App;
