@@ -427,6 +427,13 @@ fn a_tall_worker_pane_charts_rss_over_time_against_the_limits() {
     assert_eq!(drawn.len(), 2, "{tall}");
     assert!(drawn[0] <= 2 && chart[drawn[1]].contains("0 MiB"), "{tall}");
     snap!("pane_worker_tall", tall);
+    // Its widgets fit any size the pane may get, down to nothing inside the border.
+    for w in [1, 2, 3, 12, 30, 59, 70, 110, 300] {
+        for h in 1..=24 {
+            let buf = render_pane(&app, Pane::Worker, w, h);
+            assert_eq!(buf.area, Rect::new(0, 0, w, h));
+        }
+    }
     // A 200×70 screen gives the worker pane that room; 200×60 does not.
     let rows = |h| {
         ui::layout(Rect::new(0, 0, 200, h), Pane::Processes)
