@@ -76,7 +76,7 @@ pub fn spawn_tailer_from<E: Send + 'static>(
             for (source, kind, tail) in &mut tails {
                 loop {
                     let mut lines = Vec::new();
-                    let read = tail.poll(batch, |l| lines.push(l.to_owned())).unwrap_or(0);
+                    let read = tail.poll(batch, |l| lines.push(l)).unwrap_or(0);
                     let full = read >= batch;
                     batch = (batch * 2).min(TAIL_BATCH_BYTES);
                     if !lines.is_empty() {

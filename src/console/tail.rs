@@ -69,20 +69,24 @@ impl JsonlTail {
         self.offset
     }
 
-    /// Reads at most `max_bytes` of newly appended data and calls `line` for each complete line
-    /// (without the newline or a `\r` before it). Returns the bytes read. A missing file reads as
+    /// Reads at most `max_bytes` of newly appended data and calls `line` with each complete line
+    /// (without the newline or a `\r` before it; the codec's own `String`, not copied again). Returns the bytes read. A missing file reads as
     /// empty; a shrunk or replaced file is re-read from its start. A line longer than
     /// [`MAX_LINE_BYTES`] is reported once as [`OVERSIZE_LINE`] and skipped up to its newline; a
     /// line that is not UTF-8 is reported as [`NOT_UTF8_LINE`]; reading continues at the next
     /// line either way.
-    pub fn poll(&mut self, max_bytes: usize, mut line: impl FnMut(&str)) -> std::io::Result<usize> {
+    pub fn poll(
+        &mut self,
+        max_bytes: usize,
+        mut line: impl FnMut(String),
+    ) -> std::io::Result<usize> {
         let got = self.read_appended(max_bytes)?;
         loop {
             match self.lines.decode(&mut self.pending) {
-                Ok(Some(l)) => line(&l),
+                Ok(Some(l)) => line(l),
                 Ok(None) => break,
-                Err(LinesCodecError::MaxLineLengthExceeded) => line(OVERSIZE_LINE),
-                Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE),
+                Err(LinesCodecError::MaxLineLengthExceeded) => line(OVERSIZE_LINE.to_owned()),
+                Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE.to_owned()),
             }
         }
         Ok(got)
@@ -149,7 +153,7 @@ mod tests {
 
     fn lines(t: &mut JsonlTail) -> Vec<String> {
         let mut out = Vec::new();
-        t.poll(1 << 20, |l| out.push(l.to_owned())).unwrap();
+        t.poll(1 << 20, |l| out.push(l)).unwrap();
         out
     }
 
@@ -186,7 +190,7 @@ mod tests {
         let mut out = Vec::new();
         // Small reads force the line to span polls.
         for _ in 0..200 {
-            t.poll(4096, |l| out.push(l.to_owned())).unwrap();
+            t.poll(4096, |l| out.push(l)).unwrap();
         }
         assert_eq!(out, vec![OVERSIZE_LINE.to_owned(), "ok".to_owned()]);
     }
@@ -202,7 +206,7 @@ mod tests {
         let mut t = JsonlTail::new(&path);
         let mut out = Vec::new();
         // One read of everything, then again with reads that cut the long lines.
-        t.poll(1 << 20, |l| out.push(l.to_owned())).unwrap();
+        t.poll(1 << 20, |l| out.push(l)).unwrap();
         assert_eq!(
             out.len(),
             4,
@@ -220,7 +224,7 @@ mod tests {
         );
         let mut small = JsonlTail::new(&path);
         let mut again = Vec::new();
-        while small.poll(1000, |l| again.push(l.to_owned())).unwrap() > 0 {}
+        while small.poll(1000, |l| again.push(l)).unwrap() > 0 {}
         assert_eq!(again, out, "the same lines whatever the read size");
     }
 
