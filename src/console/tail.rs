@@ -117,16 +117,21 @@ impl JsonlTail {
         }
         file.seek(SeekFrom::Start(self.offset))?;
         let want = (meta.len() - self.offset).min(max_bytes as u64) as usize;
+        // A fresh buffer per read, holding the partial line (at most MAX_LINE_BYTES) and the new
+        // bytes; the previous one is freed, so growing it never doubles a large read.
         let before = self.pending.len();
-        self.pending.resize(before + want, 0);
+        let mut buf = BytesMut::with_capacity(before + want);
+        buf.extend_from_slice(&self.pending);
+        buf.resize(before + want, 0);
         let mut got = 0;
         while got < want {
-            match file.read(&mut self.pending[before + got..])? {
+            match file.read(&mut buf[before + got..])? {
                 0 => break,
                 n => got += n,
             }
         }
-        self.pending.truncate(before + got);
+        buf.truncate(before + got);
+        self.pending = buf;
         self.offset += got as u64;
         Ok(got)
     }
