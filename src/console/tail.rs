@@ -89,6 +89,10 @@ impl JsonlTail {
                 Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE.to_owned()),
             }
         }
+        // Keep only the partial line between polls, not the whole read's buffer.
+        if self.pending.capacity() > MAX_LINE_BYTES {
+            self.pending = BytesMut::from(&self.pending[..]);
+        }
         Ok(got)
     }
 
@@ -118,7 +122,7 @@ impl JsonlTail {
         file.seek(SeekFrom::Start(self.offset))?;
         let want = (meta.len() - self.offset).min(max_bytes as u64) as usize;
         // A fresh buffer per read, holding the partial line (at most MAX_LINE_BYTES) and the new
-        // bytes; the previous one is freed, so growing it never doubles a large read.
+        // bytes: growing one buffer in place could double a large read.
         let before = self.pending.len();
         let mut buf = BytesMut::with_capacity(before + want);
         buf.extend_from_slice(&self.pending);
