@@ -80,28 +80,30 @@ impl JsonlTail {
         max_bytes: usize,
         mut line: impl FnMut(String),
     ) -> std::io::Result<usize> {
-        let got = self.read_appended(max_bytes)?;
+        let Some(mut buf) = self.read_appended(max_bytes)? else {
+            return Ok(0);
+        };
+        let got = buf.len() - self.pending.len();
         loop {
-            match self.lines.decode(&mut self.pending) {
+            match self.lines.decode(&mut buf) {
                 Ok(Some(l)) => line(l),
                 Ok(None) => break,
                 Err(LinesCodecError::MaxLineLengthExceeded) => line(OVERSIZE_LINE.to_owned()),
                 Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE.to_owned()),
             }
         }
-        // Keep only the partial line between polls, not the whole read's buffer.
-        if self.pending.capacity() > MAX_LINE_BYTES {
-            self.pending = BytesMut::from(&self.pending[..]);
-        }
+        // Only the partial line is kept between polls (a copy of at most MAX_LINE_BYTES); the
+        // read's buffer is freed now, so the console holds one read at a time.
+        self.pending = BytesMut::from(&buf[..]);
         Ok(got)
     }
 
-    /// Appends at most `max_bytes` of what was written since the last read to `pending`;
-    /// returns how many bytes that was.
-    fn read_appended(&mut self, max_bytes: usize) -> std::io::Result<usize> {
+    /// A new buffer holding `pending` followed by at most `max_bytes` of what was written
+    /// since the last read (`None`: nothing new).
+    fn read_appended(&mut self, max_bytes: usize) -> std::io::Result<Option<BytesMut>> {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         let meta = file.metadata()?;
@@ -117,16 +119,13 @@ impl JsonlTail {
             self.restart();
         }
         if meta.len() == self.offset {
-            return Ok(0);
+            return Ok(None);
         }
         file.seek(SeekFrom::Start(self.offset))?;
         let want = (meta.len() - self.offset).min(max_bytes as u64) as usize;
-        // A fresh buffer per read, holding the partial line (at most MAX_LINE_BYTES) and the new
-        // bytes: growing one buffer in place could double a large read.
         let before = self.pending.len();
-        let mut buf = BytesMut::with_capacity(before + want);
-        buf.extend_from_slice(&self.pending);
-        buf.resize(before + want, 0);
+        let mut buf = BytesMut::zeroed(before + want);
+        buf[..before].copy_from_slice(&self.pending);
         let mut got = 0;
         while got < want {
             match file.read(&mut buf[before + got..])? {
@@ -135,9 +134,8 @@ impl JsonlTail {
             }
         }
         buf.truncate(before + got);
-        self.pending = buf;
         self.offset += got as u64;
-        Ok(got)
+        Ok(Some(buf))
     }
 
     fn restart(&mut self) {
