@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use patchdiff::kernel::*;
+use patchdiff_kernel::*;
 
 fn submission(base: u64, ops: &[(Option<&str>, &str, &str)]) -> Submission {
     Submission {
