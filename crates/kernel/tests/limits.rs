@@ -100,7 +100,11 @@ fn an_empty_old_text_names_the_operation_by_number() {
     let s = submission("k", vec![op("a", "b"), op("", "inserted")]);
     let err = validate_submission(&s).unwrap_err();
     assert_eq!(err.code, KernelCode::InvalidInput);
-    assert!(err.message.contains("operation 2 (index 1)"), "{}", err.message);
+    assert!(
+        err.message.contains("operation 2 (index 1)"),
+        "{}",
+        err.message
+    );
 }
 
 #[test]
@@ -134,4 +138,16 @@ fn sha256_hex_is_lowercase_hex_of_the_bytes() {
         sha256_hex(b""),
         "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     );
+}
+
+#[test]
+fn snippets_are_cut_at_the_byte_bound_on_a_character_boundary() {
+    use patchdiff_kernel::snippet;
+    assert_eq!(snippet("abc", 3), "abc", "at the bound: whole");
+    assert_eq!(snippet("abcd", 3), "abc…");
+    // "é" is bytes 1..3: a cut at 2 backs off to 1; a cut at 3 keeps it.
+    assert_eq!(snippet("héllo", 2), "h…");
+    assert_eq!(snippet("héllo", 3), "hé…");
+    // "界" is three bytes: a bound of 4 keeps one, not a broken second.
+    assert_eq!(snippet("界界", 4), "界…");
 }
