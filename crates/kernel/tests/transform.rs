@@ -3,8 +3,8 @@
 //! offsets out; the property tests in `props.rs` check convergence over random steps.
 
 use patchdiff_kernel::{
-    Conflict, EditShape, TextEdit, apply_edits, map_scope, transform_range,
-    ot::transform_range_over,
+    Conflict, EditShape, TextEdit, apply_edits, map_scope, ot::transform_range_over,
+    transform_range,
 };
 
 /// Bytes `[start, end)` became `new_len` bytes.
@@ -75,7 +75,11 @@ fn an_insertion_point_conflicts_only_strictly_inside_an_edit() {
 
 #[test]
 fn ranges_are_carried_over_steps_in_order_and_a_conflict_names_its_step() {
-    let steps = vec![vec![edit(0, 1, 3)], vec![edit(10, 12, 0)], vec![edit(2, 3, 2)]];
+    let steps = vec![
+        vec![edit(0, 1, 3)],
+        vec![edit(10, 12, 0)],
+        vec![edit(2, 3, 2)],
+    ];
     // 5..7 → 7..9 (step 0) → 7..9 (step 1, after) → 8..10 (step 2, before).
     assert_eq!(transform_range_over(5, 7, &steps), Ok((8, 10)));
     // 9..11 → 11..13, which crosses step 1's edit 10..12: the conflict is step index 1.
