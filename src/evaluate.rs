@@ -312,6 +312,9 @@ pub async fn evaluate_with_timeout(
     })
 }
 
+/// One target's verdict (V3): the export against the expected bytes, the controls, then the
+/// check `repeat` times on the export, each under `check_timeout`. Errors: the pinned expected
+/// bytes cannot be read or a scratch directory cannot be prepared.
 async fn evaluate_target(
     manifest: &FixtureManifest,
     fixture: &Fixture,
@@ -339,23 +342,7 @@ async fn evaluate_target(
         check_ms: 0,
         controls: None,
     };
-    let exported_path = exports.join(&fixture.module_file);
-    let exported = match std::fs::read(&exported_path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            verdict
-                .notes
-                .push(format!("no export at {}: {e}", exported_path.display()));
-            None
-        }
-    };
-    if let Some(bytes) = &exported {
-        verdict.exported_sha256 = Some(sha256_hex(bytes));
-        verdict.full_byte = *bytes == expected;
-        if !verdict.full_byte {
-            verdict.notes.push(first_difference(bytes, &expected));
-        }
-    }
+    let exported = compare_export(&mut verdict, &exports.join(&fixture.module_file), &expected);
     // V3: the controls come first; if they do not hold, the export is not judged at all.
     let controls = run_controls(manifest, fixture, check_timeout).await?;
     if let Some((reason, run)) = controls.failure() {
@@ -372,61 +359,93 @@ async fn evaluate_target(
         return Ok(verdict);
     }
     verdict.controls = Some(controls);
-    let Some(exported) = exported else {
-        verdict.check_ms = started.elapsed().as_millis() as u64;
-        return Ok(verdict);
-    };
-    let mut runs = Vec::with_capacity(repeat as usize);
-    for _ in 0..repeat {
-        runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
+    if let Some(exported) = exported {
+        let mut runs = Vec::with_capacity(repeat as usize);
+        for _ in 0..repeat {
+            runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
+        }
+        judge_runs(&mut verdict, &runs, &fixture.check.command.join(" "));
     }
+    verdict.check_ms = started.elapsed().as_millis() as u64;
+    Ok(verdict)
+}
+
+/// Reads the export at `path` into `verdict`: its SHA-256, whether it equals `expected` (else a
+/// note with the first difference), or a note that it is missing. Returns the bytes.
+fn compare_export(verdict: &mut TargetVerdict, path: &Path, expected: &[u8]) -> Option<Vec<u8>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            verdict
+                .notes
+                .push(format!("no export at {}: {e}", path.display()));
+            return None;
+        }
+    };
+    verdict.exported_sha256 = Some(sha256_hex(&bytes));
+    verdict.full_byte = bytes == expected;
+    if !verdict.full_byte {
+        verdict.notes.push(first_difference(&bytes, expected));
+    }
+    Some(bytes)
+}
+
+/// The verdict from the check's runs on the export (controls held): `infra_error` when a run
+/// could not start, `flaky` when runs disagree or the check failed on the expected bytes,
+/// `fail` when it failed or the bytes differ, else `pass`. The output shown is the first
+/// failing run's, else the last run's.
+fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
     verdict.behavioral_runs = runs.iter().map(|r| r.passed).collect();
-    let explaining = runs.iter().find(|r| !r.passed).or(runs.last()).cloned();
-    if let Some(run) = &explaining {
+    let explaining = runs.iter().find(|r| !r.passed).or(runs.last());
+    if let Some(run) = explaining {
         verdict.check_output = run.output.clone();
         if !run.passed {
             verdict.check_exit = Some(run.exit.clone());
         }
     }
+    let exit = explaining.map_or("", |r| r.exit.as_str());
     let all_pass = runs.iter().all(|r| r.passed);
     let none_pass = runs.iter().all(|r| !r.passed);
     verdict.behavioral = all_pass;
-    let command = fixture.check.command.join(" ");
-    verdict.status = if runs.iter().any(|r| !r.started) {
-        verdict.notes.push(format!(
-            "infra_error: the check `{command}` could not start on the export ({}), though its \
-             controls ran",
-            explaining.as_ref().map_or("", |r| r.exit.as_str())
-        ));
-        Status::InfraError
+    let (status, note) = if runs.iter().any(|r| !r.started) {
+        (
+            Status::InfraError,
+            Some(format!(
+                "infra_error: the check `{command}` could not start on the export ({exit}), \
+                 though its controls ran"
+            )),
+        )
     } else if !all_pass && !none_pass {
-        verdict.notes.push(format!(
-            "flaky: the check `{command}` passed {} of {} runs on the same bytes",
-            runs.iter().filter(|r| r.passed).count(),
-            runs.len()
-        ));
-        Status::Flaky
+        (
+            Status::Flaky,
+            Some(format!(
+                "flaky: the check `{command}` passed {} of {} runs on the same bytes",
+                runs.iter().filter(|r| r.passed).count(),
+                runs.len()
+            )),
+        )
     } else if !all_pass && verdict.full_byte {
         // The bytes are the expected bytes, on which the control passed: the check, not the
         // export, changed its mind.
-        verdict.notes.push(format!(
-            "flaky: the check `{command}` failed on bytes equal to the expected bytes, on which \
-             its control passed"
-        ));
-        Status::Flaky
+        (
+            Status::Flaky,
+            Some(format!(
+                "flaky: the check `{command}` failed on bytes equal to the expected bytes, on \
+                 which its control passed"
+            )),
+        )
     } else if !all_pass {
-        verdict.notes.push(format!(
-            "behavioral check `{command}` failed ({})",
-            explaining.as_ref().map_or("", |r| r.exit.as_str())
-        ));
-        Status::Fail
+        (
+            Status::Fail,
+            Some(format!("behavioral check `{command}` failed ({exit})")),
+        )
     } else if verdict.full_byte {
-        Status::Pass
+        (Status::Pass, None)
     } else {
-        Status::Fail
+        (Status::Fail, None)
     };
-    verdict.check_ms = started.elapsed().as_millis() as u64;
-    Ok(verdict)
+    verdict.status = status;
+    verdict.notes.extend(note);
 }
 
 /// Runs the check of `fixture` on `bytes` in a fresh scratch directory holding the check's
