@@ -26,6 +26,10 @@ pub struct VerifyOptions {
     pub manifest: Option<PathBuf>,
     /// Re-run the evaluator on the exports and compare verdicts with `report.json`.
     pub evaluate: bool,
+    /// The configured database URL (`PATCHDIFF_DATABASE_URL` from the resolved
+    /// [`crate::config::Settings`]): a run without `store.sqlite` replays its journal from it
+    /// when it is `postgres://…`/`postgresql://…`; anything else is not used.
+    pub database_url: Option<String>,
 }
 
 /// One problem found.
@@ -127,7 +131,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     check_chains(&mut ctx);
     let manifest = check_fixtures(&mut ctx, options);
     if let Some(fixtures) = &manifest {
-        check_journal(&mut ctx, fixtures);
+        check_journal(&mut ctx, fixtures, options.database_url.as_deref());
         if options.evaluate {
             check_evaluation(&mut ctx, fixtures).await;
         }
@@ -490,14 +494,14 @@ fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManif
 /// Replays each target's journal from its authenticated fixture bytes: every edit must
 /// reproduce its recorded hash, every save the content at its revision, and the last saved
 /// version must equal the export byte for byte.
-fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
+fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option<&str>) {
     let before = ctx.problems.len();
     const DB: &str = "store.sqlite";
     let db = ctx.root.join(DB);
     if !db.is_file() {
         // Issue 15: a run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
-        match crate::store::database_url_from_env().filter(|u| crate::store::is_postgres_url(u)) {
-            Some(url) => match PostgresStore::connect(&url) {
+        match database_url.filter(|u| crate::store::is_postgres_url(u)) {
+            Some(url) => match PostgresStore::connect(url) {
                 Ok(store) => replay_all(ctx, fixtures, &store, before, store.redacted_url()),
                 Err(e) => {
                     ctx.problem("journal", DB, None, format!("cannot open: {e}"));
