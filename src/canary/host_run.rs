@@ -80,6 +80,10 @@ impl Canary {
         self.run.path.join("agent.admitted")
     }
 
+    /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
+    /// working directory and configuration, launches the host, follows its stream to its end,
+    /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
+    /// Returns the step's summary; errors say why the host was refused, failed or timed out.
     pub(super) async fn agent_host(
         &mut self,
         host: Host,
@@ -87,97 +91,25 @@ impl Canary {
         max_turns: Option<u32>,
         timeout: Duration,
     ) -> anyhow::Result<String> {
-        if host == Host::Cursor {
-            anyhow::bail!("cursor has no headless mode here; `agent` launches claude or codex");
-        }
-        if !self.initialized {
-            anyhow::bail!("run `init` first: the agent works on the five initialized targets");
-        }
-        if self.host_record.is_some() {
-            anyhow::bail!("an agent host already ran in this run; a run is one canary (C7)");
-        }
         let name = host.as_str();
-        let model = model
-            .or_else(|| self.identity.model.clone())
-            .ok_or_else(|| {
-                anyhow::anyhow!(
-                    "agent {name}: no model: give model=… or run `record model=…` first"
-                )
-            })?;
+        let model = self.check_host_step(host, model)?;
         let binary = host::resolve_binary(host, &self.options.settings)?;
         // C3 for what the console can check before the host exists: fresh targets.
         self.check_targets_fresh().await?;
         let version = host::host_version(&binary).await;
-
-        // A2: a fresh working directory holding only the brief; configuration files beside it.
-        let brief_path = self.write_agent_brief()?;
-        let brief = std::fs::read_to_string(&brief_path)?;
-        let workdir = self.run.path.join("agent-workdir");
-        if workdir.exists() {
-            anyhow::bail!(
-                "{} already exists; one agent host per run",
-                workdir.display()
-            );
-        }
-        create_private_dir(&workdir)?;
-        write_new_private(&workdir.join("agent-brief.md"), brief.as_bytes())?;
-        let home = tempfile::Builder::new()
-            .prefix("patchdiff-host-")
-            .tempdir()?;
-        let paths = HostPaths {
-            workdir,
-            mcp_config: self.run.path.join(format!("agent.{name}.mcp.json")),
-            settings: self.run.path.join(format!("agent.{name}.settings.json")),
-            home: home.path().to_owned(),
-        };
-        let exe = self.options.exe.display().to_string();
-        let observed_env = self.host_observed_env();
-        match host {
-            Host::Claude => {
-                let config = host::claude_mcp_config(&exe, &observed_env);
-                write_new_private(&paths.mcp_config, &serde_json::to_vec_pretty(&config)?)?;
-                let settings = serde_json::to_vec_pretty(&host::claude_settings())?;
-                write_new_private(&paths.settings, &settings)?;
-            }
-            Host::Codex | Host::Cursor => {
-                let codex_home = paths.home.join(".codex");
-                create_private_dir(&codex_home)?;
-                let text = super::host_config_text(Some(Host::Codex), &exe, &observed_env);
-                let server: String = text
-                    .lines()
-                    .filter(|l| !l.starts_with('#'))
-                    .map(|l| format!("{l}\n"))
-                    .collect();
-                let body = host::codex_config(&server, &host::provider_env());
-                write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
-                write_new_private(&paths.mcp_config, body.as_bytes())?;
-            }
-        }
-
+        // `home` is removed when dropped, after the host's group is gone.
+        let (paths, home, brief) = self.prepare_host_files(host)?;
         let run = HostRun {
             host,
-            binary: binary.clone(),
-            model: model.clone(),
+            binary,
+            model,
             max_turns,
             timeout,
         };
         let provider = host::provider_env();
         let redactor = Redactor::new(&provider);
-        let mut command = tokio::process::Command::new(&binary);
-        command
-            .args(host::host_args(&run, &paths, &brief))
-            .current_dir(&paths.workdir)
-            .env_clear()
-            .envs(host::host_env(host, &paths, &provider))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0) // A1: the whole group stops at the timeout
-            .kill_on_drop(true);
         let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
+        let mut child = spawn_host(&run, &paths, &brief, &provider)?;
         let pid = child.id();
         // A4, V1: each line of the host's stream, exactly as it printed it (credentials
         // redacted), as a hash-chained record.
@@ -220,82 +152,121 @@ impl Canary {
             let _ = task.await;
         }
         let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
-        let record = HostRecord {
-            host: name.to_owned(),
-            binary: binary.display().to_string(),
+        let record = host_record(HostOutcome {
+            run: &run,
             version,
             pid,
-            requested_model: model,
-            reported_models: state.reported_models.clone(),
-            max_turns,
-            timeout_s: timeout.as_secs(),
-            session_id: state.session_id.clone(),
-            seal: state.seal.clone().unwrap_or_default(),
-            turns: state.turns,
-            tool_calls: state.tool_calls.clone(),
-            usage: state.usage.clone(),
-            cost_usd: state.cost_usd,
-            host_duration_ms: state.host_duration_ms,
-            duration_ms: started.elapsed().as_millis() as u64,
-            result: state.result.clone(),
+            state: &state,
+            duration: started.elapsed(),
             exit: if stopped.is_empty() {
                 exit.clone()
             } else {
                 format!("{exit} ({stopped})")
             },
             timed_out,
-            provider_variables: provider.iter().map(|(k, _)| k.clone()).collect(),
-        };
+            provider: &provider,
+        });
         write_new_private(
             &self.run.path.join(format!("agent.{name}.json")),
             &serde_json::to_vec_pretty(&record)?,
         )?;
-        let calls: u64 = record.tool_calls.values().sum();
-        let verdict = match &ending {
-            Ending::TimedOut => Err(format!(
-                "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
-                timeout.as_secs(),
-                pid.map_or("?".into(), |p| p.to_string()),
-                record.turns
-            )),
-            Ending::Refused(why) => Err(why.clone()),
-            Ending::Exited if timed_out => Err(format!(
-                "closed its stream but did not exit within the timeout of {} s",
-                timeout.as_secs()
-            )),
-            Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
-                Err(format!(
-                    "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
-                    record.result.as_deref().unwrap_or("none")
-                ))
-            }
-            Ending::Exited => Ok(()),
-        };
+        let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
         self.finish_progress(match &verdict {
             Ok(()) => exit.clone(),
             Err(_) if timed_out => "timed out".into(),
             Err(_) => "failed".into(),
         });
+        let summary = host_summary(&record, &run, started.elapsed());
         self.host_record = Some(record);
         drop(home);
-        let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
         match verdict {
-            Ok(()) => Ok(format!(
-                "{name} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
-                self.host_record.as_ref().map_or("", |r| r.version.as_str()),
-                self.host_record
-                    .as_ref()
-                    .and_then(|r| r.reported_models.first().cloned())
-                    .unwrap_or_else(|| run.model.clone()),
-                self.host_record.as_ref().map_or(0, |r| r.turns),
-                self.host_record
-                    .as_ref()
-                    .and_then(|r| r.cost_usd)
-                    .map_or(String::new(), |c| format!(" · ${c:.4}")),
-                started.elapsed().as_secs_f64()
-            )),
+            Ok(()) => Ok(summary),
             Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
         }
+    }
+
+    /// Whether `agent HOST` may run now (a headless host, `init` done, no host yet in this run,
+    /// C7); returns the model: the step's, else the recorded one.
+    fn check_host_step(&self, host: Host, model: Option<String>) -> anyhow::Result<String> {
+        if host == Host::Cursor {
+            anyhow::bail!("cursor has no headless mode here; `agent` launches claude or codex");
+        }
+        if !self.initialized {
+            anyhow::bail!("run `init` first: the agent works on the five initialized targets");
+        }
+        if self.host_record.is_some() {
+            anyhow::bail!("an agent host already ran in this run; a run is one canary (C7)");
+        }
+        let name = host.as_str();
+        model
+            .or_else(|| self.identity.model.clone())
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "agent {name}: no model: give model=… or run `record model=…` first"
+                )
+            })
+    }
+
+    /// A2: a fresh working directory holding only the brief, with the host's MCP configuration
+    /// and settings beside it in the run directory, and a private `HOME` (a temporary directory,
+    /// removed when the returned guard drops). Returns the paths, the guard and the brief.
+    fn prepare_host_files(
+        &self,
+        host: Host,
+    ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
+        let name = host.as_str();
+        let brief_path = self.write_agent_brief()?;
+        let brief = std::fs::read_to_string(&brief_path)?;
+        let workdir = self.run.path.join("agent-workdir");
+        if workdir.exists() {
+            anyhow::bail!(
+                "{} already exists; one agent host per run",
+                workdir.display()
+            );
+        }
+        create_private_dir(&workdir)?;
+        write_new_private(&workdir.join("agent-brief.md"), brief.as_bytes())?;
+        let home = tempfile::Builder::new()
+            .prefix("patchdiff-host-")
+            .tempdir()?;
+        let paths = HostPaths {
+            workdir,
+            mcp_config: self.run.path.join(format!("agent.{name}.mcp.json")),
+            settings: self.run.path.join(format!("agent.{name}.settings.json")),
+            home: home.path().to_owned(),
+        };
+        self.write_host_files(host, &paths)?;
+        Ok((paths, home, brief))
+    }
+
+    /// The host's configuration naming the observed process it is to start: Claude Code's
+    /// `--mcp-config` JSON and settings; Codex's `config.toml` in its private home (and a copy
+    /// in the run directory as evidence).
+    fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
+        let exe = self.options.exe.display().to_string();
+        let observed_env = self.host_observed_env();
+        match host {
+            Host::Claude => {
+                let config = host::claude_mcp_config(&exe, &observed_env);
+                write_new_private(&paths.mcp_config, &serde_json::to_vec_pretty(&config)?)?;
+                let settings = serde_json::to_vec_pretty(&host::claude_settings())?;
+                write_new_private(&paths.settings, &settings)?;
+            }
+            Host::Codex | Host::Cursor => {
+                let codex_home = paths.home.join(".codex");
+                create_private_dir(&codex_home)?;
+                let text = super::host_config_text(Some(Host::Codex), &exe, &observed_env);
+                let server: String = text
+                    .lines()
+                    .filter(|l| !l.starts_with('#'))
+                    .map(|l| format!("{l}\n"))
+                    .collect();
+                let body = host::codex_config(&server, &host::provider_env());
+                write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
+                write_new_private(&paths.mcp_config, body.as_bytes())?;
+            }
+        }
+        Ok(())
     }
 
     /// Reads the host's stream to its end, the timeout, or a refusal: each line is kept
@@ -451,6 +422,126 @@ impl Canary {
             p.state = how;
         }
     }
+}
+
+/// Starts the host CLI headless in its sealed working directory, with only the environment
+/// [`host::host_env`] gives it, in its own process group (A1: the whole group stops at the
+/// timeout). Errors name the binary that could not start.
+fn spawn_host(
+    run: &HostRun,
+    paths: &HostPaths,
+    brief: &str,
+    provider: &[(String, String)],
+) -> anyhow::Result<tokio::process::Child> {
+    tokio::process::Command::new(&run.binary)
+        .args(host::host_args(run, paths, brief))
+        .current_dir(&paths.workdir)
+        .env_clear()
+        .envs(host::host_env(run.host, paths, provider))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", run.binary.display()))
+}
+
+/// What one host run produced, for its [`HostRecord`].
+struct HostOutcome<'a> {
+    run: &'a HostRun,
+    version: String,
+    pid: Option<u32>,
+    state: &'a StreamState,
+    duration: Duration,
+    /// The exit status, and what stopping the group took.
+    exit: String,
+    timed_out: bool,
+    provider: &'a [(String, String)],
+}
+
+/// A4: the record of the run (`agent.<host>.json`, and the report).
+fn host_record(o: HostOutcome<'_>) -> HostRecord {
+    let state = o.state;
+    HostRecord {
+        host: o.run.host.as_str().to_owned(),
+        binary: o.run.binary.display().to_string(),
+        version: o.version,
+        pid: o.pid,
+        requested_model: o.run.model.clone(),
+        reported_models: state.reported_models.clone(),
+        max_turns: o.run.max_turns,
+        timeout_s: o.run.timeout.as_secs(),
+        session_id: state.session_id.clone(),
+        seal: state.seal.clone().unwrap_or_default(),
+        turns: state.turns,
+        tool_calls: state.tool_calls.clone(),
+        usage: state.usage.clone(),
+        cost_usd: state.cost_usd,
+        host_duration_ms: state.host_duration_ms,
+        duration_ms: o.duration.as_millis() as u64,
+        result: state.result.clone(),
+        exit: o.exit,
+        timed_out: o.timed_out,
+        provider_variables: o.provider.iter().map(|(k, _)| k.clone()).collect(),
+    }
+}
+
+/// The step's verdict: the host exited with status 0 and a result that is not an error, within
+/// the timeout; otherwise why not (timed out, refused, closed its stream but did not exit, or
+/// the exit and result it ended with). `exit` is the status without what stopping took.
+fn judge_host(
+    ending: &Ending,
+    exit: &str,
+    timed_out: bool,
+    state: &StreamState,
+    record: &HostRecord,
+    run: &HostRun,
+) -> Result<(), String> {
+    let name = run.host.as_str();
+    let calls: u64 = record.tool_calls.values().sum();
+    match ending {
+        Ending::TimedOut => Err(format!(
+            "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
+            run.timeout.as_secs(),
+            record.pid.map_or("?".into(), |p| p.to_string()),
+            record.turns
+        )),
+        Ending::Refused(why) => Err(why.clone()),
+        Ending::Exited if timed_out => Err(format!(
+            "closed its stream but did not exit within the timeout of {} s",
+            run.timeout.as_secs()
+        )),
+        Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
+            Err(format!(
+                "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
+                record.result.as_deref().unwrap_or("none")
+            ))
+        }
+        Ending::Exited => Ok(()),
+    }
+}
+
+/// The step's summary when the host succeeded: version, model, turns, tool calls, seal, cost,
+/// seconds.
+fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
+    let calls: u64 = record.tool_calls.values().sum();
+    let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
+    format!(
+        "{} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
+        run.host.as_str(),
+        record.version,
+        record
+            .reported_models
+            .first()
+            .cloned()
+            .unwrap_or_else(|| run.model.clone()),
+        record.turns,
+        record
+            .cost_usd
+            .map_or(String::new(), |c| format!(" · ${c:.4}")),
+        elapsed.as_secs_f64()
+    )
 }
 
 /// Copies the host's stderr to its log, line by line, with credentials redacted (A4).
