@@ -301,18 +301,8 @@ impl Canary {
                         seq += 1;
                         state.observe(&line);
                         self.update_progress(state, if preflighted { "running" } else { "starting" });
-                        if let Some(call) = &state.foreign_call {
-                            return Ending::Refused(format!(
-                                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
-                            ));
-                        }
-                        if sealed_at.is_none() && let Some(seal) = &state.seal {
-                            if let Some(problem) = &seal.problem {
-                                return Ending::Refused(format!(
-                                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
-                                ));
-                            }
-                            sealed_at = Some(Instant::now());
+                        if let Some(refused) = seal_refusal(state, &mut sealed_at) {
+                            return refused;
                         }
                     }
                     Ok(None) | Err(_) => return Ending::Exited,
@@ -320,37 +310,47 @@ impl Canary {
                 _ = tokio::time::sleep_until(deadline) => return Ending::TimedOut,
                 _ = tick.tick() => {}
             }
-            match sealed_at {
-                None if started.elapsed() > SEAL_REPORT_WAIT => {
-                    return Ending::Refused(format!(
-                        "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
-                        SEAL_REPORT_WAIT.as_secs()
-                    ));
-                }
-                Some(at) if !preflighted => match self.host_observed_preflight() {
-                    Ok(true) => {
-                        // A3: seal and preflight hold — open the gate for the agent's calls.
-                        let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
-                        if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
-                            return Ending::Refused(format!("cannot admit the agent: {e}"));
-                        }
-                        preflighted = true;
-                    }
-                    Ok(false) if at.elapsed() <= READINESS_WAIT => {}
-                    Ok(false) => {
-                        return Ending::Refused(format!(
-                            "preflight of the observed process the host started: {} (C3)",
-                            self.host_observed_state()
-                        ));
-                    }
-                    Err(why) => {
-                        return Ending::Refused(format!(
-                            "preflight of the observed process the host started: {why} (C3)"
-                        ));
-                    }
-                },
-                _ => {}
+            if let Some(refused) = self.admit_when_ready(started, sealed_at, &mut preflighted) {
+                return refused;
             }
+        }
+    }
+
+    /// A3 after each stream line or tick: refuses a host that has not reported its tools within
+    /// [`SEAL_REPORT_WAIT`]; once the seal held, preflights the observed process the host
+    /// started and, when it is ready, opens the admission gate (sets `preflighted`). Refuses when
+    /// the preflight fails or is not ready within [`READINESS_WAIT`] of the seal.
+    fn admit_when_ready(
+        &self,
+        started: Instant,
+        sealed_at: Option<Instant>,
+        preflighted: &mut bool,
+    ) -> Option<Ending> {
+        match sealed_at {
+            None if started.elapsed() > SEAL_REPORT_WAIT => Some(Ending::Refused(format!(
+                "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
+                SEAL_REPORT_WAIT.as_secs()
+            ))),
+            Some(at) if !*preflighted => match self.host_observed_preflight() {
+                Ok(true) => {
+                    // A3: seal and preflight hold — open the gate for the agent's calls.
+                    let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
+                    if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
+                        return Some(Ending::Refused(format!("cannot admit the agent: {e}")));
+                    }
+                    *preflighted = true;
+                    None
+                }
+                Ok(false) if at.elapsed() <= READINESS_WAIT => None,
+                Ok(false) => Some(Ending::Refused(format!(
+                    "preflight of the observed process the host started: {} (C3)",
+                    self.host_observed_state()
+                ))),
+                Err(why) => Some(Ending::Refused(format!(
+                    "preflight of the observed process the host started: {why} (C3)"
+                ))),
+            },
+            _ => None,
         }
     }
 
@@ -422,6 +422,27 @@ impl Canary {
             p.state = how;
         }
     }
+}
+
+/// A3 on a stream line just observed: a call to a tool outside the six, or a seal the host
+/// reported that does not hold, refuses the host; a seal that holds is timed (`sealed_at`).
+fn seal_refusal(state: &StreamState, sealed_at: &mut Option<Instant>) -> Option<Ending> {
+    if let Some(call) = &state.foreign_call {
+        return Some(Ending::Refused(format!(
+            "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
+        )));
+    }
+    if sealed_at.is_none()
+        && let Some(seal) = &state.seal
+    {
+        if let Some(problem) = &seal.problem {
+            return Some(Ending::Refused(format!(
+                "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
+            )));
+        }
+        *sealed_at = Some(Instant::now());
+    }
+    None
 }
 
 /// Starts the host CLI headless in its sealed working directory, with only the environment
