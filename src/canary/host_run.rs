@@ -107,50 +107,16 @@ impl Canary {
             timeout,
         };
         let provider = host::provider_env();
-        let redactor = Redactor::new(&provider);
         let started = Instant::now();
-        let mut child = spawn_host(&run, &paths, &brief, &provider)?;
-        let pid = child.id();
-        // A4, V1: each line of the host's stream, exactly as it printed it (credentials
-        // redacted), as a hash-chained record.
-        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
-        let stderr_log =
-            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
-        let stderr_task = child
-            .stderr
-            .take()
-            .map(|stderr| tokio::spawn(copy_redacted(stderr, stderr_log, redactor.clone())));
-        self.set_progress(HostProgress {
-            host: name.to_owned(),
+        let Hosted {
+            ending,
+            state,
             pid,
-            started_ms: unix_ms_now(),
-            state: "starting".into(),
-            ..HostProgress::default()
-        });
-
-        let mut state = StreamState::new(host);
-        let ending = self
-            .follow_stream(
-                &mut child, &mut state, stream_log, &redactor, started, timeout,
-            )
-            .await;
-        let exit = match &ending {
-            Ending::Exited => {
-                let remaining = timeout.saturating_sub(started.elapsed());
-                match tokio::time::timeout(remaining, child.wait()).await {
-                    Ok(Ok(status)) => status.to_string(),
-                    Ok(Err(e)) => format!("wait failed: {e}"),
-                    Err(_) => "did not exit".to_owned(),
-                }
-            }
-            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
-        };
-        // Whatever happened, nothing of the host's group outlives the step; a host that was
-        // refused or timed out is stopped at once.
-        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
-        if let Some(task) = stderr_task {
-            let _ = task.await;
-        }
+            exit,
+            stopped,
+        } = self
+            .run_host(&run, &paths, &brief, &provider, started)
+            .await?;
         let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
         let record = host_record(HostOutcome {
             run: &run,
@@ -183,6 +149,73 @@ impl Canary {
             Ok(()) => Ok(summary),
             Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
         }
+    }
+
+    /// Launches the host, keeps its stream (A4, V1: each line exactly as printed, credentials
+    /// redacted, hash-chained) and stderr as evidence, follows the stream to its end, the
+    /// timeout or a refusal, waits for the exit within the timeout, and stops what is left of
+    /// its process group. Errors when the host or its logs cannot be started.
+    async fn run_host(
+        &self,
+        run: &HostRun,
+        paths: &HostPaths,
+        brief: &str,
+        provider: &[(String, String)],
+        started: Instant,
+    ) -> anyhow::Result<Hosted> {
+        let name = run.host.as_str();
+        let redactor = Redactor::new(provider);
+        let mut child = spawn_host(run, paths, brief, provider)?;
+        let pid = child.id();
+        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
+        let stderr_log =
+            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
+        let stderr_task = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(copy_redacted(stderr, stderr_log, redactor.clone())));
+        self.set_progress(HostProgress {
+            host: name.to_owned(),
+            pid,
+            started_ms: unix_ms_now(),
+            state: "starting".into(),
+            ..HostProgress::default()
+        });
+        let mut state = StreamState::new(run.host);
+        let ending = self
+            .follow_stream(
+                &mut child,
+                &mut state,
+                stream_log,
+                &redactor,
+                started,
+                run.timeout,
+            )
+            .await;
+        let exit = match &ending {
+            Ending::Exited => {
+                let remaining = run.timeout.saturating_sub(started.elapsed());
+                match tokio::time::timeout(remaining, child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    Ok(Err(e)) => format!("wait failed: {e}"),
+                    Err(_) => "did not exit".to_owned(),
+                }
+            }
+            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
+        };
+        // Whatever happened, nothing of the host's group outlives the step; a host that was
+        // refused or timed out is stopped at once.
+        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
+        if let Some(task) = stderr_task {
+            let _ = task.await;
+        }
+        Ok(Hosted {
+            ending,
+            state,
+            pid,
+            exit,
+            stopped,
+        })
     }
 
     /// Whether `agent HOST` may run now (a headless host, `init` done, no host yet in this run,
@@ -422,6 +455,17 @@ impl Canary {
             p.state = how;
         }
     }
+}
+
+/// What following a launched host produced.
+struct Hosted {
+    ending: Ending,
+    state: StreamState,
+    pid: Option<u32>,
+    /// The exit status (`did not exit`, `stopped by the console`).
+    exit: String,
+    /// What stopping its process group took; empty when it was already gone.
+    stopped: String,
 }
 
 /// A3 on a stream line just observed: a call to a tool outside the six, or a seal the host
