@@ -498,6 +498,8 @@ fn spawn_host(
     brief: &str,
     provider: &[(String, String)],
 ) -> anyhow::Result<tokio::process::Child> {
+    // Shaped like evaluate's check launch (own group, piped output), but sealed: the
+    // environment is cleared and only the host's own is given (A2).
     tokio::process::Command::new(&run.binary)
         .args(host::host_args(run, paths, brief))
         .current_dir(&paths.workdir)
