@@ -142,7 +142,7 @@ async fn count_tokens(body: Bytes) -> Response {
 async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let request = match request_json(&body) {
         Ok(v) => v,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let offered: Vec<String> = request["tools"]
         .as_array()
@@ -176,13 +176,13 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
 }
 
 /// The request body as JSON, or the API's `400 invalid_request_error` answer.
-fn request_json(body: &Bytes) -> Result<Value, Response> {
+fn request_json(body: &Bytes) -> Result<Value, Box<Response>> {
     serde_json::from_slice(body).map_err(|e| {
-        error_response(
+        Box::new(error_response(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             &format!("body is not JSON: {e}"),
-        )
+        ))
     })
 }
 
@@ -212,7 +212,7 @@ struct Offered {
 async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let request = match request_json(&body) {
         Ok(v) => v,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let offered = offered_tools(&request);
     let names: Vec<String> = offered.iter().map(|t| t.full.clone()).collect();
