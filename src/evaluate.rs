@@ -657,6 +657,125 @@ mod tests {
         assert!(note.contains("byte 3 (line 2)"), "{note}");
     }
 
+    fn run(passed: bool, started: bool, exit: &str) -> CheckRun {
+        CheckRun {
+            passed,
+            exit: exit.into(),
+            started,
+            output: format!("output of {exit}"),
+            ms: 1,
+        }
+    }
+
+    fn verdict(full_byte: bool) -> TargetVerdict {
+        TargetVerdict {
+            name: "t".into(),
+            status: Status::Fail,
+            full_byte,
+            behavioral: false,
+            behavioral_runs: Vec::new(),
+            exported_sha256: None,
+            expected_sha256: String::new(),
+            notes: Vec::new(),
+            check_exit: None,
+            check_output: String::new(),
+            check_ms: 0,
+            controls: None,
+        }
+    }
+
+    /// V3's verdict table over the check's runs on the export (controls held).
+    #[test]
+    fn judge_runs_decides_the_status_from_the_runs_and_the_bytes() {
+        let ok = || run(true, true, "exit 0");
+        let failed = || run(false, true, "exit 1");
+        let unstarted = || run(false, false, "could not start: ENOENT");
+        let cases: [(
+            &str,
+            bool,
+            Vec<CheckRun>,
+            Status,
+            Option<&str>,
+            Option<&str>,
+        ); 7] = [
+            (
+                "all pass, same bytes",
+                true,
+                vec![ok(), ok()],
+                Status::Pass,
+                None,
+                None,
+            ),
+            (
+                "all pass, other bytes",
+                false,
+                vec![ok()],
+                Status::Fail,
+                None,
+                None,
+            ),
+            (
+                "all fail, other bytes",
+                false,
+                vec![failed(), failed()],
+                Status::Fail,
+                Some("behavioral check `node t.js` failed (exit 1)"),
+                Some("exit 1"),
+            ),
+            (
+                "fails on the expected bytes",
+                true,
+                vec![failed()],
+                Status::Flaky,
+                Some(
+                    "flaky: the check `node t.js` failed on bytes equal to the expected bytes, on which its control passed",
+                ),
+                Some("exit 1"),
+            ),
+            (
+                "runs disagree",
+                false,
+                vec![ok(), failed(), ok()],
+                Status::Flaky,
+                Some("flaky: the check `node t.js` passed 2 of 3 runs on the same bytes"),
+                Some("exit 1"),
+            ),
+            (
+                "could not start",
+                false,
+                vec![unstarted()],
+                Status::InfraError,
+                Some(
+                    "infra_error: the check `node t.js` could not start on the export (could not start: ENOENT), though its controls ran",
+                ),
+                Some("could not start: ENOENT"),
+            ),
+            (
+                "could not start once, else passed",
+                true,
+                vec![ok(), unstarted()],
+                Status::InfraError,
+                Some(
+                    "infra_error: the check `node t.js` could not start on the export (could not start: ENOENT), though its controls ran",
+                ),
+                Some("could not start: ENOENT"),
+            ),
+        ];
+        for (case, full_byte, runs, status, note, exit) in cases {
+            let mut v = verdict(full_byte);
+            judge_runs(&mut v, &runs, "node t.js");
+            assert_eq!(v.status, status, "{case}");
+            assert_eq!(v.notes.first().map(String::as_str), note, "{case}");
+            assert_eq!(v.check_exit.as_deref(), exit, "{case}");
+            let all_passed = matches!(case, "all pass, same bytes" | "all pass, other bytes");
+            assert_eq!(v.behavioral, all_passed, "{case}");
+            assert_eq!(v.behavioral_runs.len(), runs.len(), "{case}");
+            // The output shown is the first failing run's, else the last run's.
+            let shown = runs.iter().find(|r| !r.passed).or(runs.last()).unwrap();
+            assert_eq!(v.check_output, shown.output, "{case}");
+        }
+    }
+
     #[test]
     fn tail_keeps_char_boundaries() {
         let s = "界界界";

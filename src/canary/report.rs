@@ -576,6 +576,77 @@ pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// K6: a journal replays from the fixture bytes to the target's state; a skipped revision,
+    /// an edit or save whose hash the replay does not reproduce, or a mismatched end is named.
+    #[test]
+    fn a_replayed_journal_reproduces_each_hash_and_names_the_first_that_does_not() {
+        let original = b"let a = 1;\n";
+        let edit = |revision: u64, content: &[u8]| {
+            json!({"kind": "edit", "revision": revision, "sha256": sha256_hex(content),
+                   "operations": [{"start_byte": 8, "end_byte": 9, "new_text": "2"}]})
+        };
+        let edited = b"let a = 2;\n";
+        let init = json!({"kind": "init", "revision": 0, "sha256": sha256_hex(original)});
+        let save =
+            json!({"kind": "save", "revision": 1, "version": 1, "sha256": sha256_hex(edited)});
+        let current = json!({"revision": 1, "version": 1, "sha256": sha256_hex(edited)});
+
+        let mut replayed = Replayed::new(original);
+        for entry in [&init, &edit(1, edited), &save] {
+            replayed.apply(entry).unwrap();
+        }
+        assert_eq!(replayed.content, edited);
+        replayed.matches(&current).unwrap();
+
+        let cases = [
+            (
+                vec![json!({"kind": "init", "revision": 0, "sha256": sha256_hex(b"other")})],
+                "the journal's init entry does not match the fixture bytes",
+            ),
+            (
+                vec![init.clone(), edit(2, edited)],
+                "journal edit for revision 2 follows revision 0",
+            ),
+            (
+                vec![init.clone(), edit(1, b"something else")],
+                "replay of revision 1 does not reproduce its hash",
+            ),
+            (
+                vec![
+                    init.clone(),
+                    json!({"kind": "save", "revision": 0, "version": 1, "sha256": "00"}),
+                ],
+                "saved version 1 does not match the replayed content at revision 0",
+            ),
+            (
+                vec![
+                    init.clone(),
+                    json!({"kind": "edit", "revision": 1, "sha256": "00",
+                    "operations": [{"start_byte": 5, "end_byte": 99, "new_text": ""}]}),
+                ],
+                "revision 1: operation range 5..99 is out of bounds",
+            ),
+            (
+                vec![json!({"kind": "rename"})],
+                "unknown journal entry kind `rename`",
+            ),
+        ];
+        for (entries, expected) in cases {
+            let mut replayed = Replayed::new(original);
+            let err = entries
+                .iter()
+                .map(|e| replayed.apply(e))
+                .find_map(Result::err)
+                .unwrap_or_else(|| panic!("no error for {entries:?}"));
+            assert_eq!(err, expected);
+        }
+        let behind = Replayed::new(original);
+        assert_eq!(
+            behind.matches(&current).unwrap_err(),
+            "replay ends at revision 0 but the target is at revision 1"
+        );
+    }
+
     #[test]
     fn junit_keeps_markup_and_drops_terminal_escapes() {
         let summary = "a<b & \"c\"> \u{1b}[31mred\u{1b}[0m";
