@@ -690,14 +690,7 @@ mod tests {
         let ok = || run(true, true, "exit 0");
         let failed = || run(false, true, "exit 1");
         let unstarted = || run(false, false, "could not start: ENOENT");
-        let cases: [(
-            &str,
-            bool,
-            Vec<CheckRun>,
-            Status,
-            Option<&str>,
-            Option<&str>,
-        ); 7] = [
+        let cases = [
             (
                 "all pass, same bytes",
                 true,
