@@ -743,16 +743,6 @@ mod tests {
                 ),
                 Some("could not start: ENOENT"),
             ),
-            (
-                "could not start once, else passed",
-                true,
-                vec![ok(), unstarted()],
-                Status::InfraError,
-                Some(
-                    "infra_error: the check `node t.js` could not start on the export (could not start: ENOENT), though its controls ran",
-                ),
-                Some("could not start: ENOENT"),
-            ),
         ];
         for (case, full_byte, runs, status, note, exit) in cases {
             let mut v = verdict(full_byte);
