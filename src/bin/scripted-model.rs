@@ -37,10 +37,32 @@ use serde_json::{Value, json};
 
 use patchdiff::canary::plan::{PlanStep, load_plan, substitute};
 
-#[derive(Clone, Copy, PartialEq)]
+/// What the model does after the plan's last step.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum AfterPlan {
+    /// End the turn with a short text.
     Finish,
+    /// Never answer again (a model that never saves, for timeout tests).
     Stall,
+}
+
+/// A model server on loopback that plays a canary plan as tool calls, so a real agent host CLI
+/// runs a canary offline. Prints `http://ADDR` once it listens.
+#[derive(clap::Parser)]
+#[command(name = "scripted-model")]
+struct Args {
+    /// The canary plan to play (one step per line).
+    #[arg(long, value_name = "PLAN.jsonl")]
+    plan: PathBuf,
+    /// The loopback address to listen on; port 0 picks one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: String,
+    /// After the last step: finish the turn, or stall.
+    #[arg(long, value_enum, default_value = "finish")]
+    after_plan: AfterPlan,
+    /// Append one JSON line per request (path, offered tool names, message count) here.
+    #[arg(long, value_name = "LOG.jsonl")]
+    requests: Option<PathBuf>,
 }
 
 struct Model {
@@ -60,35 +82,15 @@ enum Turn {
     Stall,
 }
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall] [--requests LOG.jsonl]"
-    );
-    std::process::exit(2)
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let (mut plan, mut listen, mut after, mut requests) =
-        (None, "127.0.0.1:0".to_owned(), AfterPlan::Finish, None);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--plan" => plan = Some(PathBuf::from(value)),
-            "--listen" => listen = value,
-            "--after-plan" => {
-                after = match value.as_str() {
-                    "finish" => AfterPlan::Finish,
-                    "stall" => AfterPlan::Stall,
-                    _ => usage(),
-                }
-            }
-            "--requests" => requests = Some(PathBuf::from(value)),
-            _ => usage(),
-        }
-    }
-    let plan = load_plan(&plan.unwrap_or_else(|| usage())).unwrap_or_else(|e| {
+    let Args {
+        plan,
+        listen,
+        after_plan: after,
+        requests,
+    } = clap::Parser::parse();
+    let plan = load_plan(&plan).unwrap_or_else(|e| {
         eprintln!("scripted-model: {e}");
         std::process::exit(2)
     });
