@@ -780,63 +780,10 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         return stream_line_summary(&inner);
     }
     let kind = event.get("type")?.as_str()?;
-    let tools_of = |message: &Value| -> String {
-        message["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| match b["type"].as_str() {
-                Some("tool_use") => Some(format!(
-                    "→ {} {}",
-                    b["name"].as_str().unwrap_or("?"),
-                    b["input"]["target"].as_str().unwrap_or("")
-                )),
-                Some("tool_result") => Some(format!(
-                    "← {}",
-                    if b["is_error"] == true {
-                        "isError"
-                    } else {
-                        "ok"
-                    }
-                )),
-                Some("text") => Some(format!(
-                    "“{}”",
-                    b["text"]
-                        .as_str()
-                        .unwrap_or("")
-                        .chars()
-                        .take(80)
-                        .collect::<String>()
-                )),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join(" · ")
-    };
     let text = match kind {
-        "system" => format!(
-            "host {} · model {} · {} tools · servers {}",
-            event["subtype"].as_str().unwrap_or("?"),
-            event["model"].as_str().unwrap_or("?"),
-            event["tools"].as_array().map_or(0, Vec::len),
-            event["mcp_servers"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|s| {
-                            format!(
-                                "{}:{}",
-                                s["name"].as_str().unwrap_or("?"),
-                                s["status"].as_str().unwrap_or("?")
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default()
-        ),
-        "assistant" => format!("model {}", tools_of(&event["message"])),
-        "user" => format!("host {}", tools_of(&event["message"])),
+        "system" => system_summary(event),
+        "assistant" => format!("model {}", blocks_summary(&event["message"])),
+        "user" => format!("host {}", blocks_summary(&event["message"])),
         "result" => format!(
             "result {} · {} turns · {} ms{}",
             event["subtype"].as_str().unwrap_or("?"),
@@ -855,6 +802,67 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         _ => return None,
     };
     Some(text.trim_end().to_owned())
+}
+
+/// A host's `system` line: subtype, model, how many tools, and each MCP server's status.
+fn system_summary(event: &Value) -> String {
+    let servers = event["mcp_servers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    format!(
+                        "{}:{}",
+                        s["name"].as_str().unwrap_or("?"),
+                        s["status"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    format!(
+        "host {} · model {} · {} tools · servers {servers}",
+        event["subtype"].as_str().unwrap_or("?"),
+        event["model"].as_str().unwrap_or("?"),
+        event["tools"].as_array().map_or(0, Vec::len),
+    )
+}
+
+/// A message's content blocks, ` · `-joined: `→ tool target` for a tool call, `← ok|isError`
+/// for its result, the first 80 characters of text in quotes.
+fn blocks_summary(message: &Value) -> String {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| match b["type"].as_str() {
+            Some("tool_use") => Some(format!(
+                "→ {} {}",
+                b["name"].as_str().unwrap_or("?"),
+                b["input"]["target"].as_str().unwrap_or("")
+            )),
+            Some("tool_result") => Some(format!(
+                "← {}",
+                if b["is_error"] == true {
+                    "isError"
+                } else {
+                    "ok"
+                }
+            )),
+            Some("text") => Some(format!(
+                "“{}”",
+                b["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
+            )),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
 }
 
 #[cfg(test)]
