@@ -362,11 +362,8 @@ struct Sink {
 fn chain_line(prev: &mut String, line: &str) -> String {
     let body = line.strip_prefix('{').unwrap_or(line);
     let sep = if body.starts_with('}') { "" } else { "," };
-    let chained = format!(
-        "{{\"{}\":\"{prev}\"{sep}{body}",
-        crate::evidence::CHAIN_FIELD
-    );
-    *prev = crate::evidence::line_digest(chained.as_bytes());
+    let chained = format!("{{\"{}\":\"{prev}\"{sep}{body}", crate::chain::CHAIN_FIELD);
+    *prev = crate::chain::line_digest(chained.as_bytes());
     chained + "\n"
 }
 
@@ -482,8 +479,8 @@ impl Recorder {
                     ..RecorderStats::default()
                 };
                 let tail = |p: &Path| {
-                    crate::evidence::chain_tail_of(p)
-                        .unwrap_or_else(|_| crate::evidence::CHAIN_GENESIS.to_owned())
+                    crate::chain::chain_tail_of(p)
+                        .unwrap_or_else(|_| crate::chain::CHAIN_GENESIS.to_owned())
                 };
                 let sink = Sink {
                     events: BufWriter::new(events_file),
