@@ -206,6 +206,14 @@ fn respond<T: Serialize>(outcome: Result<T, DomainError>) -> ToolResult {
     }
 }
 
+/// [`respond`] to a handler's body, written as one `async` block that may use `?` on
+/// [`DomainError`]s: the one shape every tool handler shares.
+async fn answer<T: Serialize>(
+    outcome: impl std::future::Future<Output = Result<T, DomainError>>,
+) -> ToolResult {
+    respond(outcome.await)
+}
+
 impl PatchdiffServer {
     /// Builds a server for `profile`. Tools outside the profile are removed from the router, so
     /// they are neither listed nor callable (M2).
@@ -578,13 +586,16 @@ fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope>
         .min_by_key(|s| s.end_byte - s.start_byte)
 }
 
+// One `#[tool]` method per tool is rmcp's shape: the attribute, the signature and
+// `answer(async { … })` repeat by design; what the handlers share lives in `answer`, `respond`,
+// `blocking` and `file_io`.
 #[tool_router]
 impl PatchdiffServer {
     #[tool(
         description = "Read a target's current content with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 and language. Start here."
     )]
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
-        let outcome = async {
+        answer(async {
             let t = self.blocking(move |s| s.read_target(&args.target)).await?;
             let parses_cleanly = self
                 .parses_cleanly(&t.language, &t.sha256, &t.content)
@@ -594,9 +605,8 @@ impl PatchdiffServer {
                 "sha256": t.sha256, "language": t.language, "content": t.content,
                 "parses_cleanly": parses_cleanly,
             }))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -606,7 +616,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<FindOccurrencesArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             if args.text.is_empty() {
                 return Err(DomainError::new(DomainCode::EmptyText, "`text` must not be empty"));
             }
@@ -664,9 +674,8 @@ impl PatchdiffServer {
                 result["scope_error"] = e;
             }
             Ok(result)
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -809,7 +818,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<InitTargetArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             // K8: a language discovery cannot parse would make every observation fail later.
             args.language
                 .parse::<Language>()
@@ -817,29 +826,26 @@ impl PatchdiffServer {
             // A regular file within the content cap, read off the async runtime: a FIFO or our
             // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
             let fixture = PathBuf::from(&args.fixture);
-            let bytes = tokio::task::spawn_blocking(move || {
-                crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64)
-            })
-            .await
-            .map_err(|e| DomainError::new(DomainCode::Internal, format!("fixture read task failed: {e}")))?
-            .map_err(|e| {
-                DomainError::new(
+            let bytes = file_io(
+                "fixture read",
+                move || crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64),
+                |e| DomainError::new(
                     DomainCode::FixtureUnreadable,
                     format!(
                         "cannot read fixture {}: {e}; a fixture is a regular file of at most {} bytes",
                         args.fixture,
                         kernel::MAX_CONTENT_BYTES
                     ),
-                )
-            })?;
+                ),
+            )
+            .await?;
             self.blocking(move |s| {
                 s.init_target(&args.target, &args.language, &bytes, &args.sha256, args.reset)
             })
             .await
             .map(|t| json!({"target": t.name, "version": t.version, "revision": t.revision, "sha256": t.sha256, "language": t.language}))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -849,7 +855,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<ExportTargetArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             let dest = PathBuf::from(&args.dest);
             if !dest.is_absolute() {
                 return Err(DomainError::new(
@@ -863,24 +869,23 @@ impl PatchdiffServer {
             let target = args.target.clone();
             let saved = self.blocking(move |s| s.saved(&target)).await?;
             let (path, bytes) = (dest.clone(), saved.content.clone().into_bytes());
-            tokio::task::spawn_blocking(move || write_export(&path, &bytes))
-                .await
-                .map_err(|e| {
-                    DomainError::new(DomainCode::Internal, format!("export task failed: {e}"))
-                })?
-                .map_err(|e| {
+            file_io(
+                "export",
+                move || write_export(&path, &bytes),
+                |e| {
                     DomainError::new(
                         DomainCode::ExportFailed,
                         format!("cannot write {}: {e}", dest.display()),
                     )
-                })?;
+                },
+            )
+            .await?;
             Ok(json!({
                 "target": saved.target, "version": saved.version, "revision": saved.revision,
                 "sha256": saved.sha256, "path": dest,
             }))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -903,6 +908,20 @@ impl PatchdiffServer {
             "telemetry_counters": self.recorder.stats(),
         }))
     }
+}
+
+/// Runs file I/O on a blocking thread, never on the runtime (a FIFO or our own stdin must not
+/// stall it, issue 12). A failed task is `INTERNAL` ("`task` task failed: …"); an I/O error is
+/// whatever `refused` makes of it.
+async fn file_io<T: Send + 'static>(
+    task: &str,
+    io: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    refused: impl FnOnce(std::io::Error) -> DomainError,
+) -> Result<T, DomainError> {
+    tokio::task::spawn_blocking(io)
+        .await
+        .map_err(|e| DomainError::new(DomainCode::Internal, format!("{task} task failed: {e}")))?
+        .map_err(refused)
 }
 
 /// Writes an export file exclusively (0600; parents it creates 0700); never overwrites.
