@@ -750,19 +750,9 @@ impl PostgresStore {
                 ),
             ));
         }
-        let attempt_id = uuid::Uuid::new_v4().to_string();
-        let (receipt, applied) = shared::decided_receipt(
-            name,
-            submission,
-            &attempt_id,
-            t.revision,
-            &t.sha256,
-            plan,
-            warnings,
-        );
+        let (receipt, applied) = shared::decided_receipt(&t, submission, plan, warnings);
         if let Some(a) = &applied {
-            self.apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)
-                .await?;
+            self.apply_edit(&tx, &t, a).await?;
         }
         insert_attempt(&tx, t.id, submission_sha, &receipt).await?;
         tx.commit().await?;
@@ -778,12 +768,9 @@ impl PostgresStore {
         &self,
         tx: &Transaction<'_>,
         t: &TargetRow,
-        attempt_id: &str,
-        request_key: &str,
         a: &shared::Applied,
     ) -> Result<(), StoreError> {
-        let entry = shared::JournalRow::edit(t, attempt_id, request_key, a);
-        insert_journal(tx, t.id, &entry).await?;
+        insert_journal(tx, t.id, &shared::JournalRow::edit(t, a)).await?;
         let row = t.after_edit(a);
         if row.snapshot {
             write_snapshot(tx, t.id, a.revision, &a.new_content, &a.sha256).await?;

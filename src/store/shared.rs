@@ -304,27 +304,29 @@ pub(crate) fn decide_validation(
 
 /// What an accepted attempt changes: the journal entry's edits, the new content and its hash.
 pub(crate) struct Applied {
+    /// The attempt that made it and the request key it came with (journalled beside the edits).
+    pub attempt_id: String,
+    pub request_key: String,
     pub edits: Vec<TextEdit>,
     pub new_content: String,
     pub revision: u64,
     pub sha256: String,
 }
 
-/// K3/K4: the receipt of one decided attempt against a target at `revision`/`sha256`, and what
-/// to apply when it is accepted. Both backends store [`receipt_json`] of it byte for byte.
+/// K3/K4: the receipt of one decided attempt (a fresh UUID v4 `attempt_id`) against target
+/// row `t` as it is now, and what to apply when it is accepted. Both backends store
+/// [`receipt_json`] of it byte for byte.
 pub(crate) fn decided_receipt(
-    name: &str,
+    t: &TargetRow,
     submission: &Submission,
-    attempt_id: &str,
-    revision: u64,
-    sha256: &str,
     plan: Plan,
     warnings: Vec<String>,
 ) -> (Receipt, Option<Applied>) {
+    let (revision, sha256) = (t.revision, t.sha256.as_str());
     let mut receipt = Receipt {
-        target: name.to_owned(),
+        target: t.name.clone(),
         request_key: submission.request_key.clone(),
-        attempt_id: attempt_id.to_owned(),
+        attempt_id: uuid::Uuid::new_v4().to_string(),
         outcome: Outcome::Rejected,
         base_revision: submission.base_revision,
         revision,
@@ -341,6 +343,8 @@ pub(crate) fn decided_receipt(
             corrections,
         } => {
             let applied = Applied {
+                attempt_id: receipt.attempt_id.clone(),
+                request_key: receipt.request_key.clone(),
                 revision: revision + 1,
                 sha256: sha256_hex(&new_content),
                 edits,
@@ -888,18 +892,13 @@ impl<'a> JournalRow<'a> {
     }
 
     /// An accepted attempt's edits, at the revision it made, under the current version.
-    pub(crate) fn edit(
-        t: &TargetRow,
-        attempt_id: &'a str,
-        request_key: &'a str,
-        a: &'a Applied,
-    ) -> Self {
+    pub(crate) fn edit(t: &TargetRow, a: &'a Applied) -> Self {
         JournalRow {
             kind: "edit",
             revision: a.revision,
             version: t.version,
-            attempt_id: Some(attempt_id),
-            request_key: Some(request_key),
+            attempt_id: Some(&a.attempt_id),
+            request_key: Some(&a.request_key),
             sha256: &a.sha256,
             edits: &a.edits,
         }

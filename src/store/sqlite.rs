@@ -523,25 +523,16 @@ impl SqliteStore {
             if t.incarnation != planned.incarnation || t.revision != planned.revision {
                 return Ok(None);
             }
-            let attempt_id = uuid::Uuid::new_v4().to_string();
-            let (receipt, applied) = shared::decided_receipt(
-                name,
-                submission,
-                &attempt_id,
-                t.revision,
-                &t.sha256,
-                plan,
-                warnings,
-            );
+            let (receipt, applied) = shared::decided_receipt(&t, submission, plan, warnings);
             if let Some(a) = &applied {
-                Self::apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)?;
+                Self::apply_edit(&tx, &t, a)?;
             }
             tx.prepare_cached(
                 "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
                  outcome, revision, reason_codes, receipt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
-                attempt_id,
+                receipt.attempt_id,
                 t.id,
                 submission.request_key,
                 submission_sha,
@@ -560,15 +551,8 @@ impl SqliteStore {
     }
 
     /// K3: journals an accepted edit, snapshots when due and moves the target row.
-    fn apply_edit(
-        conn: &Connection,
-        t: &TargetRow,
-        attempt_id: &str,
-        request_key: &str,
-        a: &shared::Applied,
-    ) -> Result<(), StoreError> {
-        let entry = shared::JournalRow::edit(t, attempt_id, request_key, a);
-        insert_journal(conn, t.id, &entry)?;
+    fn apply_edit(conn: &Connection, t: &TargetRow, a: &shared::Applied) -> Result<(), StoreError> {
+        insert_journal(conn, t.id, &shared::JournalRow::edit(t, a))?;
         let row = t.after_edit(a);
         if row.snapshot {
             write_snapshot(conn, t.id, a.revision, &a.new_content, &a.sha256)?;
