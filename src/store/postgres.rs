@@ -453,6 +453,7 @@ async fn load_observation(
 
 /// Content of target `t` at `revision`: cached, or the latest snapshot at or before it (or a
 /// cached earlier revision, whichever is newer) with later journal edits applied.
+// Alike SQLite's content_at but for its async I/O; the decisions are `shared`'s.
 async fn content_at(
     tx: &Transaction<'_>,
     cached: Option<&Cached>,
@@ -706,6 +707,7 @@ impl PostgresStore {
         } else {
             Some(content_at(tx, self.cache.get(&t).as_ref(), &t, base).await?)
         };
+        // The read SQLite's plan makes too, here inside the submission's transaction.
         Ok(PlanRead {
             target: t,
             observations,
@@ -1072,6 +1074,8 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+// Each signature here is the trait's, repeated as Rust requires (so is SqliteStore's); the
+// checks a method opens with are `shared`'s, the rest runs this backend's async I/O.
 impl EditStore for PostgresStore {
     fn init_target(
         &self,

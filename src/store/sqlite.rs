@@ -218,6 +218,7 @@ fn insert_journal(
 
 /// Content of target `t` at `revision`: from the cache, or the latest snapshot at or before
 /// it (or a cached earlier revision, whichever is newer) with later journal edits applied.
+// Alike PostgreSQL's content_at but for its synchronous I/O; the decisions are `shared`'s.
 fn content_at(
     conn: &Connection,
     cached: Option<&Cached>,
@@ -479,6 +480,7 @@ impl SqliteStore {
                 Some(content_at(&tx, self.cache.get(&t).as_ref(), &t, base)?)
             };
             tx.finish()?;
+            // The read PostgreSQL's plan_read makes too, here on the reader connection.
             Ok(Ok(PlanRead {
                 target: t,
                 observations,
@@ -616,6 +618,8 @@ impl SqliteStore {
     }
 }
 
+// Each signature here is the trait's, repeated as Rust requires (so is PostgresStore's); the
+// checks a method opens with are `shared`'s, the rest is SQLite I/O.
 impl EditStore for SqliteStore {
     fn init_target(
         &self,
