@@ -360,7 +360,7 @@ struct Sink {
 /// `PATCHDIFF_PERF_MEMORY` (T3): unset or `1` samples RSS, `0` records timing events only.
 /// Anything else is an invalid status, also written as the one line of the events file (T2:
 /// the file says why nothing else is recorded).
-fn memory_sampling(memory: Option<&str>, events: &Path) -> Result<bool, TelemetryStatus> {
+fn memory_sampling(memory: Option<&str>, events: &Path) -> Result<bool, Box<TelemetryStatus>> {
     match memory {
         None | Some("1") => Ok(true),
         Some("0") => Ok(false),
@@ -378,7 +378,7 @@ fn memory_sampling(memory: Option<&str>, events: &Path) -> Result<bool, Telemetr
                 line.push('\n');
                 let _ = (&file).write_all(line.as_bytes());
             }
-            Err(status)
+            Err(Box::new(status))
         }
     }
 }
@@ -495,7 +495,7 @@ impl Recorder {
         }
         let memory_sampling = match memory_sampling(memory, events) {
             Ok(on) => on,
-            Err(status) => return (Self::disabled(), status),
+            Err(status) => return (Self::disabled(), *status),
         };
         let memory_path = memory_sampling.then(|| memory_path_for(events));
         match Sink::open(events, memory_path.as_deref(), limits) {
