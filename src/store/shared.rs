@@ -955,3 +955,187 @@ pub(crate) fn rebuild_from(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ObservationRecord;
+
+    fn row(edits_since_snapshot: u64, bytes_since_snapshot: u64) -> TargetRow {
+        TargetRow {
+            id: 7,
+            name: "calendar".into(),
+            language: "javascript".into(),
+            incarnation: "inc-1".into(),
+            version: 2,
+            revision: 5,
+            sha256: "ab".repeat(32),
+            initial_sha256: "cd".repeat(32),
+            saved_revision: 4,
+            edits_since_snapshot,
+            bytes_since_snapshot,
+        }
+    }
+
+    fn operation(observation_id: Option<&str>) -> OperationRequest {
+        OperationRequest {
+            observation_id: observation_id.map(str::to_owned),
+            old_text: "a".into(),
+            new_text: "b".into(),
+        }
+    }
+
+    fn observed_at(revision: u64) -> ObservationRecord {
+        ObservationRecord {
+            observation_id: format!("obs-{revision}"),
+            revision,
+            scope: ObservedScope {
+                kind: "function".into(),
+                name: Some("f".into()),
+                start_byte: 0,
+                end_byte: 1,
+                start_line: 1,
+                end_line: 1,
+            },
+            sha256: "00".repeat(32),
+        }
+    }
+
+    fn submission() -> Submission {
+        Submission {
+            request_key: "key-1".into(),
+            base_revision: 5,
+            expected_sha256: None,
+            operations: vec![operation(Some("o1"))],
+        }
+    }
+
+    fn accepted(new_text: &str) -> Plan {
+        Plan::Accept {
+            edits: vec![TextEdit {
+                start: 0,
+                end: 1,
+                new_text: new_text.into(),
+            }],
+            new_content: format!("{new_text}bc"),
+            corrections: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_submission_loads_each_named_observation_once_in_first_use_order() {
+        let submission = Submission {
+            request_key: "k".into(),
+            base_revision: 5,
+            expected_sha256: None,
+            operations: vec![
+                operation(Some("o2")),
+                operation(None),
+                operation(Some("o1")),
+                operation(Some("o2")),
+            ],
+        };
+        assert_eq!(observation_ids(&submission), vec!["o2", "o1"]);
+    }
+
+    #[test]
+    fn transform_steps_start_at_the_oldest_observation_or_at_an_older_base() {
+        let observations: HashMap<String, ObservationRecord> = [("a", 3), ("b", 1), ("c", 4)]
+            .into_iter()
+            .map(|(id, rev)| (id.to_owned(), observed_at(rev)))
+            .collect();
+        assert_eq!(steps_from(&observations, 5), 1);
+        assert_eq!(steps_from(&observations, 0), 0);
+        assert_eq!(steps_from(&HashMap::new(), 5), 5);
+    }
+
+    #[test]
+    fn the_1024th_edit_since_a_snapshot_is_due_and_restarts_both_counters() {
+        let (_, applied) = decided_receipt(&row(0, 0), &submission(), accepted("x"), vec![]);
+        let a = applied.expect("accepted");
+        // 32 bytes per edit plus its new text: 1 edit of 1 byte weighs 33.
+        let not_yet = row(1022, 10).after_edit(&a);
+        assert!(!not_yet.snapshot);
+        assert_eq!((not_yet.since_edits, not_yet.since_bytes), (1023, 43));
+        let due = row(1023, 10).after_edit(&a);
+        assert!(due.snapshot);
+        assert_eq!((due.since_edits, due.since_bytes), (0, 0));
+        // … or once journal text since the snapshot reaches 1 MiB (content here is 3 bytes).
+        let by_bytes = row(0, 1024 * 1024 - 33).after_edit(&a);
+        assert!(by_bytes.snapshot);
+        let below = row(0, 1024 * 1024 - 34).after_edit(&a);
+        assert!(!below.snapshot);
+    }
+
+    #[test]
+    fn an_accepted_edit_journals_its_attempt_and_request_key_at_the_new_revision() {
+        let t = row(0, 0);
+        let (receipt, applied) = decided_receipt(&t, &submission(), accepted("x"), vec![]);
+        let a = applied.expect("accepted");
+        assert_eq!(receipt.outcome, Outcome::Accepted);
+        assert_eq!(
+            receipt.attempt_id.len(),
+            36,
+            "a UUID: {}",
+            receipt.attempt_id
+        );
+        let entry = JournalRow::edit(&t, &a);
+        assert_eq!(entry.kind, "edit");
+        assert_eq!((entry.revision, entry.version), (6, 2));
+        assert_eq!(entry.attempt_id, Some(receipt.attempt_id.as_str()));
+        assert_eq!(entry.request_key, Some("key-1"));
+        assert_eq!(entry.sha256, receipt.sha256);
+        let save = JournalRow::save(&t, 3);
+        assert_eq!((save.kind, save.revision, save.version), ("save", 5, 3));
+        assert_eq!((save.attempt_id, save.request_key), (None, None));
+        let init = JournalRow::init("ef");
+        assert_eq!(
+            (init.kind, init.revision, init.version, init.sha256),
+            ("init", 0, 0, "ef")
+        );
+    }
+
+    #[test]
+    fn a_rebuild_starts_from_the_newer_of_cache_and_snapshot_and_fails_without_either() {
+        let cached = Cached {
+            incarnation: "inc-1".into(),
+            revision: 4,
+            content: Arc::from("cached"),
+        };
+        let from = |snapshot, cache| rebuild_from("calendar", 5, snapshot, cache);
+        assert!(
+            matches!(from(Some((9, 3)), Some(&cached)), Ok(RebuildFrom::Cached(4, ref c)) if c == "cached")
+        );
+        assert!(matches!(
+            from(Some((9, 4)), Some(&cached)),
+            Ok(RebuildFrom::Cached(4, _))
+        ));
+        assert!(matches!(
+            from(Some((9, 5)), Some(&cached)),
+            Ok(RebuildFrom::Snapshot(9))
+        ));
+        assert!(matches!(
+            from(Some((9, 2)), None),
+            Ok(RebuildFrom::Snapshot(9))
+        ));
+        let e = match from(None, None) {
+            Err(e) => e,
+            Ok(_) => panic!("no snapshot and no cache must fail"),
+        };
+        assert_eq!(e.code, ErrorCode::Storage);
+        assert!(
+            e.message.contains("calendar") && e.message.contains("revision 5"),
+            "{}",
+            e.message
+        );
+        // A cache entry of another incarnation (a re-init) or newer than asked is not usable.
+        let t = row(0, 0);
+        assert!(usable_cache(Some(&cached), &t, 5).is_some());
+        assert!(usable_cache(Some(&cached), &t, 3).is_none());
+        let other = Cached {
+            incarnation: "inc-2".into(),
+            ..cached.clone()
+        };
+        assert!(usable_cache(Some(&other), &t, 5).is_none());
+    }
+}
