@@ -8,7 +8,7 @@ pub mod console;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
-pub mod kernel;
+pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;
 pub mod store;
