@@ -2,6 +2,7 @@
 //! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
 
 pub mod canary;
+pub mod chain;
 pub mod config;
 pub mod console;
 pub mod evaluate;
