@@ -116,8 +116,17 @@ fn an_edit_crossing_a_scope_boundary_pulls_the_boundary_to_its_outer_edge() {
     // An insertion at either boundary lands outside the scope (before it, after it).
     assert_eq!(map_scope(10, 20, &[edit(10, 10, 3)]), ((13, 23), false));
     assert_eq!(map_scope(10, 20, &[edit(20, 20, 3)]), ((10, 20), false));
-    // An empty scope (a point) stays a point after an insertion there.
+    // An empty scope (a point) stays a point after an insertion there, and inside a
+    // replacement it goes to the replacement's start.
     assert_eq!(map_scope(10, 10, &[edit(10, 10, 3)]), ((13, 13), false));
+    assert_eq!(map_scope(10, 10, &[edit(8, 12, 3)]), ((8, 8), true));
+    // A replacement that starts exactly at the scope's end stays outside it, whatever its size.
+    assert_eq!(map_scope(10, 20, &[edit(20, 25, 2)]), ((10, 20), false));
+    // A boundary pulled to a crossing edit also moves with the edits before that edit.
+    assert_eq!(
+        map_scope(10, 20, &[edit(0, 2, 5), edit(8, 12, 1)]),
+        ((11, 20), true)
+    );
 }
 
 #[test]
