@@ -312,6 +312,9 @@ pub async fn evaluate_with_timeout(
     })
 }
 
+/// One target's verdict (V3): the export against the expected bytes, the controls, then the
+/// check `repeat` times on the export, each under `check_timeout`. Errors: the pinned expected
+/// bytes cannot be read or a scratch directory cannot be prepared.
 async fn evaluate_target(
     manifest: &FixtureManifest,
     fixture: &Fixture,
@@ -339,23 +342,7 @@ async fn evaluate_target(
         check_ms: 0,
         controls: None,
     };
-    let exported_path = exports.join(&fixture.module_file);
-    let exported = match std::fs::read(&exported_path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            verdict
-                .notes
-                .push(format!("no export at {}: {e}", exported_path.display()));
-            None
-        }
-    };
-    if let Some(bytes) = &exported {
-        verdict.exported_sha256 = Some(sha256_hex(bytes));
-        verdict.full_byte = *bytes == expected;
-        if !verdict.full_byte {
-            verdict.notes.push(first_difference(bytes, &expected));
-        }
-    }
+    let exported = compare_export(&mut verdict, &exports.join(&fixture.module_file), &expected);
     // V3: the controls come first; if they do not hold, the export is not judged at all.
     let controls = run_controls(manifest, fixture, check_timeout).await?;
     if let Some((reason, run)) = controls.failure() {
@@ -372,61 +359,93 @@ async fn evaluate_target(
         return Ok(verdict);
     }
     verdict.controls = Some(controls);
-    let Some(exported) = exported else {
-        verdict.check_ms = started.elapsed().as_millis() as u64;
-        return Ok(verdict);
-    };
-    let mut runs = Vec::with_capacity(repeat as usize);
-    for _ in 0..repeat {
-        runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
+    if let Some(exported) = exported {
+        let mut runs = Vec::with_capacity(repeat as usize);
+        for _ in 0..repeat {
+            runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
+        }
+        judge_runs(&mut verdict, &runs, &fixture.check.command.join(" "));
     }
+    verdict.check_ms = started.elapsed().as_millis() as u64;
+    Ok(verdict)
+}
+
+/// Reads the export at `path` into `verdict`: its SHA-256, whether it equals `expected` (else a
+/// note with the first difference), or a note that it is missing. Returns the bytes.
+fn compare_export(verdict: &mut TargetVerdict, path: &Path, expected: &[u8]) -> Option<Vec<u8>> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            verdict
+                .notes
+                .push(format!("no export at {}: {e}", path.display()));
+            return None;
+        }
+    };
+    verdict.exported_sha256 = Some(sha256_hex(&bytes));
+    verdict.full_byte = bytes == expected;
+    if !verdict.full_byte {
+        verdict.notes.push(first_difference(&bytes, expected));
+    }
+    Some(bytes)
+}
+
+/// The verdict from the check's runs on the export (controls held): `infra_error` when a run
+/// could not start, `flaky` when runs disagree or the check failed on the expected bytes,
+/// `fail` when it failed or the bytes differ, else `pass`. The output shown is the first
+/// failing run's, else the last run's.
+fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
     verdict.behavioral_runs = runs.iter().map(|r| r.passed).collect();
-    let explaining = runs.iter().find(|r| !r.passed).or(runs.last()).cloned();
-    if let Some(run) = &explaining {
+    let explaining = runs.iter().find(|r| !r.passed).or(runs.last());
+    if let Some(run) = explaining {
         verdict.check_output = run.output.clone();
         if !run.passed {
             verdict.check_exit = Some(run.exit.clone());
         }
     }
+    let exit = explaining.map_or("", |r| r.exit.as_str());
     let all_pass = runs.iter().all(|r| r.passed);
     let none_pass = runs.iter().all(|r| !r.passed);
     verdict.behavioral = all_pass;
-    let command = fixture.check.command.join(" ");
-    verdict.status = if runs.iter().any(|r| !r.started) {
-        verdict.notes.push(format!(
-            "infra_error: the check `{command}` could not start on the export ({}), though its \
-             controls ran",
-            explaining.as_ref().map_or("", |r| r.exit.as_str())
-        ));
-        Status::InfraError
+    let (status, note) = if runs.iter().any(|r| !r.started) {
+        (
+            Status::InfraError,
+            Some(format!(
+                "infra_error: the check `{command}` could not start on the export ({exit}), \
+                 though its controls ran"
+            )),
+        )
     } else if !all_pass && !none_pass {
-        verdict.notes.push(format!(
-            "flaky: the check `{command}` passed {} of {} runs on the same bytes",
-            runs.iter().filter(|r| r.passed).count(),
-            runs.len()
-        ));
-        Status::Flaky
+        (
+            Status::Flaky,
+            Some(format!(
+                "flaky: the check `{command}` passed {} of {} runs on the same bytes",
+                runs.iter().filter(|r| r.passed).count(),
+                runs.len()
+            )),
+        )
     } else if !all_pass && verdict.full_byte {
         // The bytes are the expected bytes, on which the control passed: the check, not the
         // export, changed its mind.
-        verdict.notes.push(format!(
-            "flaky: the check `{command}` failed on bytes equal to the expected bytes, on which \
-             its control passed"
-        ));
-        Status::Flaky
+        (
+            Status::Flaky,
+            Some(format!(
+                "flaky: the check `{command}` failed on bytes equal to the expected bytes, on \
+                 which its control passed"
+            )),
+        )
     } else if !all_pass {
-        verdict.notes.push(format!(
-            "behavioral check `{command}` failed ({})",
-            explaining.as_ref().map_or("", |r| r.exit.as_str())
-        ));
-        Status::Fail
+        (
+            Status::Fail,
+            Some(format!("behavioral check `{command}` failed ({exit})")),
+        )
     } else if verdict.full_byte {
-        Status::Pass
+        (Status::Pass, None)
     } else {
-        Status::Fail
+        (Status::Fail, None)
     };
-    verdict.check_ms = started.elapsed().as_millis() as u64;
-    Ok(verdict)
+    verdict.status = status;
+    verdict.notes.extend(note);
 }
 
 /// Runs the check of `fixture` on `bytes` in a fresh scratch directory holding the check's
@@ -636,6 +655,108 @@ mod tests {
     fn first_difference_names_line_and_byte() {
         let note = first_difference(b"a\nbX\n", b"a\nbc\n");
         assert!(note.contains("byte 3 (line 2)"), "{note}");
+    }
+
+    fn run(passed: bool, started: bool, exit: &str) -> CheckRun {
+        CheckRun {
+            passed,
+            exit: exit.into(),
+            started,
+            output: format!("output of {exit}"),
+            ms: 1,
+        }
+    }
+
+    fn verdict(full_byte: bool) -> TargetVerdict {
+        TargetVerdict {
+            name: "t".into(),
+            status: Status::Fail,
+            full_byte,
+            behavioral: false,
+            behavioral_runs: Vec::new(),
+            exported_sha256: None,
+            expected_sha256: String::new(),
+            notes: Vec::new(),
+            check_exit: None,
+            check_output: String::new(),
+            check_ms: 0,
+            controls: None,
+        }
+    }
+
+    /// V3's verdict table over the check's runs on the export (controls held).
+    #[test]
+    fn judge_runs_decides_the_status_from_the_runs_and_the_bytes() {
+        let ok = || run(true, true, "exit 0");
+        let failed = || run(false, true, "exit 1");
+        let unstarted = || run(false, false, "could not start: ENOENT");
+        let cases = [
+            (
+                "all pass, same bytes",
+                true,
+                vec![ok(), ok()],
+                Status::Pass,
+                None,
+                None,
+            ),
+            (
+                "all pass, other bytes",
+                false,
+                vec![ok()],
+                Status::Fail,
+                None,
+                None,
+            ),
+            (
+                "all fail, other bytes",
+                false,
+                vec![failed(), failed()],
+                Status::Fail,
+                Some("behavioral check `node t.js` failed (exit 1)"),
+                Some("exit 1"),
+            ),
+            (
+                "fails on the expected bytes",
+                true,
+                vec![failed()],
+                Status::Flaky,
+                Some(
+                    "flaky: the check `node t.js` failed on bytes equal to the expected bytes, on which its control passed",
+                ),
+                Some("exit 1"),
+            ),
+            (
+                "runs disagree",
+                false,
+                vec![ok(), failed(), ok()],
+                Status::Flaky,
+                Some("flaky: the check `node t.js` passed 2 of 3 runs on the same bytes"),
+                Some("exit 1"),
+            ),
+            (
+                "could not start",
+                false,
+                vec![unstarted()],
+                Status::InfraError,
+                Some(
+                    "infra_error: the check `node t.js` could not start on the export (could not start: ENOENT), though its controls ran",
+                ),
+                Some("could not start: ENOENT"),
+            ),
+        ];
+        for (case, full_byte, runs, status, note, exit) in cases {
+            let mut v = verdict(full_byte);
+            judge_runs(&mut v, &runs, "node t.js");
+            assert_eq!(v.status, status, "{case}");
+            assert_eq!(v.notes.first().map(String::as_str), note, "{case}");
+            assert_eq!(v.check_exit.as_deref(), exit, "{case}");
+            let all_passed = matches!(case, "all pass, same bytes" | "all pass, other bytes");
+            assert_eq!(v.behavioral, all_passed, "{case}");
+            assert_eq!(v.behavioral_runs.len(), runs.len(), "{case}");
+            // The output shown is the first failing run's, else the last run's.
+            let shown = runs.iter().find(|r| !r.passed).or(runs.last()).unwrap();
+            assert_eq!(v.check_output, shown.output, "{case}");
+        }
     }
 
     #[test]

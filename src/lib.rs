@@ -2,12 +2,13 @@
 //! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
 
 pub mod canary;
+pub mod chain;
 pub mod config;
 pub mod console;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
-pub mod kernel;
+pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;
 pub mod store;

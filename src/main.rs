@@ -166,7 +166,7 @@ fn main() -> ExitCode {
             Some(Cmd::Console(args)) => run_console(args, settings).await,
             Some(Cmd::Mcp(args)) => run_mcp(args, &settings).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
-            Some(Cmd::Verify(args)) => run_verify(args).await,
+            Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
             Some(Cmd::Trace(args)) => run_trace(args),
         }
     });
@@ -247,7 +247,6 @@ async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
 }
 
 async fn run_mcp(args: McpArgs, settings: &Settings) -> i32 {
-    let paths = &settings.paths;
     let mut options = match patchdiff::mcp::McpOptions::from_settings(settings) {
         Ok(o) => o,
         Err(e) => {
@@ -274,63 +273,7 @@ async fn run_mcp(args: McpArgs, settings: &Settings) -> i32 {
         }
     }
     if let Some(host) = args.print_host_config {
-        let Some(host) = Host::parse(&host) else {
-            eprintln!(
-                "patchdiff mcp: --print-host-config {host:?}: accepted values are claude, codex, cursor"
-            );
-            return EXIT_USAGE;
-        };
-        let exe = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "patchdiff".into());
-        let perf = settings
-            .get(Key::PerfEvents)
-            .map(PathBuf::from)
-            .unwrap_or_else(|| paths.state_dir.join("observed.perf.jsonl"));
-        let wire_log = options
-            .wire_log
-            .clone()
-            .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
-        if let Err(e) = check_printed_paths(settings, &options.database, &perf, &wire_log) {
-            eprintln!("patchdiff mcp: --print-host-config: {e}");
-            return EXIT_USAGE;
-        }
-        // A5: the printed configuration works as printed — the directories it names exist
-        // (created 0700 when missing; existing ones are left as they are).
-        for dir in [options.database.parent(), perf.parent(), wire_log.parent()]
-            .into_iter()
-            .flatten()
-        {
-            if let Err(e) = patchdiff::evidence::create_private_dir(dir) {
-                eprintln!(
-                    "patchdiff mcp: --print-host-config: cannot create {} for the configuration: {e}",
-                    dir.display()
-                );
-                return EXIT_FAILED;
-            }
-        }
-        let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
-        let mut env = patchdiff::canary::client::host_env(
-            &options.database,
-            &perf,
-            &wire_log,
-            node.as_deref(),
-        );
-        // Issue 15: a PostgreSQL store is named by its URL, as configured.
-        if let Some(url) = &options.postgres_url {
-            for (k, v) in env.iter_mut() {
-                if k == patchdiff::store::DATABASE_URL_VARIABLE {
-                    v.clone_from(url);
-                }
-            }
-        }
-        let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
-        // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
-        // goes` hint lines go to stderr, since JSON has no comments.
-        let (hint, body) = split_leading_comments(&text);
-        eprint!("{hint}");
-        print!("{body}");
-        return 0;
+        return print_host_config(&host, settings, &options);
     }
     let _log = init_tracing(settings);
     let served = match options.http.clone() {
@@ -344,6 +287,67 @@ async fn run_mcp(args: McpArgs, settings: &Settings) -> i32 {
             EXIT_FAILED
         }
     }
+}
+
+/// `patchdiff mcp --print-host-config HOST` (A5): the host's configuration for an observed
+/// process with this process's settings, on stdout exactly as the host's file (hint lines on
+/// stderr). Returns the exit code: [`EXIT_USAGE`] for an unknown host or a relative path,
+/// [`EXIT_FAILED`] when a directory it names cannot be created.
+fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::McpOptions) -> i32 {
+    let paths = &settings.paths;
+    let Some(host) = Host::parse(host) else {
+        eprintln!(
+            "patchdiff mcp: --print-host-config {host:?}: accepted values are claude, codex, cursor"
+        );
+        return EXIT_USAGE;
+    };
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "patchdiff".into());
+    let perf = settings
+        .get(Key::PerfEvents)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| paths.state_dir.join("observed.perf.jsonl"));
+    let wire_log = options
+        .wire_log
+        .clone()
+        .unwrap_or_else(|| paths.state_dir.join("observed.mcp.jsonl"));
+    if let Err(e) = check_printed_paths(settings, &options.database, &perf, &wire_log) {
+        eprintln!("patchdiff mcp: --print-host-config: {e}");
+        return EXIT_USAGE;
+    }
+    // A5: the printed configuration works as printed — the directories it names exist
+    // (created 0700 when missing; existing ones are left as they are).
+    for dir in [options.database.parent(), perf.parent(), wire_log.parent()]
+        .into_iter()
+        .flatten()
+    {
+        if let Err(e) = patchdiff::evidence::create_private_dir(dir) {
+            eprintln!(
+                "patchdiff mcp: --print-host-config: cannot create {} for the configuration: {e}",
+                dir.display()
+            );
+            return EXIT_FAILED;
+        }
+    }
+    let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
+    let mut env =
+        patchdiff::canary::client::host_env(&options.database, &perf, &wire_log, node.as_deref());
+    // Issue 15: a PostgreSQL store is named by its URL, as configured.
+    if let Some(url) = &options.postgres_url {
+        for (k, v) in env.iter_mut() {
+            if k == patchdiff::store::DATABASE_URL_VARIABLE {
+                v.clone_from(url);
+            }
+        }
+    }
+    let text = patchdiff::canary::host_config_text(Some(host), &exe, &env);
+    // stdout carries exactly the host's file (valid JSON or TOML); the leading `# where it
+    // goes` hint lines go to stderr, since JSON has no comments.
+    let (hint, body) = split_leading_comments(&text);
+    eprint!("{hint}");
+    print!("{body}");
+    0
 }
 
 /// A5: a printed configuration works as printed, from any directory, so every path it names is
@@ -450,29 +454,54 @@ fn run_trace(args: TraceArgs) -> i32 {
     }
 }
 
-async fn run_verify(args: VerifyArgs) -> i32 {
+async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
+    // Issue 15: a run on PostgreSQL replays from the database the settings name.
+    let database_url = match settings.text(Key::DatabaseUrl) {
+        Ok(url) => url.filter(|u| !u.is_empty()).map(str::to_owned),
+        Err(e) => {
+            eprintln!("patchdiff verify: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let options = patchdiff::verify::VerifyOptions {
         manifest: args.manifest,
         evaluate: args.evaluate,
+        database_url,
     };
     match patchdiff::verify::verify(&args.run_dir, &options).await {
         Ok(report) => {
-            if args.json {
-                match serde_json::to_string_pretty(&report) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("patchdiff verify: {e}");
-                        return EXIT_FAILED;
-                    }
-                }
-            } else {
-                print!("{}", report.to_text());
+            if let Err(code) = print_result("verify", args.json, &report, || report.to_text()) {
+                return code;
             }
             if report.ok { 0 } else { EXIT_FAILED }
         }
         Err(e) => {
             eprintln!("patchdiff verify: {e}");
             EXIT_USAGE
+        }
+    }
+}
+
+/// Prints `result` as pretty JSON with `json`, else `text()`. `Err(EXIT_FAILED)` when it cannot
+/// be serialized (said on stderr as `patchdiff COMMAND: …`).
+fn print_result<T: serde::Serialize>(
+    command: &str,
+    json: bool,
+    result: &T,
+    text: impl FnOnce() -> String,
+) -> Result<(), i32> {
+    if !json {
+        print!("{}", text());
+        return Ok(());
+    }
+    match serde_json::to_string_pretty(result) {
+        Ok(text) => {
+            println!("{text}");
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("patchdiff {command}: {e}");
+            Err(EXIT_FAILED)
         }
     }
 }
@@ -493,44 +522,7 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
         }
     };
     if args.controls_only {
-        return match patchdiff::evaluate::evaluate_controls_with_timeout(&manifest, check_timeout)
-            .await
-        {
-            Ok(report) => {
-                if args.json {
-                    match serde_json::to_string_pretty(&report) {
-                        Ok(text) => println!("{text}"),
-                        Err(e) => {
-                            eprintln!("patchdiff evaluate: {e}");
-                            return EXIT_FAILED;
-                        }
-                    }
-                } else {
-                    for t in &report.targets {
-                        println!(
-                            "{:<14} {}",
-                            t.name,
-                            t.reason.as_deref().unwrap_or("controls hold")
-                        );
-                    }
-                    for t in report.targets.iter().filter(|t| !t.hold) {
-                        print!(
-                            "{}",
-                            patchdiff::evaluate::check_detail(
-                                &t.name,
-                                t.check_exit.as_deref(),
-                                &t.check_output
-                            )
-                        );
-                    }
-                }
-                if report.hold { 0 } else { EXIT_FAILED }
-            }
-            Err(e) => {
-                eprintln!("patchdiff evaluate: {e}");
-                EXIT_USAGE
-            }
-        };
+        return run_controls_only(&manifest, check_timeout, args.json).await;
     }
     let exports = args.exports.unwrap_or_default();
     match patchdiff::evaluate::evaluate_with_timeout(
@@ -542,16 +534,9 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
     .await
     {
         Ok(evaluation) => {
-            if args.json {
-                match serde_json::to_string_pretty(&evaluation) {
-                    Ok(text) => println!("{text}"),
-                    Err(e) => {
-                        eprintln!("patchdiff evaluate: {e}");
-                        return EXIT_FAILED;
-                    }
-                }
-            } else {
-                print!("{}", patchdiff::evaluate::render_text(&evaluation));
+            let text = || patchdiff::evaluate::render_text(&evaluation);
+            if let Err(code) = print_result("evaluate", args.json, &evaluation, text) {
+                return code;
             }
             if evaluation.all_passed() {
                 0
@@ -564,4 +549,42 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
             EXIT_USAGE
         }
     }
+}
+
+/// `patchdiff evaluate --controls-only` (V3): 0 when every target's controls hold.
+async fn run_controls_only(
+    manifest: &patchdiff::fixtures::FixtureManifest,
+    check_timeout: std::time::Duration,
+    json: bool,
+) -> i32 {
+    let report =
+        match patchdiff::evaluate::evaluate_controls_with_timeout(manifest, check_timeout).await {
+            Ok(report) => report,
+            Err(e) => {
+                eprintln!("patchdiff evaluate: {e}");
+                return EXIT_USAGE;
+            }
+        };
+    let text = || {
+        let mut out = String::new();
+        for t in &report.targets {
+            out.push_str(&format!(
+                "{:<14} {}\n",
+                t.name,
+                t.reason.as_deref().unwrap_or("controls hold")
+            ));
+        }
+        for t in report.targets.iter().filter(|t| !t.hold) {
+            out.push_str(&patchdiff::evaluate::check_detail(
+                &t.name,
+                t.check_exit.as_deref(),
+                &t.check_output,
+            ));
+        }
+        out
+    };
+    if let Err(code) = print_result("evaluate", json, &report, text) {
+        return code;
+    }
+    if report.hold { 0 } else { EXIT_FAILED }
 }

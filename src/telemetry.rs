@@ -357,16 +357,67 @@ struct Sink {
     memory_prev: String,
 }
 
+/// `PATCHDIFF_PERF_MEMORY` (T3): unset or `1` samples RSS, `0` records timing events only.
+/// Anything else is an invalid status, also written as the one line of the events file (T2:
+/// the file says why nothing else is recorded).
+fn memory_sampling(memory: Option<&str>, events: &Path) -> Result<bool, Box<TelemetryStatus>> {
+    match memory {
+        None | Some("1") => Ok(true),
+        Some("0") => Ok(false),
+        Some(other) => {
+            let status = TelemetryStatus::invalid(
+                "invalid_memory_configuration",
+                format!(
+                    "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
+                     RSS, the default) or `0` (timing events only)"
+                ),
+                Some(events.to_path_buf()),
+            );
+            if let Ok(file) = open_append_private(events) {
+                let mut line = serde_json::to_string(&status_event(&status)).unwrap_or_default();
+                line.push('\n');
+                let _ = (&file).write_all(line.as_bytes());
+            }
+            Err(Box::new(status))
+        }
+    }
+}
+
+impl Sink {
+    /// Opens (0600, appending, T1) the events file and the memory file when sampling, counting
+    /// what they already hold against the bounds (T4: a path reused across restarts stays
+    /// bounded) and continuing each file's hash chain (V1).
+    fn open(events: &Path, memory: Option<&Path>, limits: Limits) -> std::io::Result<Sink> {
+        let events_file = open_append_private(events)?;
+        let memory_file = memory.map(open_append_private).transpose()?;
+        let existing = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
+        let stats = RecorderStats {
+            written_bytes: existing(&events_file),
+            memory_bytes: memory_file.as_ref().map_or(0, existing),
+            ..RecorderStats::default()
+        };
+        let tail = |p: &Path| {
+            crate::chain::chain_tail_of(p)
+                .unwrap_or_else(|_| crate::chain::CHAIN_GENESIS.to_owned())
+        };
+        Ok(Sink {
+            events: BufWriter::new(events_file),
+            memory: memory_file.map(BufWriter::new),
+            limits,
+            stats,
+            events_prev: tail(events),
+            memory_prev: memory.map(tail).unwrap_or_default(),
+        })
+    }
+}
+
 /// V1: `line` (a serialized JSON object, no newline) with `prev_sha256` first; `prev` becomes
 /// the new line's digest. Returns the line with its newline.
 fn chain_line(prev: &mut String, line: &str) -> String {
     let body = line.strip_prefix('{').unwrap_or(line);
     let sep = if body.starts_with('}') { "" } else { "," };
-    let chained = format!(
-        "{{\"{}\":\"{prev}\"{sep}{body}",
-        crate::evidence::CHAIN_FIELD
-    );
-    *prev = crate::evidence::line_digest(chained.as_bytes());
+    let chained = format!("{{\"{}\":\"{prev}\"{sep}{body}", crate::chain::CHAIN_FIELD);
+    *prev = crate::chain::line_digest(chained.as_bytes());
     chained + "\n"
 }
 
@@ -442,57 +493,13 @@ impl Recorder {
                 ),
             );
         }
-        let memory_sampling = match memory {
-            None | Some("1") => true,
-            Some("0") => false,
-            Some(other) => {
-                let status = TelemetryStatus::invalid(
-                    "invalid_memory_configuration",
-                    format!(
-                        "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
-                         RSS, the default) or `0` (timing events only)"
-                    ),
-                    Some(events.to_path_buf()),
-                );
-                // T2/T3: the events file says why nothing else is recorded: one status line.
-                if let Ok(file) = open_append_private(events) {
-                    let mut line =
-                        serde_json::to_string(&status_event(&status)).unwrap_or_default();
-                    line.push('\n');
-                    let _ = (&file).write_all(line.as_bytes());
-                }
-                return (Self::disabled(), status);
-            }
+        let memory_sampling = match memory_sampling(memory, events) {
+            Ok(on) => on,
+            Err(status) => return (Self::disabled(), *status),
         };
         let memory_path = memory_sampling.then(|| memory_path_for(events));
-        let opened = open_append_private(events).and_then(|ev| {
-            let mem = match &memory_path {
-                Some(p) => Some(open_append_private(p)?),
-                None => None,
-            };
-            Ok((ev, mem))
-        });
-        match opened {
-            Ok((events_file, memory_file)) => {
-                // T4: the bounds are the files', so a path reused across restarts stays bounded.
-                let existing = |f: &File| f.metadata().map(|m| m.len()).unwrap_or(0);
-                let stats = RecorderStats {
-                    written_bytes: existing(&events_file),
-                    memory_bytes: memory_file.as_ref().map_or(0, existing),
-                    ..RecorderStats::default()
-                };
-                let tail = |p: &Path| {
-                    crate::evidence::chain_tail_of(p)
-                        .unwrap_or_else(|_| crate::evidence::CHAIN_GENESIS.to_owned())
-                };
-                let sink = Sink {
-                    events: BufWriter::new(events_file),
-                    memory: memory_file.map(BufWriter::new),
-                    limits,
-                    stats,
-                    events_prev: tail(events),
-                    memory_prev: memory_path.as_deref().map(tail).unwrap_or_default(),
-                };
+        match Sink::open(events, memory_path.as_deref(), limits) {
+            Ok(sink) => {
                 let recorder = Self {
                     sink: Some(Arc::new(Mutex::new(sink))),
                     listener: None,

@@ -48,8 +48,9 @@ fn is_worker_event(name: &str) -> bool {
         || name == "ipc_read"
 }
 
-/// Builds the trace from every `*.perf.jsonl` file (and its `.memory.jsonl`) in `run_dir`.
-/// Lines that are not perf events (a torn last line) are skipped.
+/// Builds the trace from every `*.perf.jsonl` file (and its `.memory.jsonl`) in `run_dir`,
+/// files in name order. Perf-event text that does not parse (a torn last line) is skipped.
+/// Errors: the directory or a perf-events file cannot be read.
 pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
     let mut files: Vec<(String, std::path::PathBuf)> = std::fs::read_dir(run_dir)?
         .filter_map(Result::ok)
@@ -60,11 +61,7 @@ pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
         })
         .collect();
     files.sort();
-    let mut events = Vec::new();
-    let mut summary = TraceSummary::default();
-    // (trace pid) → process label, and (pid, tid) → track name.
-    let mut processes: BTreeMap<u32, String> = BTreeMap::new();
-    let mut tracks: BTreeMap<(u32, u64), String> = BTreeMap::new();
+    let mut trace = Trace::default();
     for (process, path) in &files {
         let text = std::fs::read_to_string(path)?;
         let mut perf: Vec<PerfEvent> = text
@@ -72,91 +69,7 @@ pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
             .filter_map(|l| serde_json::from_str::<PerfEvent>(l).ok())
             .collect();
         perf.sort_by(|a, b| a.start_ms.total_cmp(&b.start_ms));
-        // The generation current per recording pid, as lifecycle points announce it.
-        let mut current: BTreeMap<u32, u64> = BTreeMap::new();
-        for ev in &perf {
-            processes
-                .entry(ev.pid)
-                .or_insert_with(|| format!("{process} (pid {})", ev.pid));
-            if EventKind::parse(&ev.name) == Some(EventKind::WorkerLaunch)
-                && let Some(g) = generation_of(ev)
-            {
-                current.insert(ev.pid, g);
-            }
-            let tid = if is_worker_event(&ev.name) {
-                let g = generation_of(ev).or_else(|| current.get(&ev.pid).copied());
-                match g {
-                    Some(g) => {
-                        tracks
-                            .entry((ev.pid, GENERATION_TID_BASE + g))
-                            .or_insert_with(|| format!("worker generation {g}"));
-                        GENERATION_TID_BASE + g
-                    }
-                    None => {
-                        tracks
-                            .entry((ev.pid, GENERATION_TID_BASE))
-                            .or_insert_with(|| "worker (no generation yet)".into());
-                        GENERATION_TID_BASE
-                    }
-                }
-            } else {
-                tracks
-                    .entry((ev.pid, MCP_TID))
-                    .or_insert_with(|| "mcp server".into());
-                MCP_TID
-            };
-            let mut args = serde_json::Map::new();
-            args.insert("ids".into(), Value::Object(ev.ids.clone()));
-            args.insert("attrs".into(), Value::Object(ev.attrs.clone()));
-            args.insert(
-                "outcome".into(),
-                json!(if ev.outcome == Outcome::Ok {
-                    "ok"
-                } else {
-                    "failed"
-                }),
-            );
-            if ev.nested {
-                args.insert("nested".into(), json!(true));
-            }
-            match EventKind::parse(&ev.name) {
-                Some(EventKind::WorkerQueueDepth) => {
-                    events.push(json!({
-                        "name": "queue depth", "ph": "C", "ts": us(ev.start_ms),
-                        "pid": ev.pid, "tid": tid,
-                        "args": {
-                            "active": ev.attrs.get(attr::ACTIVE).cloned().unwrap_or(json!(0)),
-                            "waiting": ev.attrs.get(attr::WAITING).cloned().unwrap_or(json!(0)),
-                        },
-                    }));
-                    summary.counters += 1;
-                }
-                Some(EventKind::WorkerRss) => {
-                    events.push(json!({
-                        "name": "worker rss", "ph": "C", "ts": us(ev.start_ms),
-                        "pid": ev.pid, "tid": tid,
-                        "args": {"rss_bytes": ev.attrs.get(attr::RSS_BYTES).cloned().unwrap_or(json!(0))},
-                    }));
-                    summary.counters += 1;
-                }
-                _ if ev.duration_ms > 0.0 => {
-                    events.push(json!({
-                        "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
-                        "ph": "X", "ts": us(ev.start_ms), "dur": us(ev.duration_ms).max(1.0),
-                        "pid": ev.pid, "tid": tid, "args": args,
-                    }));
-                    summary.spans += 1;
-                }
-                _ => {
-                    events.push(json!({
-                        "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
-                        "ph": "i", "s": "t", "ts": us(ev.start_ms),
-                        "pid": ev.pid, "tid": tid, "args": args,
-                    }));
-                    summary.instants += 1;
-                }
-            }
-        }
+        trace.add_perf_events(process, &perf);
         // Diagnostic RSS samples of the sampled child (T2), as a counter in the trace process
         // of the recording process that owns the file, when there is exactly one.
         let memory = path.with_file_name(format!("{process}.perf.jsonl.memory.jsonl"));
@@ -165,42 +78,159 @@ pub fn build(run_dir: &Path) -> std::io::Result<(Value, TraceSummary)> {
             (pids.len() == 1).then(|| pids.into_iter().next()).flatten()
         };
         if let Ok(text) = std::fs::read_to_string(&memory) {
-            for v in text
-                .lines()
-                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            {
-                let (Some(ts), Some(rss)) = (v["ts_ms"].as_f64(), v["rss_bytes"].as_u64()) else {
-                    continue;
-                };
-                let child = v["pid"].as_u64().unwrap_or(0);
-                let pid = owner.unwrap_or(child as u32);
-                processes
-                    .entry(pid)
-                    .or_insert_with(|| format!("{process} (pid {pid})"));
-                events.push(json!({
-                    "name": format!("memory sample rss (pid {child})"), "ph": "C", "ts": us(ts),
-                    "pid": pid, "tid": 0, "args": {"rss_bytes": rss},
-                }));
-                summary.counters += 1;
-            }
+            trace.add_memory_samples(process, &text, owner);
         }
     }
-    summary.processes = processes.len();
-    let mut meta = Vec::new();
-    for (pid, name) in &processes {
-        meta.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}));
+    Ok(trace.finish(run_dir))
+}
+
+/// The trace being built: its events, the processes and tracks they name, and the counts.
+#[derive(Default)]
+struct Trace {
+    events: Vec<Value>,
+    summary: TraceSummary,
+    /// (trace pid) → process label.
+    processes: BTreeMap<u32, String>,
+    /// (pid, tid) → track name.
+    tracks: BTreeMap<(u32, u64), String>,
+}
+
+impl Trace {
+    /// One recording process's perf events (sorted by start), each on its track.
+    fn add_perf_events(&mut self, process: &str, perf: &[PerfEvent]) {
+        // The generation current per recording pid, as lifecycle points announce it.
+        let mut current: BTreeMap<u32, u64> = BTreeMap::new();
+        for ev in perf {
+            self.processes
+                .entry(ev.pid)
+                .or_insert_with(|| format!("{process} (pid {})", ev.pid));
+            if EventKind::parse(&ev.name) == Some(EventKind::WorkerLaunch)
+                && let Some(g) = generation_of(ev)
+            {
+                current.insert(ev.pid, g);
+            }
+            let generation = generation_of(ev).or_else(|| current.get(&ev.pid).copied());
+            let tid = self.track_of(ev, generation);
+            self.push_event(ev, tid);
+        }
     }
-    for ((pid, tid), name) in &tracks {
-        meta.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
-        meta.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+
+    /// The track of `ev`: its worker generation's (or the no-generation-yet track) for worker
+    /// events, else the MCP server's. Names the track on first use.
+    fn track_of(&mut self, ev: &PerfEvent, generation: Option<u64>) -> u64 {
+        let (tid, name) = match generation {
+            _ if !is_worker_event(&ev.name) => (MCP_TID, "mcp server".to_owned()),
+            Some(g) => (GENERATION_TID_BASE + g, format!("worker generation {g}")),
+            None => (GENERATION_TID_BASE, "worker (no generation yet)".to_owned()),
+        };
+        self.tracks.entry((ev.pid, tid)).or_insert(name);
+        tid
     }
-    meta.extend(events);
-    Ok((
-        json!({
-            "traceEvents": meta,
-            "displayTimeUnit": "ms",
-            "otherData": {"source": "patchdiff trace", "run_dir": run_dir},
+
+    /// `ev` as a counter (`C`: queue depth, worker RSS), a span (`X`) or an instant (`i`).
+    fn push_event(&mut self, ev: &PerfEvent, tid: u64) {
+        let (event, count) = match EventKind::parse(&ev.name) {
+            Some(EventKind::WorkerQueueDepth) => (
+                json!({
+                    "name": "queue depth", "ph": "C", "ts": us(ev.start_ms),
+                    "pid": ev.pid, "tid": tid,
+                    "args": {
+                        "active": ev.attrs.get(attr::ACTIVE).cloned().unwrap_or(json!(0)),
+                        "waiting": ev.attrs.get(attr::WAITING).cloned().unwrap_or(json!(0)),
+                    },
+                }),
+                &mut self.summary.counters,
+            ),
+            Some(EventKind::WorkerRss) => (
+                json!({
+                    "name": "worker rss", "ph": "C", "ts": us(ev.start_ms),
+                    "pid": ev.pid, "tid": tid,
+                    "args": {"rss_bytes": ev.attrs.get(attr::RSS_BYTES).cloned().unwrap_or(json!(0))},
+                }),
+                &mut self.summary.counters,
+            ),
+            _ if ev.duration_ms > 0.0 => (
+                json!({
+                    "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
+                    "ph": "X", "ts": us(ev.start_ms), "dur": us(ev.duration_ms).max(1.0),
+                    "pid": ev.pid, "tid": tid, "args": event_args(ev),
+                }),
+                &mut self.summary.spans,
+            ),
+            _ => (
+                json!({
+                    "name": ev.name, "cat": if tid == MCP_TID { "mcp" } else { "worker" },
+                    "ph": "i", "s": "t", "ts": us(ev.start_ms),
+                    "pid": ev.pid, "tid": tid, "args": event_args(ev),
+                }),
+                &mut self.summary.instants,
+            ),
+        };
+        *count += 1;
+        self.events.push(event);
+    }
+
+    /// The memory file's RSS samples (`text`, JSONL) as counters in `owner`'s trace process
+    /// (else the sampled child's pid).
+    fn add_memory_samples(&mut self, process: &str, text: &str, owner: Option<u32>) {
+        for v in text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        {
+            let (Some(ts), Some(rss)) = (v["ts_ms"].as_f64(), v["rss_bytes"].as_u64()) else {
+                continue;
+            };
+            let child = v["pid"].as_u64().unwrap_or(0);
+            let pid = owner.unwrap_or(child as u32);
+            self.processes
+                .entry(pid)
+                .or_insert_with(|| format!("{process} (pid {pid})"));
+            self.events.push(json!({
+                "name": format!("memory sample rss (pid {child})"), "ph": "C", "ts": us(ts),
+                "pid": pid, "tid": 0, "args": {"rss_bytes": rss},
+            }));
+            self.summary.counters += 1;
+        }
+    }
+
+    /// The trace document: process and track metadata (`M`) first, then the events.
+    fn finish(mut self, run_dir: &Path) -> (Value, TraceSummary) {
+        self.summary.processes = self.processes.len();
+        let mut meta = Vec::new();
+        for (pid, name) in &self.processes {
+            meta.push(json!({"name": "process_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": name}}));
+        }
+        for ((pid, tid), name) in &self.tracks {
+            meta.push(json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}}));
+            meta.push(json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+        }
+        meta.extend(self.events);
+        (
+            json!({
+                "traceEvents": meta,
+                "displayTimeUnit": "ms",
+                "otherData": {"source": "patchdiff trace", "run_dir": run_dir},
+            }),
+            self.summary,
+        )
+    }
+}
+
+/// A span's or instant's `args`: ids, attributes, outcome, and `nested` when set.
+fn event_args(ev: &PerfEvent) -> Value {
+    let mut args = serde_json::Map::new();
+    args.insert("ids".into(), Value::Object(ev.ids.clone()));
+    args.insert("attrs".into(), Value::Object(ev.attrs.clone()));
+    args.insert(
+        "outcome".into(),
+        json!(if ev.outcome == Outcome::Ok {
+            "ok"
+        } else {
+            "failed"
         }),
-        summary,
-    ))
+    );
+    if ev.nested {
+        args.insert("nested".into(), json!(true));
+    }
+    Value::Object(args)
 }

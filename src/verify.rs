@@ -16,7 +16,7 @@ use crate::evidence::{
     CHAIN_FIELD, CHAIN_GENESIS, RunManifest, SEAL_FILE, SUMS_FILE, evidence_files, file_digest,
     line_digest, seal_text,
 };
-use crate::fixtures::{FixtureManifest, read_pinned, sha256_hex};
+use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 use crate::store::{EditStore, JournalKind, PostgresStore, SqliteStore};
 
 /// What to check beyond the defaults.
@@ -26,6 +26,10 @@ pub struct VerifyOptions {
     pub manifest: Option<PathBuf>,
     /// Re-run the evaluator on the exports and compare verdicts with `report.json`.
     pub evaluate: bool,
+    /// The configured database URL (`PATCHDIFF_DATABASE_URL` from the resolved
+    /// [`crate::config::Settings`]): a run without `store.sqlite` replays its journal from it
+    /// when it is `postgres://…`/`postgresql://…`; anything else is not used.
+    pub database_url: Option<String>,
 }
 
 /// One problem found.
@@ -127,7 +131,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     check_chains(&mut ctx);
     let manifest = check_fixtures(&mut ctx, options);
     if let Some(fixtures) = &manifest {
-        check_journal(&mut ctx, fixtures);
+        check_journal(&mut ctx, fixtures, options.database_url.as_deref());
         if options.evaluate {
             check_evaluation(&mut ctx, fixtures).await;
         }
@@ -390,29 +394,7 @@ fn check_chains(ctx: &mut Ctx) {
 /// fixture files against their pins. Returns the authenticated manifest.
 fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManifest> {
     let before = ctx.problems.len();
-    let run_manifest: Option<RunManifest> = match std::fs::read(ctx.root.join("manifest.json")) {
-        Ok(b) => match serde_json::from_slice(&b) {
-            Ok(m) => Some(m),
-            Err(e) => {
-                ctx.problem(
-                    "fixtures",
-                    "manifest.json",
-                    None,
-                    format!("not a run manifest: {e}"),
-                );
-                None
-            }
-        },
-        Err(e) => {
-            ctx.problem(
-                "fixtures",
-                "manifest.json",
-                None,
-                format!("cannot read: {e}"),
-            );
-            None
-        }
-    };
+    let run_manifest = read_run_manifest(ctx);
     let recorded = run_manifest.as_ref().and_then(|m| {
         m.configuration["fixture_manifest"]
             .as_str()
@@ -448,35 +430,9 @@ fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManif
         }
     };
     for f in &fixtures.fixtures {
-        for (file, pin) in [(&f.original, &f.sha256), (&f.expected, &f.expected_sha256)] {
-            if let Err(e) = read_pinned(&f.target, &fixtures.resolve(file), pin) {
-                ctx.problem(
-                    "fixtures",
-                    &fixtures.resolve(file).display().to_string(),
-                    None,
-                    e.to_string(),
-                );
-            }
-        }
+        check_fixture_files(ctx, &fixtures, f);
         if let Some(m) = &run_manifest {
-            match m.initial_targets.iter().find(|t| t.target == f.target) {
-                Some(t) if t.sha256 == f.sha256 => {}
-                Some(t) => ctx.problem(
-                    "fixtures",
-                    "manifest.json",
-                    None,
-                    format!(
-                        "target `{}` started from {}, but the fixture manifest pins {}",
-                        f.target, t.sha256, f.sha256
-                    ),
-                ),
-                None => ctx.problem(
-                    "fixtures",
-                    "manifest.json",
-                    None,
-                    format!("target `{}` is missing from initial_targets", f.target),
-                ),
-            }
+            check_initial_target(ctx, m, f);
         }
     }
     ctx.done(
@@ -487,17 +443,63 @@ fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManif
     Some(fixtures)
 }
 
+/// The run's `manifest.json`, or `None` with a problem saying why it could not be read.
+fn read_run_manifest(ctx: &mut Ctx) -> Option<RunManifest> {
+    let parsed = std::fs::read(ctx.root.join("manifest.json"))
+        .map_err(|e| format!("cannot read: {e}"))
+        .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not a run manifest: {e}")));
+    parsed
+        .map_err(|message| ctx.problem("fixtures", "manifest.json", None, message))
+        .ok()
+}
+
+/// A fixture's original and expected files against their pinned SHA-256.
+fn check_fixture_files(ctx: &mut Ctx, fixtures: &FixtureManifest, f: &Fixture) {
+    for (file, pin) in [(&f.original, &f.sha256), (&f.expected, &f.expected_sha256)] {
+        if let Err(e) = read_pinned(&f.target, &fixtures.resolve(file), pin) {
+            ctx.problem(
+                "fixtures",
+                &fixtures.resolve(file).display().to_string(),
+                None,
+                e.to_string(),
+            );
+        }
+    }
+}
+
+/// The run's initial bytes of a fixture's target against the fixture's pin.
+fn check_initial_target(ctx: &mut Ctx, run: &RunManifest, f: &Fixture) {
+    match run.initial_targets.iter().find(|t| t.target == f.target) {
+        Some(t) if t.sha256 == f.sha256 => {}
+        Some(t) => ctx.problem(
+            "fixtures",
+            "manifest.json",
+            None,
+            format!(
+                "target `{}` started from {}, but the fixture manifest pins {}",
+                f.target, t.sha256, f.sha256
+            ),
+        ),
+        None => ctx.problem(
+            "fixtures",
+            "manifest.json",
+            None,
+            format!("target `{}` is missing from initial_targets", f.target),
+        ),
+    }
+}
+
 /// Replays each target's journal from its authenticated fixture bytes: every edit must
 /// reproduce its recorded hash, every save the content at its revision, and the last saved
 /// version must equal the export byte for byte.
-fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest) {
+fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option<&str>) {
     let before = ctx.problems.len();
     const DB: &str = "store.sqlite";
     let db = ctx.root.join(DB);
     if !db.is_file() {
         // Issue 15: a run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
-        match crate::store::database_url_from_env().filter(|u| crate::store::is_postgres_url(u)) {
-            Some(url) => match PostgresStore::connect(&url) {
+        match database_url.filter(|u| crate::store::is_postgres_url(u)) {
+            Some(url) => match PostgresStore::connect(url) {
                 Ok(store) => replay_all(ctx, fixtures, &store, before, store.redacted_url()),
                 Err(e) => {
                     ctx.problem("journal", DB, None, format!("cannot open: {e}"));

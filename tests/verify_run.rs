@@ -2,6 +2,8 @@
 //! `report`; `patchdiff verify` accepts it untouched and, for one flipped byte in any file of
 //! the run (and for one changed journal row in `store.sqlite`), exits non-zero naming the file.
 
+mod backends;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -237,4 +239,88 @@ fn a_file_added_after_the_seal_is_named() {
     let (output, report) = verify(&copy, &[]);
     assert_eq!(output.status.code(), Some(1));
     assert!(problem_files(&report).contains(&"export/extra.js".to_owned()));
+}
+
+/// Issue 15 with issue 14 item 2: a run on PostgreSQL has no `store.sqlite`; `verify` replays its
+/// journal from the database the resolved settings name — here only the TOML config file names
+/// it, so a verify reading the environment alone could not find it. Without that setting the
+/// journal check fails saying what to set.
+#[test]
+fn a_postgres_run_verifies_from_the_database_its_config_file_names() {
+    if !backends::postgres_or_skip(
+        "a_postgres_run_verifies_from_the_database_its_config_file_names",
+    ) {
+        return;
+    }
+    let database = backends::fresh_database();
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("patchdiff.toml");
+    std::fs::write(&config, format!("database_url = {:?}\n", database.url)).unwrap();
+    let runs = scratch.path().join("runs");
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(repo().join("assets/canary/demo.canary"))
+        .arg("--runs-dir")
+        .arg(&runs)
+        .env("PATCHDIFF_CONFIG", &config)
+        .env("PATCHDIFF_STATE_DIR", scratch.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .output()
+        .unwrap();
+    let progress = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{progress}");
+    assert!(progress.contains("PASSED · 5/5"), "{progress}");
+    let run = std::fs::read_dir(&runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .unwrap();
+    assert!(!run.join("store.sqlite").exists(), "the run used SQLite");
+
+    let verify_with = |config: Option<&Path>| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_patchdiff"));
+        command
+            .arg("verify")
+            .arg(&run)
+            .arg("--json")
+            .env_remove("PATCHDIFF_DATABASE_URL")
+            // A config file that sets nothing, so no platform default file is read.
+            .env("PATCHDIFF_CONFIG", scratch.path().join("empty.toml"));
+        if let Some(config) = config {
+            command.env("PATCHDIFF_CONFIG", config);
+        }
+        let output = command.output().unwrap();
+        let report: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+            panic!(
+                "verify printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+        });
+        (output.status.code(), report)
+    };
+    std::fs::write(scratch.path().join("empty.toml"), "").unwrap();
+
+    let (code, report) = verify_with(Some(&config));
+    assert_eq!(code, Some(0), "{report:#}");
+    let journal = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "journal")
+        .unwrap_or_else(|| panic!("no journal check: {report:#}"));
+    assert_eq!(journal["ok"], true, "{report:#}");
+
+    let (code, report) = verify_with(None);
+    assert_eq!(code, Some(1), "{report:#}");
+    let problems = report["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{report:#}");
+    assert_eq!(problems[0]["check"], "journal");
+    assert!(
+        problems[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("set PATCHDIFF_DATABASE_URL=postgres://"),
+        "{report:#}"
+    );
 }

@@ -37,10 +37,32 @@ use serde_json::{Value, json};
 
 use patchdiff::canary::plan::{PlanStep, load_plan, substitute};
 
-#[derive(Clone, Copy, PartialEq)]
+/// What the model does after the plan's last step.
+#[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum AfterPlan {
+    /// End the turn with a short text.
     Finish,
+    /// Never answer again (a model that never saves, for timeout tests).
     Stall,
+}
+
+/// A model server on loopback that plays a canary plan as tool calls, so a real agent host CLI
+/// runs a canary offline. Prints `http://ADDR` once it listens.
+#[derive(clap::Parser)]
+#[command(name = "scripted-model")]
+struct Args {
+    /// The canary plan to play (one step per line).
+    #[arg(long, value_name = "PLAN.jsonl")]
+    plan: PathBuf,
+    /// The loopback address to listen on; port 0 picks one.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+    listen: String,
+    /// After the last step: finish the turn, or stall.
+    #[arg(long, value_enum, default_value = "finish")]
+    after_plan: AfterPlan,
+    /// Append one JSON line per request (path, offered tool names, message count) here.
+    #[arg(long, value_name = "LOG.jsonl")]
+    requests: Option<PathBuf>,
 }
 
 struct Model {
@@ -60,35 +82,15 @@ enum Turn {
     Stall,
 }
 
-fn usage() -> ! {
-    eprintln!(
-        "usage: scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall] [--requests LOG.jsonl]"
-    );
-    std::process::exit(2)
-}
-
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let mut args = std::env::args().skip(1);
-    let (mut plan, mut listen, mut after, mut requests) =
-        (None, "127.0.0.1:0".to_owned(), AfterPlan::Finish, None);
-    while let Some(flag) = args.next() {
-        let value = args.next().unwrap_or_else(|| usage());
-        match flag.as_str() {
-            "--plan" => plan = Some(PathBuf::from(value)),
-            "--listen" => listen = value,
-            "--after-plan" => {
-                after = match value.as_str() {
-                    "finish" => AfterPlan::Finish,
-                    "stall" => AfterPlan::Stall,
-                    _ => usage(),
-                }
-            }
-            "--requests" => requests = Some(PathBuf::from(value)),
-            _ => usage(),
-        }
-    }
-    let plan = load_plan(&plan.unwrap_or_else(|| usage())).unwrap_or_else(|e| {
+    let Args {
+        plan,
+        listen,
+        after_plan: after,
+        requests,
+    } = clap::Parser::parse();
+    let plan = load_plan(&plan).unwrap_or_else(|e| {
         eprintln!("scripted-model: {e}");
         std::process::exit(2)
     });
@@ -140,15 +142,9 @@ async fn count_tokens(body: Bytes) -> Response {
 }
 
 async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
+    let request = match request_json(&body) {
         Ok(v) => v,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("body is not JSON: {e}"),
-            );
-        }
+        Err(response) => return *response,
     };
     let offered: Vec<String> = request["tools"]
         .as_array()
@@ -160,19 +156,9 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
         })
         .unwrap_or_default();
     let history = request["messages"].as_array().cloned().unwrap_or_default();
-    if let Some(log) = &model.requests
-        && let Ok(mut file) = log.lock()
-    {
-        let line = json!({"path": "/v1/messages", "tools": offered, "messages": history.len()});
-        let _ = writeln!(file, "{line}");
-    }
-    let turn = if offered.is_empty() {
-        Turn::Text("OK".to_owned())
-    } else {
-        next_turn(&model, &history, &offered)
-    };
+    model.log_request("/v1/messages", &offered, history.len());
     let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
-    let content = match turn {
+    let content = match next_turn(&model, &history, &offered) {
         Turn::Stall => std::future::pending::<Value>().await,
         Turn::Text(text) => json!({"type": "text", "text": text}),
         Turn::ToolUse { id, name, input } => {
@@ -191,90 +177,56 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     }
 }
 
+/// The request body as JSON, or the API's `400 invalid_request_error` answer.
+fn request_json(body: &Bytes) -> Result<Value, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(error_response(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            &format!("body is not JSON: {e}"),
+        ))
+    })
+}
+
+impl Model {
+    /// `--requests`: one JSON line per request (path, offered tool names, message count).
+    fn log_request(&self, path: &str, tools: &[String], messages: usize) {
+        if let Some(log) = &self.requests
+            && let Ok(mut file) = log.lock()
+        {
+            let line = json!({"path": path, "tools": tools, "messages": messages});
+            let _ = writeln!(file, "{line}");
+        }
+    }
+}
+
+/// A tool a Responses request offers: its full name as matched against the plan
+/// (`namespace__name` for a tool inside a namespace), its namespace, its name inside it.
+struct Offered {
+    full: String,
+    namespace: Option<String>,
+    name: String,
+}
+
 /// The OpenAI Responses API (Codex): `input` holds the conversation as items; earlier calls are
 /// `function_call` items and their results `function_call_output` items. Tools may be grouped
 /// in `namespace` entries (Codex puts an MCP server's tools under `mcp__<server>`).
 async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
-    let request: Value = match serde_json::from_slice(&body) {
+    let request = match request_json(&body) {
         Ok(v) => v,
-        Err(e) => {
-            return error_response(
-                StatusCode::BAD_REQUEST,
-                "invalid_request_error",
-                &format!("body is not JSON: {e}"),
-            );
-        }
+        Err(response) => return *response,
     };
-    // (full name as offered, namespace, name inside it)
-    let mut offered: Vec<(String, Option<String>, String)> = Vec::new();
-    for tool in request["tools"].as_array().into_iter().flatten() {
-        let name = tool["name"]
-            .as_str()
-            .unwrap_or(tool["type"].as_str().unwrap_or("?"));
-        match tool["tools"].as_array() {
-            Some(inner) => {
-                for t in inner {
-                    let n = t["name"].as_str().unwrap_or("?");
-                    offered.push((format!("{name}__{n}"), Some(name.to_owned()), n.to_owned()));
-                }
-            }
-            None => offered.push((name.to_owned(), None, name.to_owned())),
-        }
-    }
+    let offered = offered_tools(&request);
+    let names: Vec<String> = offered.iter().map(|t| t.full.clone()).collect();
     let items = request["input"].as_array().cloned().unwrap_or_default();
-    if let Some(log) = &model.requests
-        && let Ok(mut file) = log.lock()
-    {
-        let names: Vec<&str> = offered.iter().map(|(n, _, _)| n.as_str()).collect();
-        let line = json!({"path": "/v1/responses", "tools": names, "messages": items.len()});
-        let _ = writeln!(file, "{line}");
-    }
-    // The Messages shape of the same history, so one planner serves both APIs.
-    let mut history = Vec::new();
-    for item in &items {
-        match item["type"].as_str() {
-            Some("function_call") => history.push(json!({"role": "assistant", "content": [
-                {"type": "tool_use", "id": item["call_id"], "name": item["name"]}
-            ]})),
-            Some("function_call_output") => {
-                let output = match &item["output"] {
-                    Value::String(s) => s.clone(),
-                    other => result_text(&json!({"content": other})),
-                };
-                history.push(json!({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": item["call_id"], "content": output}
-                ]}));
-            }
-            _ => {}
-        }
-    }
-    let names: Vec<String> = offered.iter().map(|(n, _, _)| n.clone()).collect();
-    let turn = if names.is_empty() {
-        Turn::Text("OK".to_owned())
-    } else {
-        next_turn(&model, &history, &names)
-    };
-    let item = match turn {
+    model.log_request("/v1/responses", &names, items.len());
+    let item = match next_turn(&model, &messages_history(&items), &names) {
         Turn::Stall => std::future::pending::<Value>().await,
         Turn::Text(text) => json!({
             "type": "message", "id": message_id(), "role": "assistant", "status": "completed",
             "content": [{"type": "output_text", "text": text, "annotations": []}],
         }),
-        Turn::ToolUse { id, name, input } => {
-            let (namespace, inner) = offered
-                .iter()
-                .find(|(full, _, _)| *full == name)
-                .map(|(_, ns, inner)| (ns.clone(), inner.clone()))
-                .unwrap_or((None, name.clone()));
-            let mut call = json!({
-                "type": "function_call", "id": format!("fc_{id}"), "call_id": id,
-                "name": inner, "arguments": input.to_string(), "status": "completed",
-            });
-            if let Some(ns) = namespace {
-                call["namespace"] = Value::String(ns);
-            }
-            call
-        }
+        Turn::ToolUse { id, name, input } => function_call(&offered, &id, &name, &input),
     };
     let id = format!("resp_{}", uuid::Uuid::new_v4().simple());
     let usage = json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
@@ -301,8 +253,81 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     event_stream(&events)
 }
 
-/// Decides the next turn from the conversation so far.
+/// The tools a Responses request offers, namespaces flattened.
+fn offered_tools(request: &Value) -> Vec<Offered> {
+    let mut offered = Vec::new();
+    for tool in request["tools"].as_array().into_iter().flatten() {
+        let name = tool["name"]
+            .as_str()
+            .unwrap_or(tool["type"].as_str().unwrap_or("?"));
+        match tool["tools"].as_array() {
+            Some(inner) => {
+                for t in inner {
+                    let n = t["name"].as_str().unwrap_or("?");
+                    offered.push(Offered {
+                        full: format!("{name}__{n}"),
+                        namespace: Some(name.to_owned()),
+                        name: n.to_owned(),
+                    });
+                }
+            }
+            None => offered.push(Offered {
+                full: name.to_owned(),
+                namespace: None,
+                name: name.to_owned(),
+            }),
+        }
+    }
+    offered
+}
+
+/// The Messages shape of a Responses conversation, so one planner serves both APIs.
+fn messages_history(items: &[Value]) -> Vec<Value> {
+    let mut history = Vec::new();
+    for item in items {
+        match item["type"].as_str() {
+            Some("function_call") => history.push(json!({"role": "assistant", "content": [
+                {"type": "tool_use", "id": item["call_id"], "name": item["name"]}
+            ]})),
+            Some("function_call_output") => {
+                let output = match &item["output"] {
+                    Value::String(s) => s.clone(),
+                    other => result_text(&json!({"content": other})),
+                };
+                history.push(json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": item["call_id"], "content": output}
+                ]}));
+            }
+            _ => {}
+        }
+    }
+    history
+}
+
+/// A Responses `function_call` item for the plan's call of `name`, named as offered (inside
+/// its namespace when it has one).
+fn function_call(offered: &[Offered], id: &str, name: &str, input: &Value) -> Value {
+    let (namespace, inner) = offered
+        .iter()
+        .find(|t| t.full == name)
+        .map(|t| (t.namespace.clone(), t.name.clone()))
+        .unwrap_or((None, name.to_owned()));
+    let mut call = json!({
+        "type": "function_call", "id": format!("fc_{id}"), "call_id": id,
+        "name": inner, "arguments": input.to_string(), "status": "completed",
+    });
+    if let Some(ns) = namespace {
+        call["namespace"] = Value::String(ns);
+    }
+    call
+}
+
+/// Decides the next turn from the conversation so far. A request that offers no tools (a
+/// host's side request) gets plain text.
 fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
+    if offered.is_empty() {
+        return Turn::Text("OK".to_owned());
+    }
     let mut calls: Vec<String> = Vec::new();
     let mut results: HashMap<String, Value> = HashMap::new();
     let mut step_of: HashMap<String, String> = HashMap::new();
@@ -368,8 +393,7 @@ fn result_text(block: &Value) -> String {
 /// The first JSON object in `text`, else the text. Hosts wrap results: Claude Code may append
 /// reminders after it, Codex puts `Wall time: …\nOutput:\n` before it.
 fn leading_json(text: &str) -> Value {
-    text.char_indices()
-        .filter(|(_, c)| *c == '{')
+    text.match_indices("{")
         .find_map(|(i, _)| {
             serde_json::Deserializer::from_str(&text[i..])
                 .into_iter::<Value>()

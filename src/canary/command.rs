@@ -429,57 +429,17 @@ impl Cli {
                 },
                 _ => return Err(usage()),
             },
-            Self::Wait { what, seconds } => {
-                let timeout = match seconds {
-                    None => DEFAULT_WAIT,
-                    Some(s) => match s.parse::<f64>() {
-                        Ok(v) if v.is_finite() && v > 0.0 => Duration::from_secs_f64(v),
-                        _ => {
-                            return Err(format!("wait: `{s}` is not a positive number of seconds"));
-                        }
-                    },
-                };
-                Command::Wait { what, timeout }
-            }
+            Self::Wait { what, seconds } => Command::Wait {
+                what,
+                timeout: wait_timeout(seconds.as_deref())?,
+            },
             Self::Export => Command::Export,
             Self::Inspect => Command::Inspect,
-            Self::Evaluate { repeat: None } => Command::Evaluate { repeat: 1 },
-            Self::Evaluate { repeat: Some(arg) } => {
-                match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
-                    Some(Ok(k)) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => {
-                        Command::Evaluate { repeat: k }
-                    }
-                    _ => {
-                        return Err(format!(
-                            "evaluate: `{arg}` is not repeat=K with K in 1..={}; {}",
-                            crate::evaluate::MAX_REPEAT,
-                            usage()
-                        ));
-                    }
-                }
-            }
+            Self::Evaluate { repeat } => Command::Evaluate {
+                repeat: evaluate_repeat(repeat.as_deref(), &usage)?,
+            },
             Self::Report => Command::Report,
-            Self::Record { options } => {
-                let (mut model, mut provider, mut reasoning) = (None, None, None);
-                for arg in &options {
-                    match arg.split_once('=') {
-                        Some(("model", v)) => model = Some(v.to_owned()),
-                        Some(("provider", v)) => provider = Some(v.to_owned()),
-                        Some(("reasoning", v)) => reasoning = Some(v.to_owned()),
-                        _ => {
-                            return Err(format!(
-                                "record: `{arg}` is not model=…, provider=… or reasoning=…; {}",
-                                usage()
-                            ));
-                        }
-                    }
-                }
-                Command::Record {
-                    model,
-                    provider,
-                    reasoning,
-                }
-            }
+            Self::Record { options } => parse_record(&options, &usage)?,
             Self::HostConfig { host, file } => Command::HostConfig { host, file },
             Self::Target { name } => Command::Target { name },
             Self::Runs { action } => Command::Runs {
@@ -600,6 +560,70 @@ pub fn argument_choices(name: &str) -> Vec<String> {
     out
 }
 
+/// `wait`'s optional seconds: a positive finite number, else [`DEFAULT_WAIT`].
+fn wait_timeout(seconds: Option<&str>) -> Result<Duration, String> {
+    match seconds {
+        None => Ok(DEFAULT_WAIT),
+        Some(s) => match s.parse::<f64>() {
+            Ok(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
+            _ => Err(format!("wait: `{s}` is not a positive number of seconds")),
+        },
+    }
+}
+
+/// `evaluate`'s optional `repeat=K`, K in `1..=MAX_REPEAT` (V3); 1 when absent.
+fn evaluate_repeat(arg: Option<&str>, usage: impl Fn() -> String) -> Result<u32, String> {
+    let Some(arg) = arg else { return Ok(1) };
+    match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
+        Some(Ok(k)) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => Ok(k),
+        _ => Err(format!(
+            "evaluate: `{arg}` is not repeat=K with K in 1..={}; {}",
+            crate::evaluate::MAX_REPEAT,
+            usage()
+        )),
+    }
+}
+
+/// `record [model=M] [provider=P] [reasoning=R]` (E1): any number of these, the last of a
+/// repeated key wins; any other argument is refused naming it and the usage.
+fn parse_record(options: &[String], usage: impl Fn() -> String) -> Result<Command, String> {
+    let (mut model, mut provider, mut reasoning) = (None, None, None);
+    for arg in options {
+        match arg.split_once('=') {
+            Some(("model", v)) => model = Some(v.to_owned()),
+            Some(("provider", v)) => provider = Some(v.to_owned()),
+            Some(("reasoning", v)) => reasoning = Some(v.to_owned()),
+            _ => {
+                return Err(format!(
+                    "record: `{arg}` is not model=…, provider=… or reasoning=…; {}",
+                    usage()
+                ));
+            }
+        }
+    }
+    Ok(Command::Record {
+        model,
+        provider,
+        reasoning,
+    })
+}
+
+/// The options of `agent claude|codex` (A1–A4) as clap describes them: the source of their
+/// usage line ([`agent_host_usage`]). [`parse_agent_host`] checks each key and value, so its
+/// errors can say which one was wrong.
+#[derive(Debug, clap::Args)]
+struct AgentHostOptions {
+    #[arg(num_args = 0.., value_names = ["model=M", "max_turns=N", "timeout=SECONDS"])]
+    options: Vec<String>,
+}
+
+/// The usage line of `agent HOST` (`agent claude [model=M] [max_turns=N] [timeout=SECONDS]`),
+/// generated from [`AgentHostOptions`] like every other usage line.
+pub fn agent_host_usage(host: Host) -> String {
+    let cmd = <AgentHostOptions as clap::Args>::augment_args(clap::Command::new(host.as_str()));
+    format!("agent {}", render_usage(&cmd))
+}
+
 /// Parses `agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]`.
 fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
     let (mut model, mut max_turns, mut timeout) =
@@ -630,9 +654,9 @@ fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
             }
             _ => {
                 return Err(format!(
-                    "agent {}: `{option}` is not model=…, max_turns=… or timeout=…; usage: agent {} [model=M] [max_turns=N] [timeout=SECONDS]",
+                    "agent {}: `{option}` is not model=…, max_turns=… or timeout=…; usage: {}",
                     host.as_str(),
-                    host.as_str()
+                    agent_host_usage(host)
                 ));
             }
         }
@@ -852,7 +876,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_are_split_like_a_shell_and_the_old_syntax_still_parses() {
+    fn lines_are_split_like_a_shell() {
         assert_eq!(
             Command::parse("attach '/tmp/my events.jsonl' \"/tmp/d b.sqlite\"").unwrap(),
             Command::Attach {
@@ -865,48 +889,64 @@ mod tests {
                 .unwrap_err()
                 .contains("unbalanced")
         );
-        assert_eq!(
-            Command::parse("launch all").unwrap(),
-            Command::Launch { which: None }
-        );
-        assert_eq!(
-            Command::parse("stop observed").unwrap(),
-            Command::Stop {
-                which: Some(ProcessKind::Observed)
-            }
-        );
-        assert_eq!(
-            Command::parse("init --reset").unwrap(),
-            Command::Init { reset: true }
-        );
-        assert_eq!(
-            Command::parse("record model=m provider=p reasoning=high").unwrap(),
-            Command::Record {
-                model: Some("m".into()),
-                provider: Some("p".into()),
-                reasoning: Some("high".into()),
-            }
-        );
-        assert_eq!(
-            Command::parse("host-config cursor out.json").unwrap(),
-            Command::HostConfig {
-                host: Some(Host::Cursor),
-                file: Some("out.json".into()),
-            }
-        );
-        assert_eq!(
-            Command::parse("runs compare a b").unwrap(),
-            Command::Runs {
-                action: RunsAction::Compare("a".into(), "b".into())
-            }
-        );
-        assert_eq!(
-            Command::parse("wait saved 2.5").unwrap(),
-            Command::Wait {
-                what: WaitFor::Saved,
-                timeout: Duration::from_millis(2500),
-            }
-        );
+    }
+
+    #[test]
+    fn the_old_syntax_still_parses() {
+        let cases = [
+            ("launch all", Command::Launch { which: None }),
+            (
+                "stop observed",
+                Command::Stop {
+                    which: Some(ProcessKind::Observed),
+                },
+            ),
+            ("init --reset", Command::Init { reset: true }),
+            (
+                "record model=m provider=p reasoning=high",
+                Command::Record {
+                    model: Some("m".into()),
+                    provider: Some("p".into()),
+                    reasoning: Some("high".into()),
+                },
+            ),
+            // As before, a repeated key is allowed and the last one wins.
+            (
+                "record model=a model=b provider=c reasoning=d",
+                Command::Record {
+                    model: Some("b".into()),
+                    provider: Some("c".into()),
+                    reasoning: Some("d".into()),
+                },
+            ),
+            (
+                "host-config cursor out.json",
+                Command::HostConfig {
+                    host: Some(Host::Cursor),
+                    file: Some("out.json".into()),
+                },
+            ),
+            (
+                "runs compare a b",
+                Command::Runs {
+                    action: RunsAction::Compare("a".into(), "b".into()),
+                },
+            ),
+            (
+                "wait saved 2.5",
+                Command::Wait {
+                    what: WaitFor::Saved,
+                    timeout: Duration::from_millis(2500),
+                },
+            ),
+        ];
+        for (line, expected) in cases {
+            assert_eq!(Command::parse(line).unwrap(), expected, "{line}");
+        }
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_with_the_generated_usage() {
         for (bad, usage) in [
             ("init --force", "usage: init [--reset]"),
             ("preflight now", "usage: preflight"),
@@ -922,23 +962,19 @@ mod tests {
             ),
             ("wait soon", "usage: wait ready|saved [SECONDS]"),
             ("launch --help", "usage: launch [full|observed]"),
+            (
+                "record foo",
+                "record: `foo` is not model=…, provider=… or reasoning=…; \
+                 usage: record [model=M] [provider=P] [reasoning=R]",
+            ),
+            (
+                "agent codex turns=3",
+                "agent codex: `turns=3` is not model=…, max_turns=… or timeout=…; \
+                 usage: agent codex [model=M] [max_turns=N] [timeout=SECONDS]",
+            ),
         ] {
             assert_eq!(Command::parse(bad).unwrap_err(), usage, "{bad}");
         }
-        assert!(
-            Command::parse("record foo")
-                .unwrap_err()
-                .starts_with("record: `foo` is not model=")
-        );
-        // As before, a repeated key is allowed and the last one wins.
-        assert_eq!(
-            Command::parse("record model=a model=b provider=c reasoning=d").unwrap(),
-            Command::Record {
-                model: Some("b".into()),
-                provider: Some("c".into()),
-                reasoning: Some("d".into()),
-            }
-        );
     }
 
     #[test]

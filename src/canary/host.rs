@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::command::Host;
 use crate::config::{Key, Settings};
@@ -201,26 +201,74 @@ impl Redactor {
     }
 }
 
-/// The host's MCP configuration for the observed process: Claude Code's `--mcp-config` JSON.
+/// The agent-host configuration templates in `config/hosts/` (issue 14), compiled in. The
+/// printer and the host launcher fill in the server's `command` and `env`; everything else is
+/// printed as written there. Each parses and names exactly the six observed tools (tested).
+pub mod templates {
+    /// Claude Code's `.mcp.json`.
+    pub const CLAUDE_MCP: &str = include_str!("../../config/hosts/claude.mcp.json");
+    /// Claude Code's settings: allow the six observed tools, deny the native ones (A2).
+    pub const CLAUDE_SETTINGS: &str = include_str!("../../config/hosts/claude.settings.json");
+    /// Cursor's `.cursor/mcp.json`.
+    pub const CURSOR_MCP: &str = include_str!("../../config/hosts/cursor.mcp.json");
+    /// Codex's `~/.codex/config.toml`, up to its (empty) `[mcp_servers.patchdiff.env]` table.
+    pub const CODEX_CONFIG: &str = include_str!("../../config/hosts/codex.config.toml");
+}
+
+/// Parses a compiled-in template; they are fixed at build time and parsed by the tests, so a
+/// failure here is a build defect, not input.
+fn template_json(template: &str) -> Value {
+    serde_json::from_str(template).expect("config/hosts templates are valid JSON (tested)")
+}
+
+/// An `mcpServers` template with the patchdiff server's `command` and `env` filled in.
+fn mcp_servers_json(template: &str, exe: &str, env: &[(String, String)]) -> Value {
+    let mut config = template_json(template);
+    let server = &mut config["mcpServers"][SERVER_NAME];
+    server["command"] = Value::String(exe.to_owned());
+    server["env"] = Value::Object(
+        env.iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect(),
+    );
+    config
+}
+
+/// Claude Code's MCP configuration (`config/hosts/claude.mcp.json`) for the observed process
+/// started as `exe mcp` with `env`.
 pub fn claude_mcp_config(exe: &str, env: &[(String, String)]) -> Value {
-    let env: serde_json::Map<String, Value> = env
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
-    json!({"mcpServers": {SERVER_NAME: {"type": "stdio", "command": exe, "args": ["mcp"], "env": env}}})
+    mcp_servers_json(templates::CLAUDE_MCP, exe, env)
+}
+
+/// Cursor's MCP configuration (`config/hosts/cursor.mcp.json`).
+pub fn cursor_mcp_config(exe: &str, env: &[(String, String)]) -> Value {
+    mcp_servers_json(templates::CURSOR_MCP, exe, env)
+}
+
+/// Codex's server tables (`config/hosts/codex.config.toml`) with `command = exe` and one line
+/// per variable of `env` in the server's env table; values are TOML strings.
+pub fn codex_server_config(exe: &str, env: &[(String, String)]) -> String {
+    let toml_string = |s: &str| toml::Value::String(s.to_owned()).to_string();
+    let mut text = String::new();
+    for line in templates::CODEX_CONFIG.lines() {
+        if line.starts_with("command = ") {
+            text.push_str(&format!("command = {}", toml_string(exe)));
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    for (k, v) in env {
+        text.push_str(&format!("{k} = {}\n", toml_string(v)));
+    }
+    text
 }
 
 /// Claude Code settings that allow exactly the six observed tools and deny the native ones
-/// (A2); printed next to the MCP configuration, passed with `--settings` when launched.
+/// (A2; `config/hosts/claude.settings.json`); printed next to the MCP configuration, passed with
+/// `--settings` when launched.
 pub fn claude_settings() -> Value {
-    json!({
-        "permissions": {
-            "allow": Host::Claude.sealed_tool_names(),
-            "deny": ["Bash", "Edit", "Write", "MultiEdit", "NotebookEdit", "Read", "Glob", "Grep",
-                     "WebFetch", "WebSearch", "Task", "TodoWrite"],
-        },
-        "enableAllProjectMcpServers": false,
-    })
+    template_json(templates::CLAUDE_SETTINGS)
 }
 
 /// What the step asks of the host.
@@ -732,63 +780,10 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         return stream_line_summary(&inner);
     }
     let kind = event.get("type")?.as_str()?;
-    let tools_of = |message: &Value| -> String {
-        message["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| match b["type"].as_str() {
-                Some("tool_use") => Some(format!(
-                    "→ {} {}",
-                    b["name"].as_str().unwrap_or("?"),
-                    b["input"]["target"].as_str().unwrap_or("")
-                )),
-                Some("tool_result") => Some(format!(
-                    "← {}",
-                    if b["is_error"] == true {
-                        "isError"
-                    } else {
-                        "ok"
-                    }
-                )),
-                Some("text") => Some(format!(
-                    "“{}”",
-                    b["text"]
-                        .as_str()
-                        .unwrap_or("")
-                        .chars()
-                        .take(80)
-                        .collect::<String>()
-                )),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join(" · ")
-    };
     let text = match kind {
-        "system" => format!(
-            "host {} · model {} · {} tools · servers {}",
-            event["subtype"].as_str().unwrap_or("?"),
-            event["model"].as_str().unwrap_or("?"),
-            event["tools"].as_array().map_or(0, Vec::len),
-            event["mcp_servers"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|s| {
-                            format!(
-                                "{}:{}",
-                                s["name"].as_str().unwrap_or("?"),
-                                s["status"].as_str().unwrap_or("?")
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default()
-        ),
-        "assistant" => format!("model {}", tools_of(&event["message"])),
-        "user" => format!("host {}", tools_of(&event["message"])),
+        "system" => system_summary(event),
+        "assistant" => format!("model {}", blocks_summary(&event["message"])),
+        "user" => format!("host {}", blocks_summary(&event["message"])),
         "result" => format!(
             "result {} · {} turns · {} ms{}",
             event["subtype"].as_str().unwrap_or("?"),
@@ -809,9 +804,134 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
     Some(text.trim_end().to_owned())
 }
 
+/// A host's `system` line: subtype, model, how many tools, and each MCP server's status.
+fn system_summary(event: &Value) -> String {
+    let servers = event["mcp_servers"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|s| {
+                    format!(
+                        "{}:{}",
+                        s["name"].as_str().unwrap_or("?"),
+                        s["status"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    format!(
+        "host {} · model {} · {} tools · servers {servers}",
+        event["subtype"].as_str().unwrap_or("?"),
+        event["model"].as_str().unwrap_or("?"),
+        event["tools"].as_array().map_or(0, Vec::len),
+    )
+}
+
+/// A message's content blocks, ` · `-joined: `→ tool target` for a tool call, `← ok|isError`
+/// for its result, the first 80 characters of text in quotes.
+fn blocks_summary(message: &Value) -> String {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| match b["type"].as_str() {
+            Some("tool_use") => Some(format!(
+                "→ {} {}",
+                b["name"].as_str().unwrap_or("?"),
+                b["input"]["target"].as_str().unwrap_or("")
+            )),
+            Some("tool_result") => Some(format!(
+                "← {}",
+                if b["is_error"] == true {
+                    "isError"
+                } else {
+                    "ok"
+                }
+            )),
+            Some("text") => Some(format!(
+                "“{}”",
+                b["text"]
+                    .as_str()
+                    .unwrap_or("")
+                    .chars()
+                    .take(80)
+                    .collect::<String>()
+            )),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// SPEC M2's six, written out.
+    const SIX: [&str; 6] = [
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_save",
+        "patchdiff_replay",
+    ];
+
+    #[test]
+    fn the_claude_and_cursor_templates_are_filled_with_the_command_and_env_only() {
+        let env = [("PATCHDIFF_MCP_PROFILE".to_owned(), "observed".to_owned())];
+        for (config, typed) in [
+            (claude_mcp_config("/opt/pd", &env), true),
+            (cursor_mcp_config("/opt/pd", &env), false),
+        ] {
+            let servers = config["mcpServers"].as_object().expect("mcpServers");
+            assert_eq!(servers.keys().collect::<Vec<_>>(), ["patchdiff"]);
+            let server = &servers["patchdiff"];
+            assert_eq!(server["command"], "/opt/pd");
+            assert_eq!(server["args"], json!(["mcp"]));
+            assert_eq!(server["env"], json!({"PATCHDIFF_MCP_PROFILE": "observed"}));
+            assert_eq!(server.get("type") == Some(&json!("stdio")), typed);
+        }
+    }
+
+    #[test]
+    fn the_claude_settings_template_allows_exactly_the_six_and_denies_the_native_tools() {
+        let settings = claude_settings();
+        let allow: Vec<String> = SIX.iter().map(|t| format!("mcp__patchdiff__{t}")).collect();
+        assert_eq!(settings["permissions"]["allow"], json!(allow));
+        let deny = settings["permissions"]["deny"].as_array().expect("deny");
+        for native in ["Bash", "Edit", "Write", "Read", "WebFetch"] {
+            assert!(deny.contains(&json!(native)), "{native} is denied");
+        }
+        assert_eq!(settings["enableAllProjectMcpServers"], false);
+    }
+
+    #[test]
+    fn the_codex_template_is_sealed_to_the_six_and_takes_the_command_and_env() {
+        let env = [(
+            "PATCHDIFF_DATABASE".to_owned(),
+            "/tmp/a \"b\".sqlite".to_owned(),
+        )];
+        let text = codex_server_config("/opt/p d/patchdiff", &env);
+        let table: toml::Table = text.parse().expect("valid TOML");
+        let server = &table["mcp_servers"]["patchdiff"];
+        assert_eq!(server["command"].as_str(), Some("/opt/p d/patchdiff"));
+        assert_eq!(server["required"].as_bool(), Some(true));
+        let tools: Vec<&str> = server["enabled_tools"]
+            .as_array()
+            .expect("enabled_tools")
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        assert_eq!(tools, SIX);
+        assert_eq!(
+            server["env"]["PATCHDIFF_DATABASE"].as_str(),
+            Some("/tmp/a \"b\".sqlite")
+        );
+    }
 
     fn init_line(tools: &[&str], servers: &[(&str, &str)]) -> String {
         json!({

@@ -80,6 +80,10 @@ impl Canary {
         self.run.path.join("agent.admitted")
     }
 
+    /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
+    /// working directory and configuration, launches the host, follows its stream to its end,
+    /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
+    /// Returns the step's summary; errors say why the host was refused, failed or timed out.
     pub(super) async fn agent_host(
         &mut self,
         host: Host,
@@ -87,6 +91,136 @@ impl Canary {
         max_turns: Option<u32>,
         timeout: Duration,
     ) -> anyhow::Result<String> {
+        let name = host.as_str();
+        let model = self.check_host_step(host, model)?;
+        let binary = host::resolve_binary(host, &self.options.settings)?;
+        // C3 for what the console can check before the host exists: fresh targets.
+        self.check_targets_fresh().await?;
+        let version = host::host_version(&binary).await;
+        // `home` is removed when dropped, after the host's group is gone.
+        let (paths, home, brief) = self.prepare_host_files(host)?;
+        let run = HostRun {
+            host,
+            binary,
+            model,
+            max_turns,
+            timeout,
+        };
+        let provider = host::provider_env();
+        let started = Instant::now();
+        let Hosted {
+            ending,
+            state,
+            pid,
+            exit,
+            stopped,
+        } = self
+            .run_host(&run, &paths, &brief, &provider, started)
+            .await?;
+        let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
+        let record = host_record(HostOutcome {
+            run: &run,
+            version,
+            pid,
+            state: &state,
+            duration: started.elapsed(),
+            exit: if stopped.is_empty() {
+                exit.clone()
+            } else {
+                format!("{exit} ({stopped})")
+            },
+            timed_out,
+            provider: &provider,
+        });
+        write_new_private(
+            &self.run.path.join(format!("agent.{name}.json")),
+            &serde_json::to_vec_pretty(&record)?,
+        )?;
+        let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
+        self.finish_progress(match &verdict {
+            Ok(()) => exit.clone(),
+            Err(_) if timed_out => "timed out".into(),
+            Err(_) => "failed".into(),
+        });
+        let summary = host_summary(&record, &run, started.elapsed());
+        self.host_record = Some(record);
+        drop(home);
+        match verdict {
+            Ok(()) => Ok(summary),
+            Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
+        }
+    }
+
+    /// Launches the host, keeps its stream (A4, V1: each line exactly as printed, credentials
+    /// redacted, hash-chained) and stderr as evidence, follows the stream to its end, the
+    /// timeout or a refusal, waits for the exit within the timeout, and stops what is left of
+    /// its process group. Errors when the host or its logs cannot be started.
+    async fn run_host(
+        &self,
+        run: &HostRun,
+        paths: &HostPaths,
+        brief: &str,
+        provider: &[(String, String)],
+        started: Instant,
+    ) -> anyhow::Result<Hosted> {
+        let name = run.host.as_str();
+        let redactor = Redactor::new(provider);
+        let mut child = spawn_host(run, paths, brief, provider)?;
+        let pid = child.id();
+        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
+        let stderr_log =
+            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
+        let stderr_task = child
+            .stderr
+            .take()
+            .map(|stderr| tokio::spawn(copy_redacted(stderr, stderr_log, redactor.clone())));
+        self.set_progress(HostProgress {
+            host: name.to_owned(),
+            pid,
+            started_ms: unix_ms_now(),
+            state: "starting".into(),
+            ..HostProgress::default()
+        });
+        let mut state = StreamState::new(run.host);
+        let ending = self
+            .follow_stream(
+                &mut child,
+                &mut state,
+                stream_log,
+                &redactor,
+                started,
+                run.timeout,
+            )
+            .await;
+        let exit = match &ending {
+            Ending::Exited => {
+                let remaining = run.timeout.saturating_sub(started.elapsed());
+                match tokio::time::timeout(remaining, child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    Ok(Err(e)) => format!("wait failed: {e}"),
+                    Err(_) => "did not exit".to_owned(),
+                }
+            }
+            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
+        };
+        // Whatever happened, nothing of the host's group outlives the step; a host that was
+        // refused or timed out is stopped at once.
+        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
+        if let Some(task) = stderr_task {
+            let _ = task.await;
+        }
+        Ok(Hosted {
+            ending,
+            state,
+            pid,
+            exit,
+            stopped,
+        })
+    }
+
+    /// Whether `agent HOST` may run now (a headless host, `init` done, no host yet in this run,
+    /// C7); returns the model: the step's, else the recorded one.
+    fn check_host_step(&self, host: Host, model: Option<String>) -> anyhow::Result<String> {
         if host == Host::Cursor {
             anyhow::bail!("cursor has no headless mode here; `agent` launches claude or codex");
         }
@@ -97,19 +231,23 @@ impl Canary {
             anyhow::bail!("an agent host already ran in this run; a run is one canary (C7)");
         }
         let name = host.as_str();
-        let model = model
+        model
             .or_else(|| self.identity.model.clone())
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "agent {name}: no model: give model=… or run `record model=…` first"
                 )
-            })?;
-        let binary = host::resolve_binary(host, &self.options.settings)?;
-        // C3 for what the console can check before the host exists: fresh targets.
-        self.check_targets_fresh().await?;
-        let version = host::host_version(&binary).await;
+            })
+    }
 
-        // A2: a fresh working directory holding only the brief; configuration files beside it.
+    /// A2: a fresh working directory holding only the brief, with the host's MCP configuration
+    /// and settings beside it in the run directory, and a private `HOME` (a temporary directory,
+    /// removed when the returned guard drops). Returns the paths, the guard and the brief.
+    fn prepare_host_files(
+        &self,
+        host: Host,
+    ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
+        let name = host.as_str();
         let brief_path = self.write_agent_brief()?;
         let brief = std::fs::read_to_string(&brief_path)?;
         let workdir = self.run.path.join("agent-workdir");
@@ -130,6 +268,14 @@ impl Canary {
             settings: self.run.path.join(format!("agent.{name}.settings.json")),
             home: home.path().to_owned(),
         };
+        self.write_host_files(host, &paths)?;
+        Ok((paths, home, brief))
+    }
+
+    /// The host's configuration naming the observed process it is to start: Claude Code's
+    /// `--mcp-config` JSON and settings; Codex's `config.toml` in its private home (and a copy
+    /// in the run directory as evidence).
+    fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
         let exe = self.options.exe.display().to_string();
         let observed_env = self.host_observed_env();
         match host {
@@ -153,149 +299,7 @@ impl Canary {
                 write_new_private(&paths.mcp_config, body.as_bytes())?;
             }
         }
-
-        let run = HostRun {
-            host,
-            binary: binary.clone(),
-            model: model.clone(),
-            max_turns,
-            timeout,
-        };
-        let provider = host::provider_env();
-        let redactor = Redactor::new(&provider);
-        let mut command = tokio::process::Command::new(&binary);
-        command
-            .args(host::host_args(&run, &paths, &brief))
-            .current_dir(&paths.workdir)
-            .env_clear()
-            .envs(host::host_env(host, &paths, &provider))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0) // A1: the whole group stops at the timeout
-            .kill_on_drop(true);
-        let started = Instant::now();
-        let mut child = command
-            .spawn()
-            .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", binary.display()))?;
-        let pid = child.id();
-        // A4, V1: each line of the host's stream, exactly as it printed it (credentials
-        // redacted), as a hash-chained record.
-        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
-        let stderr_log =
-            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
-        let stderr_task = child
-            .stderr
-            .take()
-            .map(|stderr| tokio::spawn(copy_redacted(stderr, stderr_log, redactor.clone())));
-        self.set_progress(HostProgress {
-            host: name.to_owned(),
-            pid,
-            started_ms: unix_ms_now(),
-            state: "starting".into(),
-            ..HostProgress::default()
-        });
-
-        let mut state = StreamState::new(host);
-        let ending = self
-            .follow_stream(
-                &mut child, &mut state, stream_log, &redactor, started, timeout,
-            )
-            .await;
-        let exit = match &ending {
-            Ending::Exited => {
-                let remaining = timeout.saturating_sub(started.elapsed());
-                match tokio::time::timeout(remaining, child.wait()).await {
-                    Ok(Ok(status)) => status.to_string(),
-                    Ok(Err(e)) => format!("wait failed: {e}"),
-                    Err(_) => "did not exit".to_owned(),
-                }
-            }
-            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
-        };
-        // Whatever happened, nothing of the host's group outlives the step; a host that was
-        // refused or timed out is stopped at once.
-        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
-        if let Some(task) = stderr_task {
-            let _ = task.await;
-        }
-        let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
-        let record = HostRecord {
-            host: name.to_owned(),
-            binary: binary.display().to_string(),
-            version,
-            pid,
-            requested_model: model,
-            reported_models: state.reported_models.clone(),
-            max_turns,
-            timeout_s: timeout.as_secs(),
-            session_id: state.session_id.clone(),
-            seal: state.seal.clone().unwrap_or_default(),
-            turns: state.turns,
-            tool_calls: state.tool_calls.clone(),
-            usage: state.usage.clone(),
-            cost_usd: state.cost_usd,
-            host_duration_ms: state.host_duration_ms,
-            duration_ms: started.elapsed().as_millis() as u64,
-            result: state.result.clone(),
-            exit: if stopped.is_empty() {
-                exit.clone()
-            } else {
-                format!("{exit} ({stopped})")
-            },
-            timed_out,
-            provider_variables: provider.iter().map(|(k, _)| k.clone()).collect(),
-        };
-        write_new_private(
-            &self.run.path.join(format!("agent.{name}.json")),
-            &serde_json::to_vec_pretty(&record)?,
-        )?;
-        let calls: u64 = record.tool_calls.values().sum();
-        let verdict = match &ending {
-            Ending::TimedOut => Err(format!(
-                "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
-                timeout.as_secs(),
-                pid.map_or("?".into(), |p| p.to_string()),
-                record.turns
-            )),
-            Ending::Refused(why) => Err(why.clone()),
-            Ending::Exited if timed_out => Err(format!(
-                "closed its stream but did not exit within the timeout of {} s",
-                timeout.as_secs()
-            )),
-            Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
-                Err(format!(
-                    "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
-                    record.result.as_deref().unwrap_or("none")
-                ))
-            }
-            Ending::Exited => Ok(()),
-        };
-        self.finish_progress(match &verdict {
-            Ok(()) => exit.clone(),
-            Err(_) if timed_out => "timed out".into(),
-            Err(_) => "failed".into(),
-        });
-        self.host_record = Some(record);
-        drop(home);
-        let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
-        match verdict {
-            Ok(()) => Ok(format!(
-                "{name} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
-                self.host_record.as_ref().map_or("", |r| r.version.as_str()),
-                self.host_record
-                    .as_ref()
-                    .and_then(|r| r.reported_models.first().cloned())
-                    .unwrap_or_else(|| run.model.clone()),
-                self.host_record.as_ref().map_or(0, |r| r.turns),
-                self.host_record
-                    .as_ref()
-                    .and_then(|r| r.cost_usd)
-                    .map_or(String::new(), |c| format!(" · ${c:.4}")),
-                started.elapsed().as_secs_f64()
-            )),
-            Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
-        }
+        Ok(())
     }
 
     /// Reads the host's stream to its end, the timeout, or a refusal: each line is kept
@@ -330,18 +334,8 @@ impl Canary {
                         seq += 1;
                         state.observe(&line);
                         self.update_progress(state, if preflighted { "running" } else { "starting" });
-                        if let Some(call) = &state.foreign_call {
-                            return Ending::Refused(format!(
-                                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
-                            ));
-                        }
-                        if sealed_at.is_none() && let Some(seal) = &state.seal {
-                            if let Some(problem) = &seal.problem {
-                                return Ending::Refused(format!(
-                                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
-                                ));
-                            }
-                            sealed_at = Some(Instant::now());
+                        if let Some(refused) = seal_refusal(state, &mut sealed_at) {
+                            return refused;
                         }
                     }
                     Ok(None) | Err(_) => return Ending::Exited,
@@ -349,37 +343,47 @@ impl Canary {
                 _ = tokio::time::sleep_until(deadline) => return Ending::TimedOut,
                 _ = tick.tick() => {}
             }
-            match sealed_at {
-                None if started.elapsed() > SEAL_REPORT_WAIT => {
-                    return Ending::Refused(format!(
-                        "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
-                        SEAL_REPORT_WAIT.as_secs()
-                    ));
-                }
-                Some(at) if !preflighted => match self.host_observed_preflight() {
-                    Ok(true) => {
-                        // A3: seal and preflight hold — open the gate for the agent's calls.
-                        let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
-                        if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
-                            return Ending::Refused(format!("cannot admit the agent: {e}"));
-                        }
-                        preflighted = true;
-                    }
-                    Ok(false) if at.elapsed() <= READINESS_WAIT => {}
-                    Ok(false) => {
-                        return Ending::Refused(format!(
-                            "preflight of the observed process the host started: {} (C3)",
-                            self.host_observed_state()
-                        ));
-                    }
-                    Err(why) => {
-                        return Ending::Refused(format!(
-                            "preflight of the observed process the host started: {why} (C3)"
-                        ));
-                    }
-                },
-                _ => {}
+            if let Some(refused) = self.admit_when_ready(started, sealed_at, &mut preflighted) {
+                return refused;
             }
+        }
+    }
+
+    /// A3 after each stream line or tick: refuses a host that has not reported its tools within
+    /// [`SEAL_REPORT_WAIT`]; once the seal held, preflights the observed process the host
+    /// started and, when it is ready, opens the admission gate (sets `preflighted`). Refuses when
+    /// the preflight fails or is not ready within [`READINESS_WAIT`] of the seal.
+    fn admit_when_ready(
+        &self,
+        started: Instant,
+        sealed_at: Option<Instant>,
+        preflighted: &mut bool,
+    ) -> Option<Ending> {
+        match sealed_at {
+            None if started.elapsed() > SEAL_REPORT_WAIT => Some(Ending::Refused(format!(
+                "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
+                SEAL_REPORT_WAIT.as_secs()
+            ))),
+            Some(at) if !*preflighted => match self.host_observed_preflight() {
+                Ok(true) => {
+                    // A3: seal and preflight hold — open the gate for the agent's calls.
+                    let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
+                    if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
+                        return Some(Ending::Refused(format!("cannot admit the agent: {e}")));
+                    }
+                    *preflighted = true;
+                    None
+                }
+                Ok(false) if at.elapsed() <= READINESS_WAIT => None,
+                Ok(false) => Some(Ending::Refused(format!(
+                    "preflight of the observed process the host started: {} (C3)",
+                    self.host_observed_state()
+                ))),
+                Err(why) => Some(Ending::Refused(format!(
+                    "preflight of the observed process the host started: {why} (C3)"
+                ))),
+            },
+            _ => None,
         }
     }
 
@@ -451,6 +455,160 @@ impl Canary {
             p.state = how;
         }
     }
+}
+
+/// What following a launched host produced.
+struct Hosted {
+    ending: Ending,
+    state: StreamState,
+    pid: Option<u32>,
+    /// The exit status (`did not exit`, `stopped by the console`).
+    exit: String,
+    /// What stopping its process group took; empty when it was already gone.
+    stopped: String,
+}
+
+/// A3 on a stream line just observed: a call to a tool outside the six, or a seal the host
+/// reported that does not hold, refuses the host; a seal that holds is timed (`sealed_at`).
+fn seal_refusal(state: &StreamState, sealed_at: &mut Option<Instant>) -> Option<Ending> {
+    if let Some(call) = &state.foreign_call {
+        return Some(Ending::Refused(format!(
+            "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
+        )));
+    }
+    if sealed_at.is_none()
+        && let Some(seal) = &state.seal
+    {
+        if let Some(problem) = &seal.problem {
+            return Some(Ending::Refused(format!(
+                "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
+            )));
+        }
+        *sealed_at = Some(Instant::now());
+    }
+    None
+}
+
+/// Starts the host CLI headless in its sealed working directory, with only the environment
+/// [`host::host_env`] gives it, in its own process group (A1: the whole group stops at the
+/// timeout). Errors name the binary that could not start.
+fn spawn_host(
+    run: &HostRun,
+    paths: &HostPaths,
+    brief: &str,
+    provider: &[(String, String)],
+) -> anyhow::Result<tokio::process::Child> {
+    // Shaped like evaluate's check launch (own group, piped output), but sealed: the
+    // environment is cleared and only the host's own is given (A2).
+    tokio::process::Command::new(&run.binary)
+        .args(host::host_args(run, paths, brief))
+        .current_dir(&paths.workdir)
+        .env_clear()
+        .envs(host::host_env(run.host, paths, provider))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", run.binary.display()))
+}
+
+/// What one host run produced, for its [`HostRecord`].
+struct HostOutcome<'a> {
+    run: &'a HostRun,
+    version: String,
+    pid: Option<u32>,
+    state: &'a StreamState,
+    duration: Duration,
+    /// The exit status, and what stopping the group took.
+    exit: String,
+    timed_out: bool,
+    provider: &'a [(String, String)],
+}
+
+/// A4: the record of the run (`agent.<host>.json`, and the report).
+fn host_record(o: HostOutcome<'_>) -> HostRecord {
+    let state = o.state;
+    HostRecord {
+        host: o.run.host.as_str().to_owned(),
+        binary: o.run.binary.display().to_string(),
+        version: o.version,
+        pid: o.pid,
+        requested_model: o.run.model.clone(),
+        reported_models: state.reported_models.clone(),
+        max_turns: o.run.max_turns,
+        timeout_s: o.run.timeout.as_secs(),
+        session_id: state.session_id.clone(),
+        seal: state.seal.clone().unwrap_or_default(),
+        turns: state.turns,
+        tool_calls: state.tool_calls.clone(),
+        usage: state.usage.clone(),
+        cost_usd: state.cost_usd,
+        host_duration_ms: state.host_duration_ms,
+        duration_ms: o.duration.as_millis() as u64,
+        result: state.result.clone(),
+        exit: o.exit,
+        timed_out: o.timed_out,
+        provider_variables: o.provider.iter().map(|(k, _)| k.clone()).collect(),
+    }
+}
+
+/// The step's verdict: the host exited with status 0 and a result that is not an error, within
+/// the timeout; otherwise why not (timed out, refused, closed its stream but did not exit, or
+/// the exit and result it ended with). `exit` is the status without what stopping took.
+fn judge_host(
+    ending: &Ending,
+    exit: &str,
+    timed_out: bool,
+    state: &StreamState,
+    record: &HostRecord,
+    run: &HostRun,
+) -> Result<(), String> {
+    let name = run.host.as_str();
+    let calls: u64 = record.tool_calls.values().sum();
+    match ending {
+        Ending::TimedOut => Err(format!(
+            "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
+            run.timeout.as_secs(),
+            record.pid.map_or("?".into(), |p| p.to_string()),
+            record.turns
+        )),
+        Ending::Refused(why) => Err(why.clone()),
+        Ending::Exited if timed_out => Err(format!(
+            "closed its stream but did not exit within the timeout of {} s",
+            run.timeout.as_secs()
+        )),
+        Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
+            Err(format!(
+                "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
+                record.result.as_deref().unwrap_or("none")
+            ))
+        }
+        Ending::Exited => Ok(()),
+    }
+}
+
+/// The step's summary when the host succeeded: version, model, turns, tool calls, seal, cost,
+/// seconds.
+fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
+    let calls: u64 = record.tool_calls.values().sum();
+    let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
+    format!(
+        "{} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
+        run.host.as_str(),
+        record.version,
+        record
+            .reported_models
+            .first()
+            .cloned()
+            .unwrap_or_else(|| run.model.clone()),
+        record.turns,
+        record
+            .cost_usd
+            .map_or(String::new(), |c| format!(" · ${c:.4}")),
+        elapsed.as_secs_f64()
+    )
 }
 
 /// Copies the host's stderr to its log, line by line, with credentials redacted (A4).

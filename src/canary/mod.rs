@@ -938,55 +938,29 @@ const FORWARDED_TO_CHILDREN: [crate::config::Key; 8] = {
 
 /// Renders the host configuration for one host, or all three.
 pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)]) -> String {
-    let env_json: serde_json::Map<String, Value> = env
-        .iter()
-        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-        .collect();
     let claude = || {
-        let v = json!({"mcpServers": {"patchdiff": {"type": "stdio", "command": exe, "args": ["mcp"], "env": env_json}}});
         format!(
             "# Claude Code: .mcp.json. Seal the agent to the six observed tools (A2):\n\
              #   claude --strict-mcp-config --mcp-config .mcp.json --tools \"\" --allowedTools {}\n\
              # or in .claude/settings.json: {}\n{}\n",
             Host::Claude.sealed_tool_names().join(","),
             host::claude_settings(),
-            serde_json::to_string_pretty(&v).unwrap_or_default()
+            serde_json::to_string_pretty(&host::claude_mcp_config(exe, env)).unwrap_or_default()
         )
     };
     let cursor = || {
-        let v = json!({"mcpServers": {"patchdiff": {"command": exe, "args": ["mcp"], "env": env_json}}});
         format!(
             "# Cursor: .cursor/mcp.json\n{}\n",
-            serde_json::to_string_pretty(&v).unwrap_or_default()
+            serde_json::to_string_pretty(&host::cursor_mcp_config(exe, env)).unwrap_or_default()
         )
     };
-    let codex = || {
-        // A2: Codex offers the model only the tools named in `enabled_tools`; `required` makes
-        // Codex refuse to start when the server does not; the six need no approval prompt.
-        let tools = OBSERVED_TOOLS
-            .iter()
-            .map(|t| toml_string(t))
-            .collect::<Vec<_>>()
-            .join(", ");
-        let mut t = format!(
-            "# Codex: ~/.codex/config.toml\n[mcp_servers.patchdiff]\ncommand = {}\nargs = [\"mcp\"]\nrequired = true\nenabled_tools = [{tools}]\ndefault_tools_approval_mode = \"approve\"\n\n[mcp_servers.patchdiff.env]\n",
-            toml_string(exe)
-        );
-        for (k, v) in env {
-            t.push_str(&format!("{k} = {}\n", toml_string(v)));
-        }
-        t
-    };
+    let codex = || host::codex_server_config(exe, env);
     match host {
         Some(Host::Claude) => claude(),
         Some(Host::Codex) => codex(),
         Some(Host::Cursor) => cursor(),
         None => format!("{}\n{}\n{}", claude(), codex(), cursor()),
     }
-}
-
-fn toml_string(s: &str) -> String {
-    toml::Value::String(s.to_owned()).to_string()
 }
 
 /// What the perf events of one MCP process say about its current worker generation (C3).

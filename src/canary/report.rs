@@ -15,17 +15,16 @@ const REPLAY_PAGE: u32 = 500;
 
 /// K6 check through the full process: replaying the journal from the fixture bytes reproduces
 /// every saved version (hash per `save` entry) and the current revision; revisions advance by
-/// exactly one per edit, so no edit is applied twice.
+/// exactly one per edit, so no edit is applied twice. Pages of [`REPLAY_PAGE`] entries are
+/// followed by their replay cursor. Errors say which entry (kind, revision, version) broke it.
 pub async fn replay_consistency(
     full: &McpProcess,
     target: &str,
     original: &[u8],
     current: &Value,
 ) -> Result<(), String> {
-    let mut content = original.to_vec();
-    let mut revision = 0u64;
+    let mut replayed = Replayed::new(original);
     let mut after: Option<String> = None;
-    let mut saves = 0u64;
     loop {
         let mut args = json!({"target": target, "limit": REPLAY_PAGE});
         if let Some(a) = &after {
@@ -35,80 +34,154 @@ pub async fn replay_consistency(
             .call_ok("patchdiff_replay", args)
             .await
             .map_err(|e| format!("replay failed: {}", e.message))?;
-        let entries = page["entries"].as_array().cloned().unwrap_or_default();
-        for entry in &entries {
-            let kind = entry["kind"].as_str().unwrap_or_default();
-            let entry_revision = entry["revision"].as_u64().unwrap_or(u64::MAX);
-            match kind {
-                "init" => {
-                    if entry["sha256"].as_str() != Some(sha256_hex(original).as_str()) {
-                        return Err(
-                            "the journal's init entry does not match the fixture bytes".into()
-                        );
-                    }
-                }
-                "edit" => {
-                    if entry_revision != revision + 1 {
-                        return Err(format!(
-                            "journal edit for revision {entry_revision} follows revision {revision}"
-                        ));
-                    }
-                    let mut ops = entry["operations"].as_array().cloned().unwrap_or_default();
-                    ops.sort_by_key(|o| std::cmp::Reverse(o["start_byte"].as_u64().unwrap_or(0)));
-                    for op in ops {
-                        let (s, e) = (
-                            op["start_byte"].as_u64().unwrap_or(0) as usize,
-                            op["end_byte"].as_u64().unwrap_or(0) as usize,
-                        );
-                        if s > e || e > content.len() {
-                            return Err(format!(
-                                "revision {entry_revision}: operation range {s}..{e} is out of bounds"
-                            ));
-                        }
-                        let new_text = op["new_text"].as_str().unwrap_or_default().as_bytes();
-                        content.splice(s..e, new_text.iter().copied());
-                    }
-                    revision = entry_revision;
-                    if entry["sha256"].as_str() != Some(sha256_hex(&content).as_str()) {
-                        return Err(format!(
-                            "replay of revision {revision} does not reproduce its hash"
-                        ));
-                    }
-                }
-                "save" => {
-                    saves += 1;
-                    if entry_revision != revision
-                        || entry["sha256"].as_str() != Some(sha256_hex(&content).as_str())
-                    {
-                        return Err(format!(
-                            "saved version {} does not match the replayed content at revision {revision}",
-                            entry["version"]
-                        ));
-                    }
-                }
-                other => return Err(format!("unknown journal entry kind `{other}`")),
-            }
+        for entry in page["entries"].as_array().into_iter().flatten() {
+            replayed.apply(entry)?;
         }
         match page["next_cursor"].as_str() {
             Some(c) if page["has_more"].as_bool() == Some(true) => after = Some(c.to_owned()),
             _ => break,
         }
     }
-    if current["revision"].as_u64() != Some(revision)
-        || current["sha256"].as_str() != Some(sha256_hex(&content).as_str())
-    {
-        return Err(format!(
-            "replay ends at revision {revision} but the target is at revision {}",
-            current["revision"]
-        ));
+    replayed.matches(current)
+}
+
+/// A target's content rebuilt from its fixture bytes by applying journal entries in order.
+struct Replayed {
+    original_sha256: String,
+    content: Vec<u8>,
+    revision: u64,
+    saves: u64,
+}
+
+impl Replayed {
+    fn new(original: &[u8]) -> Self {
+        Self {
+            original_sha256: sha256_hex(original),
+            content: original.to_vec(),
+            revision: 0,
+            saves: 0,
+        }
     }
-    if current["version"].as_u64() != Some(saves) {
-        return Err(format!(
-            "the journal has {saves} saves but the target is at version {}",
-            current["version"]
-        ));
+
+    fn content_is(&self, sha256: &Value) -> bool {
+        sha256.as_str() == Some(sha256_hex(&self.content).as_str())
     }
-    Ok(())
+
+    /// Applies one journal entry (`init`, `edit` or `save`), checking its hash and revision.
+    fn apply(&mut self, entry: &Value) -> Result<(), String> {
+        let entry_revision = entry["revision"].as_u64().unwrap_or(u64::MAX);
+        match entry["kind"].as_str().unwrap_or_default() {
+            "init" => {
+                if entry["sha256"].as_str() != Some(self.original_sha256.as_str()) {
+                    return Err("the journal's init entry does not match the fixture bytes".into());
+                }
+            }
+            "edit" => {
+                if entry_revision != self.revision + 1 {
+                    return Err(format!(
+                        "journal edit for revision {entry_revision} follows revision {}",
+                        self.revision
+                    ));
+                }
+                self.apply_operations(entry_revision, entry["operations"].as_array())?;
+                self.revision = entry_revision;
+                if !self.content_is(&entry["sha256"]) {
+                    return Err(format!(
+                        "replay of revision {} does not reproduce its hash",
+                        self.revision
+                    ));
+                }
+            }
+            "save" => {
+                self.saves += 1;
+                if entry_revision != self.revision || !self.content_is(&entry["sha256"]) {
+                    return Err(format!(
+                        "saved version {} does not match the replayed content at revision {}",
+                        entry["version"], self.revision
+                    ));
+                }
+            }
+            other => return Err(format!("unknown journal entry kind `{other}`")),
+        }
+        Ok(())
+    }
+
+    /// Applies an edit's byte-range replacements, last range first so earlier offsets hold.
+    fn apply_operations(
+        &mut self,
+        entry_revision: u64,
+        operations: Option<&Vec<Value>>,
+    ) -> Result<(), String> {
+        let mut ops = operations.cloned().unwrap_or_default();
+        ops.sort_by_key(|o| std::cmp::Reverse(o["start_byte"].as_u64().unwrap_or(0)));
+        for op in ops {
+            let (s, e) = (
+                op["start_byte"].as_u64().unwrap_or(0) as usize,
+                op["end_byte"].as_u64().unwrap_or(0) as usize,
+            );
+            if s > e || e > self.content.len() {
+                return Err(format!(
+                    "revision {entry_revision}: operation range {s}..{e} is out of bounds"
+                ));
+            }
+            let new_text = op["new_text"].as_str().unwrap_or_default().as_bytes();
+            self.content.splice(s..e, new_text.iter().copied());
+        }
+        Ok(())
+    }
+
+    /// The replay's end against the target's `current` state: revision, hash and version.
+    fn matches(&self, current: &Value) -> Result<(), String> {
+        if current["revision"].as_u64() != Some(self.revision)
+            || !self.content_is(&current["sha256"])
+        {
+            return Err(format!(
+                "replay ends at revision {} but the target is at revision {}",
+                self.revision, current["revision"]
+            ));
+        }
+        if current["version"].as_u64() != Some(self.saves) {
+            return Err(format!(
+                "the journal has {} saves but the target is at version {}",
+                self.saves, current["version"]
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The agent host's lines of the text report: host, version, models, turns, seal, tool calls.
+fn host_text(h: &super::host::HostRecord) -> String {
+    let calls: Vec<String> = h
+        .tool_calls
+        .iter()
+        .map(|(tool, n)| format!("{tool} {n}"))
+        .collect();
+    format!(
+        "\nagent host: {} {} ({}) · requested model {} · reported {} · {} turns · {} ms{}{}\n  seal: {}\n  tool calls: {}\n",
+        h.host,
+        h.version,
+        h.binary,
+        h.requested_model,
+        if h.reported_models.is_empty() {
+            "-".to_owned()
+        } else {
+            h.reported_models.join(", ")
+        },
+        h.turns,
+        h.duration_ms,
+        h.cost_usd.map_or(String::new(), |c| format!(" · ${c:.4}")),
+        if h.timed_out { " · TIMED OUT" } else { "" },
+        h.seal
+            .problem
+            .as_deref()
+            .unwrap_or("6 observed tools, one MCP server"),
+        if calls.is_empty() {
+            "none".to_owned()
+        } else {
+            calls.join(", ")
+        },
+    )
 }
 
 /// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
@@ -315,7 +388,8 @@ impl Report {
         parts.join("; ")
     }
 
-    /// Plain-text rendering.
+    /// Plain-text rendering: the header, the steps, the agent host (if one ran), the targets
+    /// table, what failed with the check's output, and the totals line.
     pub fn to_text(&self) -> String {
         let mut out = format!(
             "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n\nsteps:\n",
@@ -334,29 +408,19 @@ impl Report {
             ));
         }
         if let Some(h) = &self.agent_host {
-            let calls: Vec<String> = h
-                .tool_calls
-                .iter()
-                .map(|(tool, n)| format!("{tool} {n}"))
-                .collect();
-            out.push_str(&format!(
-                "\nagent host: {} {} ({}) · requested model {} · reported {} · {} turns · {} ms{}{}\n  seal: {}\n  tool calls: {}\n",
-                h.host,
-                h.version,
-                h.binary,
-                h.requested_model,
-                if h.reported_models.is_empty() { "-".to_owned() } else { h.reported_models.join(", ") },
-                h.turns,
-                h.duration_ms,
-                h.cost_usd.map_or(String::new(), |c| format!(" · ${c:.4}")),
-                if h.timed_out { " · TIMED OUT" } else { "" },
-                h.seal.problem.as_deref().unwrap_or("6 observed tools, one MCP server"),
-                if calls.is_empty() { "none".to_owned() } else { calls.join(", ") },
-            ));
+            out.push_str(&host_text(h));
         }
-        out.push_str(
-            "\ntargets:                 verdict     full-byte behavioral ver rev acc/rej replay\n",
-        );
+        out.push_str(&self.targets_text());
+        out.push_str(&self.failures_text());
+        out.push_str(&self.totals_text());
+        out
+    }
+
+    /// The targets table, one row per target.
+    fn targets_text(&self) -> String {
+        let mut out =
+            "\ntargets:                 verdict     full-byte behavioral ver rev acc/rej replay\n"
+                .to_owned();
         for t in &self.targets {
             out.push_str(&format!(
                 "  {:<22} {:<11} {:<9} {:<10} {:>3} {:>3} {:>3}/{:<3} {}\n",
@@ -375,6 +439,12 @@ impl Report {
                 }
             ));
         }
+        out
+    }
+
+    /// Each evaluated target that did not pass: its notes and the check's exit and output tail.
+    fn failures_text(&self) -> String {
+        let mut out = String::new();
         for t in self
             .targets
             .iter()
@@ -389,16 +459,21 @@ impl Report {
                 t.check_output.as_deref().unwrap_or(""),
             ));
         }
+        out
+    }
+
+    /// `N/M targets pass both checks`, and how many were `infra_error`.
+    fn totals_text(&self) -> String {
         let passing = self.targets.iter().filter(|t| t.passed()).count();
         let infra = self
             .targets
             .iter()
             .filter(|t| t.status == Some(Status::InfraError))
             .count();
-        out.push_str(&format!(
+        let mut out = format!(
             "\n{passing}/{} targets pass both checks",
             self.targets.len()
-        ));
+        );
         if infra > 0 {
             out.push_str(&format!(
                 " · {infra} infra_error (the check environment, not the agent)"
@@ -500,6 +575,77 @@ pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// K6: a journal replays from the fixture bytes to the target's state; a skipped revision,
+    /// an edit or save whose hash the replay does not reproduce, or a mismatched end is named.
+    #[test]
+    fn a_replayed_journal_reproduces_each_hash_and_names_the_first_that_does_not() {
+        let original = b"let a = 1;\n";
+        let edit = |revision: u64, content: &[u8]| {
+            json!({"kind": "edit", "revision": revision, "sha256": sha256_hex(content),
+                   "operations": [{"start_byte": 8, "end_byte": 9, "new_text": "2"}]})
+        };
+        let edited = b"let a = 2;\n";
+        let init = json!({"kind": "init", "revision": 0, "sha256": sha256_hex(original)});
+        let save =
+            json!({"kind": "save", "revision": 1, "version": 1, "sha256": sha256_hex(edited)});
+        let current = json!({"revision": 1, "version": 1, "sha256": sha256_hex(edited)});
+
+        let mut replayed = Replayed::new(original);
+        for entry in [&init, &edit(1, edited), &save] {
+            replayed.apply(entry).unwrap();
+        }
+        assert_eq!(replayed.content, edited);
+        replayed.matches(&current).unwrap();
+
+        let cases = [
+            (
+                vec![json!({"kind": "init", "revision": 0, "sha256": sha256_hex(b"other")})],
+                "the journal's init entry does not match the fixture bytes",
+            ),
+            (
+                vec![init.clone(), edit(2, edited)],
+                "journal edit for revision 2 follows revision 0",
+            ),
+            (
+                vec![init.clone(), edit(1, b"something else")],
+                "replay of revision 1 does not reproduce its hash",
+            ),
+            (
+                vec![
+                    init.clone(),
+                    json!({"kind": "save", "revision": 0, "version": 1, "sha256": "00"}),
+                ],
+                "saved version 1 does not match the replayed content at revision 0",
+            ),
+            (
+                vec![
+                    init.clone(),
+                    json!({"kind": "edit", "revision": 1, "sha256": "00",
+                    "operations": [{"start_byte": 5, "end_byte": 99, "new_text": ""}]}),
+                ],
+                "revision 1: operation range 5..99 is out of bounds",
+            ),
+            (
+                vec![json!({"kind": "rename"})],
+                "unknown journal entry kind `rename`",
+            ),
+        ];
+        for (entries, expected) in cases {
+            let mut replayed = Replayed::new(original);
+            let err = entries
+                .iter()
+                .map(|e| replayed.apply(e))
+                .find_map(Result::err)
+                .unwrap_or_else(|| panic!("no error for {entries:?}"));
+            assert_eq!(err, expected);
+        }
+        let behind = Replayed::new(original);
+        assert_eq!(
+            behind.matches(&current).unwrap_err(),
+            "replay ends at revision 0 but the target is at revision 1"
+        );
+    }
 
     #[test]
     fn junit_keeps_markup_and_drops_terminal_escapes() {

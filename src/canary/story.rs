@@ -9,9 +9,10 @@ use std::path::Path;
 use serde_json::Value;
 use similar::TextDiff;
 
-use super::Canary;
 use super::host_run::HOST_OBSERVED;
+use super::{Canary, TargetRow};
 use crate::evidence::WireRecord;
+use crate::fixtures::Fixture;
 
 /// Lines of context around each change in the diffs.
 pub const DIFF_CONTEXT: usize = 3;
@@ -143,7 +144,8 @@ pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<St
 }
 
 impl Canary {
-    /// The story of target `name` as this run knows it now. Errors name the known targets.
+    /// The story of target `name` as this run knows it now: its header, the verdict, the
+    /// submissions and the diffs, one section each. Errors name the known targets.
     pub fn target_story(&self, name: &str) -> anyhow::Result<String> {
         let row = self
             .targets
@@ -157,55 +159,56 @@ impl Canary {
             .manifest
             .fixture(name)
             .ok_or_else(|| anyhow::anyhow!("target `{name}` is not in the fixture manifest"))?;
-        let mut out = vec![
-            format!(
-                "{} ({}) · version {} · revision {} · accepted {} · rejected {}",
-                row.name, row.language, row.version, row.revision, row.accepted, row.rejected
-            ),
-            format!("initial  {}", row.initial_sha256),
-            format!("current  {}", or_dash(&row.current_sha256)),
-            format!(
-                "exported {}",
-                row.exported_sha256.as_deref().unwrap_or("- (not exported)")
-            ),
-            format!("expected {}", fixture.expected_sha256),
-            String::new(),
-        ];
-        match self
+        let mut out = story_header(row, fixture);
+        out.push(String::new());
+        out.extend(self.verdict_section(name));
+        out.push(String::new());
+        out.extend(self.submissions_section(name));
+        out.push(String::new());
+        out.extend(self.diffs_section(fixture)?);
+        Ok(out.join("\n"))
+    }
+
+    /// The verdict with its notes and the tail of the check's output.
+    fn verdict_section(&self, name: &str) -> Vec<String> {
+        let Some(v) = self
             .evaluation
             .as_ref()
             .and_then(|e| e.targets.iter().find(|t| t.name == name))
-        {
-            None => out.push("verdict: not evaluated yet (run `evaluate`)".into()),
-            Some(v) => {
-                out.push(format!(
-                    "verdict: full-byte {} · behavioral {} · check {} ms",
-                    pass(v.full_byte),
-                    pass(v.behavioral),
-                    v.check_ms
-                ));
-                for note in &v.notes {
-                    out.push(format!("  note: {note}"));
-                }
-                let output: Vec<&str> = v.check_output.lines().collect();
-                if !output.is_empty() {
-                    out.push(format!(
-                        "check output (last {} of {} lines):",
-                        output.len().min(CHECK_OUTPUT_LINES),
-                        output.len()
-                    ));
-                    let skip = output.len().saturating_sub(CHECK_OUTPUT_LINES);
-                    out.extend(output[skip..].iter().map(|l| format!("  │ {l}")));
-                }
-            }
+        else {
+            return vec!["verdict: not evaluated yet (run `evaluate`)".into()];
+        };
+        let mut out = vec![format!(
+            "verdict: full-byte {} · behavioral {} · check {} ms",
+            pass(v.full_byte),
+            pass(v.behavioral),
+            v.check_ms
+        )];
+        for note in &v.notes {
+            out.push(format!("  note: {note}"));
         }
-        out.push(String::new());
+        let output: Vec<&str> = v.check_output.lines().collect();
+        if !output.is_empty() {
+            out.push(format!(
+                "check output (last {} of {} lines):",
+                output.len().min(CHECK_OUTPUT_LINES),
+                output.len()
+            ));
+            let skip = output.len().saturating_sub(CHECK_OUTPUT_LINES);
+            out.extend(output[skip..].iter().map(|l| format!("  │ {l}")));
+        }
+        out
+    }
+
+    /// The agent's submissions on target `name` from the observed processes' wire logs, each
+    /// with its receipt's outcome and reasons.
+    fn submissions_section(&self, name: &str) -> Vec<String> {
         let mut attempts = Vec::new();
         for process in ["observed", HOST_OBSERVED] {
             let log = std::fs::read_to_string(self.run.wire_log(process)).unwrap_or_default();
             attempts.extend(attempts_in(&log, process, name));
         }
-        out.push(format!("submissions ({}):", attempts.len()));
+        let mut out = vec![format!("submissions ({}):", attempts.len())];
         for (i, a) in attempts.iter().enumerate() {
             out.push(format!(
                 "  #{:<3} {:<9} key {} · base r{} → {}{}",
@@ -224,22 +227,43 @@ impl Canary {
                 out.push(format!("        reason: {r}"));
             }
         }
-        out.push(String::new());
+        out
+    }
+
+    /// Diffs of the export against the expected and the original bytes. Errors when a fixture
+    /// file or an existing export cannot be read.
+    fn diffs_section(&self, fixture: &Fixture) -> anyhow::Result<Vec<String>> {
         let original = std::fs::read(self.manifest.resolve(&fixture.original))?;
         let expected = std::fs::read(self.manifest.resolve(&fixture.expected))?;
         let export_path = self.run.exports().join(&fixture.module_file);
-        match read_if_exists(&export_path)? {
-            None => out.push("diffs: not exported yet (run `export`)".into()),
-            Some(exported) => {
-                out.push("diff: expected → exported".into());
-                out.extend(unified(&expected, &exported, "expected", "exported"));
-                out.push(String::new());
-                out.push("diff: original → exported".into());
-                out.extend(unified(&original, &exported, "original", "exported"));
-            }
-        }
-        Ok(out.join("\n"))
+        let Some(exported) = read_if_exists(&export_path)? else {
+            return Ok(vec!["diffs: not exported yet (run `export`)".into()]);
+        };
+        let mut out = vec!["diff: expected → exported".into()];
+        out.extend(unified(&expected, &exported, "expected", "exported"));
+        out.push(String::new());
+        out.push("diff: original → exported".into());
+        out.extend(unified(&original, &exported, "original", "exported"));
+        Ok(out)
     }
+}
+
+/// The target's identity and hashes: name, language, version, revision, counts; initial,
+/// current, exported and expected SHA-256.
+fn story_header(row: &TargetRow, fixture: &Fixture) -> Vec<String> {
+    vec![
+        format!(
+            "{} ({}) · version {} · revision {} · accepted {} · rejected {}",
+            row.name, row.language, row.version, row.revision, row.accepted, row.rejected
+        ),
+        format!("initial  {}", row.initial_sha256),
+        format!("current  {}", or_dash(&row.current_sha256)),
+        format!(
+            "exported {}",
+            row.exported_sha256.as_deref().unwrap_or("- (not exported)")
+        ),
+        format!("expected {}", fixture.expected_sha256),
+    ]
 }
 
 fn read_if_exists(path: &Path) -> std::io::Result<Option<Vec<u8>>> {

@@ -22,48 +22,78 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 
 /// Runs `script` headless. Progress goes to stdout, or to stderr when `json` is set (stdout then
-/// carries only the JSON report).
+/// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
+/// [`EXIT_USAGE`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
     let mut progress: Box<dyn Write> = if json {
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::stdout())
     };
-    let commands = match std::fs::read_to_string(script)
-        .map_err(|e| format!("cannot read script {}: {e}", script.display()))
-        .and_then(|text| parse_script(&text).map_err(|e| located(script, &e)))
-    {
-        Ok(c) => resolve_paths(c, script.parent().unwrap_or(Path::new("."))),
+    let commands = match load_script(script, &options.settings) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("patchdiff: {e}");
             return EXIT_USAGE;
         }
     };
-    // U5: refuse an invalid script whole, before anything runs: plans must load and refer only to
-    // earlier steps, and `record` must precede `init` (the manifest is written once, E2).
-    if let Err(e) = check_script(&commands, &options.settings) {
-        eprintln!("patchdiff: {}", located(script, &e));
-        return EXIT_USAGE;
-    }
+    let mut canary = match start_canary(options, &commands).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("patchdiff: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let _ = writeln!(
+        progress,
+        "patchdiff canary {} · evidence {}",
+        canary.run.run_id,
+        canary.run.path.display()
+    );
+    let failed = match run_steps(&mut canary, &commands, &mut progress).await {
+        Ok(failed) => failed,
+        Err(code) => return code,
+    };
+    canary.stop(None).await;
+    finish(&canary, commands.len(), failed, json, &mut progress);
+    // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
+    if failed { EXIT_FAILED } else { EXIT_OK }
+}
+
+/// Reads, parses and checks the script, with paths resolved against its directory. U5: an
+/// invalid script is refused whole, before anything runs. Errors are `FILE:LINE: …` lines.
+fn load_script(
+    script: &Path,
+    settings: &crate::config::Settings,
+) -> Result<Vec<(usize, Command)>, String> {
+    let text = std::fs::read_to_string(script)
+        .map_err(|e| format!("cannot read script {}: {e}", script.display()))?;
+    let commands = parse_script(&text).map_err(|e| located(script, &e))?;
+    let commands = resolve_paths(commands, script.parent().unwrap_or(Path::new(".")));
+    // Plans must load and refer only to earlier steps, and `record` must precede `init` (the
+    // manifest is written once, E2).
+    check_script(&commands, settings).map_err(|e| located(script, &e))?;
     // `attach` watches a process in the interactive console; a script cannot run it.
     if let Some((line, _)) = commands
         .iter()
         .find(|(_, c)| matches!(c, Command::Attach { .. }))
     {
-        eprintln!(
-            "patchdiff: {}: line {line}: `attach` works only in the interactive console",
+        return Err(format!(
+            "{}: line {line}: `attach` works only in the interactive console",
             script.display()
-        );
-        return EXIT_USAGE;
+        ));
     }
-    let mut canary = match Canary::create(options) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("patchdiff: cannot start the canary: {e:#}");
-            return EXIT_USAGE;
-        }
-    };
-    // A4: the run manifest (written at init) names the agent host the script launches.
+    Ok(commands)
+}
+
+/// Creates the canary's run; A4: when the script launches an agent host, resolves it first so
+/// the run manifest (written at init) names it.
+async fn start_canary(
+    options: CanaryOptions,
+    commands: &[(usize, Command)],
+) -> Result<Canary, String> {
+    let mut canary =
+        Canary::create(options).map_err(|e| format!("cannot start the canary: {e:#}"))?;
     if let Some((_, Command::AgentHost { host, model, .. })) = commands
         .iter()
         .find(|(_, c)| matches!(c, Command::AgentHost { .. }))
@@ -72,20 +102,23 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             Command::Record { model: Some(m), .. } => Some(m.clone()),
             _ => None,
         });
-        if let Err(e) = canary
+        canary
             .plan_host(*host, model.as_deref().or(recorded.as_deref()))
             .await
-        {
-            eprintln!("patchdiff: {e:#}");
-            return EXIT_USAGE;
-        }
+            .map_err(|e| format!("{e:#}"))?;
     }
-    let _ = writeln!(
-        progress,
-        "patchdiff canary {} · evidence {}",
-        canary.run.run_id,
-        canary.run.path.display()
-    );
+    Ok(canary)
+}
+
+/// Runs every step, one progress line each. After a failure only `report` and views
+/// (`target`, `runs`) still run, so the report names what failed and the operator sees why.
+/// Returns whether a step failed, or `Err(exit code)` when interrupted (U5: 130 for SIGINT,
+/// 143 for SIGTERM, after stopping the child processes — never the step's own failure).
+async fn run_steps(
+    canary: &mut Canary,
+    commands: &[(usize, Command)],
+    progress: &mut Box<dyn Write>,
+) -> Result<bool, i32> {
     let (mut sigint, mut sigterm) = match (
         signal(SignalKind::interrupt()),
         signal(SignalKind::terminate()),
@@ -93,7 +126,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
         (Ok(i), Ok(t)) => (i, t),
         (Err(e), _) | (_, Err(e)) => {
             eprintln!("patchdiff: cannot watch for interrupts: {e}");
-            return EXIT_FAILED;
+            return Err(EXIT_FAILED);
         }
     };
     let total = commands.len();
@@ -101,8 +134,6 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     let w = 2 * total.to_string().len() + 3;
     let mut failed = false;
     for (i, (_, command)) in commands.iter().enumerate() {
-        // After a failure only `report` and views (`target`) still run, so the report names
-        // what failed and the operator sees why.
         if failed
             && !matches!(
                 command,
@@ -117,8 +148,6 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             );
             continue;
         }
-        // U5: an operator's interrupt ends the run as interrupted (exit 130 for SIGINT, 143 for
-        // SIGTERM), never as the step's own failure or timeout.
         let outcome = tokio::select! {
             outcome = canary.execute(command) => outcome,
             signal = interrupted(&mut sigint, &mut sigterm) => {
@@ -136,7 +165,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
                     "INTERRUPTED · evidence {}",
                     canary.run.path.display()
                 );
-                return code;
+                return Err(code);
             }
         };
         let _ = writeln!(
@@ -147,39 +176,54 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             if outcome.ok { "ok" } else { "FAIL" },
             outcome.summary
         );
-        // V3: a check that did not pass shows its exit status and output tail right here.
-        if !outcome.ok && matches!(command, Command::Preflight | Command::Evaluate { .. }) {
-            for row in canary.targets.iter().filter(|r| {
-                r.status.is_some_and(|s| s != crate::evaluate::Status::Pass)
-                    && r.check_output.is_some()
-            }) {
-                let _ = write!(
-                    progress,
-                    "{}",
-                    crate::evaluate::check_detail(
-                        &format!("  {} {}", row.name, row.status.map_or("-", |s| s.as_str())),
-                        row.check_exit.as_deref(),
-                        row.check_output.as_deref().unwrap_or("")
-                    )
-                );
-            }
-        }
-        if let (Command::HostConfig { host, .. }, true) = (command, outcome.ok) {
-            let _ = writeln!(progress, "{}", canary.host_config(*host));
-        }
-        if let (Command::Target { name }, true) = (command, outcome.ok)
-            && let Ok(story) = canary.target_story(name)
-        {
-            let _ = writeln!(progress, "{story}");
-        }
-        if let (Command::Runs { action }, true) = (command, outcome.ok)
-            && let Ok(text) = canary.runs_view(action)
-        {
-            let _ = writeln!(progress, "{text}");
-        }
+        show_step_output(canary, command, outcome.ok, progress);
         failed |= !outcome.ok;
     }
-    canary.stop(None).await;
+    Ok(failed)
+}
+
+/// What a step shows below its progress line: V3, a check that did not pass shows its exit
+/// status and output tail; `host-config`, `target` and `runs` print their text.
+fn show_step_output(canary: &Canary, command: &Command, ok: bool, progress: &mut Box<dyn Write>) {
+    if !ok && matches!(command, Command::Preflight | Command::Evaluate { .. }) {
+        for row in canary.targets.iter().filter(|r| {
+            r.status.is_some_and(|s| s != crate::evaluate::Status::Pass) && r.check_output.is_some()
+        }) {
+            let _ = write!(
+                progress,
+                "{}",
+                crate::evaluate::check_detail(
+                    &format!("  {} {}", row.name, row.status.map_or("-", |s| s.as_str())),
+                    row.check_exit.as_deref(),
+                    row.check_output.as_deref().unwrap_or("")
+                )
+            );
+        }
+    }
+    if !ok {
+        return;
+    }
+    match command {
+        Command::HostConfig { host, .. } => {
+            let _ = writeln!(progress, "{}", canary.host_config(*host));
+        }
+        Command::Target { name } => {
+            if let Ok(story) = canary.target_story(name) {
+                let _ = writeln!(progress, "{story}");
+            }
+        }
+        Command::Runs { action } => {
+            if let Ok(text) = canary.runs_view(action) {
+                let _ = writeln!(progress, "{text}");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The final report: JSON on stdout with `json`, else the verdict line (`PASSED · n/m targets
+/// pass both checks · report …`, or `DONE`/`FAILED · k/n steps ok · not evaluated`).
+fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mut Box<dyn Write>) {
     let report = canary.build_report();
     if json {
         match serde_json::to_string_pretty(&report) {
@@ -207,8 +251,6 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
             if failed { "FAILED" } else { "DONE" }
         );
     }
-    // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
-    if failed { EXIT_FAILED } else { EXIT_OK }
 }
 
 /// Turns `line N: …` errors (one per line) into `FILE:N: …`, one `patchdiff:` line each.

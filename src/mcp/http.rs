@@ -208,30 +208,9 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
         return next.run(request).await;
     }
     let (parts, body) = request.into_parts();
-    let read = tokio::time::timeout(
-        p.limits.body_read_timeout,
-        axum::body::to_bytes(body, MAX_LOGGED_BODY),
-    )
-    .await;
-    let bytes = match read {
-        Err(_) => {
-            return jsonrpc_error(
-                StatusCode::REQUEST_TIMEOUT,
-                -32600,
-                format!(
-                    "the request body did not arrive within {} s",
-                    p.limits.body_read_timeout.as_secs()
-                ),
-            );
-        }
-        Ok(Err(_)) => {
-            return jsonrpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
-            );
-        }
-        Ok(Ok(b)) => b,
+    let bytes = match read_body(body, &p.limits).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal,
     };
     let value = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Ok(v) => v,
@@ -266,6 +245,36 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
     next.run(Request::from_parts(parts, body)).await
 }
 
+/// Reads a whole request body of at most [`MAX_LOGGED_BODY`] bytes within
+/// [`HttpLimits::body_read_timeout`]; `Err` is the answer: 408 (too slow) or 413 (too large or
+/// cut off), each a JSON-RPC `-32600` saying which bound.
+async fn read_body(
+    body: axum::body::Body,
+    limits: &HttpLimits,
+) -> Result<axum::body::Bytes, Response> {
+    let read = tokio::time::timeout(
+        limits.body_read_timeout,
+        axum::body::to_bytes(body, MAX_LOGGED_BODY),
+    )
+    .await;
+    match read {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(_)) => Err(jsonrpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            -32600,
+            format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
+        )),
+        Err(_) => Err(jsonrpc_error(
+            StatusCode::REQUEST_TIMEOUT,
+            -32600,
+            format!(
+                "the request body did not arrive within {} s",
+                limits.body_read_timeout.as_secs()
+            ),
+        )),
+    }
+}
+
 /// Bounds of the HTTP transport against slow or idle clients (issue 12).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
@@ -298,30 +307,9 @@ async fn wire_layer(
 ) -> Response {
     use futures::StreamExt;
     let (parts, body) = request.into_parts();
-    let read = tokio::time::timeout(
-        limits.body_read_timeout,
-        axum::body::to_bytes(body, MAX_LOGGED_BODY),
-    )
-    .await;
-    let bytes = match read {
-        Ok(Ok(b)) => b,
-        Ok(Err(_)) => {
-            return jsonrpc_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                -32600,
-                format!("the request body is over {MAX_LOGGED_BODY} bytes or was cut off"),
-            );
-        }
-        Err(_) => {
-            return jsonrpc_error(
-                StatusCode::REQUEST_TIMEOUT,
-                -32600,
-                format!(
-                    "the request body did not arrive within {} s",
-                    limits.body_read_timeout.as_secs()
-                ),
-            );
-        }
+    let bytes = match read_body(body, &limits).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal,
     };
     log_wire_message(&log, Direction::Request, &bytes);
     let response = next

@@ -22,7 +22,7 @@ use crate::config::Profile;
 use crate::kernel;
 use crate::store::{
     EditStore, ErrorCode, ObserveRange, OperationRequest, StoreBackend, StoreError, Submission,
-    Validation,
+    TargetState, Validation,
 };
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
 use crate::waymark::error::WorkerErrorCode;
@@ -206,6 +206,14 @@ fn respond<T: Serialize>(outcome: Result<T, DomainError>) -> ToolResult {
     }
 }
 
+/// [`respond`] to a handler's body, written as one `async` block that may use `?` on
+/// [`DomainError`]s: the one shape every tool handler shares.
+async fn answer<T: Serialize>(
+    outcome: impl std::future::Future<Output = Result<T, DomainError>>,
+) -> ToolResult {
+    respond(outcome.await)
+}
+
 impl PatchdiffServer {
     /// Builds a server for `profile`. Tools outside the profile are removed from the router, so
     /// they are neither listed nor callable (M2).
@@ -274,6 +282,49 @@ impl PatchdiffServer {
         }
     }
 
+    /// K4/W7/W8: request-key recovery first (no discovery capacity needed), then a ready worker
+    /// outside the target's lock, then the store's validated submission. A worker that cannot
+    /// start makes the submission `VALIDATION_UNAVAILABLE` (nothing recorded) and leaves its
+    /// error in `validator.worker_error` for the audit.
+    async fn submit_validated(
+        &self,
+        target: String,
+        submission: Submission,
+        validator: SubmissionValidator,
+    ) -> Result<crate::store::Receipt, DomainError> {
+        let strict = self.strict;
+        let worker_error = validator.worker_error.clone();
+        let (t, sub) = (target.clone(), submission.clone());
+        if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
+            return Ok(receipt);
+        }
+        // W7: the validation below holds the target's lock and so never starts a worker;
+        // make sure one is ready first, outside the lock. W8: a failure carries its real
+        // code (RESTART_LIMIT, PROTOCOL, SPAWN, STARTUP_TIMEOUT, …), not NOT_READY.
+        if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready)
+            && let Err(e) = w.prewarm().await
+        {
+            let unavailable = DomainError::new(
+                DomainCode::Store(ErrorCode::ValidationUnavailable),
+                format!(
+                    "{}: {}; nothing was recorded, submit again with the same request_key",
+                    e.code.as_str(),
+                    e.message
+                ),
+            );
+            if let Ok(mut slot) = worker_error.lock() {
+                *slot = Some(e);
+            }
+            return Err(unavailable);
+        }
+        self.blocking(move |s| {
+            s.submit_validated(&target, &submission, strict, &|language, content| {
+                validator.validate(language, content)
+            })
+        })
+        .await
+    }
+
     /// One observation attempt (K2): read the current revision, resolve the range (a discovery
     /// answering only the question asked: the named scope, or the scope of a byte), record the
     /// observation at that revision. The result adds `parses_cleanly` (null when unknown).
@@ -281,74 +332,9 @@ impl PatchdiffServer {
         let target = args.target.clone();
         let t = self.blocking(move |s| s.read_target(&target)).await?;
         let (range, parses_cleanly) = match (&args.scope, &args.lines, args.start_byte) {
-            (Some(name), None, pick) => {
-                let d = self
-                    .discover(
-                        &t.name,
-                        &t.language,
-                        &t.content,
-                        &ScopeQuery::Name(name.clone()),
-                    )
-                    .await?;
-                remember_parse_status(
-                    &self.parse_status,
-                    (t.language.clone(), t.sha256.clone()),
-                    !d.has_error,
-                );
-                let found = resolve_scope(&d, name, &t.name, pick)?;
-                (observe_range(found), Some(!d.has_error))
-            }
-            (None, None, Some(byte)) => {
-                if byte >= t.content.len() {
-                    return Err(DomainError::new(
-                        DomainCode::Store(ErrorCode::OutOfRange),
-                        format!(
-                            "start_byte {byte} is past the end of target `{}` ({} bytes)",
-                            t.name,
-                            t.content.len()
-                        ),
-                    ));
-                }
-                let d = self
-                    .discover(
-                        &t.name,
-                        &t.language,
-                        &t.content,
-                        &ScopeQuery::Covering(vec![[byte, byte + 1]]),
-                    )
-                    .await?;
-                let found = d.scopes.first().ok_or_else(|| {
-                    DomainError::new(
-                        DomainCode::UnknownScope,
-                        format!(
-                            "no structural scope of target `{}` contains byte {byte}; observe by `lines` instead",
-                            t.name
-                        ),
-                    )
-                })?;
-                (observe_range(found), Some(!d.has_error))
-            }
-            (None, Some(lines), None) => {
-                let (start_byte, end_byte) = kernel::line_range_to_bytes(
-                    &t.content,
-                    lines.start,
-                    lines.end,
-                )
-                .map_err(|e| {
-                    DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string())
-                })?;
-                let range = ObserveRange {
-                    kind: "lines".into(),
-                    name: None,
-                    start_byte,
-                    end_byte,
-                };
-                (
-                    range,
-                    self.parses_cleanly(&t.language, &t.sha256, &t.content)
-                        .await,
-                )
-            }
+            (Some(name), None, pick) => self.range_of_named_scope(&t, name, pick).await?,
+            (None, None, Some(byte)) => self.range_of_scope_at(&t, byte).await?,
+            (None, Some(lines), None) => self.range_of_lines(&t, lines).await?,
             _ => {
                 return Err(DomainError::new(
                     DomainCode::InvalidArguments,
@@ -365,6 +351,90 @@ impl PatchdiffServer {
         })?;
         value["parses_cleanly"] = json!(parses_cleanly);
         Ok(value)
+    }
+
+    /// The range of the scope named `name` (K2; `pick`: the `start_byte` of one of several
+    /// scopes sharing the name) and whether the content parses cleanly.
+    async fn range_of_named_scope(
+        &self,
+        t: &TargetState,
+        name: &str,
+        pick: Option<usize>,
+    ) -> Result<(ObserveRange, Option<bool>), DomainError> {
+        let d = self
+            .discover(
+                &t.name,
+                &t.language,
+                &t.content,
+                &ScopeQuery::Name(name.to_owned()),
+            )
+            .await?;
+        remember_parse_status(
+            &self.parse_status,
+            (t.language.clone(), t.sha256.clone()),
+            !d.has_error,
+        );
+        let found = resolve_scope(&d, name, &t.name, pick)?;
+        Ok((observe_range(found), Some(!d.has_error)))
+    }
+
+    /// The range of the innermost scope containing byte `byte` (UTF-8 offset; `OUT_OF_RANGE`
+    /// past the end, `UNKNOWN_SCOPE` when no scope contains it).
+    async fn range_of_scope_at(
+        &self,
+        t: &TargetState,
+        byte: usize,
+    ) -> Result<(ObserveRange, Option<bool>), DomainError> {
+        if byte >= t.content.len() {
+            return Err(DomainError::new(
+                DomainCode::Store(ErrorCode::OutOfRange),
+                format!(
+                    "start_byte {byte} is past the end of target `{}` ({} bytes)",
+                    t.name,
+                    t.content.len()
+                ),
+            ));
+        }
+        let d = self
+            .discover(
+                &t.name,
+                &t.language,
+                &t.content,
+                &ScopeQuery::Covering(vec![[byte, byte + 1]]),
+            )
+            .await?;
+        let found = d.scopes.first().ok_or_else(|| {
+            DomainError::new(
+                DomainCode::UnknownScope,
+                format!(
+                    "no structural scope of target `{}` contains byte {byte}; observe by `lines` instead",
+                    t.name
+                ),
+            )
+        })?;
+        Ok((observe_range(found), Some(!d.has_error)))
+    }
+
+    /// An explicit 1-based inclusive line range (`OUT_OF_RANGE` outside the content).
+    async fn range_of_lines(
+        &self,
+        t: &TargetState,
+        lines: &LineRange,
+    ) -> Result<(ObserveRange, Option<bool>), DomainError> {
+        let (start_byte, end_byte) =
+            kernel::line_range_to_bytes(&t.content, lines.start, lines.end).map_err(|e| {
+                DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string())
+            })?;
+        let range = ObserveRange {
+            kind: "lines".into(),
+            name: None,
+            start_byte,
+            end_byte,
+        };
+        let parses_cleanly = self
+            .parses_cleanly(&t.language, &t.sha256, &t.content)
+            .await;
+        Ok((range, parses_cleanly))
     }
 
     /// Whether `content` parses without syntax errors (a summary discovery: no scope list), or
@@ -578,13 +648,16 @@ fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope>
         .min_by_key(|s| s.end_byte - s.start_byte)
 }
 
+// One `#[tool]` method per tool is rmcp's shape: the attribute, the signature and
+// `answer(async { … })` repeat by design; what the handlers share lives in `answer`, `respond`,
+// `blocking` and `file_io`.
 #[tool_router]
 impl PatchdiffServer {
     #[tool(
         description = "Read a target's current content with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 and language. Start here."
     )]
     async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
-        let outcome = async {
+        answer(async {
             let t = self.blocking(move |s| s.read_target(&args.target)).await?;
             let parses_cleanly = self
                 .parses_cleanly(&t.language, &t.sha256, &t.content)
@@ -594,9 +667,8 @@ impl PatchdiffServer {
                 "sha256": t.sha256, "language": t.language, "content": t.content,
                 "parses_cleanly": parses_cleanly,
             }))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -606,7 +678,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<FindOccurrencesArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             if args.text.is_empty() {
                 return Err(DomainError::new(DomainCode::EmptyText, "`text` must not be empty"));
             }
@@ -664,9 +736,8 @@ impl PatchdiffServer {
                 result["scope_error"] = e;
             }
             Ok(result)
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -701,64 +772,18 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<SubmitArgs>,
     ) -> ToolResult {
-        let strict = self.strict;
-        let span_target = args.target.clone();
+        let target = args.target.clone();
         let mut span = self.recorder.span("submission");
-        span.id("target", args.target.clone())
+        span.id("target", target.clone())
             .id("request_key", args.request_key.clone());
-        let submission = Submission {
-            request_key: args.request_key,
-            base_revision: args.base_revision,
-            expected_sha256: args.expected_sha256,
-            operations: args
-                .operations
-                .into_iter()
-                .map(|o| OperationRequest {
-                    observation_id: o.observation_id,
-                    old_text: o.old_text,
-                    new_text: o.new_text,
-                })
-                .collect(),
-        };
-        let target = args.target;
         let validator = self.submission_validator();
         let worker_error = validator.worker_error.clone();
-        let outcome = async {
-            // K4/W7: request-key recovery first; it needs no discovery capacity.
-            let (t, sub) = (target.clone(), submission.clone());
-            if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
-                return Ok(receipt);
-            }
-            // W7: the validation below holds the target's lock and so never starts a worker;
-            // make sure one is ready first, outside the lock. W8: a failure carries its real
-            // code (RESTART_LIMIT, PROTOCOL, SPAWN, STARTUP_TIMEOUT, …), not NOT_READY.
-            if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready)
-                && let Err(e) = w.prewarm().await
-            {
-                let unavailable = DomainError::new(
-                    DomainCode::Store(ErrorCode::ValidationUnavailable),
-                    format!(
-                        "{}: {}; nothing was recorded, submit again with the same request_key",
-                        e.code.as_str(),
-                        e.message
-                    ),
-                );
-                if let Ok(mut slot) = worker_error.lock() {
-                    *slot = Some(e);
-                }
-                return Err(unavailable);
-            }
-            self.blocking(move |s| {
-                s.submit_validated(&target, &submission, strict, &|language, content| {
-                    validator.validate(language, content)
-                })
-            })
-            .await
-        }
-        .await;
+        let outcome = self
+            .submit_validated(target.clone(), submission_of(args), validator)
+            .await;
         // W8: a worker error during validation is recorded against the target's audit.
         if let Some(e) = worker_error.lock().ok().and_then(|mut g| g.take()) {
-            let (t, c, m) = (span_target.clone(), e.code.as_str().to_owned(), e.message);
+            let (t, c, m) = (target, e.code.as_str().to_owned(), e.message);
             let _ = self
                 .blocking(move |s| s.record_worker_error(&t, &c, &m))
                 .await;
@@ -809,7 +834,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<InitTargetArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             // K8: a language discovery cannot parse would make every observation fail later.
             args.language
                 .parse::<Language>()
@@ -817,29 +842,26 @@ impl PatchdiffServer {
             // A regular file within the content cap, read off the async runtime: a FIFO or our
             // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
             let fixture = PathBuf::from(&args.fixture);
-            let bytes = tokio::task::spawn_blocking(move || {
-                crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64)
-            })
-            .await
-            .map_err(|e| DomainError::new(DomainCode::Internal, format!("fixture read task failed: {e}")))?
-            .map_err(|e| {
-                DomainError::new(
+            let bytes = file_io(
+                "fixture read",
+                move || crate::owned_fs::read_regular_bounded(&fixture, kernel::MAX_CONTENT_BYTES as u64),
+                |e| DomainError::new(
                     DomainCode::FixtureUnreadable,
                     format!(
                         "cannot read fixture {}: {e}; a fixture is a regular file of at most {} bytes",
                         args.fixture,
                         kernel::MAX_CONTENT_BYTES
                     ),
-                )
-            })?;
+                ),
+            )
+            .await?;
             self.blocking(move |s| {
                 s.init_target(&args.target, &args.language, &bytes, &args.sha256, args.reset)
             })
             .await
             .map(|t| json!({"target": t.name, "version": t.version, "revision": t.revision, "sha256": t.sha256, "language": t.language}))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -849,7 +871,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<ExportTargetArgs>,
     ) -> ToolResult {
-        let outcome = async {
+        answer(async {
             let dest = PathBuf::from(&args.dest);
             if !dest.is_absolute() {
                 return Err(DomainError::new(
@@ -863,24 +885,23 @@ impl PatchdiffServer {
             let target = args.target.clone();
             let saved = self.blocking(move |s| s.saved(&target)).await?;
             let (path, bytes) = (dest.clone(), saved.content.clone().into_bytes());
-            tokio::task::spawn_blocking(move || write_export(&path, &bytes))
-                .await
-                .map_err(|e| {
-                    DomainError::new(DomainCode::Internal, format!("export task failed: {e}"))
-                })?
-                .map_err(|e| {
+            file_io(
+                "export",
+                move || write_export(&path, &bytes),
+                |e| {
                     DomainError::new(
                         DomainCode::ExportFailed,
                         format!("cannot write {}: {e}", dest.display()),
                     )
-                })?;
+                },
+            )
+            .await?;
             Ok(json!({
                 "target": saved.target, "version": saved.version, "revision": saved.revision,
                 "sha256": saved.sha256, "path": dest,
             }))
-        }
-        .await;
-        respond(outcome)
+        })
+        .await
     }
 
     #[tool(
@@ -903,6 +924,38 @@ impl PatchdiffServer {
             "telemetry_counters": self.recorder.stats(),
         }))
     }
+}
+
+/// The store's submission for the tool's arguments (M6 shapes; the target travels apart).
+fn submission_of(args: SubmitArgs) -> Submission {
+    Submission {
+        request_key: args.request_key,
+        base_revision: args.base_revision,
+        expected_sha256: args.expected_sha256,
+        operations: args
+            .operations
+            .into_iter()
+            .map(|o| OperationRequest {
+                observation_id: o.observation_id,
+                old_text: o.old_text,
+                new_text: o.new_text,
+            })
+            .collect(),
+    }
+}
+
+/// Runs file I/O on a blocking thread, never on the runtime (a FIFO or our own stdin must not
+/// stall it, issue 12). A failed task is `INTERNAL` ("`task` task failed: …"); an I/O error is
+/// whatever `refused` makes of it.
+async fn file_io<T: Send + 'static>(
+    task: &str,
+    io: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    refused: impl FnOnce(std::io::Error) -> DomainError,
+) -> Result<T, DomainError> {
+    tokio::task::spawn_blocking(io)
+        .await
+        .map_err(|e| DomainError::new(DomainCode::Internal, format!("{task} task failed: {e}")))?
+        .map_err(refused)
 }
 
 /// Writes an export file exclusively (0600; parents it creates 0700); never overwrites.

@@ -371,43 +371,41 @@ fn check_request(
         }
         _ => {}
     }
-    if method == "tools/call" {
-        let p = obj.get("params").and_then(Value::as_object);
-        match p.and_then(|p| p.get("name")) {
-            Some(Value::String(_)) => {}
-            None => {
-                return Some(invalid(
-                    INVALID_PARAMS,
-                    "Invalid params: `tools/call` needs `params.name`, the name of the tool \
-                     to call (see tools/list)"
-                        .into(),
-                ));
-            }
-            Some(other) => {
-                return Some(invalid(
-                    INVALID_PARAMS,
-                    format!(
-                        "Invalid params: `params.name` of `tools/call` must be a string, got {}",
-                        kind(other)
-                    ),
-                ));
-            }
-        }
-        match p.and_then(|p| p.get("arguments")) {
-            None | Some(Value::Object(_)) => {}
-            Some(other) => {
-                return Some(invalid(
-                    INVALID_PARAMS,
-                    format!(
-                        "Invalid params: `params.arguments` of `tools/call` must be an object \
-                         of named arguments, got {}",
-                        kind(other)
-                    ),
-                ));
-            }
-        }
+    if method == "tools/call"
+        && let Err(problem) = check_tools_call(obj.get("params").and_then(Value::as_object))
+    {
+        return Some(invalid(INVALID_PARAMS, problem));
     }
     None
+}
+
+/// `tools/call` params: `name` a string, `arguments` absent or an object; `Err` is the
+/// `-32602` message naming what was wrong and what is accepted.
+fn check_tools_call(params: Option<&Map<String, Value>>) -> Result<(), String> {
+    match params.and_then(|p| p.get("name")) {
+        Some(Value::String(_)) => {}
+        None => {
+            return Err(
+                "Invalid params: `tools/call` needs `params.name`, the name of the tool \
+                 to call (see tools/list)"
+                    .into(),
+            );
+        }
+        Some(other) => {
+            return Err(format!(
+                "Invalid params: `params.name` of `tools/call` must be a string, got {}",
+                kind(other)
+            ));
+        }
+    }
+    match params.and_then(|p| p.get("arguments")) {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(other) => Err(format!(
+            "Invalid params: `params.arguments` of `tools/call` must be an object \
+             of named arguments, got {}",
+            kind(other)
+        )),
+    }
 }
 
 enum LineRead {

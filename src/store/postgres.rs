@@ -37,9 +37,7 @@ use super::shared::{
     submission_sha256, utf8,
 };
 use super::*;
-use crate::kernel::{
-    EditShape, ObservationRecord, PlanInput, plan_submission, sha256_hex, validate_submission,
-};
+use crate::kernel::{EditShape, ObservationRecord, sha256_hex, validate_submission};
 
 /// Connections the pool opens at most per `PostgresStore` (per process): 16.
 pub const POOL_MAX_CONNECTIONS: usize = 16;
@@ -322,17 +320,11 @@ async fn read_snapshot(
     Ok((u(&r, 0), content))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// K6: writes one journal entry, its text in one `bytea` row.
 async fn insert_journal(
     tx: &Transaction<'_>,
     target_id: i64,
-    kind: &str,
-    revision: u64,
-    version: u64,
-    attempt_id: Option<&str>,
-    request_key: Option<&str>,
-    sha256: &str,
-    edits: &[crate::kernel::TextEdit],
+    e: &shared::JournalRow<'_>,
 ) -> Result<(), StoreError> {
     let stmt = tx
         .prepare_cached(
@@ -340,20 +332,31 @@ async fn insert_journal(
              sha256, edits, text) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .await?;
-    let text = shared::joined_text(edits);
+    let text = shared::joined_text(e.edits);
     tx.execute(
         &stmt,
         &[
             &target_id,
-            &kind,
-            &i(revision),
-            &i(version),
-            &attempt_id,
-            &request_key.map(str::as_bytes),
-            &sha256,
-            &shared::encode_edits(edits),
+            &e.kind,
+            &i(e.revision),
+            &i(e.version),
+            &e.attempt_id,
+            &e.request_key.map(str::as_bytes),
+            &e.sha256,
+            &shared::encode_edits(e.edits),
             &text.as_bytes(),
         ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// K5: the target's serialization boundary, `pg_advisory_xact_lock` keyed by its name, held
+/// until the transaction ends (waits up to the session's lock timeout).
+async fn lock_target(tx: &Transaction<'_>, name: &str) -> Result<(), StoreError> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&target_lock_key(name)],
     )
     .await?;
     Ok(())
@@ -450,13 +453,14 @@ async fn load_observation(
 
 /// Content of target `t` at `revision`: cached, or the latest snapshot at or before it (or a
 /// cached earlier revision, whichever is newer) with later journal edits applied.
+// Alike SQLite's content_at but for its async I/O; the decisions are `shared`'s.
 async fn content_at(
     tx: &Transaction<'_>,
     cached: Option<&Cached>,
     t: &TargetRow,
     revision: u64,
 ) -> Result<String, StoreError> {
-    let cached = cached.filter(|c| c.incarnation == t.incarnation && c.revision <= revision);
+    let cached = shared::usable_cache(cached, t, revision);
     if let Some(c) = cached.filter(|c| c.revision == revision) {
         return Ok(c.content.to_string());
     }
@@ -470,20 +474,9 @@ async fn content_at(
         .query_opt(&stmt, &[&t.id, &i(revision)])
         .await?
         .map(|r| (r.get(0), u(&r, 1)));
-    let (at, content) = match (snap, cached) {
-        (_, Some(c)) if snap.is_none_or(|(_, r)| r <= c.revision) => {
-            (c.revision, c.content.to_string())
-        }
-        (Some((id, _)), _) => read_snapshot(tx, id).await?,
-        (None, _) => {
-            return Err(StoreError::new(
-                ErrorCode::Storage,
-                format!(
-                    "target {} has no snapshot at or before revision {revision}",
-                    t.name
-                ),
-            ));
-        }
+    let (at, content) = match shared::rebuild_from(&t.name, revision, snap, cached)? {
+        shared::RebuildFrom::Cached(at, content) => (at, content),
+        shared::RebuildFrom::Snapshot(id) => read_snapshot(tx, id).await?,
     };
     if at == revision {
         return Ok(content);
@@ -702,20 +695,11 @@ impl PostgresStore {
         let base = submission.base_revision;
         shared::check_base(name, base, t.revision)?;
         let mut observations = HashMap::new();
-        for op in &submission.operations {
-            if let Some(id) = &op.observation_id
-                && !observations.contains_key(id)
-            {
-                let o = load_observation(tx, t.id, name, id).await?;
-                observations.insert(id.clone(), o);
-            }
+        for id in shared::observation_ids(submission) {
+            let o = load_observation(tx, t.id, name, id).await?;
+            observations.insert(id.to_owned(), o);
         }
-        let steps_from = observations
-            .values()
-            .map(|o: &ObservationRecord| o.revision)
-            .chain([base])
-            .min()
-            .unwrap_or(base);
+        let steps_from = shared::steps_from(&observations, base);
         let steps = load_steps(tx, t.id, steps_from, t.revision).await?;
         let current = self.current_content(tx, &t).await?;
         let base_content = if base == t.revision {
@@ -723,6 +707,7 @@ impl PostgresStore {
         } else {
             Some(content_at(tx, self.cache.get(&t).as_ref(), &t, base).await?)
         };
+        // The read SQLite's plan makes too, here inside the submission's transaction.
         Ok(PlanRead {
             target: t,
             observations,
@@ -745,11 +730,7 @@ impl PostgresStore {
     ) -> Result<Receipt, StoreError> {
         let mut client = self.client().await?;
         let tx = self.write_tx(&mut client).await?;
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&target_lock_key(name)],
-        )
-        .await?;
+        lock_target(&tx, name).await?;
         let t = target_row(&tx, name).await?;
         // Another writer may have used the key before we took the boundary.
         if let Some(r) =
@@ -758,17 +739,7 @@ impl PostgresStore {
             return Ok(r);
         }
         let read = self.plan_read(&tx, name, submission).await?;
-        let plan = plan_submission(&PlanInput {
-            target: name,
-            submission,
-            strict,
-            base_content: read.base_content.as_deref().unwrap_or(&read.current),
-            current_content: &read.current,
-            current_revision: read.target.revision,
-            steps_from: read.steps_from,
-            steps: &read.steps,
-            observations: &read.observations,
-        });
+        let plan = read.plan(name, submission, strict);
         let (plan, warnings) =
             shared::decide_validation(plan, &read.target.language, &read.current, validator)?;
         let t = target_row_locked(&tx, name, "UPDATE").await?;
@@ -781,19 +752,9 @@ impl PostgresStore {
                 ),
             ));
         }
-        let attempt_id = uuid::Uuid::new_v4().to_string();
-        let (receipt, applied) = shared::decided_receipt(
-            name,
-            submission,
-            &attempt_id,
-            t.revision,
-            &t.sha256,
-            plan,
-            warnings,
-        );
+        let (receipt, applied) = shared::decided_receipt(&t, submission, plan, warnings);
         if let Some(a) = &applied {
-            self.apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)
-                .await?;
+            self.apply_edit(&tx, &t, a).await?;
         }
         insert_attempt(&tx, t.id, submission_sha, &receipt).await?;
         tx.commit().await?;
@@ -809,28 +770,12 @@ impl PostgresStore {
         &self,
         tx: &Transaction<'_>,
         t: &TargetRow,
-        attempt_id: &str,
-        request_key: &str,
         a: &shared::Applied,
     ) -> Result<(), StoreError> {
-        insert_journal(
-            tx,
-            t.id,
-            "edit",
-            a.revision,
-            t.version,
-            Some(attempt_id),
-            Some(request_key),
-            &a.sha256,
-            &a.edits,
-        )
-        .await?;
-        let mut since_edits = t.edits_since_snapshot + 1;
-        let mut since_bytes = t.bytes_since_snapshot + shared::journal_weight(&a.edits);
-        if shared::snapshot_due(since_edits, since_bytes, a.new_content.len()) {
+        insert_journal(tx, t.id, &shared::JournalRow::edit(t, a)).await?;
+        let row = t.after_edit(a);
+        if row.snapshot {
             write_snapshot(tx, t.id, a.revision, &a.new_content, &a.sha256).await?;
-            since_edits = 0;
-            since_bytes = 0;
         }
         let stmt = tx
             .prepare_cached(
@@ -845,8 +790,8 @@ impl PostgresStore {
                 &i(a.revision),
                 &a.sha256,
                 &(a.new_content.len() as i64),
-                &i(since_edits),
-                &i(since_bytes),
+                &i(row.since_edits),
+                &i(row.since_bytes),
             ],
         )
         .await?;
@@ -864,24 +809,12 @@ impl PostgresStore {
         let mut client = self.client().await?;
         let tx = self.write_tx(&mut client).await?;
         // The same boundary as submissions: a re-init never lands inside a submission.
-        tx.execute(
-            "SELECT pg_advisory_xact_lock($1)",
-            &[&target_lock_key(name)],
-        )
-        .await?;
+        lock_target(&tx, name).await?;
         let incarnation = uuid::Uuid::new_v4().to_string();
         let byte_len = text.len() as i64;
         let id = match target_row_opt(&tx, name, " FOR UPDATE").await? {
             Some(t) => {
-                let (accepted, rejected, observations) = summary_counts(&tx, t.id).await?;
-                shared::check_fresh(
-                    name,
-                    t.version,
-                    t.revision,
-                    accepted + rejected,
-                    observations,
-                    reset,
-                )?;
+                t.check_fresh(summary_counts(&tx, t.id).await?, reset)?;
                 for sql in [
                     "DELETE FROM versions WHERE target_id = $1",
                     "DELETE FROM snapshots WHERE target_id = $1",
@@ -920,7 +853,7 @@ impl PostgresStore {
             &[&id, &actual, &snap],
         )
         .await?;
-        insert_journal(&tx, id, "init", 0, 0, None, None, actual, &[]).await?;
+        insert_journal(&tx, id, &shared::JournalRow::init(actual)).await?;
         tx.commit().await?;
         Ok((id, incarnation))
     }
@@ -977,18 +910,7 @@ impl PostgresStore {
             &[&t.id, &i(version), &i(t.revision), &t.sha256, &snapshot_id],
         )
         .await?;
-        insert_journal(
-            &tx,
-            t.id,
-            "save",
-            t.revision,
-            version,
-            None,
-            None,
-            &t.sha256,
-            &[],
-        )
-        .await?;
+        insert_journal(&tx, t.id, &shared::JournalRow::save(&t, version)).await?;
         let reset_since = if fresh {
             ", edits_since_snapshot = 0, bytes_since_snapshot = 0"
         } else {
@@ -1002,12 +924,7 @@ impl PostgresStore {
         )
         .await?;
         tx.commit().await?;
-        Ok(SaveResult {
-            target: t.name,
-            version,
-            revision: t.revision,
-            sha256: t.sha256,
-        })
+        Ok(t.saved_as(version))
     }
 
     async fn observe_async(
@@ -1135,20 +1052,7 @@ impl PostgresStore {
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                let t = target_from(r);
-                TargetSummary {
-                    name: t.name,
-                    language: t.language,
-                    version: t.version,
-                    revision: t.revision,
-                    sha256: t.sha256,
-                    initial_sha256: t.initial_sha256,
-                    accepted: u(r, 11),
-                    rejected: u(r, 12),
-                    observations: u(r, 13),
-                }
-            })
+            .map(|r| target_from(r).into_summary((u(r, 11), u(r, 12), u(r, 13))))
             .collect())
     }
 }
@@ -1170,6 +1074,8 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+// Each signature here is the trait's, repeated as Rust requires (so is SqliteStore's); the
+// checks a method opens with are `shared`'s, the rest runs this backend's async I/O.
 impl EditStore for PostgresStore {
     fn init_target(
         &self,
@@ -1184,16 +1090,7 @@ impl EditStore for PostgresStore {
             .run(self.init_async(name, language, text, &actual, reset))
             .map_err(|e| self.busy(name, e))?;
         self.cache.reset(id, incarnation, text.into());
-        Ok(TargetState {
-            name: name.to_owned(),
-            language: language.to_owned(),
-            version: 0,
-            revision: 0,
-            sha256: actual.clone(),
-            content: text.to_owned(),
-            initial_sha256: actual,
-            saved_revision: 0,
-        })
+        Ok(shared::initial_state(name, language, text, actual))
     }
 
     fn read_target(&self, name: &str) -> Result<TargetState, StoreError> {

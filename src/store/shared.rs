@@ -304,27 +304,29 @@ pub(crate) fn decide_validation(
 
 /// What an accepted attempt changes: the journal entry's edits, the new content and its hash.
 pub(crate) struct Applied {
+    /// The attempt that made it and the request key it came with (journalled beside the edits).
+    pub attempt_id: String,
+    pub request_key: String,
     pub edits: Vec<TextEdit>,
     pub new_content: String,
     pub revision: u64,
     pub sha256: String,
 }
 
-/// K3/K4: the receipt of one decided attempt against a target at `revision`/`sha256`, and what
-/// to apply when it is accepted. Both backends store [`receipt_json`] of it byte for byte.
+/// K3/K4: the receipt of one decided attempt (a fresh UUID v4 `attempt_id`) against target
+/// row `t` as it is now, and what to apply when it is accepted. Both backends store
+/// [`receipt_json`] of it byte for byte.
 pub(crate) fn decided_receipt(
-    name: &str,
+    t: &TargetRow,
     submission: &Submission,
-    attempt_id: &str,
-    revision: u64,
-    sha256: &str,
     plan: Plan,
     warnings: Vec<String>,
 ) -> (Receipt, Option<Applied>) {
+    let (revision, sha256) = (t.revision, t.sha256.as_str());
     let mut receipt = Receipt {
-        target: name.to_owned(),
+        target: t.name.clone(),
         request_key: submission.request_key.clone(),
-        attempt_id: attempt_id.to_owned(),
+        attempt_id: uuid::Uuid::new_v4().to_string(),
         outcome: Outcome::Rejected,
         base_revision: submission.base_revision,
         revision,
@@ -341,6 +343,8 @@ pub(crate) fn decided_receipt(
             corrections,
         } => {
             let applied = Applied {
+                attempt_id: receipt.attempt_id.clone(),
+                request_key: receipt.request_key.clone(),
                 revision: revision + 1,
                 sha256: sha256_hex(&new_content),
                 edits,
@@ -734,4 +738,404 @@ pub(crate) struct PlanRead {
     pub(crate) steps: Vec<Vec<EditShape>>,
     pub(crate) current: Arc<str>,
     pub(crate) base_content: Option<String>,
+}
+
+impl PlanRead {
+    /// K3: the kernel's plan for `submission` against this read (no I/O, no lock needed).
+    pub(crate) fn plan(&self, name: &str, submission: &Submission, strict: bool) -> Plan {
+        crate::kernel::plan_submission(&crate::kernel::PlanInput {
+            target: name,
+            submission,
+            strict,
+            base_content: self.base_content.as_deref().unwrap_or(&self.current),
+            current_content: &self.current,
+            current_revision: self.target.revision,
+            steps_from: self.steps_from,
+            steps: &self.steps,
+            observations: &self.observations,
+        })
+    }
+}
+
+/// K2: the distinct observation ids a submission names, in first-use order (each is loaded
+/// once for planning).
+pub(crate) fn observation_ids(submission: &Submission) -> Vec<&str> {
+    let mut ids: Vec<&str> = Vec::new();
+    for id in submission
+        .operations
+        .iter()
+        .filter_map(|o| o.observation_id.as_deref())
+    {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    ids
+}
+
+/// K3: the revision the kernel's transform steps start from: the oldest observation's, or the
+/// submission's base when that is older.
+pub(crate) fn steps_from(
+    observations: &HashMap<String, crate::kernel::ObservationRecord>,
+    base: u64,
+) -> u64 {
+    observations
+        .values()
+        .map(|o| o.revision)
+        .chain([base])
+        .min()
+        .unwrap_or(base)
+}
+
+/// C1/K8: what `init_target` returns: the fixture bytes at version 0, revision 0.
+pub(crate) fn initial_state(name: &str, language: &str, text: &str, sha256: String) -> TargetState {
+    TargetState {
+        name: name.to_owned(),
+        language: language.to_owned(),
+        version: 0,
+        revision: 0,
+        sha256: sha256.clone(),
+        content: text.to_owned(),
+        initial_sha256: sha256,
+        saved_revision: 0,
+    }
+}
+
+/// A target's attempt and observation counts: (accepted, rejected, observations).
+pub(crate) type Counts = (u64, u64, u64);
+
+impl TargetRow {
+    /// C1: `TARGET_NOT_FRESH` unless this target has no history or `reset` is set.
+    pub(crate) fn check_fresh(&self, counts: Counts, reset: bool) -> Result<(), StoreError> {
+        let (accepted, rejected, observations) = counts;
+        check_fresh(
+            &self.name,
+            self.version,
+            self.revision,
+            accepted + rejected,
+            observations,
+            reset,
+        )
+    }
+
+    /// The target's line in `list_targets`.
+    pub(crate) fn into_summary(self, counts: Counts) -> TargetSummary {
+        let (accepted, rejected, observations) = counts;
+        TargetSummary {
+            name: self.name,
+            language: self.language,
+            version: self.version,
+            revision: self.revision,
+            sha256: self.sha256,
+            initial_sha256: self.initial_sha256,
+            accepted,
+            rejected,
+            observations,
+        }
+    }
+
+    /// K6: what `save` returns once the current revision became `version`.
+    pub(crate) fn saved_as(self, version: u64) -> SaveResult {
+        SaveResult {
+            target: self.name,
+            version,
+            revision: self.revision,
+            sha256: self.sha256,
+        }
+    }
+
+    /// K3/K7: the row's snapshot counters after `a` is journalled, and whether a snapshot of
+    /// the new content is due now (then both counters restart at 0).
+    pub(crate) fn after_edit(&self, a: &Applied) -> EditedRow {
+        let since_edits = self.edits_since_snapshot + 1;
+        let since_bytes = self.bytes_since_snapshot + journal_weight(&a.edits);
+        let snapshot = snapshot_due(since_edits, since_bytes, a.new_content.len());
+        EditedRow {
+            snapshot,
+            since_edits: if snapshot { 0 } else { since_edits },
+            since_bytes: if snapshot { 0 } else { since_bytes },
+        }
+    }
+}
+
+/// See [`TargetRow::after_edit`]; the counters as SQL integers.
+pub(crate) struct EditedRow {
+    pub(crate) snapshot: bool,
+    pub(crate) since_edits: u64,
+    pub(crate) since_bytes: u64,
+}
+
+/// One journal entry's columns (K6), decided once for both backends: `init` (revision 0,
+/// version 0), `edit` (an accepted attempt) or `save` (a new version).
+pub(crate) struct JournalRow<'a> {
+    pub(crate) kind: &'static str,
+    pub(crate) revision: u64,
+    pub(crate) version: u64,
+    pub(crate) attempt_id: Option<&'a str>,
+    pub(crate) request_key: Option<&'a str>,
+    pub(crate) sha256: &'a str,
+    pub(crate) edits: &'a [TextEdit],
+}
+
+impl<'a> JournalRow<'a> {
+    /// The first entry of a target (or of a reset one): its fixture's hash.
+    pub(crate) fn init(sha256: &'a str) -> Self {
+        JournalRow {
+            kind: "init",
+            revision: 0,
+            version: 0,
+            attempt_id: None,
+            request_key: None,
+            sha256,
+            edits: &[],
+        }
+    }
+
+    /// An accepted attempt's edits, at the revision it made, under the current version.
+    pub(crate) fn edit(t: &TargetRow, a: &'a Applied) -> Self {
+        JournalRow {
+            kind: "edit",
+            revision: a.revision,
+            version: t.version,
+            attempt_id: Some(&a.attempt_id),
+            request_key: Some(&a.request_key),
+            sha256: &a.sha256,
+            edits: &a.edits,
+        }
+    }
+
+    /// A save: the current revision became `version`.
+    pub(crate) fn save(t: &'a TargetRow, version: u64) -> Self {
+        JournalRow {
+            kind: "save",
+            revision: t.revision,
+            version,
+            attempt_id: None,
+            request_key: None,
+            sha256: &t.sha256,
+            edits: &[],
+        }
+    }
+}
+
+/// The cached content usable to rebuild target `t` at `revision`: same incarnation (a re-init
+/// invalidates it) and not newer than `revision`.
+pub(crate) fn usable_cache<'c>(
+    cached: Option<&'c Cached>,
+    t: &TargetRow,
+    revision: u64,
+) -> Option<&'c Cached> {
+    cached.filter(|c| c.incarnation == t.incarnation && c.revision <= revision)
+}
+
+/// Where rebuilding a target's content at a revision starts.
+pub(crate) enum RebuildFrom {
+    /// Cached content at this revision (newer than any snapshot at or before the target one).
+    Cached(u64, String),
+    /// The snapshot with this id.
+    Snapshot(i64),
+}
+
+/// K6: rebuild from the newer of the latest snapshot at or before `revision` (`snapshot`: its
+/// id and revision) and the usable cache. `STORAGE` when there is neither.
+pub(crate) fn rebuild_from(
+    name: &str,
+    revision: u64,
+    snapshot: Option<(i64, u64)>,
+    cached: Option<&Cached>,
+) -> Result<RebuildFrom, StoreError> {
+    match (snapshot, cached) {
+        (_, Some(c)) if snapshot.is_none_or(|(_, r)| r <= c.revision) => {
+            Ok(RebuildFrom::Cached(c.revision, c.content.to_string()))
+        }
+        (Some((id, _)), _) => Ok(RebuildFrom::Snapshot(id)),
+        (None, _) => Err(StoreError::new(
+            ErrorCode::Storage,
+            format!("target {name} has no snapshot at or before revision {revision}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::ObservationRecord;
+
+    fn row(edits_since_snapshot: u64, bytes_since_snapshot: u64) -> TargetRow {
+        TargetRow {
+            id: 7,
+            name: "calendar".into(),
+            language: "javascript".into(),
+            incarnation: "inc-1".into(),
+            version: 2,
+            revision: 5,
+            sha256: "ab".repeat(32),
+            initial_sha256: "cd".repeat(32),
+            saved_revision: 4,
+            edits_since_snapshot,
+            bytes_since_snapshot,
+        }
+    }
+
+    fn operation(observation_id: Option<&str>) -> OperationRequest {
+        OperationRequest {
+            observation_id: observation_id.map(str::to_owned),
+            old_text: "a".into(),
+            new_text: "b".into(),
+        }
+    }
+
+    fn observed_at(revision: u64) -> ObservationRecord {
+        ObservationRecord {
+            observation_id: format!("obs-{revision}"),
+            revision,
+            scope: ObservedScope {
+                kind: "function".into(),
+                name: Some("f".into()),
+                start_byte: 0,
+                end_byte: 1,
+                start_line: 1,
+                end_line: 1,
+            },
+            sha256: "00".repeat(32),
+        }
+    }
+
+    fn submission() -> Submission {
+        Submission {
+            request_key: "key-1".into(),
+            base_revision: 5,
+            expected_sha256: None,
+            operations: vec![operation(Some("o1"))],
+        }
+    }
+
+    fn accepted(new_text: &str) -> Plan {
+        Plan::Accept {
+            edits: vec![TextEdit {
+                start: 0,
+                end: 1,
+                new_text: new_text.into(),
+            }],
+            new_content: format!("{new_text}bc"),
+            corrections: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_submission_loads_each_named_observation_once_in_first_use_order() {
+        let submission = Submission {
+            request_key: "k".into(),
+            base_revision: 5,
+            expected_sha256: None,
+            operations: vec![
+                operation(Some("o2")),
+                operation(None),
+                operation(Some("o1")),
+                operation(Some("o2")),
+            ],
+        };
+        assert_eq!(observation_ids(&submission), vec!["o2", "o1"]);
+    }
+
+    #[test]
+    fn transform_steps_start_at_the_oldest_observation_or_at_an_older_base() {
+        let observations: HashMap<String, ObservationRecord> = [("a", 3), ("b", 1), ("c", 4)]
+            .into_iter()
+            .map(|(id, rev)| (id.to_owned(), observed_at(rev)))
+            .collect();
+        assert_eq!(steps_from(&observations, 5), 1);
+        assert_eq!(steps_from(&observations, 0), 0);
+        assert_eq!(steps_from(&HashMap::new(), 5), 5);
+    }
+
+    #[test]
+    fn the_1024th_edit_since_a_snapshot_is_due_and_restarts_both_counters() {
+        let (_, applied) = decided_receipt(&row(0, 0), &submission(), accepted("x"), vec![]);
+        let a = applied.expect("accepted");
+        // 32 bytes per edit plus its new text: 1 edit of 1 byte weighs 33.
+        let not_yet = row(1022, 10).after_edit(&a);
+        assert!(!not_yet.snapshot);
+        assert_eq!((not_yet.since_edits, not_yet.since_bytes), (1023, 43));
+        let due = row(1023, 10).after_edit(&a);
+        assert!(due.snapshot);
+        assert_eq!((due.since_edits, due.since_bytes), (0, 0));
+        // … or once journal text since the snapshot reaches 1 MiB (content here is 3 bytes).
+        let by_bytes = row(0, 1024 * 1024 - 33).after_edit(&a);
+        assert!(by_bytes.snapshot);
+        let below = row(0, 1024 * 1024 - 34).after_edit(&a);
+        assert!(!below.snapshot);
+    }
+
+    #[test]
+    fn an_accepted_edit_journals_its_attempt_and_request_key_at_the_new_revision() {
+        let t = row(0, 0);
+        let (receipt, applied) = decided_receipt(&t, &submission(), accepted("x"), vec![]);
+        let a = applied.expect("accepted");
+        assert_eq!(receipt.outcome, Outcome::Accepted);
+        assert_eq!(
+            receipt.attempt_id.len(),
+            36,
+            "a UUID: {}",
+            receipt.attempt_id
+        );
+        let entry = JournalRow::edit(&t, &a);
+        assert_eq!(entry.kind, "edit");
+        assert_eq!((entry.revision, entry.version), (6, 2));
+        assert_eq!(entry.attempt_id, Some(receipt.attempt_id.as_str()));
+        assert_eq!(entry.request_key, Some("key-1"));
+        assert_eq!(entry.sha256, receipt.sha256);
+        let save = JournalRow::save(&t, 3);
+        assert_eq!((save.kind, save.revision, save.version), ("save", 5, 3));
+        assert_eq!((save.attempt_id, save.request_key), (None, None));
+        let init = JournalRow::init("ef");
+        assert_eq!(
+            (init.kind, init.revision, init.version, init.sha256),
+            ("init", 0, 0, "ef")
+        );
+    }
+
+    #[test]
+    fn a_rebuild_starts_from_the_newer_of_cache_and_snapshot_and_fails_without_either() {
+        let cached = Cached {
+            incarnation: "inc-1".into(),
+            revision: 4,
+            content: Arc::from("cached"),
+        };
+        let from = |snapshot, cache| rebuild_from("calendar", 5, snapshot, cache);
+        assert!(
+            matches!(from(Some((9, 3)), Some(&cached)), Ok(RebuildFrom::Cached(4, ref c)) if c == "cached")
+        );
+        assert!(matches!(
+            from(Some((9, 4)), Some(&cached)),
+            Ok(RebuildFrom::Cached(4, _))
+        ));
+        assert!(matches!(
+            from(Some((9, 5)), Some(&cached)),
+            Ok(RebuildFrom::Snapshot(9))
+        ));
+        assert!(matches!(
+            from(Some((9, 2)), None),
+            Ok(RebuildFrom::Snapshot(9))
+        ));
+        let e = match from(None, None) {
+            Err(e) => e,
+            Ok(_) => panic!("no snapshot and no cache must fail"),
+        };
+        assert_eq!(e.code, ErrorCode::Storage);
+        assert!(
+            e.message.contains("calendar") && e.message.contains("revision 5"),
+            "{}",
+            e.message
+        );
+        // A cache entry of another incarnation (a re-init) or newer than asked is not usable.
+        let t = row(0, 0);
+        assert!(usable_cache(Some(&cached), &t, 5).is_some());
+        assert!(usable_cache(Some(&cached), &t, 3).is_none());
+        let other = Cached {
+            incarnation: "inc-2".into(),
+            ..cached.clone()
+        };
+        assert!(usable_cache(Some(&other), &t, 5).is_none());
+    }
 }

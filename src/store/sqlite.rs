@@ -30,10 +30,7 @@ use super::shared::{
 };
 use super::target_lock::TargetLocks;
 use super::*;
-use crate::kernel::{
-    EditShape, ObservationRecord, Plan, PlanInput, TextEdit, plan_submission, sha256_hex,
-    validate_submission,
-};
+use crate::kernel::{EditShape, ObservationRecord, Plan, sha256_hex, validate_submission};
 
 /// How commits reach the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -181,19 +178,13 @@ fn read_snapshot(conn: &Connection, snapshot_id: i64) -> Result<(u64, String), S
     Ok((revision as u64, content))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// K6/K7: writes one journal entry; text over [`INLINE_TEXT_BYTES`] goes to chunk rows.
 fn insert_journal(
     conn: &Connection,
     target_id: i64,
-    kind: &str,
-    revision: u64,
-    version: u64,
-    attempt_id: Option<&str>,
-    request_key: Option<&str>,
-    sha256: &str,
-    edits: &[TextEdit],
+    e: &shared::JournalRow<'_>,
 ) -> Result<i64, StoreError> {
-    let text = shared::joined_text(edits);
+    let text = shared::joined_text(e.edits);
     let inline = text.len() <= INLINE_TEXT_BYTES;
     let chunk_count = if inline {
         0
@@ -207,13 +198,13 @@ fn insert_journal(
     )?
     .execute(params![
         target_id,
-        kind,
-        i(revision),
-        i(version),
-        attempt_id,
-        request_key,
-        sha256,
-        encode_edits(edits),
+        e.kind,
+        i(e.revision),
+        i(e.version),
+        e.attempt_id,
+        e.request_key,
+        e.sha256,
+        encode_edits(e.edits),
         text.len() as i64,
         chunk_count,
         inline.then_some(text.as_bytes())
@@ -227,37 +218,29 @@ fn insert_journal(
 
 /// Content of target `t` at `revision`: from the cache, or the latest snapshot at or before
 /// it (or a cached earlier revision, whichever is newer) with later journal edits applied.
+// Alike PostgreSQL's content_at but for its synchronous I/O; the decisions are `shared`'s.
 fn content_at(
     conn: &Connection,
     cached: Option<&Cached>,
     t: &TargetRow,
     revision: u64,
 ) -> Result<String, StoreError> {
-    let cached = cached.filter(|c| c.incarnation == t.incarnation && c.revision <= revision);
+    let cached = shared::usable_cache(cached, t, revision);
     if let Some(c) = cached.filter(|c| c.revision == revision) {
         return Ok(c.content.to_string());
     }
-    let snap: Option<(i64, i64)> = conn
+    let snap: Option<(i64, u64)> = conn
         .prepare_cached(
             "SELECT id, revision FROM snapshots WHERE target_id = ?1 AND revision <= ?2 \
              ORDER BY revision DESC, id DESC LIMIT 1",
         )?
-        .query_row(params![t.id, i(revision)], |r| Ok((r.get(0)?, r.get(1)?)))
+        .query_row(params![t.id, i(revision)], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)? as u64))
+        })
         .optional()?;
-    let (at, content) = match (snap, cached) {
-        (_, Some(c)) if snap.is_none_or(|(_, r)| r as u64 <= c.revision) => {
-            (c.revision, c.content.to_string())
-        }
-        (Some((id, _)), _) => read_snapshot(conn, id)?,
-        (None, _) => {
-            return Err(StoreError::new(
-                ErrorCode::Storage,
-                format!(
-                    "target {} has no snapshot at or before revision {revision}",
-                    t.name
-                ),
-            ));
-        }
+    let (at, content) = match shared::rebuild_from(&t.name, revision, snap, cached)? {
+        shared::RebuildFrom::Cached(at, content) => (at, content),
+        shared::RebuildFrom::Snapshot(id) => read_snapshot(conn, id)?,
     };
     if at == revision {
         return Ok(content);
@@ -485,20 +468,10 @@ impl SqliteStore {
             let base = submission.base_revision;
             shared::check_base(name, base, t.revision)?;
             let mut observations = HashMap::new();
-            for op in &submission.operations {
-                if let Some(id) = &op.observation_id
-                    && !observations.contains_key(id)
-                {
-                    let o = load_observation(&tx, t.id, name, id)?;
-                    observations.insert(id.clone(), o);
-                }
+            for id in shared::observation_ids(submission) {
+                observations.insert(id.to_owned(), load_observation(&tx, t.id, name, id)?);
             }
-            let steps_from = observations
-                .values()
-                .map(|o: &ObservationRecord| o.revision)
-                .chain([base])
-                .min()
-                .unwrap_or(base);
+            let steps_from = shared::steps_from(&observations, base);
             let steps = load_steps(&tx, t.id, steps_from, t.revision)?;
             let current = self.current_content(&tx, &t)?;
             let base_content = if base == t.revision {
@@ -507,6 +480,7 @@ impl SqliteStore {
                 Some(content_at(&tx, self.cache.get(&t).as_ref(), &t, base)?)
             };
             tx.finish()?;
+            // The read PostgreSQL's plan_read makes too, here on the reader connection.
             Ok(Ok(PlanRead {
                 target: t,
                 observations,
@@ -520,17 +494,7 @@ impl SqliteStore {
             Err(receipt) => return Ok(Planned::Recovered(receipt)),
             Ok(r) => r,
         };
-        let plan = plan_submission(&PlanInput {
-            target: name,
-            submission,
-            strict,
-            base_content: r.base_content.as_deref().unwrap_or(&r.current),
-            current_content: &r.current,
-            current_revision: r.target.revision,
-            steps_from: r.steps_from,
-            steps: &r.steps,
-            observations: &r.observations,
-        });
+        let plan = r.plan(name, submission, strict);
         Ok(Planned::Plan {
             target: r.target,
             plan,
@@ -561,25 +525,16 @@ impl SqliteStore {
             if t.incarnation != planned.incarnation || t.revision != planned.revision {
                 return Ok(None);
             }
-            let attempt_id = uuid::Uuid::new_v4().to_string();
-            let (receipt, applied) = shared::decided_receipt(
-                name,
-                submission,
-                &attempt_id,
-                t.revision,
-                &t.sha256,
-                plan,
-                warnings,
-            );
+            let (receipt, applied) = shared::decided_receipt(&t, submission, plan, warnings);
             if let Some(a) = &applied {
-                Self::apply_edit(&tx, &t, &attempt_id, &submission.request_key, a)?;
+                Self::apply_edit(&tx, &t, a)?;
             }
             tx.prepare_cached(
                 "INSERT INTO attempts (attempt_id, target_id, request_key, submission_sha256, \
                  outcome, revision, reason_codes, receipt) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
             .execute(params![
-                attempt_id,
+                receipt.attempt_id,
                 t.id,
                 submission.request_key,
                 submission_sha,
@@ -598,30 +553,11 @@ impl SqliteStore {
     }
 
     /// K3: journals an accepted edit, snapshots when due and moves the target row.
-    fn apply_edit(
-        conn: &Connection,
-        t: &TargetRow,
-        attempt_id: &str,
-        request_key: &str,
-        a: &shared::Applied,
-    ) -> Result<(), StoreError> {
-        insert_journal(
-            conn,
-            t.id,
-            "edit",
-            a.revision,
-            t.version,
-            Some(attempt_id),
-            Some(request_key),
-            &a.sha256,
-            &a.edits,
-        )?;
-        let mut since_edits = t.edits_since_snapshot + 1;
-        let mut since_bytes = t.bytes_since_snapshot + shared::journal_weight(&a.edits);
-        if shared::snapshot_due(since_edits, since_bytes, a.new_content.len()) {
+    fn apply_edit(conn: &Connection, t: &TargetRow, a: &shared::Applied) -> Result<(), StoreError> {
+        insert_journal(conn, t.id, &shared::JournalRow::edit(t, a))?;
+        let row = t.after_edit(a);
+        if row.snapshot {
             write_snapshot(conn, t.id, a.revision, &a.new_content, &a.sha256)?;
-            since_edits = 0;
-            since_bytes = 0;
         }
         conn.prepare_cached(
             "UPDATE targets SET revision = ?2, sha256 = ?3, byte_len = ?4, \
@@ -632,8 +568,8 @@ impl SqliteStore {
             i(a.revision),
             a.sha256,
             a.new_content.len() as i64,
-            i(since_edits),
-            i(since_bytes)
+            i(row.since_edits),
+            i(row.since_bytes)
         ])?;
         Ok(())
     }
@@ -682,6 +618,8 @@ impl SqliteStore {
     }
 }
 
+// Each signature here is the trait's, repeated as Rust requires (so is PostgresStore's); the
+// checks a method opens with are `shared`'s, the rest is SQLite I/O.
 impl EditStore for SqliteStore {
     fn init_target(
         &self,
@@ -697,15 +635,7 @@ impl EditStore for SqliteStore {
             let incarnation = uuid::Uuid::new_v4().to_string();
             let id = match target_row_opt(&tx, name)? {
                 Some(t) => {
-                    let (accepted, rejected, observations) = Self::summary_counts(&tx, t.id)?;
-                    shared::check_fresh(
-                        name,
-                        t.version,
-                        t.revision,
-                        accepted + rejected,
-                        observations,
-                        reset,
-                    )?;
+                    t.check_fresh(Self::summary_counts(&tx, t.id)?, reset)?;
                     delete_history(&tx, t.id)?;
                     tx.execute(
                         "UPDATE targets SET language = ?2, incarnation = ?3, version = 0, \
@@ -732,19 +662,10 @@ impl EditStore for SqliteStore {
                  VALUES (?1, 0, 0, ?2, ?3)",
                 params![id, actual, snap],
             )?;
-            insert_journal(&tx, id, "init", 0, 0, None, None, &actual, &[])?;
+            insert_journal(&tx, id, &shared::JournalRow::init(&actual))?;
             tx.commit()?;
             self.cache.reset(id, incarnation, text.into());
-            Ok(TargetState {
-                name: name.to_owned(),
-                language: language.to_owned(),
-                version: 0,
-                revision: 0,
-                sha256: actual.clone(),
-                content: text.to_owned(),
-                initial_sha256: actual,
-                saved_revision: 0,
-            })
+            Ok(shared::initial_state(name, language, text, actual))
         })
     }
 
@@ -898,17 +819,7 @@ impl EditStore for SqliteStore {
                 t.sha256,
                 snapshot_id
             ])?;
-            insert_journal(
-                &tx,
-                t.id,
-                "save",
-                t.revision,
-                version,
-                None,
-                None,
-                &t.sha256,
-                &[],
-            )?;
+            insert_journal(&tx, t.id, &shared::JournalRow::save(&t, version))?;
             if fresh_snapshot {
                 tx.execute(
                     "UPDATE targets SET version = ?2, saved_revision = ?3, \
@@ -922,12 +833,7 @@ impl EditStore for SqliteStore {
                 )?;
             }
             tx.commit()?;
-            Ok(SaveResult {
-                target: t.name,
-                version,
-                revision: t.revision,
-                sha256: t.sha256,
-            })
+            Ok(t.saved_as(version))
         })
     }
 
@@ -1044,18 +950,8 @@ impl EditStore for SqliteStore {
             let mut out = Vec::with_capacity(names.len());
             for name in names {
                 let t = target_row(&tx, &name)?;
-                let (accepted, rejected, observations) = Self::summary_counts(&tx, t.id)?;
-                out.push(TargetSummary {
-                    name: t.name,
-                    language: t.language,
-                    version: t.version,
-                    revision: t.revision,
-                    sha256: t.sha256,
-                    initial_sha256: t.initial_sha256,
-                    accepted,
-                    rejected,
-                    observations,
-                });
+                let counts = Self::summary_counts(&tx, t.id)?;
+                out.push(t.into_summary(counts));
             }
             tx.finish()?;
             Ok(out)

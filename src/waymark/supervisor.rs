@@ -403,7 +403,9 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
-        self.inner.discover(language, source, None, None).await
+        self.inner
+            .discover(RequestParts::new(language, source, None, None))
+            .await
     }
 
     /// [`Waymark::discover`] answering one question (a named scope, the scopes covering byte
@@ -416,7 +418,7 @@ impl Waymark {
         query: &ScopeQuery,
     ) -> Result<Discovery, DiscoveryError> {
         self.inner
-            .discover(language, source, Some(query), None)
+            .discover(RequestParts::new(language, source, Some(query), None))
             .await
     }
 
@@ -429,13 +431,9 @@ impl Waymark {
         language: Language,
         source: &str,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_wait = Some(self.inner.config.limits.lock_wait);
         self.inner
-            .discover(
-                language,
-                source,
-                None,
-                Some(self.inner.config.limits.lock_wait),
-            )
+            .discover(RequestParts::new(language, source, None, lock_wait))
             .await
     }
 
@@ -447,13 +445,9 @@ impl Waymark {
         source: &str,
         query: &ScopeQuery,
     ) -> Result<Discovery, DiscoveryError> {
+        let lock_wait = Some(self.inner.config.limits.lock_wait);
         self.inner
-            .discover(
-                language,
-                source,
-                Some(query),
-                Some(self.inner.config.limits.lock_wait),
-            )
+            .discover(RequestParts::new(language, source, Some(query), lock_wait))
             .await
     }
 
@@ -478,7 +472,12 @@ impl Waymark {
             .into());
         }
         self.inner
-            .discover(language, source, Some(query), Some(Duration::ZERO))
+            .discover(RequestParts::new(
+                language,
+                source,
+                Some(query),
+                Some(Duration::ZERO),
+            ))
             .await
     }
 
@@ -599,6 +598,33 @@ fn error_for_reason(reason: RetirementReason, generation: u64, detail: &str) -> 
         reason.error_code(),
         format!("worker generation {generation} retired ({reason}): {detail}"),
     )
+}
+
+/// What one discovery asks, as it passes from the public entry points down to the frame:
+/// the language, the source (UTF-8), the question (`None`: every scope) and, for a caller
+/// holding its target's lock, how long admission may wait (W7; it then never starts a child).
+#[derive(Clone, Copy)]
+struct RequestParts<'a> {
+    language: Language,
+    source: &'a str,
+    query: Option<&'a ScopeQuery>,
+    lock_wait: Option<Duration>,
+}
+
+impl<'a> RequestParts<'a> {
+    fn new(
+        language: Language,
+        source: &'a str,
+        query: Option<&'a ScopeQuery>,
+        lock_wait: Option<Duration>,
+    ) -> Self {
+        RequestParts {
+            language,
+            source,
+            query,
+            lock_wait,
+        }
+    }
 }
 
 /// Retires a generation if a request future is dropped mid-flight (cancellation, W4/T4).
@@ -836,30 +862,18 @@ impl Inner {
     // -----------------------------------------------------------------------------------------
     // Discovery
 
-    async fn discover(
-        &self,
-        language: Language,
-        source: &str,
-        query: Option<&ScopeQuery>,
-        lock_wait: Option<Duration>,
-    ) -> Result<Discovery, DiscoveryError> {
-        let lock_holder = lock_wait.is_some();
+    async fn discover(&self, parts: RequestParts<'_>) -> Result<Discovery, DiscoveryError> {
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
         let mut total = self.span(EventKind::DiscoveryTotal.as_str(), Some(request));
         total
-            .attr(attr::LANGUAGE, language.as_str())
-            .attr(attr::BYTES, source.len())
+            .attr(attr::LANGUAGE, parts.language.as_str())
+            .attr(attr::BYTES, parts.source.len())
             .attr(attr::MODE, self.config.mode.as_str())
-            .attr(attr::LOCK_HOLDER, lock_holder);
+            .attr(attr::LOCK_HOLDER, parts.lock_wait.is_some());
         let outer = self.config.outer_allowance();
         let mut outer_span = self.span(EventKind::PhaseOuter.as_str(), Some(request));
         outer_span.attr(attr::CEILING_MS, ms(outer));
-        let result = match tokio::time::timeout(
-            outer,
-            self.discover_phases(request, language, source, query, lock_wait),
-        )
-        .await
-        {
+        let result = match tokio::time::timeout(outer, self.discover_phases(request, parts)).await {
             Ok(r) => r,
             Err(_) => Err(DiscoveryError::Worker(WorkerError::new(
                 WorkerErrorCode::OuterTimeout,
@@ -890,12 +904,9 @@ impl Inner {
     async fn discover_phases(
         &self,
         request: u64,
-        language: Language,
-        source: &str,
-        query: Option<&ScopeQuery>,
-        lock_wait: Option<Duration>,
+        parts: RequestParts<'_>,
     ) -> Result<Discovery, DiscoveryError> {
-        let lock_holder = lock_wait.is_some();
+        let lock_holder = parts.lock_wait.is_some();
         self.check_open()?;
         let not_ready = || {
             WorkerError::new(
@@ -907,7 +918,7 @@ impl Inner {
         if lock_holder && !self.current_ready() {
             return Err(not_ready().into());
         }
-        let ceiling = lock_wait.unwrap_or(self.config.limits.admission);
+        let ceiling = parts.lock_wait.unwrap_or(self.config.limits.admission);
         let permit = self.admit(ceiling, Some(request)).await?;
 
         let mut readiness = self.span(EventKind::PhaseReadiness.as_str(), Some(request));
@@ -921,7 +932,7 @@ impl Inner {
         } else {
             match self.config.mode {
                 WaymarkMode::Resident => self.ensure_resident().await,
-                WaymarkMode::Oneshot => self.start_oneshot(language).await,
+                WaymarkMode::Oneshot => self.start_oneshot(parts.language).await,
             }
         };
         if let Ok(g) = &ready {
@@ -934,9 +945,7 @@ impl Inner {
         active
             .id(attr::GENERATION, worker.id)
             .attr(attr::CEILING_MS, ms(self.config.active_timeout));
-        let result = self
-            .run_request(&worker, request, language, source, query)
-            .await;
+        let result = self.run_request(&worker, request, parts).await;
         active.finish(outcome(result.is_ok()));
         if worker.mode == WaymarkMode::Oneshot {
             self.retire(
@@ -957,16 +966,19 @@ impl Inner {
             .is_some_and(|g| g.is_ready())
     }
 
+    /// How long ago `worker` started, on the policy clock (W10's age limit).
+    fn age(&self, worker: &Generation) -> Duration {
+        self.config
+            .clock
+            .now()
+            .saturating_duration_since(worker.started)
+    }
+
     /// Resident: the current generation, ready; launches one when there is none (W10 limits).
     async fn ensure_resident(&self) -> Result<Arc<Generation>, WorkerError> {
         let existing = lock(&self.state).current.clone();
         if let Some(worker) = existing {
-            let age = self
-                .config
-                .clock
-                .now()
-                .saturating_duration_since(worker.started);
-            if age >= self.config.limits.max_age {
+            if self.age(&worker) >= self.config.limits.max_age {
                 self.retire(
                     &worker,
                     reason::AGE_LIMIT,
@@ -1264,9 +1276,7 @@ impl Inner {
         &self,
         worker: &Arc<Generation>,
         request: u64,
-        language: Language,
-        source: &str,
-        query: Option<&ScopeQuery>,
+        parts: RequestParts<'_>,
     ) -> Result<Discovery, DiscoveryError> {
         let Some(this) = self.arc() else {
             return Err(WorkerError::new(WorkerErrorCode::Cancelled, "supervisor dropped").into());
@@ -1279,9 +1289,7 @@ impl Inner {
             worker: worker.clone(),
             armed: true,
         };
-        let exchanged = self
-            .exchange(worker, request, language, source, query, &dir, token)
-            .await;
+        let exchanged = self.exchange(worker, request, parts, &dir, token).await;
         // Every return above is an answer, not a cancellation.
         guard.armed = false;
         let frame = exchanged?;
@@ -1298,23 +1306,18 @@ impl Inner {
     }
 
     /// Writes the request file, sends the frame and waits for its answer (W3, W6).
-    // The request's parts, passed through once from `run_request`; bundling them into a struct
-    // used nowhere else would only move the list.
-    #[allow(clippy::too_many_arguments)]
     async fn exchange(
         &self,
         worker: &Arc<Generation>,
         request: u64,
-        language: Language,
-        source: &str,
-        query: Option<&ScopeQuery>,
+        parts: RequestParts<'_>,
         dir: &RequestDir,
         token: String,
     ) -> Result<ResultFrame, DiscoveryError> {
         if let Some(why) = *lock(&worker.retired) {
             return Err(error_for_reason(why, worker.id, "retired before the request").into());
         }
-        let (bytes, sha256) = write_request_file(worker, dir.path(), source).await?;
+        let (bytes, sha256) = write_request_file(worker, dir.path(), parts.source).await?;
         let (tx, rx) = oneshot::channel();
         *lock(&worker.pending) = Some(Pending { request, tx });
         if let Some(why) = *lock(&worker.retired) {
@@ -1326,11 +1329,11 @@ impl Inner {
         let frame = SupervisorMessage::Discover(DiscoverFrame {
             generation: worker.id,
             request,
-            language,
+            language: parts.language,
             token,
             bytes,
             sha256,
-            query: query.cloned(),
+            query: parts.query.cloned(),
         });
         let sent = {
             let mut writer = worker.writer.lock().await;
@@ -1400,11 +1403,7 @@ impl Inner {
         if worker.mode != WaymarkMode::Resident {
             return;
         }
-        let age = self
-            .config
-            .clock
-            .now()
-            .saturating_duration_since(worker.started);
+        let age = self.age(worker);
         if served >= self.config.limits.max_requests {
             self.retire(
                 worker,
@@ -1437,7 +1436,15 @@ impl Inner {
             }
             *r = Some(why);
         }
-        let error = error_for_reason(why, worker.id, detail);
+        self.fail_waiters(worker, &error_for_reason(why, worker.id, detail));
+        self.record_retirement(worker, why, detail);
+        worker.cancel.cancel();
+        self.start_cleanup(worker, graceful);
+        true
+    }
+
+    /// Retirement, first step: the pending request and anyone waiting for readiness get `error`.
+    fn fail_waiters(&self, worker: &Generation, error: &WorkerError) {
         if let Some(p) = lock(&worker.pending).take() {
             let _ = p.tx.send(Err(error.clone()));
         }
@@ -1449,6 +1456,12 @@ impl Inner {
                 false
             }
         });
+    }
+
+    /// Retirement, second step: the generation leaves the current slot and joins the retirement
+    /// history (one-shot completions excepted), with a `worker_retired` event (T5) and a warning
+    /// when the reason is not an expected one.
+    fn record_retirement(&self, worker: &Generation, why: RetirementReason, detail: &str) {
         let requests = worker.served.load(Ordering::SeqCst);
         {
             let mut st = lock(&self.state);
@@ -1488,7 +1501,12 @@ impl Inner {
                 .attr(attr::MODE, worker.mode.as_str())
                 .attr(attr::DETAIL, detail),
         );
-        worker.cancel.cancel();
+    }
+
+    /// Retirement, last step: kill now unless `graceful` (close stdin and wait up to
+    /// `graceful_exit` first), then reap and remove the generation root — on the runtime when
+    /// there is one, else here and now.
+    fn start_cleanup(&self, worker: &Arc<Generation>, graceful: bool) {
         if !graceful {
             // Holding the child slot: it cannot be reaped (and its pid reused) meanwhile.
             let child = lock(&worker.child);
@@ -1513,7 +1531,6 @@ impl Inner {
                 lock(&self.state).live.remove(&g.id);
             }
         }
-        true
     }
 
     fn emit_ready(&self, worker: &Generation, ready: &ReadyFrame) {

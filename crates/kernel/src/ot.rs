@@ -143,10 +143,9 @@ pub fn apply_edits(content: &str, edits: &[TextEdit]) -> Result<String, KernelEr
     order.sort_by_key(|e| (e.start, e.end));
     let mut last_end = 0usize;
     let mut prev_was_insert_at: Option<usize> = None;
-    for (i, e) in order.iter().enumerate() {
+    for e in &order {
         super::position::check_range(content, e.start, e.end)?;
-        if i > 0 && (e.start < last_end || prev_was_insert_at == Some(e.start) && e.start == e.end)
-        {
+        if e.start < last_end || prev_was_insert_at == Some(e.start) && e.start == e.end {
             return Err(KernelError::new(
                 super::KernelCode::OverlappingOperations,
                 format!(

@@ -1,7 +1,7 @@
 //! Property tests of the pure kernel: operational-transform convergence (K3) and position
 //! round trips between UTF-8 bytes and UTF-16 units on non-ASCII text (K1).
 
-use patchdiff::kernel::{
+use patchdiff_kernel::{
     EditShape, TextEdit, apply_edits, byte_to_utf16, find_all, line_range_to_bytes, position_of,
     transform_range, utf16_to_byte,
 };
