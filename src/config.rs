@@ -84,11 +84,14 @@ pub enum Key {
     Log,
     /// `PATH` (not ours): where bare executable names are looked up.
     SearchPath,
+    /// `NO_COLOR` (not ours, no-color.org): set and non-empty, the console paints no colour
+    /// (U4); unset or empty, it does.
+    NoColor,
 }
 
 impl Key {
     /// Every key, in the order the config file documents them.
-    pub const ALL: [Key; 25] = [
+    pub const ALL: [Key; 26] = [
         Key::WaymarkMode,
         Key::NodeBinary,
         Key::WaymarkWorkers,
@@ -114,9 +117,10 @@ impl Key {
         Key::CursorBinary,
         Key::Log,
         Key::SearchPath,
+        Key::NoColor,
     ];
 
-    /// The environment variable (`PATCHDIFF_` + the upper-cased key, or `PATH`).
+    /// The environment variable (`PATCHDIFF_` + the upper-cased key, or `PATH`, `NO_COLOR`).
     pub const fn variable(self) -> &'static str {
         match self {
             Key::WaymarkMode => "PATCHDIFF_WAYMARK_MODE",
@@ -144,6 +148,7 @@ impl Key {
             Key::CursorBinary => "PATCHDIFF_CURSOR_BINARY",
             Key::Log => "PATCHDIFF_LOG",
             Key::SearchPath => "PATH",
+            Key::NoColor => "NO_COLOR",
         }
     }
 

@@ -225,7 +225,8 @@ async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
         return EXIT_USAGE;
     }
     if let Some(events) = args.attach_events {
-        return match patchdiff::console::run_attach(events, args.database).await {
+        return match patchdiff::console::run_attach(events, args.database, &options.settings).await
+        {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("patchdiff: {e:#}");

@@ -56,7 +56,7 @@ async fn attach_follows_an_outside_events_file_and_reads_its_store() {
     else {
         panic!("not an attach command")
     };
-    attach(&mut app, &mut sources, &tx, &e, database.as_deref());
+    attach(&mut app, &mut sources, &tx, &e, database.as_deref(), None);
     pump_until(&mut app, &mut rx, Duration::from_secs(10), |a| {
         a.monitor.ingested == 1 && a.monitor.malformed == 1 && !a.store_targets.is_empty()
     })

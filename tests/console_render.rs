@@ -388,6 +388,64 @@ fn phase_timer_turns_yellow_at_75_percent_and_red_at_the_ceiling() {
     assert!((0..110).any(|x| buf[(x, row as u16)].fg == Color::Red));
 }
 
+#[test]
+fn phase_gauges_fill_with_the_time_spent_against_the_ceiling_without_colour_too() {
+    let mut app = live_app(false);
+    // The active discovery started at LAST_EVENT_MS; its ceiling is 15 s (W6). At 12 s (80 %)
+    // a 12-cell gauge has 9 whole cells filled; at the ceiling all 12.
+    app.now_ms = LAST_EVENT_MS + 12_000.0;
+    let t = text(&render_pane(&app, Pane::Worker, 110, 11));
+    let row = t.lines().find(|l| l.contains("active     ▶")).unwrap();
+    assert_eq!(row.matches('━').count(), 9, "{row}");
+    assert_eq!(row.matches('─').count(), 3, "{row}");
+    app.now_ms = LAST_EVENT_MS + 15_500.0;
+    let t = text(&render_pane(&app, Pane::Worker, 110, 11));
+    let row = t.lines().find(|l| l.contains("active     ▶")).unwrap();
+    assert_eq!(row.matches('━').count(), 12, "{row}");
+}
+
+#[test]
+fn a_tall_worker_pane_charts_rss_over_time_against_the_limits() {
+    let app = live_app(true);
+    // Nine text rows fit in 11; below 17 there is no room for the chart.
+    let short = text(&render_pane(&app, Pane::Worker, 110, 16));
+    assert!(!short.contains("0 MiB"), "{short}");
+    let tall = text(&render_pane(&app, Pane::Worker, 110, 20));
+    let chart: Vec<&str> = tall
+        .lines()
+        .skip_while(|l| !l.contains("retired"))
+        .skip(1)
+        .collect();
+    assert!(
+        chart[0].contains("1024 MiB"),
+        "the 1 GiB limit on top: {tall}"
+    );
+    assert!(chart.iter().any(|l| l.contains("│0 MiB")), "{tall}");
+    // Two lines in braille: the 768 MiB old-space flag near the top, RSS (74 MiB) near 0.
+    let braille = |l: &str| l.chars().any(|c| ('\u{2801}'..='\u{28ff}').contains(&c));
+    let drawn: Vec<usize> = (0..chart.len()).filter(|i| braille(chart[*i])).collect();
+    assert_eq!(drawn.len(), 2, "{tall}");
+    assert!(drawn[0] <= 2 && chart[drawn[1]].contains("0 MiB"), "{tall}");
+    snap!("pane_worker_tall", tall);
+    // Its widgets fit any size the pane may get, down to nothing inside the border.
+    for w in [1, 2, 3, 12, 30, 59, 70, 110, 300] {
+        for h in 1..=24 {
+            let buf = render_pane(&app, Pane::Worker, w, h);
+            assert_eq!(buf.area, Rect::new(0, 0, w, h));
+        }
+    }
+    // A 200×70 screen gives the worker pane that room; 200×60 does not.
+    let rows = |h| {
+        ui::layout(Rect::new(0, 0, 200, h), Pane::Processes)
+            .panes
+            .iter()
+            .find(|(p, _)| *p == Pane::Worker)
+            .map(|(_, r)| r.height)
+    };
+    assert_eq!(rows(60), Some(11));
+    assert_eq!(rows(70), Some(19));
+}
+
 fn key(c: KeyCode) -> KeyEvent {
     KeyEvent::new(c, KeyModifiers::NONE)
 }
@@ -1167,7 +1225,7 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
     let mut app = App::new(false, LAST_EVENT_MS);
     let (tx, _rx) = tokio::sync::mpsc::channel(8);
     let mut sources = patchdiff::console::Sources::default();
-    patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None);
+    patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None, None);
     let labels: Vec<&str> = app
         .evidence
         .sources

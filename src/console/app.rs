@@ -14,6 +14,7 @@ use super::runner::{CanarySnapshot, RunnerEvent};
 use super::state::Monitor;
 pub use crate::canary::command::argument_choices;
 use crate::canary::command::{COMMANDS, Command, ProcessKind, complete};
+use crate::config::{Key, Settings};
 use crate::kernel::TargetSummary;
 
 /// Frame times kept.
@@ -505,91 +506,84 @@ impl App {
         match key.code {
             KeyCode::Up | KeyCode::Char('k') => {
                 self.process_cursor = self.process_cursor.saturating_sub(1);
-                Some(None)
             }
             KeyCode::Down | KeyCode::Char('j') => {
                 self.process_cursor = (self.process_cursor + 1).min(rows.len().saturating_sub(1));
-                Some(None)
             }
-            KeyCode::Char('R') | KeyCode::Char('X') => {
-                let restart = key.code == KeyCode::Char('R');
-                let Some(kind) = kind.filter(|_| self.attached.is_none()) else {
-                    self.push_status(
-                        false,
-                        format!(
-                            "{} is not a process the console launched; it can only be killed (K)",
-                            row.label
-                        ),
-                    );
-                    return Some(None);
-                };
-                // Say what the action does before doing it.
-                self.push_status(
-                    true,
-                    format!(
-                        "{} the {} process only (pid {})…",
-                        if restart { "restarting" } else { "stopping" },
-                        kind.as_str(),
-                        row.pid.map_or("-".into(), |p| p.to_string())
-                    ),
-                );
-                let command = if restart {
-                    Command::Launch { which: Some(kind) }
-                } else {
-                    Command::Stop { which: Some(kind) }
-                };
-                Some(Some(self.submit(command)))
-            }
-            KeyCode::Char('K') => {
-                match row.pid {
-                    Some(pid) => {
-                        let group = kind.is_none() && row.label != "worker";
-                        self.input = Input::Confirm {
-                            question: format!(
-                                "kill {} (pid {pid}{}) with SIGKILL? y/N",
-                                row.label,
-                                if group {
-                                    ", its whole process group"
-                                } else {
-                                    ""
-                                }
-                            ),
-                            action: ProcessAction::Kill {
-                                label: row.label.clone(),
-                                pid,
-                                group,
-                            },
-                        };
-                    }
-                    None => self.push_status(false, format!("{} is not running", row.label)),
-                }
-                Some(None)
-            }
+            KeyCode::Char('R') => return Some(self.relaunch_or_stop(&row, kind, true)),
+            KeyCode::Char('X') => return Some(self.relaunch_or_stop(&row, kind, false)),
+            KeyCode::Char('K') => self.confirm_kill(&row, kind),
             KeyCode::Char('E') => {
-                let lines = match &row.stderr {
-                    None => vec!["no run directory".to_owned()],
-                    Some(path) => match std::fs::read(path) {
-                        Ok(bytes) if bytes.is_empty() => {
-                            vec![format!("{} is empty", path.display())]
-                        }
-                        Ok(bytes) => {
-                            let text = String::from_utf8_lossy(&bytes);
-                            let all: Vec<&str> = text.lines().collect();
-                            let skip = all.len().saturating_sub(STDERR_TAIL_LINES);
-                            all[skip..].iter().map(|l| (*l).to_owned()).collect()
-                        }
-                        Err(e) => vec![format!("{}: {e}", path.display())],
-                    },
-                };
                 self.overlay = Overlay::Text {
                     title: format!("{} stderr (last {STDERR_TAIL_LINES} lines)", row.label),
-                    lines,
+                    lines: stderr_tail(row.stderr.as_deref()),
                     scroll: 0,
                 };
-                Some(None)
             }
-            _ => None,
+            _ => return None,
         }
+        Some(None)
+    }
+
+    /// `R` (`restart`) or `X` (stop) on a process the console launched (`kind`), said before it
+    /// is done; any other row is refused (it can only be killed).
+    fn relaunch_or_stop(
+        &mut self,
+        row: &ProcessRow,
+        kind: Option<ProcessKind>,
+        restart: bool,
+    ) -> Option<Command> {
+        let Some(kind) = kind.filter(|_| self.attached.is_none()) else {
+            self.push_status(
+                false,
+                format!(
+                    "{} is not a process the console launched; it can only be killed (K)",
+                    row.label
+                ),
+            );
+            return None;
+        };
+        self.push_status(
+            true,
+            format!(
+                "{} the {} process only (pid {})…",
+                if restart { "restarting" } else { "stopping" },
+                kind.as_str(),
+                row.pid.map_or("-".into(), |p| p.to_string())
+            ),
+        );
+        let command = if restart {
+            Command::Launch { which: Some(kind) }
+        } else {
+            Command::Stop { which: Some(kind) }
+        };
+        Some(self.submit(command))
+    }
+
+    /// `K`: asks y/N before sending SIGKILL to the row's process (an agent host: its whole
+    /// process group).
+    fn confirm_kill(&mut self, row: &ProcessRow, kind: Option<ProcessKind>) {
+        let Some(pid) = row.pid else {
+            self.push_status(false, format!("{} is not running", row.label));
+            return;
+        };
+        let group = kind.is_none() && row.label != "worker";
+        self.input = Input::Confirm {
+            question: format!(
+                "kill {} (pid {pid}{}) with SIGKILL? y/N",
+                row.label,
+                if group {
+                    ", its whole process group"
+                } else {
+                    ""
+                }
+            ),
+            action: ProcessAction::Kill {
+                label: row.label.clone(),
+                pid,
+                group,
+            },
+        };
     }
 
     /// Target names in the order the targets pane shows them: the run's rows, then targets
@@ -641,91 +635,90 @@ impl App {
         command
     }
 
+    /// A key for the focused pane; whether it was one of that pane's keys.
     fn pane_key(&mut self, key: KeyEvent) -> bool {
+        let (up, down) = (
+            matches!(key.code, KeyCode::Up | KeyCode::Char('k')),
+            matches!(key.code, KeyCode::Down | KeyCode::Char('j')),
+        );
         match self.focus {
-            Pane::Evidence => {
-                let ev = &mut self.evidence;
-                match key.code {
-                    KeyCode::Up | KeyCode::Char('k') => ev.move_by(-1),
-                    KeyCode::Down | KeyCode::Char('j') => ev.move_by(1),
-                    KeyCode::PageUp => ev.move_by(-(ev.rows.max(1) as isize)),
-                    KeyCode::PageDown => ev.move_by(ev.rows.max(1) as isize),
-                    KeyCode::Char('g') | KeyCode::Home => ev.home(),
-                    KeyCode::Char('G') | KeyCode::End => ev.end(),
-                    KeyCode::Char('f') => ev.toggle_follow(),
-                    KeyCode::Char('t') => ev.cycle_tool_filter(),
-                    KeyCode::Char('o') => ev.next_source(),
-                    KeyCode::Char('n') => ev.next_match(true),
-                    KeyCode::Char('N') => ev.next_match(false),
-                    KeyCode::Char('/') => {
-                        self.input = Input::Search {
-                            text: String::new(),
-                        }
-                    }
-                    KeyCode::Enter => {
-                        if let Some(line) = ev.selected_line() {
-                            self.overlay = Overlay::Text {
-                                title: format!("{} @ byte {}", ev.label(), line.offset),
-                                lines: pretty(&line.text),
-                                scroll: 0,
-                            };
-                        }
-                    }
-                    _ => return false,
-                }
-                true
-            }
+            Pane::Evidence => self.evidence_key(key),
             Pane::Processes if key.code == KeyCode::Enter => {
-                let mut lines: Vec<String> = self
-                    .statuses
-                    .iter()
-                    .map(|s| format!("{} {}", if s.ok { "✔" } else { "✖" }, s.text))
-                    .collect();
-                if lines.is_empty() {
-                    lines.push("no steps run yet".into());
-                }
-                self.overlay = Overlay::Text {
-                    title: format!("step log (last {STATUS_CAPACITY})"),
-                    lines,
-                    scroll: 0,
-                };
+                self.show_step_log();
                 true
             }
-            Pane::Targets => match key.code {
-                KeyCode::Up | KeyCode::Char('k') => {
-                    self.target_cursor = self.target_cursor.saturating_sub(1);
-                    true
-                }
-                KeyCode::Down | KeyCode::Char('j') => {
-                    let n = self.target_names().len();
-                    self.target_cursor = (self.target_cursor + 1).min(n.saturating_sub(1));
-                    true
-                }
-                _ => false,
-            },
-            Pane::Perf => match key.code {
-                KeyCode::Up | KeyCode::Char('k') => {
-                    self.perf_scroll = self.perf_scroll.saturating_sub(1);
-                    true
-                }
-                KeyCode::Down | KeyCode::Char('j') => {
-                    self.perf_scroll =
-                        (self.perf_scroll + 1).min(self.monitor.stat_rows.len().saturating_sub(1));
-                    true
-                }
-                KeyCode::Char('x') => {
-                    if let Some(row) = self.monitor.stat_rows.get(self.perf_scroll) {
-                        let name = row.name.clone();
-                        if !self.perf_hidden.remove(&name) {
-                            self.perf_hidden.insert(name);
-                        }
+            Pane::Targets if up || down => {
+                let last = self.target_names().len().saturating_sub(1);
+                self.target_cursor = step_cursor(self.target_cursor, down, last);
+                true
+            }
+            Pane::Perf if up || down => {
+                let last = self.monitor.stat_rows.len().saturating_sub(1);
+                self.perf_scroll = step_cursor(self.perf_scroll, down, last);
+                true
+            }
+            Pane::Perf if key.code == KeyCode::Char('x') => {
+                if let Some(row) = self.monitor.stat_rows.get(self.perf_scroll) {
+                    let name = row.name.clone();
+                    if !self.perf_hidden.remove(&name) {
+                        self.perf_hidden.insert(name);
                     }
-                    true
                 }
-                _ => false,
-            },
+                true
+            }
             _ => false,
         }
+    }
+
+    /// A key on the focused evidence pane: move, follow, filter, source, search, open a line.
+    fn evidence_key(&mut self, key: KeyEvent) -> bool {
+        let ev = &mut self.evidence;
+        match key.code {
+            KeyCode::Up | KeyCode::Char('k') => ev.move_by(-1),
+            KeyCode::Down | KeyCode::Char('j') => ev.move_by(1),
+            KeyCode::PageUp => ev.move_by(-(ev.rows.max(1) as isize)),
+            KeyCode::PageDown => ev.move_by(ev.rows.max(1) as isize),
+            KeyCode::Char('g') | KeyCode::Home => ev.home(),
+            KeyCode::Char('G') | KeyCode::End => ev.end(),
+            KeyCode::Char('f') => ev.toggle_follow(),
+            KeyCode::Char('t') => ev.cycle_tool_filter(),
+            KeyCode::Char('o') => ev.next_source(),
+            KeyCode::Char('n') => ev.next_match(true),
+            KeyCode::Char('N') => ev.next_match(false),
+            KeyCode::Char('/') => {
+                self.input = Input::Search {
+                    text: String::new(),
+                }
+            }
+            KeyCode::Enter => {
+                if let Some(line) = ev.selected_line() {
+                    self.overlay = Overlay::Text {
+                        title: format!("{} @ byte {}", ev.label(), line.offset),
+                        lines: pretty(&line.text),
+                        scroll: 0,
+                    };
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// Enter on the processes pane: the step log in an overlay.
+    fn show_step_log(&mut self) {
+        let mut lines: Vec<String> = self
+            .statuses
+            .iter()
+            .map(|s| format!("{} {}", if s.ok { "✔" } else { "✖" }, s.text))
+            .collect();
+        if lines.is_empty() {
+            lines.push("no steps run yet".into());
+        }
+        self.overlay = Overlay::Text {
+            title: format!("step log (last {STATUS_CAPACITY})"),
+            lines,
+            scroll: 0,
+        };
     }
 
     fn overlay_key(&mut self, key: KeyEvent) {
@@ -900,7 +893,52 @@ pub fn complete_line(
     (format!("{prefix}{}", cands[next]), Some((typed, next)))
 }
 
-/// U4: colour unless `NO_COLOR` is set to a non-empty value (no-color.org).
-pub fn color_enabled() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+/// A list cursor moved one row up or (`down`) down, staying within `0..=last`.
+fn step_cursor(cursor: usize, down: bool, last: usize) -> usize {
+    if down {
+        (cursor + 1).min(last)
+    } else {
+        cursor.saturating_sub(1)
+    }
+}
+
+/// The last [`STDERR_TAIL_LINES`] lines of a process's stderr file, or why there are none.
+fn stderr_tail(path: Option<&std::path::Path>) -> Vec<String> {
+    let Some(path) = path else {
+        return vec!["no run directory".to_owned()];
+    };
+    match std::fs::read(path) {
+        Ok(bytes) if bytes.is_empty() => vec![format!("{} is empty", path.display())],
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let all: Vec<&str> = text.lines().collect();
+            let skip = all.len().saturating_sub(STDERR_TAIL_LINES);
+            all[skip..].iter().map(|l| (*l).to_owned()).collect()
+        }
+        Err(e) => vec![format!("{}: {e}", path.display())],
+    }
+}
+
+/// U4: colour unless `NO_COLOR` ([`Key::NoColor`]) is set to a non-empty value
+/// (no-color.org), as the resolved `settings` hold it.
+pub fn color_enabled(settings: &Settings) -> bool {
+    settings.get(Key::NoColor).is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_color_set_and_non_empty_turns_colour_off() {
+        let with = |value: Option<&str>| {
+            color_enabled(&Settings::from_lookup(|k| {
+                (k == "NO_COLOR").then_some(value).flatten().map(Into::into)
+            }))
+        };
+        assert!(with(None), "unset: colour");
+        assert!(with(Some("")), "empty: colour");
+        assert!(!with(Some("1")), "set: no colour");
+        assert!(!with(Some("false")), "any non-empty value: no colour");
+    }
 }

@@ -84,6 +84,8 @@ pub fn read_forward(
     Ok(out)
 }
 
+// Long because: one backward scan whose chunk size, partial-line and position state interlock
+// on every pass; split, that state would travel between the pieces.
 /// Reads up to `max_lines` complete lines that end at or before byte `before`, newest last,
 /// that satisfy `keep`, scanning at most `max_scan` bytes backwards. When `before` falls inside
 /// a line (e.g. the file's end while a line is being written) that partial line is skipped.
@@ -315,30 +317,8 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
     if let Some(summary) = crate::canary::host::stream_line_summary(&v) {
         return (summary, None);
     }
-    if let (Some(name), Some(start)) = (
-        v.get("name").and_then(Value::as_str),
-        v.get("start_ms").and_then(Value::as_f64),
-    ) {
-        // A perf-event line (T4).
-        let duration = v.get("duration_ms").and_then(Value::as_f64).unwrap_or(0.0);
-        let outcome = v.get("outcome").and_then(Value::as_str).unwrap_or("?");
-        let ids = v
-            .get("ids")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| {
-                        format!(
-                            "{k}={}",
-                            v.as_str().map_or_else(|| v.to_string(), str::to_owned)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            })
-            .unwrap_or_default();
-        let line = format!("{} {name} {duration:.2} ms {outcome} {ids}", clock(start));
-        return (line.trim_end().to_owned(), None);
+    if let Some(summary) = perf_event_summary(&v) {
+        return (summary, None);
     }
     let ts = v
         .get("ts_ms")
@@ -348,63 +328,9 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
     let tool = tool_of(&v)
         .map(str::to_owned)
         .or_else(|| key.as_ref().and_then(|k| tools.get(k).cloned()));
-    let text = if let Some(msg) = v.get("message") {
-        // Wire log record {ts_ms, direction, message}.
-        let dir = v.get("direction").and_then(Value::as_str).unwrap_or("");
-        if dir == "request" {
-            let method = msg.get("method").and_then(Value::as_str).unwrap_or("?");
-            let args = msg.pointer("/params/arguments");
-            let target = args
-                .and_then(|a| a.get("target"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            let scope = args
-                .and_then(|a| a.get("scope"))
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            format!("→ {method} {} {target} {scope}", tool_of(&v).unwrap_or(""))
-        } else if let Some(err) = msg.get("error") {
-            format!(
-                "← error {}",
-                short(
-                    err.get("message").and_then(Value::as_str).unwrap_or("?"),
-                    100
-                )
-            )
-        } else {
-            let result = msg.get("result").unwrap_or(&Value::Null);
-            let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
-            let structured = result.get("structuredContent").unwrap_or(&Value::Null);
-            format!(
-                "← {} {} {}",
-                if is_error { "isError" } else { "ok" },
-                tool.as_deref().unwrap_or(""),
-                result_fields(structured)
-            )
-        }
-    } else {
-        // Transcript record {ts_ms, role, step, tool, arguments | structured, is_error}.
-        match v.get("role").and_then(Value::as_str) {
-            Some("agent") => format!(
-                "→ {} {} (step {})",
-                tool.as_deref().unwrap_or("?"),
-                v.pointer("/arguments/target")
-                    .and_then(Value::as_str)
-                    .unwrap_or(""),
-                v.get("step").and_then(Value::as_str).unwrap_or("?")
-            ),
-            Some(role) => format!(
-                "← {role} {} {} {}",
-                if v.get("is_error").and_then(Value::as_bool) == Some(true) {
-                    "isError"
-                } else {
-                    "ok"
-                },
-                tool.as_deref().unwrap_or(""),
-                result_fields(v.get("structured").unwrap_or(&Value::Null))
-            ),
-            None => short(line, 120),
-        }
+    let text = match v.get("message") {
+        Some(msg) => wire_summary(&v, msg, tool.as_deref()),
+        None => transcript_summary(&v, tool.as_deref()).unwrap_or_else(|| short(line, 120)),
     };
     (
         format!(
@@ -413,6 +339,91 @@ pub fn summarize(line: &str, tools: &HashMap<String, String>) -> (String, Option
         ),
         tool,
     )
+}
+
+/// A perf-event line (T4): `clock name duration outcome ids`; `None` for other lines.
+fn perf_event_summary(v: &Value) -> Option<String> {
+    let name = v.get("name").and_then(Value::as_str)?;
+    let start = v.get("start_ms").and_then(Value::as_f64)?;
+    let duration = v.get("duration_ms").and_then(Value::as_f64).unwrap_or(0.0);
+    let outcome = v.get("outcome").and_then(Value::as_str).unwrap_or("?");
+    let ids = v
+        .get("ids")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{k}={}",
+                        v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default();
+    let line = format!("{} {name} {duration:.2} ms {outcome} {ids}", clock(start));
+    Some(line.trim_end().to_owned())
+}
+
+/// A wire-log record `{ts_ms, direction, message}`: the request (method, tool, target, scope),
+/// an error, or the result's fields.
+fn wire_summary(v: &Value, msg: &Value, tool: Option<&str>) -> String {
+    let dir = v.get("direction").and_then(Value::as_str).unwrap_or("");
+    if dir == "request" {
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("?");
+        let args = msg.pointer("/params/arguments");
+        let arg = |name: &str| {
+            args.and_then(|a| a.get(name))
+                .and_then(Value::as_str)
+                .unwrap_or("")
+        };
+        let (target, scope) = (arg("target"), arg("scope"));
+        format!("→ {method} {} {target} {scope}", tool_of(v).unwrap_or(""))
+    } else if let Some(err) = msg.get("error") {
+        format!(
+            "← error {}",
+            short(
+                err.get("message").and_then(Value::as_str).unwrap_or("?"),
+                100
+            )
+        )
+    } else {
+        let result = msg.get("result").unwrap_or(&Value::Null);
+        let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+        let structured = result.get("structuredContent").unwrap_or(&Value::Null);
+        format!(
+            "← {} {} {}",
+            if is_error { "isError" } else { "ok" },
+            tool.unwrap_or(""),
+            result_fields(structured)
+        )
+    }
+}
+
+/// A transcript record `{ts_ms, role, step, tool, arguments | structured, is_error}`; `None`
+/// without a role.
+fn transcript_summary(v: &Value, tool: Option<&str>) -> Option<String> {
+    Some(match v.get("role").and_then(Value::as_str)? {
+        "agent" => format!(
+            "→ {} {} (step {})",
+            tool.unwrap_or("?"),
+            v.pointer("/arguments/target")
+                .and_then(Value::as_str)
+                .unwrap_or(""),
+            v.get("step").and_then(Value::as_str).unwrap_or("?")
+        ),
+        role => format!(
+            "← {role} {} {} {}",
+            if v.get("is_error").and_then(Value::as_bool) == Some(true) {
+                "isError"
+            } else {
+                "ok"
+            },
+            tool.unwrap_or(""),
+            result_fields(v.get("structured").unwrap_or(&Value::Null))
+        ),
+    })
 }
 
 /// Pretty-prints one line for the detail view (the `message` of a wire record, else the

@@ -60,6 +60,14 @@ pub enum AppEvent {
     Signal(&'static str),
 }
 
+/// The store the targets pane reads: the SQLite file `sqlite`, or the PostgreSQL database at
+/// `postgres_url` when the resolved settings name one ([`sources::postgres_url`], P1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreAt {
+    pub sqlite: PathBuf,
+    pub postgres_url: Option<String>,
+}
+
 /// Data-source tasks; replaced wholesale on `attach`, aborted on drop.
 #[derive(Default)]
 pub struct Sources {
@@ -68,10 +76,10 @@ pub struct Sources {
 
 impl Sources {
     /// Follows the perf-event files (`(source, path)`) and their memory files, and polls the
-    /// store at `database`.
+    /// store at `database` (PostgreSQL instead when `database.postgres_url` is set).
     pub fn start(
         perf: &[(String, PathBuf)],
-        database: Option<PathBuf>,
+        database: Option<StoreAt>,
         tx: &mpsc::Sender<AppEvent>,
     ) -> Self {
         Self::start_from(perf, database, tx, sources::FIRST_BATCH_BYTES)
@@ -80,7 +88,7 @@ impl Sources {
     /// [`Sources::start`] with the tailer's first batch of `first_batch` bytes.
     pub fn start_from(
         perf: &[(String, PathBuf)],
-        database: Option<PathBuf>,
+        database: Option<StoreAt>,
         tx: &mpsc::Sender<AppEvent>,
         first_batch: usize,
     ) -> Self {
@@ -99,7 +107,8 @@ impl Sources {
         )];
         if let Some(db) = database {
             tasks.push(sources::spawn_store_poller(
-                db,
+                db.sqlite,
+                db.postgres_url,
                 tx.clone(),
                 AppEvent::Source,
             ));
@@ -215,27 +224,15 @@ pub async fn run_loop_with<B: Backend>(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut last_draw: Option<Instant> = None;
     let mut last_proc = Instant::now() - PROC_SAMPLE;
-    // U1: RSS and CPU of every process the pane shows (sysinfo keeps the CPU baseline).
-    let mut usage_sampler = sysinfo::System::new().ok();
+    let mut sampler = ProcSampler::new();
     let mut dirty = true;
-    let mut evidence_len = u64::MAX;
     loop {
         tokio::select! {
             ev = rx.recv() => {
                 let Some(ev) = ev else { break };
                 let drain_started = Instant::now();
                 if let Some(c) = apply_event(app, ev) { sink.send(app, c); }
-                // Drain what is already queued, bounded in count and time, before redrawing
-                // (batching per frame).
-                for _ in 0..EVENT_QUEUE {
-                    if drain_budget.is_some_and(|b| drain_started.elapsed() >= b) {
-                        break;
-                    }
-                    match rx.try_recv() {
-                        Ok(ev) => if let Some(c) = apply_event(app, ev) { sink.send(app, c); },
-                        Err(_) => break,
-                    }
-                }
+                drain_queued(app, rx, sink, drain_started, drain_budget);
                 dirty = true;
             }
             _ = tick.tick() => {}
@@ -250,42 +247,95 @@ pub async fn run_loop_with<B: Backend>(
         app.now_ms = unix_ms_now();
         if last_proc.elapsed() >= PROC_SAMPLE {
             last_proc = Instant::now();
-            remember_children(app);
-            let pids = app.watched_pids();
-            app.proc_usage = sample_usage(&mut usage_sampler, &pids);
-            app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
-            // Follow mode: re-read the log when it grew.
-            if app.evidence.follow {
-                let len = app
-                    .evidence
-                    .path()
-                    .and_then(|p| std::fs::metadata(p).ok())
-                    .map_or(0, |m| m.len());
-                if len != evidence_len {
-                    evidence_len = len;
-                    app.evidence.reload();
-                    dirty = true;
-                }
-            }
+            dirty |= sampler.sample(app);
         }
-        let due = last_draw.is_none_or(|t| t.elapsed() >= IDLE_REDRAW);
-        if dirty || due {
-            if let Ok(size) = terminal.size() {
-                app.size = (size.width, size.height);
-            }
-            let frame_started = Instant::now();
-            fit_evidence(app);
-            app.monitor.refresh();
-            terminal
-                .draw(|f| ui::draw(f, app))
-                .map_err(|e| anyhow::anyhow!("cannot draw the console: {e}"))?;
+        if dirty || last_draw.is_none_or(|t| t.elapsed() >= IDLE_REDRAW) {
+            draw_frame(terminal, app)?;
             last_draw = Some(Instant::now());
-            app.frame_ms
-                .push(frame_started.elapsed().as_secs_f64() * 1000.0);
             dirty = false;
         }
     }
     Ok(())
+}
+
+/// Applies what is already queued, bounded in count ([`EVENT_QUEUE`]) and, when given, in time
+/// since `started` (`budget`), before the next redraw (batching per frame).
+fn drain_queued(
+    app: &mut App,
+    rx: &mut mpsc::Receiver<AppEvent>,
+    sink: &mut dyn CommandSink,
+    started: Instant,
+    budget: Option<Duration>,
+) {
+    for _ in 0..EVENT_QUEUE {
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            break;
+        }
+        match rx.try_recv() {
+            Ok(ev) => {
+                if let Some(c) = apply_event(app, ev) {
+                    sink.send(app, c);
+                }
+            }
+            Err(_) => break,
+        }
+    }
+}
+
+/// Draws one frame at the terminal's size and records how long it took.
+fn draw_frame<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> anyhow::Result<()> {
+    if let Ok(size) = terminal.size() {
+        app.size = (size.width, size.height);
+    }
+    let frame_started = Instant::now();
+    fit_evidence(app);
+    app.monitor.refresh();
+    terminal
+        .draw(|f| ui::draw(f, app))
+        .map_err(|e| anyhow::anyhow!("cannot draw the console: {e}"))?;
+    app.frame_ms
+        .push(frame_started.elapsed().as_secs_f64() * 1000.0);
+    Ok(())
+}
+
+/// What the loop samples every [`PROC_SAMPLE`]: process states, RSS and CPU (U1), and the
+/// evidence log's length in follow mode.
+struct ProcSampler {
+    /// sysinfo keeps the CPU baseline between samples; `None` where it is unsupported.
+    usage: Option<sysinfo::System>,
+    evidence_len: u64,
+}
+
+impl ProcSampler {
+    fn new() -> Self {
+        Self {
+            usage: sysinfo::System::new().ok(),
+            evidence_len: u64::MAX,
+        }
+    }
+
+    /// Samples every watched process; in follow mode re-reads the evidence log when it grew.
+    /// Returns whether the log was re-read (the screen needs a redraw).
+    fn sample(&mut self, app: &mut App) -> bool {
+        remember_children(app);
+        let pids = app.watched_pids();
+        app.proc_usage = sample_usage(&mut self.usage, &pids);
+        app.proc_state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
+        if !app.evidence.follow {
+            return false;
+        }
+        let len = app
+            .evidence
+            .path()
+            .and_then(|p| std::fs::metadata(p).ok())
+            .map_or(0, |m| m.len());
+        if len == self.evidence_len {
+            return false;
+        }
+        self.evidence_len = len;
+        app.evidence.reload();
+        true
+    }
 }
 
 /// Restores the terminal: raw mode off, mouse capture off, main screen, cursor shown. Safe to
@@ -356,14 +406,50 @@ struct Interactive {
     commands: Option<mpsc::Sender<Command>>,
     sources: Sources,
     tx: mpsc::Sender<AppEvent>,
+    /// The PostgreSQL store the settings select, for attached stores too (P1).
+    postgres_url: Option<String>,
 }
 
 impl CommandSink for Interactive {
     fn send(&mut self, app: &mut App, command: Command) {
-        if let Some(why) = app.read_only_refusal(&command) {
+        if let Some(why) = self.refusal(app, &command) {
             app.queued = app.queued.saturating_sub(1);
             app.push_status(false, why);
             return;
+        }
+        match command {
+            // `runs open ID`: the past run's panes, read-only, through the attach path (its perf
+            // events, its store); the whole screen switches (refused while a run is live).
+            Command::Runs {
+                action: RunsAction::Open(id),
+            } => {
+                app.queued = app.queued.saturating_sub(1);
+                self.open_past_run(app, &id);
+            }
+            Command::Attach { events, database } => {
+                app.queued = app.queued.saturating_sub(1);
+                self.attach(app, &events, database.as_deref());
+            }
+            command => self.forward(app, command),
+        }
+    }
+
+    fn mouse(&mut self, on: bool) {
+        use crossterm::{event, execute};
+        let _ = if on {
+            execute!(std::io::stdout(), event::EnableMouseCapture)
+        } else {
+            execute!(std::io::stdout(), event::DisableMouseCapture)
+        };
+    }
+}
+
+impl Interactive {
+    /// Why `command` is refused here, if it is: a step while attached (read-only), or switching
+    /// the screen (`attach`, `runs open`) while a canary run is live.
+    fn refusal(&self, app: &App, command: &Command) -> Option<String> {
+        if let Some(why) = app.read_only_refusal(command) {
+            return Some(why);
         }
         let switches = matches!(
             command,
@@ -372,61 +458,50 @@ impl CommandSink for Interactive {
                     action: RunsAction::Open(_)
                 }
         );
-        if switches && let Some(why) = app.attach_refusal() {
-            app.queued = app.queued.saturating_sub(1);
-            app.push_status(false, why);
+        if switches { app.attach_refusal() } else { None }
+    }
+
+    /// [`attach`] with this console's sources and store settings.
+    fn attach(&mut self, app: &mut App, events: &Path, database: Option<&Path>) {
+        attach(
+            app,
+            &mut self.sources,
+            &self.tx,
+            events,
+            database,
+            self.postgres_url.as_deref(),
+        );
+    }
+
+    /// `runs open ID`: attaches to the past run's observed perf events and store, read-only.
+    fn open_past_run(&mut self, app: &mut App, id: &str) {
+        let Some(root) = app
+            .canary
+            .as_ref()
+            .and_then(|c| c.run_path.parent().map(Path::to_path_buf))
+        else {
+            app.push_status(false, "no runs root known yet");
             return;
-        }
-        // `runs open ID`: the past run's panes, read-only, through the attach path (its perf
-        // events, its store); the whole screen switches (refused above while a run is live).
-        if let Command::Runs {
-            action: RunsAction::Open(id),
-        } = &command
-        {
-            app.queued = app.queued.saturating_sub(1);
-            let Some(root) = app
-                .canary
-                .as_ref()
-                .and_then(|c| c.run_path.parent().map(Path::to_path_buf))
-            else {
-                app.push_status(false, "no runs root known yet");
-                return;
-            };
-            let run = crate::canary::resolve_run(&root, id);
-            let events = ["host-observed", "observed"]
-                .iter()
-                .map(|p| run.join(format!("{p}.perf.jsonl")))
-                .find(|p| p.exists());
-            match events {
-                None => app.push_status(
-                    false,
-                    format!("{} has no observed perf events to open", run.display()),
-                ),
-                Some(events) => {
-                    let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
-                    attach(
-                        app,
-                        &mut self.sources,
-                        &self.tx,
-                        &events,
-                        database.as_deref(),
-                    );
-                    app.push_status(true, format!("opened past run {} read-only", run.display()));
-                }
-            }
-            return;
-        }
-        if let Command::Attach { events, database } = &command {
-            app.queued = app.queued.saturating_sub(1);
-            attach(
-                app,
-                &mut self.sources,
-                &self.tx,
-                events,
-                database.as_deref(),
+        };
+        let run = crate::canary::resolve_run(&root, id);
+        let events = ["host-observed", "observed"]
+            .iter()
+            .map(|p| run.join(format!("{p}.perf.jsonl")))
+            .find(|p| p.exists());
+        let Some(events) = events else {
+            app.push_status(
+                false,
+                format!("{} has no observed perf events to open", run.display()),
             );
             return;
-        }
+        };
+        let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
+        self.attach(app, &events, database.as_deref());
+        app.push_status(true, format!("opened past run {} read-only", run.display()));
+    }
+
+    /// Any other command goes to the canary task; attach-only mode has none.
+    fn forward(&mut self, app: &mut App, command: Command) {
         let Some(commands) = &self.commands else {
             app.queued = app.queued.saturating_sub(1);
             app.push_status(
@@ -443,29 +518,25 @@ impl CommandSink for Interactive {
             app.push_status(false, format!("command not queued: {e}"));
         }
     }
-
-    fn mouse(&mut self, on: bool) {
-        use crossterm::{event, execute};
-        let _ = if on {
-            execute!(std::io::stdout(), event::EnableMouseCapture)
-        } else {
-            execute!(std::io::stdout(), event::DisableMouseCapture)
-        };
-    }
 }
 
-/// Switches the console to watching `events` (and the store at `database`): a fresh monitor,
-/// the file tailed from its start, the evidence viewer on that file.
+/// Switches the console to watching `events` (and the store at `database`, or the PostgreSQL
+/// database at `postgres_url` when the settings name one): a fresh monitor, the file tailed
+/// from its start, the evidence viewer on that file.
 pub fn attach(
     app: &mut App,
     sources: &mut Sources,
     tx: &mpsc::Sender<AppEvent>,
     events: &Path,
     database: Option<&Path>,
+    postgres_url: Option<&str>,
 ) {
     *sources = Sources::start(
         &[("observed".to_owned(), events.to_path_buf())],
-        database.map(Path::to_path_buf),
+        database.map(|d| StoreAt {
+            sqlite: d.to_path_buf(),
+            postgres_url: postgres_url.map(str::to_owned),
+        }),
         tx,
     );
     app.monitor = state::Monitor::new();
@@ -585,6 +656,8 @@ fn spawn_signals(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {
 /// Opens the interactive console (U1–U4) for a new canary run. Returns when the operator quits
 /// or a signal arrives; the terminal is restored and every child process stopped first.
 pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
+    let color = app::color_enabled(&options.settings);
+    let postgres_url = sources::postgres_url(&options.settings);
     let canary = Canary::create(options)?;
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
     let run = canary.run.clone();
@@ -595,10 +668,13 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
             // An observed process a real agent host started from `host-config` (C4).
             ("host".to_owned(), run.perf_events("host-observed")),
         ],
-        Some(canary.database_path()),
+        Some(StoreAt {
+            sqlite: canary.database_path(),
+            postgres_url: postgres_url.clone(),
+        }),
         &tx,
     );
-    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut app = App::new(color, unix_ms_now());
     app.evidence = evidence::EvidenceView::new(vec![
         ("observed requests/results".into(), run.wire_log("observed")),
         ("full requests/results".into(), run.wire_log("full")),
@@ -626,6 +702,7 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         commands: Some(handle.commands.clone()),
         sources,
         tx: tx.clone(),
+        postgres_url,
     };
     let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
     drop(sink);
@@ -641,22 +718,22 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
 /// Opens the interactive console in attach mode only (no canary, no child processes): it
 /// watches an observed process an agent host started, from its perf-events file `events`
 /// (and memory file) and its store `database`. Meant for `patchdiff console --attach-events
-/// PATH [--database PATH]`; `:attach` does the same from a running console.
-pub async fn run_attach(events: PathBuf, database: Option<PathBuf>) -> anyhow::Result<()> {
+/// PATH [--database PATH]`; `:attach` does the same from a running console. Colour and the
+/// PostgreSQL store come from the resolved `settings` (U4, P1).
+pub async fn run_attach(
+    events: PathBuf,
+    database: Option<PathBuf>,
+    settings: &crate::config::Settings,
+) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
-    let mut app = App::new(app::color_enabled(), unix_ms_now());
+    let mut app = App::new(app::color_enabled(settings), unix_ms_now());
     let mut sink = Interactive {
         commands: None,
         sources: Sources::default(),
         tx: tx.clone(),
+        postgres_url: sources::postgres_url(settings),
     };
-    attach(
-        &mut app,
-        &mut sink.sources,
-        &tx,
-        &events,
-        database.as_deref(),
-    );
+    sink.attach(&mut app, &events, database.as_deref());
     run_terminal(&mut app, &tx, &mut rx, &mut sink).await
 }
 

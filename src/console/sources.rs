@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::tail::JsonlTail;
+use crate::config::{Key, Settings};
 use crate::kernel::TargetSummary;
 use crate::store::EditStore;
 
@@ -75,7 +76,7 @@ pub fn spawn_tailer_from<E: Send + 'static>(
             for (source, kind, tail) in &mut tails {
                 loop {
                     let mut lines = Vec::new();
-                    let read = tail.poll(batch, |l| lines.push(l.to_owned())).unwrap_or(0);
+                    let read = tail.poll(batch, |l| lines.push(l)).unwrap_or(0);
                     let full = read >= batch;
                     batch = (batch * 2).min(TAIL_BATCH_BYTES);
                     if !lines.is_empty() {
@@ -97,16 +98,28 @@ pub fn spawn_tailer_from<E: Send + 'static>(
     })
 }
 
-/// Reads the targets every [`STORE_INTERVAL`] from the store `PATCHDIFF_DATABASE_URL` selects
-/// when it names PostgreSQL, else from the SQLite database at `path` once the file exists.
+/// The PostgreSQL URL the resolved `settings` select for the store (`PATCHDIFF_DATABASE_URL`
+/// naming `postgres://…` or `postgresql://…`, P1), or `None`: the SQLite file.
+pub fn postgres_url(settings: &Settings) -> Option<String> {
+    settings
+        .text(Key::DatabaseUrl)
+        .ok()
+        .flatten()
+        .filter(|u| crate::store::is_postgres_url(u))
+        .map(str::to_owned)
+}
+
+/// Reads the targets every [`STORE_INTERVAL`] from the PostgreSQL database at `postgres_url`
+/// when given (see [`postgres_url`]), else from the SQLite database at `path` once the file
+/// exists.
 pub fn spawn_store_poller<E: Send + 'static>(
     path: PathBuf,
+    postgres_url: Option<String>,
     events: mpsc::Sender<E>,
     wrap: fn(SourceEvent) -> E,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
-        let url =
-            crate::store::database_url_from_env().filter(|u| crate::store::is_postgres_url(u));
+        let url = postgres_url;
         let mut store: Option<std::sync::Arc<dyn EditStore>> = None;
         let mut tick = tokio::time::interval(STORE_INTERVAL);
         loop {
@@ -151,6 +164,87 @@ pub fn spawn_store_poller<E: Send + 'static>(
 mod tests {
     use super::*;
     use std::io::Write;
+    use std::path::Path;
+
+    #[test]
+    fn the_store_poller_reads_postgresql_only_when_the_settings_name_it() {
+        let with = |url: Option<&str>| {
+            postgres_url(&Settings::from_lookup(|k| {
+                (k == "PATCHDIFF_DATABASE_URL")
+                    .then_some(url)
+                    .flatten()
+                    .map(Into::into)
+            }))
+        };
+        assert_eq!(with(None), None);
+        assert_eq!(with(Some("sqlite:///var/lib/pd.sqlite")), None);
+        assert_eq!(
+            with(Some("postgres://pd@127.0.0.1:5432/pd")).as_deref(),
+            Some("postgres://pd@127.0.0.1:5432/pd")
+        );
+        assert_eq!(
+            with(Some("postgresql://pd@db/pd")).as_deref(),
+            Some("postgresql://pd@db/pd")
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversize_event_line_is_skipped_with_a_note_and_the_next_events_are_read() {
+        use crate::console::app::App;
+        use crate::console::{AppEvent, apply_event};
+        let fixture = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/console/observed.perf.jsonl"),
+        )
+        .unwrap();
+        let events: Vec<&str> = fixture.lines().collect();
+        let (before, after) = events.split_at(events.len() / 2);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("observed.perf.jsonl");
+        let mut f = std::fs::File::create(&path).unwrap();
+        for l in before {
+            writeln!(f, "{l}").unwrap();
+        }
+        // A line of 64 KiB + 1 byte (the longest accepted is 64 KiB) in the middle.
+        writeln!(f, "{{\"name\":\"{}\"}}", "x".repeat(65_537)).unwrap();
+        for l in after {
+            writeln!(f, "{l}").unwrap();
+        }
+        drop(f);
+        let (tx, mut rx) = mpsc::channel(64);
+        let task = spawn_tailer(
+            vec![("observed".into(), path, FileKind::Perf)],
+            tx,
+            AppEvent::Source,
+        );
+        let mut app = App::new(false, 0.0);
+        while app.monitor.ingested + app.monitor.malformed < events.len() as u64 + 1 {
+            let ev = rx.recv().await.expect("the tailer stopped");
+            apply_event(&mut app, ev);
+        }
+        task.abort();
+        assert_eq!(
+            app.monitor.ingested,
+            events.len() as u64,
+            "every other line is read"
+        );
+        assert_eq!(app.monitor.malformed, 1);
+        assert_eq!(
+            app.monitor.last_malformed.as_deref(),
+            Some("observed: a line over 65536 bytes was skipped")
+        );
+        // The note is on screen: the header counts it.
+        app.size = (200, 60);
+        let mut terminal =
+            ratatui::Terminal::new(ratatui::backend::TestBackend::new(200, 60)).unwrap();
+        terminal
+            .draw(|f| crate::console::ui::draw(f, &app))
+            .unwrap();
+        let header: String = (0..200)
+            .map(|x| terminal.backend().buffer()[(x, 0)].symbol().to_owned())
+            .collect();
+        assert!(header.contains(" · 1 malformed"), "{header}");
+    }
 
     #[tokio::test]
     async fn a_file_with_history_arrives_in_small_batches_first() {

@@ -485,8 +485,11 @@ impl Monitor {
         if line.is_empty() {
             return;
         }
-        if line.len() > MAX_LINE_BYTES {
-            self.note_malformed(source, "line too long");
+        if line.len() > MAX_LINE_BYTES || line == super::tail::OVERSIZE_LINE {
+            self.note_malformed(
+                source,
+                &format!("a line over {MAX_LINE_BYTES} bytes was skipped"),
+            );
             return;
         }
         match serde_json::from_str::<PerfEvent>(line) {
@@ -853,6 +856,12 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A phase event `name` started at `start_ms`, taking `duration_ms`, under `ceiling_ms`.
+    fn phase_ev(name: &str, start_ms: f64, duration_ms: f64, ceiling_ms: u64) -> PerfEvent {
+        let attrs = json!({ "ceiling_ms": ceiling_ms });
+        ev(name, start_ms, duration_ms, attrs, json!({}))
+    }
+
     fn ev(name: &str, start_ms: f64, duration_ms: f64, attrs: Value, ids: Value) -> PerfEvent {
         let mut e = PerfEvent::point(name);
         e.start_ms = start_ms;
@@ -970,16 +979,7 @@ mod tests {
                 json!({}),
             ),
         );
-        m.ingest(
-            "o",
-            &ev(
-                "phase_active",
-                1_000.0,
-                400.0,
-                json!({"ceiling_ms": 15000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_active", 1_000.0, 400.0, 15000));
         let t = m.phase(Phase::Active);
         assert_eq!(t.shown_ms(99_000.0), (Some(400.0), false));
         assert_eq!(t.level(99_000.0), Level::Ok);
@@ -988,16 +988,7 @@ mod tests {
     #[test]
     fn phase_ceiling_comes_from_the_event() {
         let mut m = Monitor::new();
-        m.ingest(
-            "o",
-            &ev(
-                "phase_outer",
-                0.0,
-                9_000.0,
-                json!({"ceiling_ms": 10000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_outer", 0.0, 9_000.0, 10000));
         let t = m.phase(Phase::Outer);
         assert_eq!(t.ceiling_ms, 10_000.0);
         assert_eq!(t.level(0.0), Level::High);
@@ -1147,84 +1138,58 @@ mod tests {
         e
     }
 
+    /// `worker_launch` recorded by process `pid`: generation `generation`, worker pid `worker`.
+    fn launch(pid: u32, at: f64, generation: u64, worker: u64) -> PerfEvent {
+        let (attrs, ids) = (json!({"pid": worker}), json!({"generation": generation}));
+        by(pid, "worker_launch", at, 0.0, attrs, ids)
+    }
+
+    /// `worker_retired` recorded by process `pid` for generation `generation`.
+    fn retired(pid: u32, at: f64, generation: u64, reason: &str) -> PerfEvent {
+        let (attrs, ids) = (json!({"reason": reason}), json!({"generation": generation}));
+        by(pid, "worker_retired", at, 0.0, attrs, ids)
+    }
+
+    /// An event of `name` recorded by process `pid`, taking `ms`, with no attributes.
+    fn timed(pid: u32, name: &str, at: f64, ms: f64) -> PerfEvent {
+        by(pid, name, at, ms, json!({}), json!({}))
+    }
+
+    /// What process 7010 recorded on "observed" before process 7020 appended to the same file:
+    /// two launches, a slow admission, a busy queue (6 waiting), three reads, a retirement; and
+    /// one read of the full process 7001.
+    fn first_session(m: &mut Monitor) {
+        m.ingest("observed", &launch(7010, 0.0, 1, 9001));
+        m.ingest("observed", &launch(7010, 1_000.0, 2, 9002));
+        let admission = json!({"ceiling_ms": 2000});
+        let admitted = by(
+            7010,
+            "phase_admission",
+            1_500.0,
+            1_900.0,
+            admission,
+            json!({}),
+        );
+        m.ingest("observed", &admitted);
+        let busy = json!({"active": 1, "waiting": 6});
+        let depth = by(7010, "worker_queue_depth", 2_000.0, 0.0, busy, json!({}));
+        m.ingest("observed", &depth);
+        for d in [100.0, 200.0, 300.0] {
+            m.ingest("observed", &timed(7010, "ipc_read", 2_100.0, d));
+        }
+        m.ingest("observed", &retired(7010, 3_000.0, 2, "shutdown"));
+        // The full process's events are its own session and stay.
+        m.ingest("full", &timed(7001, "ipc_read", 3_000.0, 50.0));
+    }
+
     #[test]
     fn a_new_process_on_the_same_file_starts_a_fresh_session() {
         let mut m = Monitor::new();
-        // Process 7010: two launches, a slow admission, a busy queue, a retirement.
-        for (g, t) in [(1, 0.0), (2, 1_000.0)] {
-            m.ingest(
-                "observed",
-                &by(
-                    7010,
-                    "worker_launch",
-                    t,
-                    0.0,
-                    json!({"pid": 9000 + g}),
-                    json!({"generation": g}),
-                ),
-            );
-        }
-        m.ingest(
-            "observed",
-            &by(
-                7010,
-                "phase_admission",
-                1_500.0,
-                1_900.0,
-                json!({"ceiling_ms": 2000}),
-                json!({}),
-            ),
-        );
-        m.ingest(
-            "observed",
-            &by(
-                7010,
-                "worker_queue_depth",
-                2_000.0,
-                0.0,
-                json!({"active": 1, "waiting": 6}),
-                json!({}),
-            ),
-        );
-        for d in [100.0, 200.0, 300.0] {
-            m.ingest(
-                "observed",
-                &by(7010, "ipc_read", 2_100.0, d, json!({}), json!({})),
-            );
-        }
-        m.ingest(
-            "observed",
-            &by(
-                7010,
-                "worker_retired",
-                3_000.0,
-                0.0,
-                json!({"reason": "shutdown"}),
-                json!({"generation": 2}),
-            ),
-        );
-        // The full process's events are its own session and stay.
-        m.ingest(
-            "full",
-            &by(7001, "ipc_read", 3_000.0, 50.0, json!({}), json!({})),
-        );
+        first_session(&mut m);
         assert_eq!(m.launches_in_window(3_000.0), 2);
         // Process 7020 appends to the same file (a relaunch, or a reused attach file).
-        m.ingest(
-            "observed",
-            &by(
-                7020,
-                "worker_launch",
-                4_000.0,
-                0.0,
-                json!({"pid": 9100}),
-                json!({"generation": 1}),
-            ),
-        );
-        m.ingest(
-            "observed",
-            &by(7020, "ipc_read", 4_100.0, 7.0, json!({}), json!({})),
-        );
+        m.ingest("observed", &launch(7020, 4_000.0, 1, 9100));
+        m.ingest("observed", &timed(7020, "ipc_read", 4_100.0, 7.0));
         m.refresh();
         assert_eq!(m.sessions, 3, "7010, 7001, 7020");
         // W10's launch window counts the new supervisor's launches only.
@@ -1251,25 +1216,9 @@ mod tests {
     #[test]
     fn a_relaunch_of_another_source_leaves_the_worker_session_alone() {
         let mut m = Monitor::new();
-        m.ingest(
-            "observed",
-            &by(
-                7010,
-                "worker_launch",
-                0.0,
-                0.0,
-                json!({"pid": 9001}),
-                json!({"generation": 1}),
-            ),
-        );
-        m.ingest(
-            "full",
-            &by(7001, "mcp_call", 10.0, 1.0, json!({}), json!({})),
-        );
-        m.ingest(
-            "full",
-            &by(7002, "mcp_call", 20.0, 1.0, json!({}), json!({})),
-        );
+        m.ingest("observed", &launch(7010, 0.0, 1, 9001));
+        m.ingest("full", &timed(7001, "mcp_call", 10.0, 1.0));
+        m.ingest("full", &timed(7002, "mcp_call", 20.0, 1.0));
         assert_eq!(m.worker.generation, Some(1));
         assert_eq!(m.launches_in_window(30.0), 1);
     }
@@ -1278,17 +1227,7 @@ mod tests {
     fn retirement_rows_of_two_processes_tell_their_generations_apart() {
         let mut m = Monitor::new();
         for pid in [7010, 7020] {
-            m.ingest(
-                "observed",
-                &by(
-                    pid,
-                    "worker_retired",
-                    0.0,
-                    0.0,
-                    json!({"reason": "shutdown"}),
-                    json!({"generation": 1}),
-                ),
-            );
+            m.ingest("observed", &retired(pid, 0.0, 1, "shutdown"));
         }
         let rows: Vec<(Option<u64>, Option<u64>)> = m
             .retirements
@@ -1302,16 +1241,7 @@ mod tests {
     fn the_admission_ceiling_label_keeps_its_meaning_after_a_lock_holders_admission() {
         let mut m = Monitor::new();
         // W7: a lock holder's admission runs under 250 ms; W6's ordinary one under 2 s.
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                0.0,
-                200.0,
-                json!({"ceiling_ms": 250}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 0.0, 200.0, 250));
         let t = m.phase(Phase::Admission);
         assert_eq!(
             t.ceiling_ms, 2_000.0,
@@ -1320,29 +1250,11 @@ mod tests {
         assert_eq!(t.last_ceiling_ms, 250.0);
         // 200 of 250 ms is past 75 % of the lock holder's ceiling.
         assert_eq!(t.level(1_000.0), Level::High);
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                10.0,
-                200.0,
-                json!({"ceiling_ms": 2000}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 10.0, 200.0, 2000));
         let t = m.phase(Phase::Admission);
         assert_eq!((t.ceiling_ms, t.last_ceiling_ms), (2_000.0, 2_000.0));
         assert_eq!(t.level(1_000.0), Level::Ok);
-        m.ingest(
-            "o",
-            &ev(
-                "phase_admission",
-                20.0,
-                10.0,
-                json!({"ceiling_ms": 250}),
-                json!({}),
-            ),
-        );
+        m.ingest("o", &phase_ev("phase_admission", 20.0, 10.0, 250));
         assert_eq!(m.phase(Phase::Admission).ceiling_ms, 2_000.0);
     }
 }

@@ -1,25 +1,34 @@
 //! Incremental JSONL tailing by byte offset (SPEC T, E): reads only what was appended since the
-//! last poll, keeps a bounded partial line, and starts over when a file is truncated or
-//! replaced. Used for perf-event and memory files (the console and attach mode alike).
+//! last poll and starts over when a file is truncated or replaced. Lines are split by
+//! `tokio_util`'s [`LinesCodec`] with a maximum length, which keeps the partial line between polls
+//! and discards the rest of an over-long one. Used for perf-event and memory files (the console
+//! and attach mode alike).
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
+use bytes::BytesMut;
+use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
+
 use super::state::MAX_LINE_BYTES;
 
 /// Marker passed for a line longer than [`MAX_LINE_BYTES`]; it is not JSON, so it counts as
-/// malformed downstream.
+/// malformed downstream ([`crate::console::state::Monitor::ingest_line`] names it).
 pub const OVERSIZE_LINE: &str = "\u{1}oversize line";
+/// Marker passed for a line that is not UTF-8; it is not JSON, so it counts as malformed.
+pub const NOT_UTF8_LINE: &str = "\u{1}line not UTF-8";
 
 /// Follows one append-only JSONL file.
 #[derive(Debug)]
 pub struct JsonlTail {
     path: PathBuf,
     offset: u64,
-    partial: Vec<u8>,
-    /// Discarding the rest of an oversize line.
-    skipping: bool,
+    /// Bytes read but not yet split into lines (a partial line, at most [`MAX_LINE_BYTES`]).
+    pending: BytesMut,
+    /// Splits lines; it remembers where it stopped searching and whether it is discarding the
+    /// rest of an over-long line.
+    lines: LinesCodec,
     #[cfg(unix)]
     inode: Option<u64>,
 }
@@ -30,8 +39,8 @@ impl JsonlTail {
         Self {
             path: path.to_path_buf(),
             offset: 0,
-            partial: Vec::new(),
-            skipping: false,
+            pending: BytesMut::new(),
+            lines: LinesCodec::new_with_max_length(MAX_LINE_BYTES),
             #[cfg(unix)]
             inode: None,
         }
@@ -60,13 +69,41 @@ impl JsonlTail {
         self.offset
     }
 
-    /// Reads at most `max_bytes` of newly appended data and calls `line` for each complete line
-    /// (without the newline; invalid UTF-8 replaced). Returns the bytes read. A missing file reads
-    /// as empty; a shrunk or replaced file is re-read from its start.
-    pub fn poll(&mut self, max_bytes: usize, mut line: impl FnMut(&str)) -> std::io::Result<usize> {
+    /// Reads at most `max_bytes` of newly appended data and calls `line` with each complete line
+    /// (without the newline or a `\r` before it; the codec's own `String`, not copied again). Returns the bytes read. A missing file reads as
+    /// empty; a shrunk or replaced file is re-read from its start. A line longer than
+    /// [`MAX_LINE_BYTES`] is reported once as [`OVERSIZE_LINE`] and skipped up to its newline; a
+    /// line that is not UTF-8 is reported as [`NOT_UTF8_LINE`]; reading continues at the next
+    /// line either way.
+    pub fn poll(
+        &mut self,
+        max_bytes: usize,
+        mut line: impl FnMut(String),
+    ) -> std::io::Result<usize> {
+        let Some(mut buf) = self.read_appended(max_bytes)? else {
+            return Ok(0);
+        };
+        let got = buf.len() - self.pending.len();
+        loop {
+            match self.lines.decode(&mut buf) {
+                Ok(Some(l)) => line(l),
+                Ok(None) => break,
+                Err(LinesCodecError::MaxLineLengthExceeded) => line(OVERSIZE_LINE.to_owned()),
+                Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE.to_owned()),
+            }
+        }
+        // Only the partial line is kept between polls (a copy of at most MAX_LINE_BYTES); the
+        // read's buffer is freed now, so the console holds one read at a time.
+        self.pending = BytesMut::from(&buf[..]);
+        Ok(got)
+    }
+
+    /// A new buffer holding `pending` followed by at most `max_bytes` of what was written
+    /// since the last read (`None`: nothing new).
+    fn read_appended(&mut self, max_bytes: usize) -> std::io::Result<Option<BytesMut>> {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
         let meta = file.metadata()?;
@@ -82,58 +119,29 @@ impl JsonlTail {
             self.restart();
         }
         if meta.len() == self.offset {
-            return Ok(0);
+            return Ok(None);
         }
         file.seek(SeekFrom::Start(self.offset))?;
         let want = (meta.len() - self.offset).min(max_bytes as u64) as usize;
-        let mut buf = vec![0u8; want];
+        let before = self.pending.len();
+        let mut buf = BytesMut::zeroed(before + want);
+        buf[..before].copy_from_slice(&self.pending);
         let mut got = 0;
         while got < want {
-            match file.read(&mut buf[got..])? {
+            match file.read(&mut buf[before + got..])? {
                 0 => break,
                 n => got += n,
             }
         }
-        buf.truncate(got);
+        buf.truncate(before + got);
         self.offset += got as u64;
-        let mut start = 0;
-        for (i, &b) in buf.iter().enumerate() {
-            if b != b'\n' {
-                continue;
-            }
-            let piece = &buf[start..i];
-            start = i + 1;
-            if self.skipping {
-                self.skipping = false;
-                self.partial.clear();
-                continue;
-            }
-            if self.partial.len() + piece.len() > MAX_LINE_BYTES {
-                self.partial.clear();
-                line(OVERSIZE_LINE);
-            } else if self.partial.is_empty() {
-                line(&String::from_utf8_lossy(piece));
-            } else {
-                self.partial.extend_from_slice(piece);
-                let whole = std::mem::take(&mut self.partial);
-                line(&String::from_utf8_lossy(&whole));
-            }
-        }
-        if !self.skipping {
-            self.partial.extend_from_slice(&buf[start..]);
-            if self.partial.len() > MAX_LINE_BYTES {
-                self.partial.clear();
-                self.skipping = true;
-                line(OVERSIZE_LINE);
-            }
-        }
-        Ok(got)
+        Ok(Some(buf))
     }
 
     fn restart(&mut self) {
         self.offset = 0;
-        self.partial.clear();
-        self.skipping = false;
+        self.pending.clear();
+        self.lines = LinesCodec::new_with_max_length(MAX_LINE_BYTES);
     }
 }
 
@@ -142,9 +150,17 @@ mod tests {
     use super::*;
     use std::io::Write;
 
+    /// A file `e.jsonl` holding `content` in a fresh directory (kept while the guard lives).
+    fn file_with(content: impl AsRef<[u8]>) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e.jsonl");
+        std::fs::write(&path, content).unwrap();
+        (dir, path)
+    }
+
     fn lines(t: &mut JsonlTail) -> Vec<String> {
         let mut out = Vec::new();
-        t.poll(1 << 20, |l| out.push(l.to_owned())).unwrap();
+        t.poll(1 << 20, |l| out.push(l)).unwrap();
         out
     }
 
@@ -164,9 +180,7 @@ mod tests {
 
     #[test]
     fn truncated_file_is_read_again_from_the_start() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, "one\ntwo\n").unwrap();
+        let (_dir, path) = file_with("one\ntwo\n");
         let mut t = JsonlTail::new(&path);
         assert_eq!(lines(&mut t).len(), 2);
         std::fs::write(&path, "x\n").unwrap();
@@ -183,16 +197,54 @@ mod tests {
         let mut out = Vec::new();
         // Small reads force the line to span polls.
         for _ in 0..200 {
-            t.poll(4096, |l| out.push(l.to_owned())).unwrap();
+            t.poll(4096, |l| out.push(l)).unwrap();
         }
         assert_eq!(out, vec![OVERSIZE_LINE.to_owned(), "ok".to_owned()]);
     }
 
     #[test]
-    fn from_end_skips_existing_lines() {
+    fn an_oversize_line_in_the_middle_is_skipped_and_the_next_lines_are_read() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("e.jsonl");
-        std::fs::write(&path, "old\n").unwrap();
+        // 64 KiB is the longest line accepted; one byte more is skipped, one byte less is not.
+        let longest = "a".repeat(65_536);
+        let over = "b".repeat(65_537);
+        std::fs::write(&path, format!("first\n{over}\n{longest}\nlast\n")).unwrap();
+        let mut t = JsonlTail::new(&path);
+        let mut out = Vec::new();
+        // One read of everything, then again with reads that cut the long lines.
+        t.poll(1 << 20, |l| out.push(l)).unwrap();
+        assert_eq!(
+            out.len(),
+            4,
+            "{:?}",
+            out.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (
+                out[0].as_str(),
+                out[1].as_str(),
+                out[2].len(),
+                out[3].as_str()
+            ),
+            ("first", OVERSIZE_LINE, 65_536, "last")
+        );
+        let mut small = JsonlTail::new(&path);
+        let mut again = Vec::new();
+        while small.poll(1000, |l| again.push(l)).unwrap() > 0 {}
+        assert_eq!(again, out, "the same lines whatever the read size");
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_reported_and_reading_continues() {
+        let (_dir, path) = file_with(b"one\n\xff\xfe\ntwo\n");
+        let mut t = JsonlTail::new(&path);
+        assert_eq!(lines(&mut t), vec!["one", NOT_UTF8_LINE, "two"]);
+    }
+
+    #[test]
+    fn from_end_skips_existing_lines() {
+        let (_dir, path) = file_with("old\n");
         let mut t = JsonlTail::from_end(&path);
         let mut f = std::fs::OpenOptions::new()
             .append(true)

@@ -6,8 +6,11 @@
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
+use ratatui::symbols;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
+use ratatui::widgets::{
+    Axis, Block, Borders, Chart, Clear, Dataset, GraphType, LineGauge, Paragraph, Sparkline, Wrap,
+};
 
 use super::app::{App, CONSOLE_KEYS, Input, Overlay, Pane};
 use super::evidence::clock;
@@ -44,89 +47,103 @@ pub fn layout(area: Rect, focus: Pane) -> Areas {
         Constraint::Length(1),
     ])
     .areas(area);
-    let mut panes = Vec::new();
-    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
-        return Areas {
-            header,
-            panes,
-            status,
-            keys,
-        };
-    }
-    if body.width >= 100 && body.height >= 22 {
-        let evidence_h = (body.height / 3).clamp(6, 16);
-        let [top, evidence] =
-            Layout::vertical([Constraint::Min(0), Constraint::Length(evidence_h)]).areas(body);
-        let [left, right] =
-            Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(top);
-        let [procs, targets] =
-            Layout::vertical([Constraint::Length(5), Constraint::Min(0)]).areas(left);
-        let [worker, perf] =
-            Layout::vertical([Constraint::Length(11), Constraint::Min(0)]).areas(right);
-        panes.extend([
-            (Pane::Processes, procs),
-            (Pane::Targets, targets),
-            (Pane::Worker, worker),
-            (Pane::Perf, perf),
-            (Pane::Evidence, evidence),
-        ]);
+    let panes = if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        Vec::new()
+    } else if body.width >= 100 && body.height >= 22 {
+        wide_panes(body)
     } else {
-        // Requests in priority order: a pane's first request must fit whole (its minimum),
-        // later ones grow it by what is left. Tables come before charts, so charts (the worker
-        // pane) drop first, then tables (CONSOLE.md).
-        let requests = [
-            (Pane::Processes, 5u16),
-            (Pane::Targets, 4),
-            (Pane::Targets, 4),
-            (Pane::Perf, 4),
-            (Pane::Worker, 6),
-            (Pane::Perf, 4),
-            (Pane::Worker, 5),
-            (Pane::Evidence, 4),
-            (Pane::Evidence, 4),
-        ];
-        let mut left = body.height;
-        let mut chosen: Vec<(Pane, u16)> = Vec::new();
-        for (pane, rows) in requests {
-            match chosen.iter_mut().find(|(p, _)| *p == pane) {
-                Some(slot) => {
-                    let extra = rows.min(left);
-                    slot.1 += extra;
-                    left -= extra;
-                }
-                None if rows <= left => {
-                    chosen.push((pane, rows));
-                    left -= rows;
-                }
-                None => {}
-            }
-        }
-        if chosen.is_empty() {
-            chosen.push((Pane::Processes, body.height));
-            left = 0;
-        }
-        if !chosen.iter().any(|(p, _)| *p == focus)
-            && let Some(last) = chosen.last_mut()
-        {
-            last.0 = focus;
-        }
-        // Spare rows go to the last shown pane in screen order.
-        chosen.sort_by_key(|(p, _)| Pane::ALL.iter().position(|q| q == p));
-        if let Some(last) = chosen.last_mut() {
-            last.1 += left;
-        }
-        let mut y = body.y;
-        for (pane, h) in chosen {
-            panes.push((pane, Rect::new(body.x, y, body.width, h)));
-            y += h;
-        }
-    }
+        stacked_panes(body, focus)
+    };
     Areas {
         header,
         panes,
         status,
         keys,
     }
+}
+
+/// The two-column screen of CONSOLE.md (a body of at least 100 × 22): processes over targets
+/// on the left, the worker over perf events on the right, evidence across the bottom. A tall
+/// screen (a top part of 50 rows or more) gives the worker pane room for its RSS chart.
+fn wide_panes(body: Rect) -> Vec<(Pane, Rect)> {
+    let evidence_h = (body.height / 3).clamp(6, 16);
+    let [top, evidence] =
+        Layout::vertical([Constraint::Min(0), Constraint::Length(evidence_h)]).areas(body);
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(top);
+    let [procs, targets] =
+        Layout::vertical([Constraint::Length(5), Constraint::Min(0)]).areas(left);
+    let worker_h = if top.height >= 50 {
+        WORKER_TEXT_ROWS + 2 + RSS_CHART_ROWS + 2
+    } else {
+        WORKER_TEXT_ROWS + 2
+    };
+    let [worker, perf] =
+        Layout::vertical([Constraint::Length(worker_h), Constraint::Min(0)]).areas(right);
+    vec![
+        (Pane::Processes, procs),
+        (Pane::Targets, targets),
+        (Pane::Worker, worker),
+        (Pane::Perf, perf),
+        (Pane::Evidence, evidence),
+    ]
+}
+
+/// One column for smaller screens. Requests in priority order: a pane's first request must
+/// fit whole (its minimum), later ones grow it by what is left. Tables come before charts, so
+/// charts (the worker pane) drop first, then tables (CONSOLE.md). The `focus`ed pane takes the
+/// place of the lowest-priority pane shown when priority leaves it out; spare rows go to the
+/// last shown pane in screen order.
+fn stacked_panes(body: Rect, focus: Pane) -> Vec<(Pane, Rect)> {
+    let requests = [
+        (Pane::Processes, 5u16),
+        (Pane::Targets, 4),
+        (Pane::Targets, 4),
+        (Pane::Perf, 4),
+        (Pane::Worker, 6),
+        (Pane::Perf, 4),
+        (Pane::Worker, 5),
+        (Pane::Evidence, 4),
+        (Pane::Evidence, 4),
+    ];
+    let mut left = body.height;
+    let mut chosen: Vec<(Pane, u16)> = Vec::new();
+    for (pane, rows) in requests {
+        match chosen.iter_mut().find(|(p, _)| *p == pane) {
+            Some(slot) => {
+                let extra = rows.min(left);
+                slot.1 += extra;
+                left -= extra;
+            }
+            None if rows <= left => {
+                chosen.push((pane, rows));
+                left -= rows;
+            }
+            None => {}
+        }
+    }
+    if chosen.is_empty() {
+        chosen.push((Pane::Processes, body.height));
+        left = 0;
+    }
+    if !chosen.iter().any(|(p, _)| *p == focus)
+        && let Some(last) = chosen.last_mut()
+    {
+        last.0 = focus;
+    }
+    chosen.sort_by_key(|(p, _)| Pane::ALL.iter().position(|q| q == p));
+    if let Some(last) = chosen.last_mut() {
+        last.1 += left;
+    }
+    let mut y = body.y;
+    chosen
+        .into_iter()
+        .map(|(pane, h)| {
+            let rect = Rect::new(body.x, y, body.width, h);
+            y += h;
+            (pane, rect)
+        })
+        .collect()
 }
 
 /// Styles that collapse to plain text under `NO_COLOR`.
@@ -192,35 +209,10 @@ pub fn secs(ms: Option<f64>) -> String {
     }
 }
 
-/// A text bar of `width` cells filled to `fraction` (0..=1), e.g. `▕██░░░░▏`.
-pub fn bar(fraction: f64, width: usize) -> String {
-    let f = if fraction.is_finite() {
-        fraction.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let filled = (f * width as f64).round() as usize;
-    format!("▕{}{}▏", "█".repeat(filled), "░".repeat(width - filled))
-}
-
 /// Unit squares for small counts: `■■■□□□□□`.
 fn squares(n: u64, of: u64) -> String {
     let n = n.min(of) as usize;
     format!("{}{}", "■".repeat(n), "□".repeat(of as usize - n))
-}
-
-/// A sparkline of `values` scaled so `max` is a full block, most recent `width` values.
-pub fn sparkline(values: &[u64], max: u64, width: usize) -> String {
-    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let max = max.max(1) as f64;
-    let start = values.len().saturating_sub(width);
-    values[start..]
-        .iter()
-        .map(|&v| {
-            let i = ((v as f64 / max) * 7.0).round().clamp(0.0, 7.0) as usize;
-            BLOCKS[i]
-        })
-        .collect()
 }
 
 fn short_sha(s: &str) -> &str {
@@ -278,7 +270,7 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
     let lines = match pane {
         Pane::Processes => processes(app, &theme),
         Pane::Targets => scrolled_targets(targets(app, &theme, inner.width), app, inner.height),
-        Pane::Worker => worker(app, &theme, inner.width, inner.height),
+        Pane::Worker => return draw_worker(frame, app, &theme, inner),
         Pane::Perf => perf(app, &theme, inner.height),
         Pane::Evidence => evidence(app, &theme, inner.height),
     };
@@ -479,80 +471,92 @@ fn processes<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
     out
 }
 
+/// One row per process: the MCP processes (only the attached one when attached), the agent
+/// host when there is one, and the worker.
 fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
-    let mut out = Vec::new();
     let mcp_kinds: &[&str] = if app.attached.is_some() {
         &["observed"]
     } else {
         &["full", "observed"]
     };
-    for kind in mcp_kinds {
-        // Attached, the screen shows only the attached process: never the canary's (issue 13).
-        let snap = app
-            .canary
-            .as_ref()
-            .filter(|_| app.attached.is_none())
-            .and_then(|c| c.processes.iter().find(|p| p.kind == *kind));
-        let line = match (snap, app.attached.as_ref()) {
-            (Some(p), _) => {
-                let (level, word) = proc_word(app, p.pid.map(u64::from));
-                Line::from(vec![
-                    Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
-                    Span::raw(format!(
-                        "{kind:<9} pid {:<7} up {:>8}  ",
-                        p.pid.map_or("?".into(), |p| p.to_string()),
-                        hms(app.now_ms - p.started_ms)
-                    )),
-                    Span::styled(word, theme.level(level)),
-                ])
-            }
-            (None, Some(_)) => {
-                let pid = app.attached_pid();
-                let (symbol, level, word) = match pid {
-                    Some(p) => attached_word(app, p),
-                    None => (PENDING, Level::High, "no events yet".to_owned()),
-                };
-                Line::from(vec![
-                    Span::styled(format!("{symbol} "), theme.level(level)),
-                    Span::raw(format!(
-                        "{kind:<9} pid {:<7} attached  ",
-                        pid.map_or("?".into(), |p| p.to_string())
-                    )),
-                    Span::styled(word, theme.level(level)),
-                ])
-            }
-            (None, None) => {
-                let exit = app
-                    .canary
-                    .as_ref()
-                    .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
-                    .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
-                Line::from(vec![
-                    Span::styled("○ ", theme.dim()),
-                    Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
-                ])
-            }
-        };
-        out.push(line);
-    }
+    let mut out: Vec<Line> = mcp_kinds
+        .iter()
+        .map(|kind| mcp_process_line(app, kind, theme))
+        .collect();
     if let Some(h) = app.canary.as_ref().and_then(|c| c.host.as_ref()) {
         out.push(host_line(app, h, theme));
     }
+    out.push(worker_process_line(app, theme));
+    out
+}
+
+/// An MCP process's row: the canary's child with pid, uptime and state; the attached process
+/// (we are not its parent); or one that is not running, with its exit when known.
+fn mcp_process_line<'a>(app: &App, kind: &str, theme: &Theme) -> Line<'a> {
+    // Attached, the screen shows only the attached process: never the canary's (issue 13).
+    let snap = app
+        .canary
+        .as_ref()
+        .filter(|_| app.attached.is_none())
+        .and_then(|c| c.processes.iter().find(|p| p.kind == kind));
+    match (snap, app.attached.as_ref()) {
+        (Some(p), _) => {
+            let (level, word) = proc_word(app, p.pid.map(u64::from));
+            Line::from(vec![
+                Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
+                Span::raw(format!(
+                    "{kind:<9} pid {:<7} up {:>8}  ",
+                    p.pid.map_or("?".into(), |p| p.to_string()),
+                    hms(app.now_ms - p.started_ms)
+                )),
+                Span::styled(word, theme.level(level)),
+            ])
+        }
+        (None, Some(_)) => {
+            let pid = app.attached_pid();
+            let (symbol, level, word) = match pid {
+                Some(p) => attached_word(app, p),
+                None => (PENDING, Level::High, "no events yet".to_owned()),
+            };
+            Line::from(vec![
+                Span::styled(format!("{symbol} "), theme.level(level)),
+                Span::raw(format!(
+                    "{kind:<9} pid {:<7} attached  ",
+                    pid.map_or("?".into(), |p| p.to_string())
+                )),
+                Span::styled(word, theme.level(level)),
+            ])
+        }
+        (None, None) => {
+            let exit = app
+                .canary
+                .as_ref()
+                .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
+                .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
+            Line::from(vec![
+                Span::styled("○ ", theme.dim()),
+                Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
+            ])
+        }
+    }
+}
+
+/// The worker's row: generation, pid, state and mode. A worker that has not started is shown
+/// like a process not running, not as "ok"; an expected retirement is not a failure.
+fn worker_process_line<'a>(app: &App, theme: &Theme) -> Line<'a> {
     let w = &app.monitor.worker;
     let (level, word) = match &w.state {
-        WorkerState::Ready => {
-            let (l, word) = proc_word(app, w.pid);
-            (
-                l,
-                if word == "running" {
-                    "ready".into()
-                } else {
-                    word
-                },
-            )
+        WorkerState::None => {
+            return Line::from(vec![
+                Span::styled("○ ", theme.dim()),
+                Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
+            ]);
         }
+        WorkerState::Ready => match proc_word(app, w.pid) {
+            (l, word) if word == "running" => (l, "ready".to_owned()),
+            other => other,
+        },
         WorkerState::Starting => (Level::High, "starting".into()),
-        WorkerState::None => (Level::Ok, "not started".into()),
         // An expected retirement (shutdown, age, request limit) is not a failure.
         WorkerState::Retired(r) if last_retirement_expected(app) => {
             (Level::Ok, format!("retired ({r})"))
@@ -563,15 +567,7 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
         WorkerState::Retired(_) if level == Level::Ok => GONE,
         _ => state_symbol(level),
     };
-    // A worker that has not started is not "ok": it is shown like a process not running.
-    if w.state == WorkerState::None {
-        out.push(Line::from(vec![
-            Span::styled("○ ", theme.dim()),
-            Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
-        ]));
-        return out;
-    }
-    out.push(Line::from(vec![
+    Line::from(vec![
         Span::styled(format!("{symbol} "), theme.level(level)),
         Span::raw(format!(
             "{:<9} gen {:<3} pid {:<7} ",
@@ -579,10 +575,9 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
             w.generation.map_or("-".into(), |g| g.to_string()),
             w.pid.map_or("-".into(), |p| p.to_string()),
         )),
-        Span::styled(word.to_owned(), theme.level(level)),
+        Span::styled(word, theme.level(level)),
         Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
-    ]));
-    out
+    ])
 }
 
 /// The targets pane's lines fitted to `height` rows: the header stays, and the rows scroll so
@@ -623,84 +618,14 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         .filter(|_| app.attached.is_none())
         .map(|c| c.targets.as_slice())
         .unwrap_or(&[]);
-    let mut names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-    for s in &app.store_targets {
-        if !names.contains(&s.name.as_str()) {
-            names.push(&s.name);
-        }
-    }
     let focused = app.focus == Pane::Targets;
-    for (index, name) in names.into_iter().enumerate() {
-        let row = rows.iter().find(|r| r.name == name);
-        let live = app.store_targets.iter().find(|s| s.name == name);
-        let (version, revision, acc, rej, sha, initial) = match (live, row) {
-            (Some(s), _) => (
-                s.version,
-                s.revision,
-                s.accepted,
-                s.rejected,
-                s.sha256.as_str(),
-                s.initial_sha256.as_str(),
-            ),
-            (None, Some(r)) => (
-                r.version,
-                r.revision,
-                r.accepted,
-                r.rejected,
-                r.current_sha256.as_str(),
-                r.initial_sha256.as_str(),
-            ),
-            (None, None) => continue,
+    for (index, name) in app.target_names().iter().enumerate() {
+        let row = rows.iter().find(|r| &r.name == name);
+        let live = app.store_targets.iter().find(|s| &s.name == name);
+        let Some(figures) = live.map(Figures::from).or(row.map(Figures::from)) else {
+            continue;
         };
-        let hash = if sha.is_empty() {
-            "— not init".to_owned()
-        } else if sha == initial {
-            format!("= init {}", short_sha(sha))
-        } else {
-            format!("≠ init {}", short_sha(sha))
-        };
-        let (export, export_level) = match row.and_then(|r| r.exported_sha256.as_deref()) {
-            None => ("—".to_owned(), Level::Ok),
-            Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
-            Some(_) => ("≠ changed".to_owned(), Level::High),
-        };
-        let status = row.and_then(|r| r.status);
-        let (eval, eval_level) = match row.map(|r| (r.full_byte, r.behavioral)) {
-            // V3: a broken check environment is not the agent's failure.
-            _ if status == Some(crate::evaluate::Status::InfraError) => {
-                ("⚠ infra_error".to_owned(), Level::High)
-            }
-            _ if status == Some(crate::evaluate::Status::Flaky) => {
-                ("⚠ flaky".to_owned(), Level::High)
-            }
-            Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
-            Some((Some(f), Some(b))) => (
-                format!(
-                    "✖ FAIL {}{}",
-                    if f { "" } else { "bytes " },
-                    if b { "" } else { "behavior" }
-                ),
-                Level::Limit,
-            ),
-            Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
-            _ => ("—".to_owned(), Level::Ok),
-        };
-        let mut spans = vec![
-            Span::raw(format!(
-                "{:<12} {:>3} {:>4} {:>7}  {:<15} ",
-                name.chars().take(12).collect::<String>(),
-                version,
-                revision,
-                format!("{acc}/{rej}"),
-                hash
-            )),
-            Span::styled(format!("{export:<9} "), theme.level(export_level)),
-            Span::styled(eval, theme.level(eval_level)),
-        ];
-        if width < 60 {
-            spans.truncate(1);
-        }
-        let mut line = Line::from(spans);
+        let mut line = target_line(name, &figures, row, theme, width);
         if focused && index == app.target_cursor {
             line = line.style(theme.selected());
         }
@@ -715,18 +640,204 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
     out
 }
 
-/// The worker pane. Below 9 rows the four phase timers share one line (each keeps its word).
-/// The WORKER pane: generation line, queue, phase timers, RSS, launches, retirements (W5–W10).
-fn worker<'a>(app: &'a App, theme: &Theme, width: u16, height: u16) -> Vec<Line<'a>> {
-    let mut out = vec![
-        worker_generation(app, theme),
-        worker_queue(&app.monitor, theme),
-    ];
-    worker_phases(&mut out, app, theme, width, height);
-    out.push(worker_rss(app, theme, width));
-    out.push(worker_launches(app, theme));
-    out.push(worker_retirements(&app.monitor, theme));
-    out
+/// A target's figures, from the store as it is now or else from the canary's last reading.
+struct Figures<'a> {
+    version: u64,
+    revision: u64,
+    accepted: u64,
+    rejected: u64,
+    sha256: &'a str,
+    initial_sha256: &'a str,
+}
+
+impl<'a> From<&'a crate::kernel::TargetSummary> for Figures<'a> {
+    fn from(s: &'a crate::kernel::TargetSummary) -> Self {
+        Figures {
+            version: s.version,
+            revision: s.revision,
+            accepted: s.accepted,
+            rejected: s.rejected,
+            sha256: &s.sha256,
+            initial_sha256: &s.initial_sha256,
+        }
+    }
+}
+
+impl<'a> From<&'a crate::canary::TargetRow> for Figures<'a> {
+    fn from(r: &'a crate::canary::TargetRow) -> Self {
+        Figures {
+            version: r.version,
+            revision: r.revision,
+            accepted: r.accepted,
+            rejected: r.rejected,
+            sha256: &r.current_sha256,
+            initial_sha256: &r.initial_sha256,
+        }
+    }
+}
+
+/// One target's row: figures and hash, then (from 60 columns) export and evaluation.
+fn target_line<'a>(
+    name: &str,
+    f: &Figures,
+    row: Option<&crate::canary::TargetRow>,
+    theme: &Theme,
+    width: u16,
+) -> Line<'a> {
+    let hash = if f.sha256.is_empty() {
+        "— not init".to_owned()
+    } else if f.sha256 == f.initial_sha256 {
+        format!("= init {}", short_sha(f.sha256))
+    } else {
+        format!("≠ init {}", short_sha(f.sha256))
+    };
+    let mut spans = vec![Span::raw(format!(
+        "{:<12} {:>3} {:>4} {:>7}  {:<15} ",
+        name.chars().take(12).collect::<String>(),
+        f.version,
+        f.revision,
+        format!("{}/{}", f.accepted, f.rejected),
+        hash
+    ))];
+    if width >= 60 {
+        let (export, export_level) = export_cell(row, f.sha256);
+        let (eval, eval_level) = evaluation_cell(row);
+        spans.push(Span::styled(
+            format!("{export:<9} "),
+            theme.level(export_level),
+        ));
+        spans.push(Span::styled(eval, theme.level(eval_level)));
+    }
+    Line::from(spans)
+}
+
+/// `✔ exported` when the export holds the current bytes, `≠ changed` when they moved on since.
+fn export_cell(row: Option<&crate::canary::TargetRow>, sha: &str) -> (String, Level) {
+    match row.and_then(|r| r.exported_sha256.as_deref()) {
+        None => ("—".to_owned(), Level::Ok),
+        Some(e) if e == sha || sha.is_empty() => ("✔ exported".to_owned(), Level::Ok),
+        Some(_) => ("≠ changed".to_owned(), Level::High),
+    }
+}
+
+/// The evaluation's verdict: pass, what failed, or a check that could not judge (V3).
+fn evaluation_cell(row: Option<&crate::canary::TargetRow>) -> (String, Level) {
+    let status = row.and_then(|r| r.status);
+    match row.map(|r| (r.full_byte, r.behavioral)) {
+        // V3: a broken check environment is not the agent's failure.
+        _ if status == Some(crate::evaluate::Status::InfraError) => {
+            ("⚠ infra_error".to_owned(), Level::High)
+        }
+        _ if status == Some(crate::evaluate::Status::Flaky) => ("⚠ flaky".to_owned(), Level::High),
+        Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
+        Some((Some(f), Some(b))) => (
+            format!(
+                "✖ FAIL {}{}",
+                if f { "" } else { "bytes " },
+                if b { "" } else { "behavior" }
+            ),
+            Level::Limit,
+        ),
+        Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
+        _ => ("—".to_owned(), Level::Ok),
+    }
+}
+
+/// The WORKER pane (W5–W10), drawn row by row into `area`: the generation line, the queue with
+/// a `Sparkline` of its depth, a `LineGauge` per phase timer against its ceiling (below 9 rows
+/// the four timers share one line, each keeping its word), RSS with a `LineGauge` against the
+/// limit and a `Sparkline` of its history, launches and retirements; on a pane with
+/// [`RSS_CHART_ROWS`] rows to spare, a `Chart` of RSS over the samples kept.
+fn draw_worker(frame: &mut Frame, app: &App, theme: &Theme, area: Rect) {
+    // Row `i` of the pane (empty below its bottom: nothing is drawn there).
+    let row =
+        |i: u16| Rect::new(area.x, area.y.saturating_add(i), area.width, 1).intersection(area);
+    frame.render_widget(worker_generation(app, theme), row(0));
+    draw_worker_queue(frame, &app.monitor, theme, row(1));
+    let phase_rows = if area.height < WORKER_TEXT_ROWS {
+        frame.render_widget(worker_phases_line(app, theme), row(2));
+        1
+    } else {
+        for (i, phase) in (2..).zip(Phase::ALL) {
+            draw_worker_phase(frame, app, theme, phase, area.width, row(i));
+        }
+        4
+    };
+    draw_worker_rss(frame, app, theme, row(2 + phase_rows));
+    frame.render_widget(worker_launches(app, theme), row(3 + phase_rows));
+    frame.render_widget(worker_retirements(&app.monitor, theme), row(4 + phase_rows));
+    let used = 5 + phase_rows;
+    if area.height >= used + RSS_CHART_ROWS {
+        let chart = Rect::new(area.x, area.y + used, area.width, area.height - used);
+        draw_rss_chart(frame, &app.monitor, theme, chart);
+    }
+}
+
+/// Rows a worker pane needs beyond its text rows to show the RSS chart.
+pub const RSS_CHART_ROWS: u16 = 6;
+/// Text rows of a worker pane tall enough for one row per phase timer.
+const WORKER_TEXT_ROWS: u16 = 9;
+
+/// Renders `before`, then `widget` in the next `width` cells, then `after`, on the one-row
+/// `area` (each part cut where the row ends).
+fn render_in_row(
+    frame: &mut Frame,
+    area: Rect,
+    before: Line,
+    widget: impl ratatui::widgets::Widget,
+    width: u16,
+    after: Line,
+) {
+    let (first, rest) = split_row(area, before.width() as u16);
+    let (middle, last) = split_row(rest, width);
+    frame.render_widget(before, first);
+    frame.render_widget(widget, middle);
+    frame.render_widget(after, last);
+}
+
+/// `area` cut after `width` cells (at most all of it): the part before and the rest.
+fn split_row(area: Rect, width: u16) -> (Rect, Rect) {
+    let width = width.min(area.width);
+    let rest = Rect {
+        x: area.x + width,
+        width: area.width - width,
+        ..area
+    };
+    (Rect { width, ..area }, rest)
+}
+
+/// Bars for the one-row sparklines: a zero is the lowest bar, not a blank, so an idle queue
+/// still shows its history.
+const SPARK_BARS: symbols::bar::Set = symbols::bar::Set {
+    empty: symbols::bar::ONE_EIGHTH,
+    ..symbols::bar::NINE_LEVELS
+};
+
+/// A one-row sparkline of the last `width` of `values`, a full bar at `max`.
+fn sparkline<'a>(values: &[u64], max: u64, width: u16, style: Style) -> Sparkline<'a> {
+    let start = values.len().saturating_sub(width as usize);
+    Sparkline::default()
+        .data(values[start..].to_vec())
+        .max(max.max(1))
+        .bar_set(SPARK_BARS)
+        .style(style)
+}
+
+/// A gauge of `ratio` (clamped to 0..=1) after `label`: thick where filled, thin where not, so
+/// it reads the same without colour.
+fn line_gauge<'a>(label: Line<'a>, ratio: f64, theme: &Theme, level: Level) -> LineGauge<'a> {
+    let ratio = if ratio.is_finite() {
+        ratio.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    LineGauge::default()
+        .label(label)
+        .ratio(ratio)
+        .filled_symbol(symbols::line::THICK_HORIZONTAL)
+        .unfilled_symbol(symbols::line::HORIZONTAL)
+        .filled_style(theme.level(level))
+        .unfilled_style(theme.dim())
 }
 
 /// `gen G · pid P · state · age A / 60 min · ready in R` (W10).
@@ -757,10 +868,24 @@ fn worker_generation<'a>(app: &'a App, theme: &Theme) -> Line<'a> {
     ])
 }
 
-/// The queue line: active/waiting squares, saturation remembered (peak, full, expired, W5).
-fn worker_queue<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> Line<'a> {
+/// Cells of the queue-depth sparkline.
+const QUEUE_SPARK_WIDTH: u16 = 12;
+
+/// The queue row: active/waiting squares, saturation remembered (peak, full, expired) and a
+/// sparkline of the waiting depth against the 8 allowed (W5).
+fn draw_worker_queue(
+    frame: &mut Frame,
+    m: &crate::console::state::Monitor,
+    theme: &Theme,
+    row: Rect,
+) {
     let waiting_level = Level::of(m.queue_waiting as f64, QUEUE_WAITING_MAX as f64);
-    Line::from(vec![
+    let saturated = if m.queue_full + m.queue_expired > 0 {
+        theme.level(Level::High)
+    } else {
+        theme.level(Level::Ok)
+    };
+    let before = Line::from(vec![
         Span::raw(format!(
             "queue   active {} {}/{}   waiting {} {}/{} ",
             squares(m.queue_active, QUEUE_ACTIVE_MAX),
@@ -774,87 +899,98 @@ fn worker_queue<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> Line<'
         // Saturation is remembered after the queue drains.
         Span::styled(
             format!(
-                "  peak {}/{QUEUE_WAITING_MAX} · full {} · expired {} {}",
-                m.queue_peak_waiting,
-                m.queue_full,
-                m.queue_expired,
-                sparkline(
-                    &m.queue_depths.iter().copied().collect::<Vec<_>>(),
-                    QUEUE_WAITING_MAX,
-                    12
-                )
+                "  peak {}/{QUEUE_WAITING_MAX} · full {} · expired {} ",
+                m.queue_peak_waiting, m.queue_full, m.queue_expired,
             ),
-            theme.level(if m.queue_full + m.queue_expired > 0 {
-                Level::High
-            } else {
-                Level::Ok
-            }),
+            saturated,
         ),
-    ])
+    ]);
+    let depths: Vec<u64> = m.queue_depths.iter().copied().collect();
+    let spark = sparkline(&depths, QUEUE_WAITING_MAX, QUEUE_SPARK_WIDTH, saturated);
+    render_in_row(
+        frame,
+        row,
+        before,
+        spark,
+        QUEUE_SPARK_WIDTH,
+        Line::default(),
+    );
 }
 
-/// One line per phase timer with its bar against its ceiling (W6, W7), or all phases on one
-/// line when the pane is short.
-fn worker_phases(out: &mut Vec<Line<'_>>, app: &App, theme: &Theme, width: u16, height: u16) {
+/// All four phase timers on one line, each with its word (a short pane, W6, W7).
+fn worker_phases_line<'a>(app: &App, theme: &Theme) -> Line<'a> {
     let (m, now) = (&app.monitor, app.now_ms);
-    let bar_w = if width >= 70 { 12 } else { 6 };
-    if height < 9 {
-        let mut spans = vec![Span::raw("phases ")];
-        for phase in Phase::ALL {
-            let t = m.phase(phase);
-            let (shown, live) = t.shown_ms(now);
-            let level = t.level(now);
-            spans.push(Span::raw(format!(
-                "{} {}{} ",
-                phase.label(),
-                if live { "▶" } else { "" },
-                secs(shown)
-            )));
-            spans.push(Span::styled(
-                format!("{} ", level.symbol()),
-                theme.level(level),
-            ));
-        }
-        out.push(Line::from(spans));
-    }
-    for phase in Phase::ALL.into_iter().filter(|_| height >= 9) {
+    let mut spans = vec![Span::raw("phases ")];
+    for phase in Phase::ALL {
         let t = m.phase(phase);
         let (shown, live) = t.shown_ms(now);
         let level = t.level(now);
-        let failed = !live && shown.is_some() && !t.last_ok;
-        out.push(Line::from(vec![
-            Span::raw(format!(
-                "{}{:<10} {} {:>8} ",
-                if phase == Phase::Admission {
-                    "phases  "
-                } else {
-                    "        "
-                },
-                phase.label(),
-                if live { "▶" } else { "·" },
-                secs(shown),
-            )),
-            Span::styled(
-                bar(shown.unwrap_or(0.0) / t.ceiling_ms, bar_w),
-                theme.level(level),
-            ),
-            Span::raw(format!(" {:>5} ", secs(Some(t.ceiling_ms)))),
-            Span::styled(level.word(), theme.level(level)),
-            Span::styled(
-                if failed { " (last failed)" } else { "" },
-                theme.level(Level::High),
-            ),
-            Span::styled(lock_holder_note(t, live), theme.dim()),
-        ]));
+        spans.push(Span::raw(format!(
+            "{} {}{} ",
+            phase.label(),
+            if live { "▶" } else { "" },
+            secs(shown)
+        )));
+        spans.push(Span::styled(
+            format!("{} ", level.symbol()),
+            theme.level(level),
+        ));
     }
+    Line::from(spans)
 }
 
-/// The RSS line: current value, sparkline against the 1 GiB limit, or that the worker is gone
-/// (W9).
-fn worker_rss<'a>(app: &'a App, theme: &Theme, width: u16) -> Line<'a> {
+/// One phase timer's row: its time, a gauge against its ceiling, the ceiling and its word
+/// (W6, W7). The gauge is 12 cells wide on a pane of 70 or more, else 6.
+fn draw_worker_phase(
+    frame: &mut Frame,
+    app: &App,
+    theme: &Theme,
+    phase: Phase,
+    width: u16,
+    row: Rect,
+) {
+    let (m, now) = (&app.monitor, app.now_ms);
+    let gauge_w = if width >= 70 { 12 } else { 6 };
+    let t = m.phase(phase);
+    let (shown, live) = t.shown_ms(now);
+    let level = t.level(now);
+    let failed = !live && shown.is_some() && !t.last_ok;
+    let label = Line::raw(format!(
+        "{}{:<10} {} {:>8}",
+        if phase == Phase::Admission {
+            "phases  "
+        } else {
+            "        "
+        },
+        phase.label(),
+        if live { "▶" } else { "·" },
+        secs(shown),
+    ));
+    let label_w = label.width() as u16;
+    let gauge = line_gauge(label, shown.unwrap_or(0.0) / t.ceiling_ms, theme, level);
+    let after = Line::from(vec![
+        Span::raw(format!(" {:>5} ", secs(Some(t.ceiling_ms)))),
+        Span::styled(level.word(), theme.level(level)),
+        Span::styled(
+            if failed { " (last failed)" } else { "" },
+            theme.level(Level::High),
+        ),
+        Span::styled(lock_holder_note(t, live), theme.dim()),
+    ]);
+    render_in_row(
+        frame,
+        row,
+        Line::default(),
+        gauge,
+        label_w + 1 + gauge_w,
+        after,
+    );
+}
+
+/// Why the worker is gone (a retirement, or its process exited), or `None` while it runs.
+fn worker_gone(app: &App) -> Option<String> {
     let m = &app.monitor;
-    // After `stop` (or a retirement) the worker is gone: say so rather than freeze the value.
-    let gone = match &m.worker.state {
+    match &m.worker.state {
         WorkerState::Retired(r) => Some(format!("worker gone ({r})")),
         _ => m
             .worker
@@ -862,20 +998,32 @@ fn worker_rss<'a>(app: &'a App, theme: &Theme, width: u16) -> Line<'a> {
             .and_then(|p| app.proc_state.get(&p))
             .filter(|s| s.as_str() == "gone" || s.starts_with('Z'))
             .map(|_| "worker gone (process exited)".to_owned()),
-    };
+    }
+}
+
+/// Cells of the RSS gauge.
+const RSS_GAUGE_WIDTH: u16 = 12;
+
+/// The RSS row: current value with a gauge against the 1 GiB limit (high from 768 MiB, 75 %),
+/// a sparkline of the samples kept, the limits and the level word, or that the worker is gone
+/// (after `stop` or a retirement: said rather than a frozen value, W9).
+fn draw_worker_rss(frame: &mut Frame, app: &App, theme: &Theme, row: Rect) {
+    let m = &app.monitor;
+    let gone = worker_gone(app);
     let rss = if gone.is_some() { None } else { m.rss_now() };
     let rss_level = rss.map_or(Level::Ok, |r| Level::of(r as f64, m.rss_limit as f64));
-    let values: Vec<u64> = m.rss.iter().map(|&(_, b)| b).collect();
-    let spark_w = (width as usize).saturating_sub(52).clamp(4, 40);
-    Line::from(vec![
-        Span::raw(format!(
-            "RSS {:>8} ",
-            rss.map_or("—".into(), |r| format!("{:.0} MiB", r as f64 / MIB))
-        )),
-        Span::styled(
-            sparkline(&values, m.rss_limit, spark_w),
-            theme.level(rss_level),
-        ),
+    let label = Line::raw(format!(
+        "RSS {:>8}",
+        rss.map_or("—".into(), |r| format!("{:.0} MiB", r as f64 / MIB))
+    ));
+    let gauge_w = label.width() as u16 + 1 + RSS_GAUGE_WIDTH;
+    let gauge = line_gauge(
+        label,
+        rss.map_or(0.0, |r| r as f64 / m.rss_limit.max(1) as f64),
+        theme,
+        rss_level,
+    );
+    let after = Line::from(vec![
         Span::raw(format!(
             " limit {:.0} · old space {:.0} MiB ",
             m.rss_limit as f64 / MIB,
@@ -889,7 +1037,64 @@ fn worker_rss<'a>(app: &'a App, theme: &Theme, width: u16) -> Line<'a> {
                 rss_level
             }),
         ),
+    ]);
+    // The sparkline takes what the row has left, 4 to 40 cells, and no more than the samples.
+    let values: Vec<u64> = m.rss.iter().map(|&(_, b)| b).collect();
+    let room = row.width.saturating_sub(gauge_w + 1 + after.width() as u16);
+    let spark_w = room.clamp(4, 40).min(values.len() as u16);
+    let spark = sparkline(&values, m.rss_limit, spark_w, theme.level(rss_level));
+    render_in_row(frame, row, Line::default(), gauge, gauge_w, Line::default());
+    let (_, rest) = split_row(row, gauge_w);
+    render_in_row(frame, rest, Line::raw(" "), spark, spark_w, after);
+}
+
+/// RSS over the samples kept (seconds since the oldest, MiB) on a 0 to 1 GiB scale (the limit,
+/// W9), with the 768 MiB old-space flag as a dim line, on the rows a tall worker pane has to
+/// spare.
+fn draw_rss_chart(
+    frame: &mut Frame,
+    m: &crate::console::state::Monitor,
+    theme: &Theme,
+    area: Rect,
+) {
+    let first = m.rss.iter().next().map_or(0.0, |&(t, _)| t);
+    let points: Vec<(f64, f64)> = m
+        .rss
+        .iter()
+        .map(|&(t, b)| ((t - first) / 1000.0, b as f64 / MIB))
+        .collect();
+    let span = points.last().map_or(1.0, |p| p.0.max(1.0));
+    let limit = m.rss_limit as f64 / MIB;
+    let old_space = OLD_SPACE_BYTES as f64 / MIB;
+    let old_space_line = [(0.0, old_space), (span, old_space)];
+    let level = m
+        .rss_now()
+        .map_or(Level::Ok, |r| Level::of(r as f64, m.rss_limit as f64));
+    let chart = Chart::new(vec![
+        Dataset::default()
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(theme.dim())
+            .data(&old_space_line),
+        Dataset::default()
+            .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
+            .style(theme.level(level))
+            .data(&points),
     ])
+    .legend_position(None)
+    .x_axis(
+        Axis::default()
+            .bounds([0.0, span])
+            .labels([Line::raw("0 s"), Line::raw(format!("{span:.0} s"))]),
+    )
+    // Labels are spaced evenly: 0, half the limit, the limit.
+    .y_axis(Axis::default().bounds([0.0, limit]).labels([
+        Line::raw("0 MiB"),
+        Line::raw(format!("{:.0}", limit / 2.0)),
+        Line::raw(format!("{limit:.0} MiB")),
+    ]));
+    frame.render_widget(chart, area);
 }
 
 /// Launches in the rolling minute against the three allowed (W10).
@@ -937,8 +1142,9 @@ fn worker_retirements<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> 
     ])
 }
 
+/// The PERF EVENTS pane: the per-event percentile table (from the selected row) and, from 12
+/// rows, the live tail below it.
 fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
-    let m = &app.monitor;
     let mut out = vec![Line::styled(
         format!(
             "{:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
@@ -951,73 +1157,86 @@ fn perf<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
     } else {
         height as usize
     };
-    for (i, r) in m
+    for (i, r) in app
+        .monitor
         .stat_rows
         .iter()
         .enumerate()
         .skip(app.perf_scroll)
         .take(table_rows)
     {
-        let level = if r.failed > 0 { Level::High } else { Level::Ok };
-        let value = |v: f64| match r.unit {
-            Unit::Ms => secs(Some(v)),
-            Unit::Bytes => format!("{:.1} MiB", v / MIB),
-            Unit::Count => format!("{v:.0}"),
-        };
-        let hidden = app.perf_hidden.contains(&r.name);
-        let mut line = Line::from(vec![
-            Span::raw(format!(
-                "{:<22} {:>7} {:>9} {:>9} {:>9} ",
-                r.name.chars().take(22).collect::<String>(),
-                r.count,
-                value(r.p50),
-                value(r.p95),
-                value(r.p99)
-            )),
-            Span::styled(format!("{:>6}", r.failed), theme.level(level)),
-            Span::styled(if hidden { "  hidden" } else { "" }, theme.dim()),
-        ]);
+        let mut line = perf_row(app, r, theme);
         if app.focus == Pane::Perf && i == app.perf_scroll {
             line = line.style(theme.selected());
         }
         out.push(line);
     }
     if height >= 12 {
-        let hidden = if app.perf_hidden.is_empty() {
-            String::new()
-        } else {
-            let names: Vec<&str> = app.perf_hidden.iter().map(String::as_str).collect();
-            format!(" (hidden: {})", names.join(", "))
-        };
-        out.push(Line::styled(
-            format!("live tail, by time{hidden}"),
-            theme.dim(),
-        ));
-        let room = (height as usize).saturating_sub(out.len());
-        // Sources interleave: show the newest `room` lines in timestamp order.
-        let mut shown: Vec<&crate::console::state::TailLine> = m
-            .tail
-            .iter()
-            .filter(|l| !app.perf_hidden.contains(&l.name))
-            .collect();
-        shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
-        let start = shown.len().saturating_sub(room);
-        for l in shown.into_iter().skip(start) {
-            let level = if l.ok { Level::Ok } else { Level::High };
-            out.push(Line::from(vec![
-                Span::raw(format!("{} ", clock(l.ts_ms))),
-                Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
-                Span::raw(format!(
-                    "{:<8} {:<20} {:>9} {}",
-                    l.source,
-                    l.name,
-                    secs(Some(l.duration_ms)),
-                    l.detail
-                )),
-            ]));
-        }
+        perf_tail(&mut out, app, theme, height);
     }
     out
+}
+
+/// One event kind's row: count, p50/p95/p99 in its unit, failures, whether the tail hides it.
+fn perf_row<'a>(app: &App, r: &crate::console::state::StatRow, theme: &Theme) -> Line<'a> {
+    let level = if r.failed > 0 { Level::High } else { Level::Ok };
+    let value = |v: f64| match r.unit {
+        Unit::Ms => secs(Some(v)),
+        Unit::Bytes => format!("{:.1} MiB", v / MIB),
+        Unit::Count => format!("{v:.0}"),
+    };
+    let hidden = app.perf_hidden.contains(&r.name);
+    Line::from(vec![
+        Span::raw(format!(
+            "{:<22} {:>7} {:>9} {:>9} {:>9} ",
+            r.name.chars().take(22).collect::<String>(),
+            r.count,
+            value(r.p50),
+            value(r.p95),
+            value(r.p99)
+        )),
+        Span::styled(format!("{:>6}", r.failed), theme.level(level)),
+        Span::styled(if hidden { "  hidden" } else { "" }, theme.dim()),
+    ])
+}
+
+/// The live tail under the table: its heading (naming hidden kinds), then the newest lines
+/// that fit in `height`, in timestamp order across sources.
+fn perf_tail<'a>(out: &mut Vec<Line<'a>>, app: &'a App, theme: &Theme, height: u16) {
+    let hidden = if app.perf_hidden.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<&str> = app.perf_hidden.iter().map(String::as_str).collect();
+        format!(" (hidden: {})", names.join(", "))
+    };
+    out.push(Line::styled(
+        format!("live tail, by time{hidden}"),
+        theme.dim(),
+    ));
+    let room = (height as usize).saturating_sub(out.len());
+    // Sources interleave: show the newest `room` lines in timestamp order.
+    let mut shown: Vec<&crate::console::state::TailLine> = app
+        .monitor
+        .tail
+        .iter()
+        .filter(|l| !app.perf_hidden.contains(&l.name))
+        .collect();
+    shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
+    let start = shown.len().saturating_sub(room);
+    for l in shown.into_iter().skip(start) {
+        let level = if l.ok { Level::Ok } else { Level::High };
+        out.push(Line::from(vec![
+            Span::raw(format!("{} ", clock(l.ts_ms))),
+            Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
+            Span::raw(format!(
+                "{:<8} {:<20} {:>9} {}",
+                l.source,
+                l.name,
+                secs(Some(l.duration_ms)),
+                l.detail
+            )),
+        ]));
+    }
 }
 
 fn evidence<'a>(app: &'a App, theme: &Theme, height: u16) -> Vec<Line<'a>> {
