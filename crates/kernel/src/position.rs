@@ -116,21 +116,21 @@ pub fn line_range_to_bytes(
         )));
     }
     let bytes = content.as_bytes();
-    // Start offsets of lines 1..=lines.
+    // `start` becomes the offset of line `start_line` when the scan reaches it (line 1 is at 0).
     let mut line = 1;
-    let mut start = if start_line == 1 { Some(0) } else { None };
+    let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         if b == b'\n' {
             if line == end_line {
-                return Ok((start.unwrap_or(0), i + 1));
+                return Ok((start, i + 1));
             }
             line += 1;
             if line == start_line {
-                start = Some(i + 1);
+                start = i + 1;
             }
         }
     }
-    Ok((start.unwrap_or(0), content.len()))
+    Ok((start, content.len()))
 }
 
 /// 1-based line of the last byte of `[start, end)` (the start line for an empty range).

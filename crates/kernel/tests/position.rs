@@ -64,3 +64,29 @@ fn outcomes_are_spelled_lowercase_on_the_wire() {
     assert_eq!(Outcome::Accepted.as_str(), "accepted");
     assert_eq!(Outcome::Rejected.as_str(), "rejected");
 }
+
+#[test]
+fn line_ranges_cover_their_lines_with_the_last_terminator() {
+    use patchdiff_kernel::line_range_to_bytes;
+    let content = "a\nb\r\nc"; // a0 \n1 b2 \r3 \n4 c5
+    assert_eq!(line_range_to_bytes(content, 1, 1).unwrap(), (0, 2));
+    assert_eq!(
+        line_range_to_bytes(content, 2, 2).unwrap(),
+        (2, 5),
+        "with its \\r\\n"
+    );
+    assert_eq!(
+        line_range_to_bytes(content, 3, 3).unwrap(),
+        (5, 6),
+        "no terminator"
+    );
+    assert_eq!(line_range_to_bytes(content, 2, 3).unwrap(), (2, 6));
+    assert_eq!(line_range_to_bytes(content, 1, 3).unwrap(), (0, 6));
+    // A trailing newline starts a final empty line.
+    assert_eq!(line_range_to_bytes("a\n", 2, 2).unwrap(), (2, 2));
+    for (start, end) in [(0, 1), (2, 1), (1, 4), (4, 4)] {
+        let err = line_range_to_bytes(content, start, end).unwrap_err();
+        assert_eq!(err.code, KernelCode::OutOfRange, "{start}..={end}");
+        assert!(err.message.contains("has 3 lines"), "{}", err.message);
+    }
+}
