@@ -583,6 +583,48 @@ fn preflight_refuses_targets_that_are_no_longer_fresh() {
 }
 
 #[test]
+fn preflight_refuses_a_target_saved_without_edits_and_one_with_only_a_rejected_attempt() {
+    // C3 names three ways a target is not fresh, each on its own: a version above 0 (chess is
+    // saved at revision 0, with no attempt) and an attempt (limiter's one submission is
+    // rejected: strict mode and no observation_id, so its revision stays 0).
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let plan = dir.path().join("two.plan.jsonl");
+    std::fs::write(
+        &plan,
+        concat!(
+            r#"{"step": "save-chess", "tool": "patchdiff_save", "args": {"target": "chess"}, "expect": {"version": 1, "revision": 0}}"#,
+            "\n",
+            r#"{"step": "lim-sub", "tool": "patchdiff_submit_observed_operations", "args": {"target": "limiter", "request_key": "lim-1", "base_revision": 0, "operations": [{"old_text": "a", "new_text": "b"}]}, "expect": {"outcome": "rejected", "revision": 0}, "expect_error": true}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let script = dir.path().join("twice.canary");
+    std::fs::write(
+        &script,
+        format!(
+            "init\nlaunch observed\npreflight\nagent {}\npreflight\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let output = run_script(&runs, &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let agent = step_line(&stdout, "[4/5] agent");
+    assert!(agent.contains(" ok "), "{agent}");
+    let again = step_line(&stdout, "[5/5] preflight");
+    assert!(
+        again.contains(
+            "targets are not fresh: chess (version 1, revision 0, attempts 0), \
+             limiter (version 0, revision 0, attempts 1)"
+        ),
+        "{again}"
+    );
+}
+
+#[test]
 fn preflight_refuses_a_worker_that_is_not_ready() {
     // A worker script that exits at once: the observed process serves, but its worker retires
     // before it is ever ready.
@@ -611,8 +653,11 @@ fn preflight_refuses_a_worker_that_is_not_ready() {
         "the process itself serves: {launch}"
     );
     let preflight = step_line(&stdout, "[2/2] preflight");
+    // C3 with the worker's last lifecycle event, its retirement, named.
     assert!(
-        preflight.contains("FAIL") && preflight.contains("worker"),
+        preflight.contains("FAIL")
+            && preflight.contains("the observed process's worker is not ready")
+            && preflight.contains("(the last generation retired: "),
         "{preflight}"
     );
 }
@@ -655,6 +700,50 @@ async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tool
         preflight.summary.contains("10 tools")
             && preflight.summary.contains("patchdiff_audit")
             && preflight.summary.contains("expected exactly the six"),
+        "{}",
+        preflight.summary
+    );
+    canary.execute(&Step::parse("stop").unwrap()).await;
+}
+
+#[tokio::test]
+async fn preflight_refuses_an_observed_process_whose_refusal_is_not_at_the_profile_boundary() {
+    use patchdiff::canary::command::Command as Step;
+    use patchdiff::canary::{Canary, CanaryOptions};
+    // A real observed `patchdiff mcp` whose answers pass through `sed`, which renames the
+    // refusal's `data.code`: tools/list is still the six, the full-profile call is still a
+    // JSON-RPC error, but not `PROFILE_BOUNDARY` (C3) — preflight must stop there, naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("patchdiff-renamed-refusal");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexport PATCHDIFF_STATE_DIR={state}\n\
+             {exe} \"$@\" | sed -u 's/\"PROFILE_BOUNDARY\"/\"SOMETHING_ELSE\"/g'\n",
+            state = dir.path().join("state").display(),
+            exe = env!("CARGO_BIN_EXE_patchdiff"),
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut canary = Canary::create(CanaryOptions {
+        exe: wrapper,
+        manifest: repo().join("assets/fixtures/manifest.json"),
+        runs_root: dir.path().join("runs"),
+        database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
+    })
+    .unwrap();
+    let launch = canary
+        .execute(&Step::parse("launch observed").unwrap())
+        .await;
+    assert!(launch.ok, "{}", launch.summary);
+    let preflight = canary.execute(&Step::Preflight).await;
+    assert!(!preflight.ok, "{}", preflight.summary);
+    assert!(
+        preflight
+            .summary
+            .contains("calling `patchdiff_init_target` on the observed process failed without a PROFILE_BOUNDARY refusal"),
         "{}",
         preflight.summary
     );
@@ -780,5 +869,131 @@ async fn inspect_names_the_target_whose_journal_no_longer_replays_to_its_saved_v
         ),
         "{report}"
     );
+    canary.execute(&Step::parse("stop").unwrap()).await;
+}
+
+/// Runs the demo plan on a fresh canary up to `export` (every target edited and saved).
+async fn canary_after_the_demo_plan(dir: &Path) -> patchdiff::canary::Canary {
+    use patchdiff::canary::command::Command as Step;
+    use patchdiff::canary::{Canary, CanaryOptions};
+    let mut canary = Canary::create(CanaryOptions {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_patchdiff")),
+        manifest: repo().join("assets/fixtures/manifest.json"),
+        runs_root: dir.join("runs"),
+        database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
+    })
+    .unwrap();
+    let plan = repo().join("assets/canary/demo.plan.jsonl");
+    for line in [
+        "init".to_owned(),
+        "launch observed".to_owned(),
+        "preflight".to_owned(),
+        format!("agent {}", plan.display()),
+        "export".to_owned(),
+    ] {
+        let step = canary.execute(&Step::parse(&line).unwrap()).await;
+        assert!(step.ok, "{line}: {}", step.summary);
+    }
+    canary
+}
+
+#[tokio::test]
+async fn inspect_counts_the_audit_and_names_each_target_whose_store_disagrees_with_replay() {
+    use patchdiff::canary::command::Command as Step;
+    // C5/K6: three more ways a store can disagree with its journal, one per target, each
+    // changed in `store.sqlite` after the demo plan: calendar's last edit reaches past the
+    // content, incidents' save entry records another hash, and worker-logs' own row claims
+    // another hash at the same revision. limiter and chess are untouched and stay consistent.
+    let dir = tempfile::tempdir().unwrap();
+    let mut canary = canary_after_the_demo_plan(dir.path()).await;
+    // C5 first on the untouched store: every target replays, and the audit summary counts the
+    // bundled demo plan's submissions: 11 request keys, one of them rejected (`cal-1`).
+    let clean = canary.execute(&Step::Inspect).await;
+    assert!(clean.ok, "{}", clean.summary);
+    assert_eq!(
+        clean.summary,
+        "SAVE/replay consistent for 5 targets · 11 attempts, 1 rejected · 0 worker errors"
+    );
+    // Two worker errors recorded against two targets (as W8 would): counted in the summary.
+    let db = rusqlite::Connection::open(canary.database_path()).unwrap();
+    db.busy_timeout(std::time::Duration::from_secs(10)).unwrap();
+    for (target, code) in [("calendar", "RESTART_LIMIT"), ("chess", "PROTOCOL")] {
+        db.execute(
+            "INSERT INTO worker_errors (target_id, code, message) \
+             SELECT id, ?2, 'recorded by the test' FROM targets WHERE name = ?1",
+            [target, code],
+        )
+        .unwrap();
+    }
+    let counted = canary.execute(&Step::Inspect).await;
+    assert!(counted.ok, "{}", counted.summary);
+    assert!(
+        counted.summary.ends_with(" · 2 worker errors"),
+        "{}",
+        counted.summary
+    );
+    let zeros = "0".repeat(64);
+    let (entry_id, edits): (i64, String) = db
+        .query_row(
+            "SELECT j.entry_id, j.edits FROM journal j JOIN targets t ON t.id = j.target_id \
+             WHERE t.name = 'calendar' AND j.kind = 'edit' ORDER BY j.entry_id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .expect("calendar has an accepted edit");
+    // `[[start_byte, end_byte, new_len], …]`: the first edit now ends at byte 10,000,000.
+    let mut shape: Vec<[u64; 3]> = serde_json::from_str(&edits).unwrap();
+    shape[0][1] = 10_000_000;
+    let start = shape[0][0];
+    let changed = db
+        .execute(
+            "UPDATE journal SET edits = ?1 WHERE entry_id = ?2",
+            rusqlite::params![serde_json::to_string(&shape).unwrap(), entry_id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let changed = db
+        .execute(
+            "UPDATE journal SET sha256 = ?1 WHERE kind = 'save' AND target_id = \
+             (SELECT id FROM targets WHERE name = 'incidents')",
+            [&zeros],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "incidents was saved once");
+    let changed = db
+        .execute(
+            "UPDATE targets SET sha256 = ?1 WHERE name = 'worker-logs'",
+            [&zeros],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(db);
+
+    let inspect = canary.execute(&Step::Inspect).await;
+    assert!(!inspect.ok, "{}", inspect.summary);
+    let summary = &inspect.summary;
+    assert!(
+        summary.starts_with("SAVE/replay inconsistent: calendar: revision "),
+        "{summary}"
+    );
+    assert!(
+        summary.contains(&format!(
+            "operation range {start}..10000000 is out of bounds"
+        )),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("incidents: saved version 1 does not match the replayed content"),
+        "{summary}"
+    );
+    assert!(
+        summary.contains("worker-logs: replay ends at revision "),
+        "{summary}"
+    );
+    for row in &canary.targets {
+        let expected = matches!(row.name.as_str(), "chess" | "limiter");
+        assert_eq!(row.replay_consistent, Some(expected), "{row:?}");
+    }
     canary.execute(&Step::parse("stop").unwrap()).await;
 }

@@ -73,6 +73,16 @@ async fn observed_profile_refuses_full_and_unknown_tools_before_any_work() {
             err.data.as_ref().and_then(|d| d["code"].as_str()),
             Some("PROFILE_BOUNDARY")
         );
+        // The refusal tells the caller what it may call instead: the six, in listing order.
+        assert!(
+            err.message.ends_with(
+                "; available tools: patchdiff_read_target, patchdiff_find_occurrences, \
+                 patchdiff_observe_scope, patchdiff_submit_observed_operations, \
+                 patchdiff_save, patchdiff_replay"
+            ),
+            "{tool}: {}",
+            err.message
+        );
     }
     observed.stop().await;
 
@@ -198,7 +208,10 @@ async fn strict_observation_mode_is_honoured() {
     env.init_target("calendar", CALENDAR_JS).await;
     let op = json!([{"old_text": "return this.windows.length;", "new_text": "return 0;"}]);
 
-    let strict = Mcp::launch(&env.vars("observed")).await;
+    let perf = env.path().join("strict.perf.jsonl");
+    let mut strict_vars = env.vars("observed");
+    strict_vars.insert("PATCHDIFF_PERF_EVENTS".into(), perf.display().to_string());
+    let strict = Mcp::launch(&strict_vars).await;
     let r = strict
         .call(
             "patchdiff_submit_observed_operations",
@@ -217,8 +230,13 @@ async fn strict_observation_mode_is_honoured() {
     );
     strict.stop().await;
 
+    let lax_perf = env.path().join("lax.perf.jsonl");
     let mut vars = env.vars("observed");
     vars.insert("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "0".into());
+    vars.insert(
+        "PATCHDIFF_PERF_EVENTS".into(),
+        lax_perf.display().to_string(),
+    );
     let lax = Mcp::launch(&vars).await;
     let receipt = lax
         .ok(
@@ -228,6 +246,23 @@ async fn strict_observation_mode_is_honoured() {
         .await;
     assert_eq!(receipt["outcome"], "accepted");
     lax.stop().await;
+
+    // T4: the tool call's span carries its outcome: `failed` for the rejected receipt (an
+    // `isError` result), `ok` for the accepted one.
+    let call_outcomes = |path: &std::path::Path| -> Vec<String> {
+        std::fs::read_to_string(path)
+            .expect("perf events")
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| {
+                e["name"] == "mcp_call"
+                    && e["ids"]["tool"] == "patchdiff_submit_observed_operations"
+            })
+            .map(|e| e["outcome"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(call_outcomes(&perf), ["failed"]);
+    assert_eq!(call_outcomes(&lax_perf), ["ok"]);
 }
 
 #[test]

@@ -582,6 +582,175 @@ fn oversize_submission_text_is_submission_too_large_and_nothing_is_recorded(b: B
     assert_eq!(store.audit("t").unwrap().attempts.total, 0);
 }
 
+// ---- W7/W8: the validation decision (new content, then its base) ----
+
+/// A validator keyed on markers in the content, first match wins: `FAIL_B` fails with
+/// `OUTPUT_TOO_LARGE`, `FAIL_A` with `PARSE_FAILED`, `GONE` is a worker that cannot run,
+/// `SYNTAX` parses with syntax errors; anything else passes.
+fn marker_validator(_language: &str, content: &str) -> Validation {
+    if content.contains("FAIL_B") {
+        Validation::Failed {
+            code: "OUTPUT_TOO_LARGE".into(),
+            message: "the scope list exceeds 2 MiB".into(),
+        }
+    } else if content.contains("FAIL_A") {
+        Validation::Failed {
+            code: "PARSE_FAILED".into(),
+            message: "no tree".into(),
+        }
+    } else if content.contains("GONE") {
+        Validation::Unavailable {
+            code: "RESTART_LIMIT".into(),
+            message: "the worker retired 3 times in a minute".into(),
+        }
+    } else if content.contains("SYNTAX") {
+        Validation::PassedWithSyntaxErrors
+    } else {
+        Validation::Passed
+    }
+}
+
+fn syntax_errors_are_accepted_with_a_warning_only_when_the_edit_introduced_them(b: Backend) {
+    let (_s, store) = fresh(b);
+    init(&store, "t", "clean\n<<END>>");
+    let first = store
+        .submit_validated(
+            "t",
+            &sub("k1", 0, &[(None, "<<END>>", "SYNTAX<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap();
+    assert_eq!(first.outcome, Outcome::Accepted, "{:?}", first.reasons);
+    assert_eq!(first.revision, 1);
+    assert_eq!(first.warnings.len(), 1, "{:?}", first.warnings);
+    assert!(
+        first.warnings[0].starts_with("SYNTAX_ERRORS_INTRODUCED: "),
+        "{:?}",
+        first.warnings
+    );
+    // The base already has them: accepted, no warning.
+    let second = store
+        .submit_validated(
+            "t",
+            &sub("k2", 1, &[(None, "<<END>>", "more<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap();
+    assert_eq!(second.outcome, Outcome::Accepted, "{:?}", second.reasons);
+    assert_eq!(second.revision, 2);
+    assert!(second.warnings.is_empty(), "{:?}", second.warnings);
+}
+
+fn a_validation_failure_rejects_the_edit_unless_its_base_fails_with_the_same_code(b: Backend) {
+    let (_s, store) = fresh(b);
+    // A base that passes: the new failure is the edit's.
+    init(&store, "ok", "clean\n<<END>>");
+    let r = store
+        .submit_validated(
+            "ok",
+            &sub("k1", 0, &[(None, "<<END>>", "FAIL_A<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Rejected);
+    assert_eq!(r.reason_codes, ["VALIDATION_FAILED"]);
+    assert!(
+        r.reasons[0].contains("PARSE_FAILED: no tree"),
+        "{:?}",
+        r.reasons
+    );
+    assert_eq!(store.read_target("ok").unwrap().revision, 0);
+    // A base that already fails with PARSE_FAILED: the same failure keeps the edit.
+    init(&store, "bad", "FAIL_A\n<<END>>");
+    let kept = store
+        .submit_validated(
+            "bad",
+            &sub("k1", 0, &[(None, "<<END>>", "x<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap();
+    assert_eq!(kept.outcome, Outcome::Accepted, "{:?}", kept.reasons);
+    assert_eq!(
+        store.read_target("bad").unwrap().content,
+        "FAIL_A\nx<<END>>"
+    );
+    // Another code than the base's is the edit's failure.
+    let other = store
+        .submit_validated(
+            "bad",
+            &sub("k2", 1, &[(None, "<<END>>", "FAIL_B<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap();
+    assert_eq!(other.outcome, Outcome::Rejected);
+    assert_eq!(other.reason_codes, ["VALIDATION_FAILED"]);
+    assert!(
+        other.reasons[0].contains("OUTPUT_TOO_LARGE"),
+        "{:?}",
+        other.reasons
+    );
+    assert_eq!(store.read_target("bad").unwrap().revision, 1);
+}
+
+fn a_validator_that_cannot_run_on_the_edit_or_its_base_records_nothing(b: Backend) {
+    let (_s, store) = fresh(b);
+    init(&store, "t", "clean\n<<END>>");
+    // On the new content.
+    let e = store
+        .submit_validated(
+            "t",
+            &sub("k1", 0, &[(None, "<<END>>", "GONE<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ValidationUnavailable);
+    assert!(e.message.starts_with("RESTART_LIMIT: "), "{}", e.message);
+    // On the base, asked after the new content failed: still nothing is blamed or recorded.
+    init(&store, "u", "GONE\n<<END>>");
+    let e = store
+        .submit_validated(
+            "u",
+            &sub("k1", 0, &[(None, "<<END>>", "FAIL_A<<END>>")]),
+            false,
+            &marker_validator,
+        )
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::ValidationUnavailable);
+    for target in ["t", "u"] {
+        assert_eq!(
+            store.stored_receipt(target, "k1").unwrap(),
+            None,
+            "{target}"
+        );
+        assert_eq!(store.audit(target).unwrap().receipts, 0, "{target}");
+        assert_eq!(store.read_target(target).unwrap().revision, 0, "{target}");
+    }
+}
+
+fn a_worker_error_code_is_one_to_128_bytes(b: Backend) {
+    let (_s, store) = fresh(b);
+    init(&store, "t", "x");
+    store
+        .record_worker_error("t", &"C".repeat(128), "at the bound")
+        .unwrap();
+    for code in [String::new(), "C".repeat(129)] {
+        let e = store
+            .record_worker_error("t", &code, "refused")
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidInput, "{} bytes", code.len());
+        assert!(e.message.contains("1..=128 bytes"), "{}", e.message);
+    }
+    let audit = store.audit("t").unwrap();
+    assert_eq!(audit.worker_errors.len(), 1);
+    assert_eq!(audit.worker_errors[&"C".repeat(128)], 1);
+}
+
 backend_tests!(
     init_installs_fixture_at_version_zero_revision_zero,
     accepted_submission_advances_revision_and_receipt_hash_matches_content,
@@ -615,4 +784,8 @@ backend_tests!(
     reopening_keeps_targets_and_migrations_apply_once,
     store_is_send_and_sync_and_usable_as_a_trait_object,
     oversize_submission_text_is_submission_too_large_and_nothing_is_recorded,
+    syntax_errors_are_accepted_with_a_warning_only_when_the_edit_introduced_them,
+    a_validation_failure_rejects_the_edit_unless_its_base_fails_with_the_same_code,
+    a_validator_that_cannot_run_on_the_edit_or_its_base_records_nothing,
+    a_worker_error_code_is_one_to_128_bytes,
 );
