@@ -3,7 +3,7 @@
 //! [`EditStore`] is the backend-neutral interface; [`SqliteStore`] (the embedded default) and
 //! [`PostgresStore`] (many processes on many machines, issue 15) implement it, sharing their
 //! decisions through `shared`; [`open_backend`] picks one from `PATCHDIFF_DATABASE_URL`
-//! ([`database_url_from_env`]). SQLite: Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
+//! as resolved by `config::Settings`. SQLite: Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
 //! database with a busy timeout; a submission additionally holds its target's lock (a per-target
 //! file lock, also across OS processes sharing the file) from planning through validation to
 //! commit, so submissions of one target pass one serialization boundary while other targets
@@ -220,13 +220,6 @@ pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
 /// The variable selecting the store (P1): `postgres://…`/`postgresql://…` for PostgreSQL,
 /// `sqlite:///absolute/path` (or unset: the default file) for SQLite.
 pub const DATABASE_URL_VARIABLE: &str = "PATCHDIFF_DATABASE_URL";
-
-/// `PATCHDIFF_DATABASE_URL` as set (the one place it is read for choosing a backend).
-pub fn database_url_from_env() -> Option<String> {
-    std::env::var(DATABASE_URL_VARIABLE)
-        .ok()
-        .filter(|v| !v.is_empty())
-}
 
 /// Whether `url` names a PostgreSQL database (`postgres://` or `postgresql://`).
 pub fn is_postgres_url(url: &str) -> bool {
