@@ -648,6 +648,31 @@ mod tests {
     }
 
     #[test]
+    fn replayed_edits_may_insert_and_reach_the_end_but_not_reverse_or_pass_it() {
+        // "let a = 1;\n" is 11 bytes. One step inserts at 0 (an empty range) and replaces
+        // bytes 10..11 (the last one); K6 replays both, applied from the end backwards.
+        let original = b"let a = 1;\n";
+        let step = |ops: Value, content: &[u8]| json!({"kind": "edit", "revision": 1, "sha256": sha256_hex(content), "operations": ops});
+        let mut replayed = Replayed::new(original);
+        let both = json!([
+            {"start_byte": 0, "end_byte": 0, "new_text": "// x\n"},
+            {"start_byte": 10, "end_byte": 11, "new_text": "\n\n"},
+        ]);
+        replayed
+            .apply(&step(both, b"// x\nlet a = 1;\n\n"))
+            .expect("an insertion and an edit ending at the content's end replay");
+        assert_eq!(replayed.content, b"// x\nlet a = 1;\n\n");
+        for (start, end) in [(5, 4), (11, 12)] {
+            let mut replayed = Replayed::new(original);
+            let op = json!([{"start_byte": start, "end_byte": end, "new_text": ""}]);
+            assert_eq!(
+                replayed.apply(&step(op, b"")).unwrap_err(),
+                format!("revision 1: operation range {start}..{end} is out of bounds")
+            );
+        }
+    }
+
+    #[test]
     fn junit_keeps_markup_and_drops_terminal_escapes() {
         let summary = "a<b & \"c\"> \u{1b}[31mred\u{1b}[0m";
         let report = Report {
