@@ -662,22 +662,20 @@ fn preflight_refuses_a_worker_that_is_not_ready() {
     );
 }
 
-#[tokio::test]
-async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tools() {
+/// Launches the observed process through a shell wrapper around the real binary (`body` runs
+/// it, with `{exe}` for its path) and runs preflight; returns preflight's summary after stopping.
+/// The wrapper stands in for a misconfigured or altered server the canary must refuse (C3).
+async fn preflight_through_wrapper(body: &str) -> String {
     use patchdiff::canary::command::Command as Step;
     use patchdiff::canary::{Canary, CanaryOptions};
-    // A real `patchdiff mcp` whose "observed" process is started with the full profile (a
-    // wrapper executable swaps the profile): tools/list then has ten tools, not the six.
     let dir = tempfile::tempdir().unwrap();
-    let wrapper = dir.path().join("patchdiff-wrong-profile");
+    let wrapper = dir.path().join("patchdiff-wrapper");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nexport PATCHDIFF_STATE_DIR={state}\n\
-             [ \"$PATCHDIFF_MCP_PROFILE\" = observed ] && export PATCHDIFF_MCP_PROFILE=full\n\
-             exec {exe} \"$@\"\n",
+            "#!/bin/sh\nexport PATCHDIFF_STATE_DIR={state}\n{body}\n",
             state = dir.path().join("state").display(),
-            exe = env!("CARGO_BIN_EXE_patchdiff"),
+            body = body.replace("{exe}", env!("CARGO_BIN_EXE_patchdiff")),
         ),
     )
     .unwrap();
@@ -696,58 +694,41 @@ async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tool
     assert!(launch.ok, "{}", launch.summary);
     let preflight = canary.execute(&Step::Preflight).await;
     assert!(!preflight.ok, "{}", preflight.summary);
-    assert!(
-        preflight.summary.contains("10 tools")
-            && preflight.summary.contains("patchdiff_audit")
-            && preflight.summary.contains("expected exactly the six"),
-        "{}",
-        preflight.summary
-    );
     canary.execute(&Step::parse("stop").unwrap()).await;
+    preflight.summary
+}
+
+#[tokio::test]
+async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tools() {
+    // A real `patchdiff mcp` whose "observed" process is started with the full profile (the
+    // wrapper swaps the profile): tools/list then has ten tools, not the six.
+    let summary = preflight_through_wrapper(
+        "[ \"$PATCHDIFF_MCP_PROFILE\" = observed ] && export PATCHDIFF_MCP_PROFILE=full\nexec {exe} \"$@\"",
+    )
+    .await;
+    assert!(
+        summary.contains("10 tools")
+            && summary.contains("patchdiff_audit")
+            && summary.contains("expected exactly the six"),
+        "{summary}"
+    );
 }
 
 #[tokio::test]
 async fn preflight_refuses_an_observed_process_whose_refusal_is_not_at_the_profile_boundary() {
-    use patchdiff::canary::command::Command as Step;
-    use patchdiff::canary::{Canary, CanaryOptions};
     // A real observed `patchdiff mcp` whose answers pass through `sed`, which renames the
     // refusal's `data.code`: tools/list is still the six, the full-profile call is still a
     // JSON-RPC error, but not `PROFILE_BOUNDARY` (C3) — preflight must stop there, naming it.
-    let dir = tempfile::tempdir().unwrap();
-    let wrapper = dir.path().join("patchdiff-renamed-refusal");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nexport PATCHDIFF_STATE_DIR={state}\n\
-             {exe} \"$@\" | sed -u 's/\"PROFILE_BOUNDARY\"/\"SOMETHING_ELSE\"/g'\n",
-            state = dir.path().join("state").display(),
-            exe = env!("CARGO_BIN_EXE_patchdiff"),
-        ),
+    let summary = preflight_through_wrapper(
+        "{exe} \"$@\" | sed -u 's/\"PROFILE_BOUNDARY\"/\"SOMETHING_ELSE\"/g'",
     )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut canary = Canary::create(CanaryOptions {
-        exe: wrapper,
-        manifest: repo().join("assets/fixtures/manifest.json"),
-        runs_root: dir.path().join("runs"),
-        database_url: None,
-        settings: patchdiff::config::Settings::from_env(),
-    })
-    .unwrap();
-    let launch = canary
-        .execute(&Step::parse("launch observed").unwrap())
-        .await;
-    assert!(launch.ok, "{}", launch.summary);
-    let preflight = canary.execute(&Step::Preflight).await;
-    assert!(!preflight.ok, "{}", preflight.summary);
+    .await;
     assert!(
-        preflight
-            .summary
-            .contains("calling `patchdiff_init_target` on the observed process failed without a PROFILE_BOUNDARY refusal"),
-        "{}",
-        preflight.summary
+        summary.contains(
+            "calling `patchdiff_init_target` on the observed process failed without a PROFILE_BOUNDARY refusal"
+        ),
+        "{summary}"
     );
-    canary.execute(&Step::parse("stop").unwrap()).await;
 }
 
 #[test]
