@@ -767,27 +767,8 @@ fn host_config_writes_a_hosts_document_to_a_new_file_and_never_over_one() {
 #[tokio::test]
 async fn inspect_names_the_target_whose_journal_no_longer_replays_to_its_saved_version() {
     use patchdiff::canary::command::Command as Step;
-    use patchdiff::canary::{Canary, CanaryOptions};
     let dir = tempfile::tempdir().unwrap();
-    let mut canary = Canary::create(CanaryOptions {
-        exe: PathBuf::from(env!("CARGO_BIN_EXE_patchdiff")),
-        manifest: repo().join("assets/fixtures/manifest.json"),
-        runs_root: dir.path().join("runs"),
-        database_url: None,
-        settings: patchdiff::config::Settings::from_env(),
-    })
-    .unwrap();
-    let plan = repo().join("assets/canary/demo.plan.jsonl");
-    for line in [
-        "init".to_owned(),
-        "launch observed".to_owned(),
-        "preflight".to_owned(),
-        format!("agent {}", plan.display()),
-        "export".to_owned(),
-    ] {
-        let step = canary.execute(&Step::parse(&line).unwrap()).await;
-        assert!(step.ok, "{line}: {}", step.summary);
-    }
+    let mut canary = canary_after_the_demo_plan(dir.path()).await;
 
     // Tamper with one accepted edit of `chess` in the journal: one ASCII byte of its new text
     // changes, so replaying the journal no longer reproduces the hash the edit recorded (nor
