@@ -1,26 +1,46 @@
-//! The independent evaluator (SPEC C6, V3): compares exported bytes with the expected bytes
-//! (full-byte) and runs each target's behavioral check command. It reads only the exported files
+//! The independent evaluator (SPEC C6, V3): runs each target's behavioral check command on the
+//! exported bytes and compares them with the expected bytes. It reads only the exported files
 //! and the fixture manifest — never the database — so it can be run on its own
 //! (`patchdiff evaluate`) by someone who trusts nothing else in the run.
+//!
+//! **Behaviour decides** (issue 21 item 1): a target is [`Status::Pass`] when its check passes on
+//! the export on every repeat with its controls holding. Whether the export is identical to the
+//! reference bytes is reported beside it (`full_byte`, with the first difference), and decides
+//! only where the run asks for it ([`Require::FullByte`]: `--require full-byte`, the canary's
+//! `evaluate require=full-byte`) or the fixture does (`"require_full_byte": true`; every
+//! fixture of a schema-1 manifest).
 //!
 //! Before judging an export, each target's check is run as a *control* in the same environment:
 //! on the fixture's expected bytes (it must pass) and on the original bytes (it must fail). A
 //! control that does not hold means the check or its environment is broken (a missing toolchain,
 //! a command that cannot start), so the target is [`Status::InfraError`] — never the agent's
-//! [`Status::Fail`]. With `repeat` > 1 the check on the export runs that many times; verdicts that
-//! differ make the target [`Status::Flaky`].
+//! [`Status::Fail`]. Controls that hold are cached under their inputs' digest ([`cache`],
+//! issue 21 item 6). With `repeat` > 1 the check on the export runs that many times; verdicts
+//! that differ make the target [`Status::Flaky`].
+//!
+//! Every check runs hermetically (issue 23 item 2): its own process group in a scratch
+//! directory, a cleared environment (`PATH`, a private `HOME` and `TMPDIR`, `C.UTF-8`, and only
+//! the variables its manifest entry declares), killed with everything it started at its
+//! timeout and when the evaluator dies. Its output is parsed into named checks ([`checks`]).
+
+pub mod cache;
+pub mod checks;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+pub use self::cache::{ControlCache, ControlSource};
+pub use self::checks::NamedCheck;
 use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 
 /// Behavioral checks that run longer than this (120 s) are killed, with every process they
-/// started (the check runs in its own process group), and count as failed runs; `patchdiff
-/// evaluate --check-timeout SECONDS` changes it.
+/// started (the check runs in its own process group), and count as failed runs; a fixture's
+/// `check.timeout_s` changes it for that check, `patchdiff evaluate --check-timeout SECONDS`
+/// (the canary's `evaluate check_timeout=S`) for every check.
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(120);
 /// Upper bound of `--check-timeout`, in seconds (one hour).
 pub const MAX_CHECK_TIMEOUT_SECS: u64 = 3600;
@@ -28,14 +48,59 @@ pub const MAX_CHECK_TIMEOUT_SECS: u64 = 3600;
 pub const CHECK_OUTPUT_TAIL_BYTES: usize = 4096;
 /// Upper bound of `evaluate --repeat K`.
 pub const MAX_REPEAT: u32 = 100;
+/// Upper bound of `--jobs` (checks of different targets run side by side).
+pub const MAX_JOBS: usize = 16;
+/// The locale every check runs under (issue 23 item 2).
+pub const CHECK_LOCALE: &str = "C.UTF-8";
+/// `PATH` a check gets when the evaluator has none.
+pub const DEFAULT_CHECK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
+
+/// Which rule decides a target's verdict (issue 21 item 1).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum Require {
+    /// The check on the export decides; identical bytes are reported beside it.
+    #[default]
+    #[serde(rename = "behavioral")]
+    Behavioral,
+    /// The export must also be byte-identical to the reference.
+    #[serde(rename = "full-byte")]
+    FullByte,
+}
+
+impl Require {
+    /// `behavioral` or `full-byte`, as the command line and scripts spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Behavioral => "behavioral",
+            Self::FullByte => "full-byte",
+        }
+    }
+}
+
+impl std::str::FromStr for Require {
+    type Err = String;
+    /// `behavioral` (also `behavioural`) or `full-byte`; anything else is refused naming both.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "behavioral" | "behavioural" => Ok(Self::Behavioral),
+            "full-byte" => Ok(Self::FullByte),
+            other => Err(format!(
+                "`{other}` is not a rule: use `behavioral` (the check decides) or `full-byte` \
+                 (the bytes must also equal the reference)"
+            )),
+        }
+    }
+}
 
 /// A target's verdict class.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
-    /// Full-byte equal and the check passed on every run, with both controls holding.
+    /// The check passed on every run with both controls holding (and, where full-byte is
+    /// required, the bytes equal the reference).
     Pass,
-    /// The agent's export is wrong: bytes differ or the (working) check fails on it.
+    /// The agent's export is wrong: the (working) check fails on it, or full-byte is required
+    /// and the bytes differ.
     Fail,
     /// The check or its environment is broken (a control did not hold, or the check could not
     /// start); says nothing about the agent.
@@ -67,6 +132,24 @@ pub struct CheckRun {
     /// The last [`CHECK_OUTPUT_TAIL_BYTES`] of stdout followed by stderr.
     pub output: String,
     pub ms: u64,
+    /// Its named sub-tests, parsed from the whole output by the manifest's `check.report`
+    /// (issue 21 item 2); empty without one or when nothing parsed.
+    #[serde(default)]
+    pub checks: Vec<NamedCheck>,
+    /// Why named checks are missing (unparseable output), if they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_note: Option<String>,
+}
+
+impl CheckRun {
+    /// Names of its named checks that failed, in order.
+    pub fn failing_checks(&self) -> Vec<String> {
+        self.checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| c.name.clone())
+            .collect()
+    }
 }
 
 /// The two controls of one target (V3).
@@ -110,21 +193,53 @@ impl Controls {
     }
 }
 
+/// One repeat of the check on the export, as the reports list it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RepeatResult {
+    pub passed: bool,
+    pub exit: String,
+    pub ms: u64,
+    pub checks: Vec<NamedCheck>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks_note: Option<String>,
+}
+
 /// One target's verdict.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TargetVerdict {
     pub name: String,
     pub status: Status,
-    /// Exported bytes equal the expected bytes exactly.
+    /// The rule that decided this target: the run's, or `full-byte` where the fixture requires
+    /// it.
+    #[serde(default)]
+    pub require: Require,
+    /// Identical to the reference: exported bytes equal the expected bytes exactly.
     pub full_byte: bool,
+    /// Where the export first differs from the reference (`at byte B (line L)` …); null when
+    /// identical or missing.
+    #[serde(default)]
+    pub first_difference: Option<String>,
     /// The behavioral check passed on the exported bytes on every run, with its controls holding.
     pub behavioral: bool,
     /// Verdict of each run of the check on the export (`--repeat`); empty when it did not run.
     pub behavioral_runs: Vec<bool>,
+    /// Each run of the check on the export, with its named checks (issue 21 item 2).
+    #[serde(default)]
+    pub repeats: Vec<RepeatResult>,
+    /// The named checks of the run that explains the verdict (the first failing run, else the
+    /// last); empty when the check declares no report or its output did not parse.
+    #[serde(default)]
+    pub checks: Vec<NamedCheck>,
+    /// Names of the named checks that failed in any run on the export, in first-seen order.
+    #[serde(default)]
+    pub failing_checks: Vec<String>,
+    /// Why there are no named checks, when the output could not be parsed.
+    #[serde(default)]
+    pub checks_note: Option<String>,
     /// SHA-256 of the exported file, or null when it was missing.
     pub exported_sha256: Option<String>,
     pub expected_sha256: String,
-    /// Why the target is not `pass` (missing export, hash difference, control, exit status).
+    /// Why the target is not `pass` (missing export, required bytes differ, control, exit status).
     pub notes: Vec<String>,
     /// Exit status of the run that explains a non-pass (a failed control, else the export's
     /// first failing run); null on pass.
@@ -132,12 +247,18 @@ pub struct TargetVerdict {
     /// Tail (≤ 4 KiB) of that run's stdout+stderr; for a pass, the last run's.
     pub check_output: String,
     pub check_ms: u64,
+    /// The timeout each check run had, in seconds.
+    #[serde(default)]
+    pub check_timeout_s: u64,
     /// The controls; null when they could not be prepared.
     pub controls: Option<Controls>,
+    /// Whether the controls were run now or reused from the cache, with their digest.
+    #[serde(default)]
+    pub controls_source: Option<ControlSource>,
 }
 
 impl TargetVerdict {
-    /// Both checks passed (status `pass`).
+    /// The target passed (status `pass`).
     pub fn passed(&self) -> bool {
         self.status == Status::Pass
     }
@@ -146,6 +267,12 @@ impl TargetVerdict {
 /// The evaluator's report.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Evaluation {
+    /// The run's rule (`--require`); fixtures may require full-byte on their own.
+    #[serde(default = "full_byte_rule")]
+    pub require: Require,
+    /// One sentence saying which rule decided, as the text report's header shows it.
+    #[serde(default)]
+    pub rule: String,
     pub targets: Vec<TargetVerdict>,
     pub passed: usize,
     pub total: usize,
@@ -156,16 +283,96 @@ pub struct Evaluation {
     /// Runs of each check on the export (`--repeat`).
     #[serde(default = "one")]
     pub repeat: u32,
+    /// Targets whose controls ran now / were reused from the cache.
+    #[serde(default)]
+    pub controls_run: usize,
+    #[serde(default)]
+    pub controls_reused: usize,
 }
 
 fn one() -> u32 {
     1
 }
 
+/// Reports written before issue 21 were judged by full-byte equality too.
+fn full_byte_rule() -> Require {
+    Require::FullByte
+}
+
 impl Evaluation {
-    /// Every target passed both checks.
+    /// Every target passed.
     pub fn all_passed(&self) -> bool {
         self.passed == self.total && self.total > 0
+    }
+}
+
+/// The header sentence: which rule decided, and which fixtures required full-byte on their own.
+pub fn rule_sentence(require: Require, fixture_full_byte: &[String]) -> String {
+    match require {
+        Require::FullByte => "decided by: full-byte (the check must pass and the export must be \
+                              identical to the reference)"
+            .to_owned(),
+        Require::Behavioral if fixture_full_byte.is_empty() => {
+            "decided by: behaviour (the check on the export, controls held); identity with the \
+             reference is reported beside it"
+                .to_owned()
+        }
+        Require::Behavioral => format!(
+            "decided by: behaviour (the check on the export, controls held); full-byte where the \
+             manifest requires it ({}); identity with the reference is reported beside it",
+            fixture_full_byte.join(", ")
+        ),
+    }
+}
+
+/// How one evaluation runs (issue 21 items 1 and 6, issue 23 item 2).
+#[derive(Debug, Clone)]
+pub struct EvaluateOptions {
+    /// Runs of each check on the export, 1 to [`MAX_REPEAT`].
+    pub repeat: u32,
+    /// The run's rule.
+    pub require: Require,
+    /// Every check's timeout, overriding the fixtures' `check.timeout_s`; `None` = each
+    /// fixture's, else [`CHECK_TIMEOUT`].
+    pub check_timeout: Option<Duration>,
+    /// Where controls are cached; `None` = no cache (always run).
+    pub control_cache: Option<PathBuf>,
+    /// Run the controls even when cached (and store the new result).
+    pub fresh_controls: bool,
+    /// Targets evaluated side by side, 1 to [`MAX_JOBS`].
+    pub jobs: usize,
+}
+
+impl Default for EvaluateOptions {
+    fn default() -> Self {
+        Self {
+            repeat: 1,
+            require: Require::Behavioral,
+            check_timeout: None,
+            control_cache: None,
+            fresh_controls: false,
+            jobs: default_jobs(),
+        }
+    }
+}
+
+/// Targets evaluated side by side by default: the available parallelism, at most 4.
+pub fn default_jobs() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .clamp(1, 4)
+}
+
+impl EvaluateOptions {
+    fn timeout_for(&self, fixture: &Fixture) -> Duration {
+        self.check_timeout
+            .or(fixture.check.timeout_s.map(Duration::from_secs))
+            .unwrap_or(CHECK_TIMEOUT)
+    }
+
+    fn cache(&self) -> Option<ControlCache> {
+        self.control_cache.as_ref().map(ControlCache::new)
     }
 }
 
@@ -190,6 +397,9 @@ pub struct TargetControls {
     /// Its output tail (≤ 4 KiB).
     pub check_output: String,
     pub controls: Controls,
+    /// Run now or reused from the cache, with the digest.
+    #[serde(default)]
+    pub source: Option<ControlSource>,
 }
 
 /// Errors that stop the evaluator before it can judge any target.
@@ -207,6 +417,8 @@ pub enum EvaluateError {
         "--check-timeout {0}: must be a whole number of seconds between 1 and {MAX_CHECK_TIMEOUT_SECS}"
     )]
     CheckTimeout(u64),
+    #[error("--jobs {0}: must be between 1 and {MAX_JOBS}")]
+    Jobs(usize),
 }
 
 /// Validates a `--check-timeout` in seconds: 1 to [`MAX_CHECK_TIMEOUT_SECS`] (3600), else
@@ -219,19 +431,24 @@ pub fn check_timeout_from_secs(secs: u64) -> Result<Duration, EvaluateError> {
     }
 }
 
-/// Runs both controls of every fixture (expected bytes must pass, original must fail).
-pub async fn evaluate_controls(manifest: &FixtureManifest) -> Result<ControlReport, EvaluateError> {
-    evaluate_controls_with_timeout(manifest, CHECK_TIMEOUT).await
-}
-
-/// [`evaluate_controls`] with each check run killed after `check_timeout`.
-pub async fn evaluate_controls_with_timeout(
+/// Runs both controls of every fixture (expected bytes must pass, original must fail), reusing
+/// cached controls unless `options.fresh_controls`; targets side by side (`options.jobs`).
+pub async fn evaluate_controls(
     manifest: &FixtureManifest,
-    check_timeout: Duration,
+    options: &EvaluateOptions,
 ) -> Result<ControlReport, EvaluateError> {
+    if !(1..=MAX_JOBS).contains(&options.jobs) {
+        return Err(EvaluateError::Jobs(options.jobs));
+    }
+    let results: Vec<Result<(Controls, ControlSource), EvaluateError>> =
+        futures::stream::iter(manifest.fixtures.iter())
+            .map(|fixture| controls_of(manifest, fixture, options))
+            .buffered(options.jobs)
+            .collect()
+            .await;
     let mut targets = Vec::with_capacity(manifest.fixtures.len());
-    for fixture in &manifest.fixtures {
-        let controls = run_controls(manifest, fixture, check_timeout).await?;
+    for (fixture, result) in manifest.fixtures.iter().zip(results) {
+        let (controls, source) = result?;
         let failure = controls.failure().map(|(r, run)| (r, run.clone()));
         targets.push(TargetControls {
             name: fixture.target.clone(),
@@ -243,17 +460,20 @@ pub async fn evaluate_controls_with_timeout(
                 .map(|(_, run)| run.output.clone())
                 .unwrap_or_default(),
             controls,
+            source: Some(source),
         });
     }
     let hold = targets.iter().all(|t| t.hold);
     Ok(ControlReport { targets, hold })
 }
 
-async fn run_controls(
+/// The controls of one fixture: from the cache when an entry for their digest holds (and
+/// `fresh_controls` is off), else run now and, when they hold, stored.
+async fn controls_of(
     manifest: &FixtureManifest,
     fixture: &Fixture,
-    check_timeout: Duration,
-) -> Result<Controls, EvaluateError> {
+    options: &EvaluateOptions,
+) -> Result<(Controls, ControlSource), EvaluateError> {
     let expected = read_pinned(
         &fixture.target,
         &manifest.resolve(&fixture.expected),
@@ -264,63 +484,175 @@ async fn run_controls(
         &manifest.resolve(&fixture.original),
         &fixture.sha256,
     )?;
-    Ok(Controls {
-        expected: run_check_in_scratch(manifest, fixture, &expected, check_timeout).await?,
-        original: run_check_in_scratch(manifest, fixture, &original, check_timeout).await?,
-    })
+    let timeout = options.timeout_for(fixture);
+    let cache = options.cache();
+    let mut note = None;
+    let digest = match &cache {
+        Some(_) => match control_digest(manifest, fixture, &expected, &original, timeout).await {
+            Ok(d) => Some(d),
+            Err(e) => {
+                note = Some(format!("no control digest ({e}); controls run"));
+                None
+            }
+        },
+        None => None,
+    };
+    if let (Some(cache), Some(digest), false) = (&cache, &digest, options.fresh_controls)
+        && let Some(controls) = cache.load(digest, &fixture.target)
+    {
+        return Ok((
+            controls,
+            ControlSource {
+                how: "reused".into(),
+                digest: Some(digest.clone()),
+                note: None,
+            },
+        ));
+    }
+    let (ran_expected, ran_original) = futures::join!(
+        run_check_in_scratch(manifest, fixture, &expected, timeout),
+        run_check_in_scratch(manifest, fixture, &original, timeout),
+    );
+    let controls = Controls {
+        expected: ran_expected?,
+        original: ran_original?,
+    };
+    if let (Some(cache), Some(digest)) = (&cache, &digest)
+        && controls.failure().is_none()
+        && let Err(e) = cache.store(digest, &fixture.target, &controls)
+    {
+        note = Some(format!(
+            "controls not cached: cannot write {}: {e}",
+            cache.dir.display()
+        ));
+    }
+    Ok((
+        controls,
+        ControlSource {
+            how: "run".into(),
+            digest,
+            note,
+        },
+    ))
 }
 
-/// Evaluates every fixture of `manifest` against `<exports>/<module_file>`, running each check on
-/// the export `repeat` times (1 = once) after its controls.
-///
-/// Expected files are authenticated against the manifest's `expected_sha256` first; a tampered
-/// expected file fails the run. A missing export fails that target only.
+/// The control digest of `fixture` (see [`cache`]): its bytes, check files, command, declared
+/// environment (values hashed) and the toolchain command's output in the check's environment.
+async fn control_digest(
+    manifest: &FixtureManifest,
+    fixture: &Fixture,
+    expected: &[u8],
+    original: &[u8],
+    timeout: Duration,
+) -> std::io::Result<String> {
+    let check_files = cache::check_file_digests(&manifest.resolve(&fixture.check.dir))?;
+    let toolchain = fixture.check.toolchain_command();
+    let scratch = tempfile::Builder::new()
+        .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
+        .tempdir()?;
+    let dirs = ScratchDirs::create(scratch.path())?;
+    let toolchain_output = match run_hermetic(fixture, &toolchain, &dirs, timeout, None).await {
+        Ok((out, _)) => format!("{} {}", out.exit, out.text),
+        Err(e) => format!("could not start: {e}"),
+    };
+    let env = check_env(fixture)
+        .into_iter()
+        .map(|(k, v)| (k, sha256_hex(v.as_encoded_bytes())))
+        .collect();
+    Ok(cache::DigestInputs {
+        format: cache::CACHE_FORMAT,
+        target: &fixture.target,
+        module_file: &fixture.module_file,
+        expected_sha256: sha256_hex(expected),
+        original_sha256: sha256_hex(original),
+        check_files,
+        command: &fixture.check.command,
+        env,
+        report: fixture.check.report.map(|r| r.as_str()),
+        toolchain: &toolchain,
+        toolchain_output,
+    }
+    .digest())
+}
+
+/// Evaluates every fixture of `manifest` against `<exports>/<module_file>` (see
+/// [`evaluate_with`]) with the default options and `repeat` runs on each export.
 pub async fn evaluate(
     manifest: &FixtureManifest,
     exports: &Path,
     repeat: u32,
 ) -> Result<Evaluation, EvaluateError> {
-    evaluate_with_timeout(manifest, exports, repeat, CHECK_TIMEOUT).await
+    let options = EvaluateOptions {
+        repeat,
+        ..EvaluateOptions::default()
+    };
+    evaluate_with(manifest, exports, &options).await
 }
 
-/// [`evaluate`] with each check run (controls and export) killed after `check_timeout`; a run
-/// that times out has `exit` = `timed out after N s` and fails.
-pub async fn evaluate_with_timeout(
+/// Evaluates every fixture of `manifest` against `<exports>/<module_file>`: each target's
+/// controls, then its check `options.repeat` times on the export, targets side by side
+/// (`options.jobs`), in manifest order in the report.
+///
+/// Expected files are authenticated against the manifest's `expected_sha256` first; a tampered
+/// expected file fails the run. A missing export fails that target only. Errors: `repeat` or
+/// `jobs` out of range, no export directory, a pinned file unreadable or tampered, no scratch
+/// directory.
+pub async fn evaluate_with(
     manifest: &FixtureManifest,
     exports: &Path,
-    repeat: u32,
-    check_timeout: Duration,
+    options: &EvaluateOptions,
 ) -> Result<Evaluation, EvaluateError> {
-    if !(1..=MAX_REPEAT).contains(&repeat) {
-        return Err(EvaluateError::Repeat(repeat));
+    if !(1..=MAX_REPEAT).contains(&options.repeat) {
+        return Err(EvaluateError::Repeat(options.repeat));
+    }
+    if !(1..=MAX_JOBS).contains(&options.jobs) {
+        return Err(EvaluateError::Jobs(options.jobs));
     }
     if !exports.is_dir() {
         return Err(EvaluateError::NoExports(exports.to_path_buf()));
     }
-    let mut targets = Vec::with_capacity(manifest.fixtures.len());
-    for fixture in &manifest.fixtures {
-        targets.push(evaluate_target(manifest, fixture, exports, repeat, check_timeout).await?);
-    }
+    let results: Vec<Result<TargetVerdict, EvaluateError>> =
+        futures::stream::iter(manifest.fixtures.iter())
+            .map(|fixture| evaluate_target(manifest, fixture, exports, options))
+            .buffered(options.jobs)
+            .collect()
+            .await;
+    let targets = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     let count = |s: Status| targets.iter().filter(|t| t.status == s).count();
+    let source_count = |how: &str| {
+        targets
+            .iter()
+            .filter(|t| t.controls_source.as_ref().is_some_and(|s| s.how == how))
+            .count()
+    };
+    let fixture_full_byte: Vec<String> = manifest
+        .fixtures
+        .iter()
+        .filter(|f| f.requires_full_byte())
+        .map(|f| f.target.clone())
+        .collect();
     Ok(Evaluation {
+        require: options.require,
+        rule: rule_sentence(options.require, &fixture_full_byte),
         passed: count(Status::Pass),
         infra_errors: count(Status::InfraError),
         flaky: count(Status::Flaky),
         total: targets.len(),
+        controls_run: source_count("run"),
+        controls_reused: source_count("reused"),
         targets,
-        repeat,
+        repeat: options.repeat,
     })
 }
 
 /// One target's verdict (V3): the export against the expected bytes, the controls, then the
-/// check `repeat` times on the export, each under `check_timeout`. Errors: the pinned expected
-/// bytes cannot be read or a scratch directory cannot be prepared.
+/// check `repeat` times on the export. Errors: the pinned expected bytes cannot be read or a
+/// scratch directory cannot be prepared.
 async fn evaluate_target(
     manifest: &FixtureManifest,
     fixture: &Fixture,
     exports: &Path,
-    repeat: u32,
-    check_timeout: Duration,
+    options: &EvaluateOptions,
 ) -> Result<TargetVerdict, EvaluateError> {
     let expected = read_pinned(
         &fixture.target,
@@ -328,23 +660,38 @@ async fn evaluate_target(
         &fixture.expected_sha256,
     )?;
     let started = Instant::now();
+    let timeout = options.timeout_for(fixture);
+    let require = if fixture.requires_full_byte() {
+        Require::FullByte
+    } else {
+        options.require
+    };
     let mut verdict = TargetVerdict {
         name: fixture.target.clone(),
         status: Status::Fail,
+        require,
         full_byte: false,
+        first_difference: None,
         behavioral: false,
         behavioral_runs: Vec::new(),
+        repeats: Vec::new(),
+        checks: Vec::new(),
+        failing_checks: Vec::new(),
+        checks_note: None,
         exported_sha256: None,
         expected_sha256: fixture.expected_sha256.clone(),
         notes: Vec::new(),
         check_exit: None,
         check_output: String::new(),
         check_ms: 0,
+        check_timeout_s: timeout.as_secs(),
         controls: None,
+        controls_source: None,
     };
     let exported = compare_export(&mut verdict, &exports.join(&fixture.module_file), &expected);
     // V3: the controls come first; if they do not hold, the export is not judged at all.
-    let controls = run_controls(manifest, fixture, check_timeout).await?;
+    let (controls, source) = controls_of(manifest, fixture, options).await?;
+    verdict.controls_source = Some(source);
     if let Some((reason, run)) = controls.failure() {
         verdict.status = Status::InfraError;
         verdict.notes.push(format!(
@@ -360,9 +707,9 @@ async fn evaluate_target(
     }
     verdict.controls = Some(controls);
     if let Some(exported) = exported {
-        let mut runs = Vec::with_capacity(repeat as usize);
-        for _ in 0..repeat {
-            runs.push(run_check_in_scratch(manifest, fixture, &exported, check_timeout).await?);
+        let mut runs = Vec::with_capacity(options.repeat as usize);
+        for _ in 0..options.repeat {
+            runs.push(run_check_in_scratch(manifest, fixture, &exported, timeout).await?);
         }
         judge_runs(&mut verdict, &runs, &fixture.check.command.join(" "));
     }
@@ -370,8 +717,8 @@ async fn evaluate_target(
     Ok(verdict)
 }
 
-/// Reads the export at `path` into `verdict`: its SHA-256, whether it equals `expected` (else a
-/// note with the first difference), or a note that it is missing. Returns the bytes.
+/// Reads the export at `path` into `verdict`: its SHA-256, whether it equals `expected` (else
+/// its first difference), or a note that it is missing. Returns the bytes.
 fn compare_export(verdict: &mut TargetVerdict, path: &Path, expected: &[u8]) -> Option<Vec<u8>> {
     let bytes = match std::fs::read(path) {
         Ok(bytes) => bytes,
@@ -385,20 +732,37 @@ fn compare_export(verdict: &mut TargetVerdict, path: &Path, expected: &[u8]) -> 
     verdict.exported_sha256 = Some(sha256_hex(&bytes));
     verdict.full_byte = bytes == expected;
     if !verdict.full_byte {
-        verdict.notes.push(first_difference(&bytes, expected));
+        verdict.first_difference = Some(first_difference(&bytes, expected));
     }
     Some(bytes)
 }
 
 /// The verdict from the check's runs on the export (controls held): `infra_error` when a run
 /// could not start, `flaky` when runs disagree or the check failed on the expected bytes,
-/// `fail` when it failed or the bytes differ, else `pass`. The output shown is the first
-/// failing run's, else the last run's.
+/// `fail` when it failed (or full-byte is required and the bytes differ), else `pass`. The
+/// output and named checks shown are the first failing run's, else the last run's.
 fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
     verdict.behavioral_runs = runs.iter().map(|r| r.passed).collect();
+    verdict.repeats = runs
+        .iter()
+        .map(|r| RepeatResult {
+            passed: r.passed,
+            exit: r.exit.clone(),
+            ms: r.ms,
+            checks: r.checks.clone(),
+            checks_note: r.checks_note.clone(),
+        })
+        .collect();
+    for name in runs.iter().flat_map(CheckRun::failing_checks) {
+        if !verdict.failing_checks.contains(&name) {
+            verdict.failing_checks.push(name);
+        }
+    }
     let explaining = runs.iter().find(|r| !r.passed).or(runs.last());
     if let Some(run) = explaining {
         verdict.check_output = run.output.clone();
+        verdict.checks = run.checks.clone();
+        verdict.checks_note = run.checks_note.clone();
         if !run.passed {
             verdict.check_exit = Some(run.exit.clone());
         }
@@ -407,6 +771,11 @@ fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
     let all_pass = runs.iter().all(|r| r.passed);
     let none_pass = runs.iter().all(|r| !r.passed);
     verdict.behavioral = all_pass;
+    let failing = if verdict.failing_checks.is_empty() {
+        String::new()
+    } else {
+        format!("; failing checks: {}", verdict.failing_checks.join(", "))
+    };
     let (status, note) = if runs.iter().any(|r| !r.started) {
         (
             Status::InfraError,
@@ -419,7 +788,7 @@ fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
         (
             Status::Flaky,
             Some(format!(
-                "flaky: the check `{command}` passed {} of {} runs on the same bytes",
+                "flaky: the check `{command}` passed {} of {} runs on the same bytes{failing}",
                 runs.iter().filter(|r| r.passed).count(),
                 runs.len()
             )),
@@ -437,15 +806,69 @@ fn judge_runs(verdict: &mut TargetVerdict, runs: &[CheckRun], command: &str) {
     } else if !all_pass {
         (
             Status::Fail,
-            Some(format!("behavioral check `{command}` failed ({exit})")),
+            Some(format!(
+                "behavioral check `{command}` failed ({exit}){failing}"
+            )),
         )
-    } else if verdict.full_byte {
+    } else if verdict.full_byte || verdict.require == Require::Behavioral {
         (Status::Pass, None)
     } else {
-        (Status::Fail, None)
+        (
+            Status::Fail,
+            Some(format!(
+                "full-byte required: {}",
+                verdict
+                    .first_difference
+                    .as_deref()
+                    .unwrap_or("bytes differ")
+            )),
+        )
     };
     verdict.status = status;
     verdict.notes.extend(note);
+}
+
+/// A check's scratch directory: `work` (its cwd, holding the check's files and the subject),
+/// `home` and `tmp` (its private `HOME` and `TMPDIR`).
+struct ScratchDirs {
+    work: PathBuf,
+    home: PathBuf,
+    tmp: PathBuf,
+}
+
+impl ScratchDirs {
+    fn create(root: &Path) -> std::io::Result<Self> {
+        let dirs = Self {
+            work: root.join("work"),
+            home: root.join("home"),
+            tmp: root.join("tmp"),
+        };
+        for d in [&dirs.work, &dirs.home, &dirs.tmp] {
+            std::fs::create_dir(d)?;
+        }
+        Ok(dirs)
+    }
+}
+
+/// The variables a check declares (`check.env`), resolved against the evaluator's environment:
+/// `NAME` when set, else the `NAME=DEFAULT` default (`~/` = the evaluator's `HOME`).
+fn check_env(fixture: &Fixture) -> Vec<(String, std::ffi::OsString)> {
+    let home = std::env::var_os("HOME");
+    fixture
+        .check
+        .env_entries()
+        .filter_map(|(name, default)| {
+            let value = std::env::var_os(name).or_else(|| {
+                let default = default?;
+                match (default.strip_prefix("~/"), &home) {
+                    (Some(rest), Some(home)) => Some(Path::new(home).join(rest).into_os_string()),
+                    (Some(_), None) => None,
+                    (None, _) => Some(default.into()),
+                }
+            })?;
+            Some((name.to_owned(), value))
+        })
+        .collect()
 }
 
 /// Runs the check of `fixture` on `bytes` in a fresh scratch directory holding the check's
@@ -477,10 +900,106 @@ async fn run_check_in_scratch(
                 CHECK_OUTPUT_TAIL_BYTES,
             ),
             ms: 0,
+            checks: Vec::new(),
+            checks_note: None,
         },
     };
     run.ms = started.elapsed().as_millis() as u64;
     Ok(run)
+}
+
+/// What a hermetic child printed and how it ended.
+struct ChildOutput {
+    exit: String,
+    passed: bool,
+    /// stdout followed by stderr, whole (lossy UTF-8).
+    text: String,
+    timed_out: bool,
+}
+
+/// Runs `command` in `dirs.work` with the check's hermetic environment (issue 23 item 2): the
+/// environment cleared, then `PATH`, `HOME` = `dirs.home`, `TMPDIR` = `dirs.tmp`, `LANG` and
+/// `LC_ALL` = [`CHECK_LOCALE`] and the declared variables. Its own process group, killed whole
+/// at `timeout`; it dies with the evaluator (kill on drop, `PR_SET_PDEATHSIG`). `extra_file`:
+/// read this file of the working directory after the run (a JUnit report).
+async fn run_hermetic(
+    fixture: &Fixture,
+    command: &[String],
+    dirs: &ScratchDirs,
+    timeout: Duration,
+    extra_file: Option<&Path>,
+) -> std::io::Result<(ChildOutput, Option<String>)> {
+    use std::os::unix::process::ExitStatusExt;
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| std::io::Error::other("empty check command"))?;
+    let path = std::env::var_os("PATH").unwrap_or_else(|| DEFAULT_CHECK_PATH.into());
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args)
+        .current_dir(&dirs.work)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", &dirs.home)
+        .env("TMPDIR", &dirs.tmp)
+        .env("LANG", CHECK_LOCALE)
+        .env("LC_ALL", CHECK_LOCALE)
+        .envs(check_env(fixture))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        // Its own process group, so a timeout stops whatever the check started too
+        // (`node --test` runs each test file in a child).
+        .process_group(0)
+        .kill_on_drop(true);
+    crate::waymark::process::die_with_parent(&mut cmd);
+    let child = cmd
+        .spawn()
+        .map_err(|e| std::io::Error::new(e.kind(), format!("`{program}`: {e}")))?;
+    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
+    let output = match tokio::time::timeout(timeout, child.wait_with_output()).await {
+        Ok(out) => out?,
+        Err(_) => {
+            // Dropping the wait killed the leader (kill_on_drop); the rest of its group goes too.
+            if let Some(group) = group {
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            }
+            let exit = format!("timed out after {} s", timeout.as_secs());
+            return Ok((
+                ChildOutput {
+                    passed: false,
+                    text: exit.clone(),
+                    exit,
+                    timed_out: true,
+                },
+                None,
+            ));
+        }
+    };
+    // Whatever the leader left running in its group goes with it.
+    if let Some(group) = group {
+        let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+    }
+    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&output.stderr));
+    let exit = match (output.status.code(), output.status.signal()) {
+        (Some(code), _) => format!("exit {code}"),
+        (None, Some(signal)) => format!("signal {signal}"),
+        (None, None) => "unknown exit".to_owned(),
+    };
+    let extra = extra_file.and_then(|rel| {
+        crate::owned_fs::read_regular_bounded(&dirs.work.join(rel), 16 << 20)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    });
+    Ok((
+        ChildOutput {
+            passed: output.status.success(),
+            exit,
+            text,
+            timed_out: false,
+        },
+        extra,
+    ))
 }
 
 async fn run_check(
@@ -490,63 +1009,39 @@ async fn run_check(
     scratch: &Path,
     check_timeout: Duration,
 ) -> std::io::Result<CheckRun> {
-    use std::os::unix::process::ExitStatusExt;
+    let dirs = ScratchDirs::create(scratch)?;
     let check_dir = manifest.resolve(&fixture.check.dir);
     for entry in std::fs::read_dir(&check_dir)? {
         let entry = entry?;
         if entry.file_type()?.is_file() {
-            std::fs::copy(entry.path(), scratch.join(entry.file_name()))?;
+            std::fs::copy(entry.path(), dirs.work.join(entry.file_name()))?;
         }
     }
-    std::fs::write(scratch.join(&fixture.module_file), exported)?;
-    let (program, args) = fixture
-        .check
-        .command
-        .split_first()
-        .ok_or_else(|| std::io::Error::other("empty check command"))?;
-    let child = tokio::process::Command::new(program)
-        .args(args)
-        .current_dir(scratch)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Its own process group, so a timeout stops whatever the check started too
-        // (`node --test` runs each test file in a child).
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| std::io::Error::new(e.kind(), format!("`{program}`: {e}")))?;
-    let group = child.id().map(|pid| nix::unistd::Pid::from_raw(pid as i32));
-    let output = match tokio::time::timeout(check_timeout, child.wait_with_output()).await {
-        Ok(out) => out?,
-        Err(_) => {
-            // Dropping the wait killed the leader (kill_on_drop); the rest of its group goes too.
-            if let Some(group) = group {
-                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
-            }
-            let exit = format!("timed out after {} s", check_timeout.as_secs());
-            return Ok(CheckRun {
-                passed: false,
-                output: exit.clone(),
-                exit,
-                started: true,
-                ms: 0,
-            });
-        }
-    };
-    let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-    text.push_str(&String::from_utf8_lossy(&output.stderr));
-    let exit = match (output.status.code(), output.status.signal()) {
-        (Some(code), _) => format!("exit {code}"),
-        (None, Some(signal)) => format!("signal {signal}"),
-        (None, None) => "unknown exit".to_owned(),
+    std::fs::write(dirs.work.join(&fixture.module_file), exported)?;
+    let (out, junit) = run_hermetic(
+        fixture,
+        &fixture.check.command,
+        &dirs,
+        check_timeout,
+        fixture.check.junit_file.as_deref(),
+    )
+    .await?;
+    let parsed = match fixture.check.report {
+        Some(_) if out.timed_out => checks::Parsed {
+            checks: Vec::new(),
+            note: Some("the check timed out; no named checks".to_owned()),
+        },
+        Some(report) => checks::parse(report, &out.text, junit.as_deref()),
+        None => checks::Parsed::default(),
     };
     Ok(CheckRun {
-        passed: output.status.success(),
-        exit,
+        passed: out.passed,
+        exit: out.exit,
         started: true,
-        output: tail(&text, CHECK_OUTPUT_TAIL_BYTES),
+        output: tail(&out.text, CHECK_OUTPUT_TAIL_BYTES),
         ms: 0,
+        checks: parsed.checks,
+        checks_note: parsed.note,
     })
 }
 
@@ -585,24 +1080,48 @@ fn first_difference(actual: &[u8], expected: &[u8]) -> String {
         .count()
         + 1;
     format!(
-        "exported bytes differ from expected at byte {at} (line {line}); exported {} bytes, expected {}",
+        "at byte {at} (line {line}); exported {} bytes, reference {}",
         actual.len(),
         expected.len()
     )
 }
 
-/// Renders the evaluation as text: one line per target, then, for every target that did not
+/// `yes` or `no`, for `identical to the reference: …`.
+pub fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
+}
+
+/// Renders the evaluation as text: the rule that decided, one line per target (verdict,
+/// `identical to the reference: yes/no`, behavioral, where the controls came from, notes), the
+/// first difference and the failing named checks below it, then, for every target that did not
 /// pass, its check's exit status and output tail (≤ 4 KiB) indented.
 pub fn render_text(evaluation: &Evaluation) -> String {
-    let mut out = String::new();
+    let mut out = format!("{}\n", evaluation.rule);
     for t in &evaluation.targets {
         out.push_str(&format!(
-            "{:<14} full-byte {:<4} behavioral {:<4} {:<11} {}\n",
+            "{:<14} {:<11} identical to the reference: {:<3} · behavioral {:<4} · controls {}{}{}\n",
             t.name,
-            if t.full_byte { "pass" } else { "FAIL" },
-            if t.behavioral { "pass" } else { "FAIL" },
             t.status.as_str(),
-            t.notes.join("; ")
+            yes_no(t.full_byte),
+            if t.behavioral { "pass" } else { "FAIL" },
+            t.controls_source
+                .as_ref()
+                .map_or("-".to_owned(), ControlSource::describe),
+            if t.require == Require::FullByte && evaluation.require != Require::FullByte {
+                " · full-byte required by the manifest"
+            } else {
+                ""
+            },
+            if t.notes.is_empty() {
+                String::new()
+            } else {
+                format!(" · {}", t.notes.join("; "))
+            }
+        ));
+        out.push_str(&target_details(
+            t.first_difference.as_deref(),
+            &t.failing_checks,
+            t.checks_note.as_deref(),
         ));
     }
     for t in evaluation.targets.iter().filter(|t| !t.passed()) {
@@ -613,7 +1132,7 @@ pub fn render_text(evaluation: &Evaluation) -> String {
         ));
     }
     out.push_str(&format!(
-        "{}/{} targets pass both checks",
+        "{}/{} targets pass",
         evaluation.passed, evaluation.total
     ));
     if evaluation.infra_errors > 0 {
@@ -625,7 +1144,33 @@ pub fn render_text(evaluation: &Evaluation) -> String {
     if evaluation.flaky > 0 {
         out.push_str(&format!(" · {} flaky", evaluation.flaky));
     }
-    out.push('\n');
+    out.push_str(&format!(
+        " · controls {} run, {} reused\n",
+        evaluation.controls_run, evaluation.controls_reused
+    ));
+    out
+}
+
+/// The indented lines under a target's row in text reports: where its bytes first differ from
+/// the reference, its failing named checks, why it has no named checks.
+pub fn target_details(
+    first_difference: Option<&str>,
+    failing_checks: &[String],
+    checks_note: Option<&str>,
+) -> String {
+    let mut out = String::new();
+    if let Some(d) = first_difference {
+        out.push_str(&format!("    first difference: {d}\n"));
+    }
+    if !failing_checks.is_empty() {
+        out.push_str(&format!(
+            "    failing checks: {}\n",
+            failing_checks.join(", ")
+        ));
+    }
+    if let Some(n) = checks_note {
+        out.push_str(&format!("    named checks: {n}\n"));
+    }
     out
 }
 
@@ -664,35 +1209,53 @@ mod tests {
             started,
             output: format!("output of {exit}"),
             ms: 1,
+            checks: vec![NamedCheck {
+                name: format!("sub of {exit}"),
+                passed,
+                duration_ms: None,
+                message: None,
+            }],
+            checks_note: None,
         }
     }
 
-    fn verdict(full_byte: bool) -> TargetVerdict {
+    fn verdict(full_byte: bool, require: Require) -> TargetVerdict {
         TargetVerdict {
             name: "t".into(),
             status: Status::Fail,
+            require,
             full_byte,
+            first_difference: (!full_byte).then(|| "at byte 3 (line 2)".into()),
             behavioral: false,
             behavioral_runs: Vec::new(),
+            repeats: Vec::new(),
+            checks: Vec::new(),
+            failing_checks: Vec::new(),
+            checks_note: None,
             exported_sha256: None,
             expected_sha256: String::new(),
             notes: Vec::new(),
             check_exit: None,
             check_output: String::new(),
             check_ms: 0,
+            check_timeout_s: 120,
             controls: None,
+            controls_source: None,
         }
     }
 
-    /// V3's verdict table over the check's runs on the export (controls held).
+    /// V3's verdict table over the check's runs on the export (controls held), under both
+    /// rules (issue 21 item 1): behaviour decides unless full-byte is required.
     #[test]
-    fn judge_runs_decides_the_status_from_the_runs_and_the_bytes() {
+    fn judge_runs_decides_the_status_from_the_runs_the_bytes_and_the_rule() {
+        use Require::{Behavioral, FullByte};
         let ok = || run(true, true, "exit 0");
         let failed = || run(false, true, "exit 1");
         let unstarted = || run(false, false, "could not start: ENOENT");
         let cases = [
             (
                 "all pass, same bytes",
+                Behavioral,
                 true,
                 vec![ok(), ok()],
                 Status::Pass,
@@ -700,23 +1263,44 @@ mod tests {
                 None,
             ),
             (
-                "all pass, other bytes",
+                "all pass, other bytes, behaviour decides",
+                Behavioral,
+                false,
+                vec![ok()],
+                Status::Pass,
+                None,
+                None,
+            ),
+            (
+                "all pass, other bytes, full-byte required",
+                FullByte,
                 false,
                 vec![ok()],
                 Status::Fail,
+                Some("full-byte required: at byte 3 (line 2)"),
+                None,
+            ),
+            (
+                "all pass, same bytes, full-byte required",
+                FullByte,
+                true,
+                vec![ok()],
+                Status::Pass,
                 None,
                 None,
             ),
             (
                 "all fail, other bytes",
+                Behavioral,
                 false,
                 vec![failed(), failed()],
                 Status::Fail,
-                Some("behavioral check `node t.js` failed (exit 1)"),
+                Some("behavioral check `node t.js` failed (exit 1); failing checks: sub of exit 1"),
                 Some("exit 1"),
             ),
             (
                 "fails on the expected bytes",
+                FullByte,
                 true,
                 vec![failed()],
                 Status::Flaky,
@@ -727,14 +1311,18 @@ mod tests {
             ),
             (
                 "runs disagree",
+                Behavioral,
                 false,
                 vec![ok(), failed(), ok()],
                 Status::Flaky,
-                Some("flaky: the check `node t.js` passed 2 of 3 runs on the same bytes"),
+                Some(
+                    "flaky: the check `node t.js` passed 2 of 3 runs on the same bytes; failing checks: sub of exit 1",
+                ),
                 Some("exit 1"),
             ),
             (
                 "could not start",
+                Behavioral,
                 false,
                 vec![unstarted()],
                 Status::InfraError,
@@ -744,19 +1332,29 @@ mod tests {
                 Some("could not start: ENOENT"),
             ),
         ];
-        for (case, full_byte, runs, status, note, exit) in cases {
-            let mut v = verdict(full_byte);
+        for (case, require, full_byte, runs, status, note, exit) in cases {
+            let mut v = verdict(full_byte, require);
             judge_runs(&mut v, &runs, "node t.js");
             assert_eq!(v.status, status, "{case}");
             assert_eq!(v.notes.first().map(String::as_str), note, "{case}");
             assert_eq!(v.check_exit.as_deref(), exit, "{case}");
-            let all_passed = matches!(case, "all pass, same bytes" | "all pass, other bytes");
+            let all_passed = runs.iter().all(|r| r.passed);
             assert_eq!(v.behavioral, all_passed, "{case}");
             assert_eq!(v.behavioral_runs.len(), runs.len(), "{case}");
-            // The output shown is the first failing run's, else the last run's.
+            assert_eq!(v.repeats.len(), runs.len(), "{case}");
+            // The output and named checks shown are the first failing run's, else the last's.
             let shown = runs.iter().find(|r| !r.passed).or(runs.last()).unwrap();
             assert_eq!(v.check_output, shown.output, "{case}");
+            assert_eq!(v.checks, shown.checks, "{case}");
         }
+    }
+
+    #[test]
+    fn the_rule_is_parsed_by_name_and_anything_else_is_refused_naming_both() {
+        assert_eq!("full-byte".parse::<Require>(), Ok(Require::FullByte));
+        assert_eq!("behavioral".parse::<Require>(), Ok(Require::Behavioral));
+        let err = "bytes".parse::<Require>().unwrap_err();
+        assert!(err.contains("`bytes`") && err.contains("behavioral") && err.contains("full-byte"));
     }
 
     #[test]

@@ -11,8 +11,14 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Manifest schema version this build reads.
-pub const MANIFEST_SCHEMA: u32 = 1;
+/// Newest manifest schema this build reads (issue 21). Schema 1 still loads: it has no
+/// `require_full_byte`, `report`, `junit_file`, `env`, `timeout_s` or `toolchain`, and every
+/// fixture of it requires full-byte equality, as schema 1 always meant.
+pub const MANIFEST_SCHEMA: u32 = 2;
+/// Oldest manifest schema this build reads.
+pub const MANIFEST_SCHEMA_MIN: u32 = 1;
+/// Upper bound of a fixture's `check.timeout_s`, in seconds (one hour), as `--check-timeout`.
+pub const MAX_FIXTURE_CHECK_TIMEOUT_SECS: u64 = 3600;
 
 /// The whole manifest file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -24,8 +30,9 @@ pub struct FixtureManifest {
     pub base: PathBuf,
 }
 
-/// One target's fixture entry.
+/// One target's fixture entry. Unknown fields are refused, naming them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Fixture {
     /// Target name used in every MCP call (e.g. `calendar`).
     pub target: String,
@@ -45,14 +52,177 @@ pub struct Fixture {
     pub task: PathBuf,
     /// The behavioral check (C6).
     pub check: CheckSpec,
+    /// Schema 2: the export must also equal `expected` byte for byte to pass (issue 21 item 1).
+    /// Absent means behaviour alone decides; in a schema-1 manifest every fixture is `true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_full_byte: Option<bool>,
+}
+
+impl Fixture {
+    /// Whether this fixture requires full-byte equality (schema 1: always).
+    pub fn requires_full_byte(&self) -> bool {
+        self.require_full_byte.unwrap_or(false)
+    }
+}
+
+/// How a check reports its sub-tests (schema 2, issue 21 item 2), parsed into named checks.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckReport {
+    /// Test Anything Protocol on stdout (`node --test --test-reporter=tap`).
+    Tap,
+    /// A JUnit XML file the check writes (`junit_file`, relative to its working directory).
+    Junit,
+    /// Python `unittest -v` (its per-test lines on stderr).
+    Unittest,
+    /// Rust's libtest (`test NAME ... ok`).
+    Libtest,
+}
+
+impl CheckReport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Tap => "tap",
+            Self::Junit => "junit",
+            Self::Unittest => "unittest",
+            Self::Libtest => "libtest",
+        }
+    }
 }
 
 /// A behavioral check: `command` runs with cwd = a fresh directory holding the files of `dir`
 /// plus the exported target saved as `module_file`. Exit status 0 means pass.
+///
+/// The check runs hermetically (issue 23 item 2): a cleared environment holding only `PATH`,
+/// a private `HOME` and `TMPDIR` in its scratch directory, `LANG`/`LC_ALL` = `C.UTF-8`, and the
+/// variables `env` names. Unknown fields are refused, naming them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct CheckSpec {
     pub command: Vec<String>,
     pub dir: PathBuf,
+    /// Schema 2: how the check reports its named sub-tests; absent = exit status only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<CheckReport>,
+    /// Schema 2, with `report: "junit"`: the JUnit XML file the check writes, relative to its
+    /// working directory (no `..`, not absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub junit_file: Option<PathBuf>,
+    /// Schema 2: environment variables the check is given, each `NAME` (the evaluator's value,
+    /// left out when unset) or `NAME=DEFAULT` (DEFAULT when the evaluator has none; a leading
+    /// `~/` is the evaluator's `HOME`), e.g. `"RUSTUP_HOME=~/.rustup"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
+    /// Schema 2: this check's timeout in seconds (1 to 3600); `--check-timeout` (or the
+    /// canary's `evaluate check_timeout=S`) overrides it; absent = 120 s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
+    /// Schema 2: the command whose output identifies the toolchain for the control cache
+    /// (issue 21 item 6); absent = `[command[0], "--version"]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toolchain: Option<Vec<String>>,
+}
+
+impl CheckSpec {
+    /// The declared environment as `(name, default)` pairs; see [`CheckSpec::env`].
+    pub fn env_entries(&self) -> impl Iterator<Item = (&str, Option<&str>)> {
+        self.env.iter().map(|e| match e.split_once('=') {
+            Some((name, default)) => (name, Some(default)),
+            None => (e.as_str(), None),
+        })
+    }
+
+    /// The toolchain identification command (see [`CheckSpec::toolchain`]).
+    pub fn toolchain_command(&self) -> Vec<String> {
+        match &self.toolchain {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => vec![
+                self.command.first().cloned().unwrap_or_default(),
+                "--version".to_owned(),
+            ],
+        }
+    }
+}
+
+/// A variable name a check may declare: `[A-Za-z_][A-Za-z0-9_]*`.
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Why a fixture's schema-2 fields are not valid, if they are not.
+fn check_schema2_fields(schema: u32, f: &Fixture) -> Result<(), String> {
+    let c = &f.check;
+    let uses_schema2 = f.require_full_byte.is_some()
+        || c.report.is_some()
+        || c.junit_file.is_some()
+        || !c.env.is_empty()
+        || c.timeout_s.is_some()
+        || c.toolchain.is_some();
+    if schema < 2 && uses_schema2 {
+        return Err(format!(
+            "target `{}`: require_full_byte, check.report, check.junit_file, check.env, \
+             check.timeout_s and check.toolchain need \"schema\": 2",
+            f.target
+        ));
+    }
+    match (c.report, &c.junit_file) {
+        (Some(CheckReport::Junit), None) => {
+            return Err(format!(
+                "target `{}`: check.report \"junit\" needs check.junit_file (the file the \
+                 check writes, relative to its directory)",
+                f.target
+            ));
+        }
+        (Some(CheckReport::Junit), Some(file)) => {
+            let relative = file.is_relative()
+                && file
+                    .components()
+                    .all(|c| matches!(c, std::path::Component::Normal(_)));
+            if !relative {
+                return Err(format!(
+                    "target `{}`: check.junit_file `{}` must be a relative path without `..`",
+                    f.target,
+                    file.display()
+                ));
+            }
+        }
+        (_, Some(_)) => {
+            return Err(format!(
+                "target `{}`: check.junit_file is only read with check.report \"junit\"",
+                f.target
+            ));
+        }
+        _ => {}
+    }
+    for (name, _) in c.env_entries() {
+        if !valid_env_name(name) {
+            return Err(format!(
+                "target `{}`: check.env entry `{name}` is not a variable name \
+                 (NAME or NAME=DEFAULT, NAME of letters, digits and `_`)",
+                f.target
+            ));
+        }
+    }
+    if let Some(secs) = c.timeout_s
+        && !(1..=MAX_FIXTURE_CHECK_TIMEOUT_SECS).contains(&secs)
+    {
+        return Err(format!(
+            "target `{}`: check.timeout_s {secs} must be between 1 and \
+             {MAX_FIXTURE_CHECK_TIMEOUT_SECS} seconds",
+            f.target
+        ));
+    }
+    if c.toolchain.as_ref().is_some_and(Vec::is_empty) {
+        return Err(format!(
+            "target `{}`: check.toolchain is empty (give a command, e.g. [\"rustc\", \"--version\"])",
+            f.target
+        ));
+    }
+    Ok(())
 }
 
 /// Errors reading or authenticating fixtures.
@@ -89,7 +259,11 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl FixtureManifest {
-    /// Reads and validates a manifest: schema version, non-empty unique target names, hex hashes.
+    /// Reads and validates a manifest: schema version (1 or 2), non-empty unique target names,
+    /// hex hashes, the schema-2 check fields (`report` with its `junit_file`, `env` names,
+    /// `timeout_s` in 1..=3600). A schema-1 manifest loads with every fixture requiring
+    /// full-byte equality. Errors: [`FixtureError::Read`], [`FixtureError::Invalid`] naming the
+    /// target and field.
     pub fn load(path: &Path) -> Result<Self, FixtureError> {
         let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
             path: path.to_path_buf(),
@@ -101,9 +275,10 @@ impl FixtureManifest {
         };
         let mut manifest: FixtureManifest =
             serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        if manifest.schema != MANIFEST_SCHEMA {
+        if !(MANIFEST_SCHEMA_MIN..=MANIFEST_SCHEMA).contains(&manifest.schema) {
             return Err(invalid(format!(
-                "schema {} is not supported (this build reads schema {MANIFEST_SCHEMA})",
+                "schema {} is not supported (this build reads schemas {MANIFEST_SCHEMA_MIN} \
+                 to {MANIFEST_SCHEMA})",
                 manifest.schema
             )));
         }
@@ -128,6 +303,13 @@ impl FixtureManifest {
                     "target `{}`: empty check command",
                     f.target
                 )));
+            }
+            check_schema2_fields(manifest.schema, f).map_err(invalid)?;
+        }
+        if manifest.schema == 1 {
+            // Schema 1 judged every target by its bytes too.
+            for f in &mut manifest.fixtures {
+                f.require_full_byte = Some(true);
             }
         }
         manifest.base = path

@@ -134,9 +134,30 @@ struct EvaluateArgs {
     #[arg(long)]
     controls_only: bool,
     /// Kill a behavioral check run (with every process it started) after this many seconds;
-    /// the run fails with `timed out after N s`. 1 to 3600.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
-    check_timeout: u64,
+    /// the run fails with `timed out after N s`. 1 to 3600. Overrides each fixture's
+    /// `check.timeout_s`; without either, 120.
+    #[arg(long, value_name = "SECONDS")]
+    check_timeout: Option<u64>,
+    /// Which rule decides a target: `behavioral` (its check on the export; identity with the
+    /// reference is reported beside it) or `full-byte` (the export must also be identical to
+    /// the reference). Fixtures with `"require_full_byte": true` always use full-byte.
+    #[arg(long, value_name = "RULE", default_value = "behavioral", value_parser = parse_require)]
+    require: patchdiff::evaluate::Require,
+    /// Run the controls even when a cached result for their digest exists (and cache the new
+    /// result).
+    #[arg(long)]
+    fresh_controls: bool,
+    /// Where controls that hold are cached, by digest. Default: `control-cache` in the data
+    /// directory (PATCHDIFF_DATA_DIR).
+    #[arg(long, value_name = "DIR")]
+    control_cache: Option<PathBuf>,
+    /// Targets evaluated side by side (1 to 16); default: the available cores, at most 4.
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+}
+
+fn parse_require(s: &str) -> Result<patchdiff::evaluate::Require, String> {
+    s.parse()
 }
 
 fn main() -> ExitCode {
@@ -165,7 +186,7 @@ fn main() -> ExitCode {
             None => run_console(ConsoleArgs::default(), settings).await,
             Some(Cmd::Console(args)) => run_console(args, settings).await,
             Some(Cmd::Mcp(args)) => run_mcp(args, &settings).await,
-            Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
+            Some(Cmd::Evaluate(args)) => run_evaluate(args, &settings).await,
             Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
             Some(Cmd::Trace(args)) => run_trace(args),
         }
@@ -506,7 +527,7 @@ fn print_result<T: serde::Serialize>(
     }
 }
 
-async fn run_evaluate(args: EvaluateArgs) -> i32 {
+async fn run_evaluate(args: EvaluateArgs, settings: &Settings) -> i32 {
     let manifest = match patchdiff::fixtures::FixtureManifest::load(&args.manifest) {
         Ok(m) => m,
         Err(e) => {
@@ -514,25 +535,34 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let check_timeout = match patchdiff::evaluate::check_timeout_from_secs(args.check_timeout) {
+    let check_timeout = match args
+        .check_timeout
+        .map(patchdiff::evaluate::check_timeout_from_secs)
+        .transpose()
+    {
         Ok(timeout) => timeout,
         Err(e) => {
             eprintln!("patchdiff evaluate: {e}");
             return EXIT_USAGE;
         }
     };
+    let options = patchdiff::evaluate::EvaluateOptions {
+        repeat: args.repeat,
+        require: args.require,
+        check_timeout,
+        control_cache: Some(
+            args.control_cache
+                .clone()
+                .unwrap_or_else(|| settings.paths.data_dir.join("control-cache")),
+        ),
+        fresh_controls: args.fresh_controls,
+        jobs: args.jobs.unwrap_or_else(patchdiff::evaluate::default_jobs),
+    };
     if args.controls_only {
-        return run_controls_only(&manifest, check_timeout, args.json).await;
+        return run_controls_only(&manifest, &options, args.json).await;
     }
     let exports = args.exports.unwrap_or_default();
-    match patchdiff::evaluate::evaluate_with_timeout(
-        &manifest,
-        &exports,
-        args.repeat,
-        check_timeout,
-    )
-    .await
-    {
+    match patchdiff::evaluate::evaluate_with(&manifest, &exports, &options).await {
         Ok(evaluation) => {
             let text = || patchdiff::evaluate::render_text(&evaluation);
             if let Err(code) = print_result("evaluate", args.json, &evaluation, text) {
@@ -554,24 +584,26 @@ async fn run_evaluate(args: EvaluateArgs) -> i32 {
 /// `patchdiff evaluate --controls-only` (V3): 0 when every target's controls hold.
 async fn run_controls_only(
     manifest: &patchdiff::fixtures::FixtureManifest,
-    check_timeout: std::time::Duration,
+    options: &patchdiff::evaluate::EvaluateOptions,
     json: bool,
 ) -> i32 {
-    let report =
-        match patchdiff::evaluate::evaluate_controls_with_timeout(manifest, check_timeout).await {
-            Ok(report) => report,
-            Err(e) => {
-                eprintln!("patchdiff evaluate: {e}");
-                return EXIT_USAGE;
-            }
-        };
+    let report = match patchdiff::evaluate::evaluate_controls(manifest, options).await {
+        Ok(report) => report,
+        Err(e) => {
+            eprintln!("patchdiff evaluate: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let text = || {
         let mut out = String::new();
         for t in &report.targets {
             out.push_str(&format!(
-                "{:<14} {}\n",
+                "{:<14} {} · controls {}\n",
                 t.name,
-                t.reason.as_deref().unwrap_or("controls hold")
+                t.reason.as_deref().unwrap_or("controls hold"),
+                t.source
+                    .as_ref()
+                    .map_or("-".to_owned(), patchdiff::evaluate::ControlSource::describe)
             ));
         }
         for t in report.targets.iter().filter(|t| !t.hold) {

@@ -697,14 +697,24 @@ async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             return;
         }
     };
-    let evaluation = match crate::evaluate::evaluate(fixtures, &ctx.root.join("export"), 1).await {
-        Ok(e) => e,
-        Err(e) => {
-            ctx.problem("evaluation", "export", None, e.to_string());
-            ctx.done("evaluation", before, "evaluator failed".into());
-            return;
-        }
+    // The rule the run was judged by (issue 21); reports from before it was recorded used
+    // full-byte.
+    let options = crate::evaluate::EvaluateOptions {
+        require: report["require"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .unwrap_or(crate::evaluate::Require::FullByte),
+        ..Default::default()
     };
+    let evaluation =
+        match crate::evaluate::evaluate_with(fixtures, &ctx.root.join("export"), &options).await {
+            Ok(e) => e,
+            Err(e) => {
+                ctx.problem("evaluation", "export", None, e.to_string());
+                ctx.done("evaluation", before, "evaluator failed".into());
+                return;
+            }
+        };
     for t in &evaluation.targets {
         let stated = report["targets"]
             .as_array()

@@ -57,7 +57,9 @@ async fn wrong_canary_story(runs: &Path) -> String {
         let outcome = canary.execute(&Command::parse(&line).unwrap()).await;
         assert!(outcome.ok, "{line}: {}", outcome.summary);
     }
-    let evaluate = canary.execute(&Command::Evaluate { repeat: 1 }).await;
+    let evaluate = canary
+        .execute(&Command::parse("evaluate require=full-byte").unwrap())
+        .await;
     assert!(
         !evaluate.ok,
         "the wrong plan fails chess: {}",
@@ -78,7 +80,15 @@ async fn target_detail_after_the_wrong_canary_shows_verdicts_submissions_and_dif
             .find(needle)
             .unwrap_or_else(|| panic!("no `{needle}` in:\n{story}"))
     };
-    assert!(at("verdict: full-byte FAIL · behavioral FAIL") < at("submissions (2):"));
+    assert!(
+        at("verdict: FAIL (full-byte) · identical to the reference: no · behavioral FAIL")
+            < at("submissions (2):")
+    );
+    // Issue 21 item 2: the broken sub-test by name, with its assertion.
+    assert!(
+        at("named checks: ")
+            < at("✖ test_chess.Castling.test_king_may_not_cross_an_attacked_square")
+    );
     assert!(at("submissions (2):") < at("diff: expected → exported"));
     assert!(at("diff: expected → exported") < at("diff: original → exported"));
     // The wrong castling edit: attacks by the mover's own colour (expected: the opponent's).

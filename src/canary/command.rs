@@ -81,8 +81,17 @@ pub enum Command {
     Export,
     /// C5: SAVE/replay consistency and the audit summary.
     Inspect,
-    /// C6: run the independent evaluator; each behavioral check runs `repeat` times (V3).
-    Evaluate { repeat: u32 },
+    /// C6: run the independent evaluator; each behavioral check runs `repeat` times (V3),
+    /// judged by `require` (issue 21: `full-byte` where exact bytes are the point; default
+    /// behavioral), each check run killed after `check_timeout` seconds (default: the
+    /// fixture's, else 120 s), controls re-run when `fresh_controls` (else reused from the
+    /// control cache).
+    Evaluate {
+        repeat: u32,
+        require: Option<crate::evaluate::Require>,
+        check_timeout: Option<u64>,
+        fresh_controls: bool,
+    },
     /// Write the final report (text, JSON, JUnit XML) to the run directory.
     Report,
     /// U1: stop MCP processes.
@@ -186,7 +195,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "evaluate",
         key: Some('v'),
-        help: "run the independent evaluator (controls, full-byte and behavioral; checks K times)",
+        help: "run the independent evaluator (controls, behavioral check K times; require=full-byte: bytes too)",
     },
     CommandSpec {
         name: "report",
@@ -365,8 +374,12 @@ enum Cli {
     Export,
     Inspect,
     Evaluate {
-        #[arg(value_name = "repeat=K", allow_hyphen_values = true)]
-        repeat: Option<String>,
+        #[arg(
+            num_args = 0..,
+            allow_hyphen_values = true,
+            value_names = ["repeat=K", "require=RULE", "check_timeout=S", "fresh_controls"]
+        )]
+        options: Vec<String>,
     },
     Report,
     Stop {
@@ -435,9 +448,7 @@ impl Cli {
             },
             Self::Export => Command::Export,
             Self::Inspect => Command::Inspect,
-            Self::Evaluate { repeat } => Command::Evaluate {
-                repeat: evaluate_repeat(repeat.as_deref(), &usage)?,
-            },
+            Self::Evaluate { options } => parse_evaluate(&options, &usage)?,
             Self::Report => Command::Report,
             Self::Record { options } => parse_record(&options, &usage)?,
             Self::HostConfig { host, file } => Command::HostConfig { host, file },
@@ -571,17 +582,58 @@ fn wait_timeout(seconds: Option<&str>) -> Result<Duration, String> {
     }
 }
 
-/// `evaluate`'s optional `repeat=K`, K in `1..=MAX_REPEAT` (V3); 1 when absent.
-fn evaluate_repeat(arg: Option<&str>, usage: impl Fn() -> String) -> Result<u32, String> {
-    let Some(arg) = arg else { return Ok(1) };
-    match arg.strip_prefix("repeat=").map(str::parse::<u32>) {
-        Some(Ok(k)) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => Ok(k),
-        _ => Err(format!(
-            "evaluate: `{arg}` is not repeat=K with K in 1..={}; {}",
-            crate::evaluate::MAX_REPEAT,
-            usage()
-        )),
+/// `evaluate [repeat=K] [require=full-byte|behavioral] [check_timeout=S] [fresh_controls]`:
+/// K in `1..=MAX_REPEAT` (V3, default 1), S in 1..=3600 seconds; any other argument is refused
+/// naming it and the usage.
+fn parse_evaluate(options: &[String], usage: impl Fn() -> String) -> Result<Command, String> {
+    let (mut repeat, mut require, mut check_timeout, mut fresh_controls) = (1, None, None, false);
+    for arg in options {
+        match arg.split_once('=') {
+            Some(("repeat", k)) => match k.parse::<u32>() {
+                Ok(k) if (1..=crate::evaluate::MAX_REPEAT).contains(&k) => repeat = k,
+                _ => {
+                    return Err(format!(
+                        "evaluate: `{arg}` is not repeat=K with K in 1..={}; {}",
+                        crate::evaluate::MAX_REPEAT,
+                        usage()
+                    ));
+                }
+            },
+            Some(("require", rule)) => {
+                require = Some(
+                    rule.parse::<crate::evaluate::Require>()
+                        .map_err(|e| format!("evaluate: require={rule}: {e}"))?,
+                );
+            }
+            Some(("check_timeout", secs)) => {
+                let valid = secs
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|s| crate::evaluate::check_timeout_from_secs(*s).is_ok());
+                check_timeout = Some(valid.ok_or_else(|| {
+                    format!(
+                        "evaluate: `{arg}` is not check_timeout=S with S whole seconds in 1..={}; {}",
+                        crate::evaluate::MAX_CHECK_TIMEOUT_SECS,
+                        usage()
+                    )
+                })?);
+            }
+            None if arg == "fresh_controls" || arg == "fresh-controls" => fresh_controls = true,
+            _ => {
+                return Err(format!(
+                    "evaluate: `{arg}` is not repeat=K, require=full-byte|behavioral, \
+                     check_timeout=S or fresh_controls; {}",
+                    usage()
+                ));
+            }
+        }
     }
+    Ok(Command::Evaluate {
+        repeat,
+        require,
+        check_timeout,
+        fresh_controls,
+    })
 }
 
 /// `record [model=M] [provider=P] [reasoning=R]` (E1): any number of these, the last of a
@@ -765,17 +817,35 @@ mod tests {
     }
 
     #[test]
-    fn evaluate_takes_an_optional_repeat_count() {
+    fn evaluate_takes_repeat_rule_timeout_and_fresh_controls() {
+        let evaluate = |repeat, require, check_timeout, fresh_controls| Command::Evaluate {
+            repeat,
+            require,
+            check_timeout,
+            fresh_controls,
+        };
         assert_eq!(
             Command::parse("evaluate").unwrap(),
-            Command::Evaluate { repeat: 1 }
+            evaluate(1, None, None, false)
         );
         assert_eq!(
             Command::parse("evaluate repeat=3").unwrap(),
-            Command::Evaluate { repeat: 3 }
+            evaluate(3, None, None, false)
         );
-        assert!(Command::parse("evaluate repeat=0").is_err());
-        assert!(Command::parse("evaluate 3").is_err());
+        assert_eq!(
+            Command::parse("evaluate require=full-byte check_timeout=30 fresh_controls").unwrap(),
+            evaluate(1, Some(crate::evaluate::Require::FullByte), Some(30), true)
+        );
+        for (bad, says) in [
+            ("evaluate repeat=0", "repeat=K"),
+            ("evaluate 3", "is not repeat=K"),
+            ("evaluate require=bytes", "`bytes` is not a rule"),
+            ("evaluate check_timeout=0", "check_timeout=S"),
+            ("evaluate check_timeout=3601", "check_timeout=S"),
+        ] {
+            let err = Command::parse(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
     }
 
     #[test]
@@ -850,7 +920,7 @@ mod tests {
                 "wait ready|saved [SECONDS]",
                 "export",
                 "inspect",
-                "evaluate [repeat=K]",
+                "evaluate [repeat=K] [require=RULE] [check_timeout=S] [fresh_controls]",
                 "report",
                 "stop [full|observed]",
                 "host-config [claude|codex|cursor [FILE]]",

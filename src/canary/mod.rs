@@ -60,6 +60,18 @@ pub struct TargetRow {
     pub check_exit: Option<String>,
     pub check_output: Option<String>,
     pub notes: Vec<String>,
+    /// The rule that decided this target (issue 21 item 1).
+    pub require: Option<crate::evaluate::Require>,
+    /// Where the export first differs from the reference; null when identical or unevaluated.
+    pub first_difference: Option<String>,
+    /// The named checks of the run that explains the verdict (issue 21 item 2).
+    pub checks: Vec<crate::evaluate::NamedCheck>,
+    /// Names of the named checks that failed in any run on the export.
+    pub failing_checks: Vec<String>,
+    /// Why the check's output gave no named checks, if it did not.
+    pub checks_note: Option<String>,
+    /// `run (digest …)` or `reused (digest …)`: where the controls came from (issue 21 item 6).
+    pub controls: Option<String>,
 }
 
 /// Options fixed for the life of a run.
@@ -214,7 +226,15 @@ impl Canary {
             Command::Wait { what, timeout } => self.wait(*what, *timeout).await,
             Command::Export => self.export().await,
             Command::Inspect => self.inspect().await,
-            Command::Evaluate { repeat } => self.evaluate(*repeat).await,
+            Command::Evaluate {
+                repeat,
+                require,
+                check_timeout,
+                fresh_controls,
+            } => {
+                self.evaluate(*repeat, *require, *check_timeout, *fresh_controls)
+                    .await
+            }
             Command::Report => self.report().await,
             Command::Stop { which } => {
                 self.stop(*which).await;
@@ -722,19 +742,42 @@ impl Canary {
         ))
     }
 
-    async fn evaluate(&mut self, repeat: u32) -> anyhow::Result<String> {
-        // C6: a separate process that reads only the exports and the fixture manifest.
-        let output = tokio::process::Command::new(&self.options.exe)
-            .arg("evaluate")
+    /// Where the evaluator caches controls that hold (issue 21 item 6): the data directory's
+    /// `control-cache`.
+    pub fn control_cache_dir(&self) -> PathBuf {
+        self.options.settings.paths.data_dir.join("control-cache")
+    }
+
+    async fn evaluate(
+        &mut self,
+        repeat: u32,
+        require: Option<crate::evaluate::Require>,
+        check_timeout: Option<u64>,
+        fresh_controls: bool,
+    ) -> anyhow::Result<String> {
+        // C6: a separate process that reads only the exports and the fixture manifest; it dies
+        // with this step (kill on drop), and its checks die with it.
+        let mut cmd = tokio::process::Command::new(&self.options.exe);
+        cmd.arg("evaluate")
             .arg("--repeat")
             .arg(repeat.to_string())
+            .arg("--require")
+            .arg(require.unwrap_or_default().as_str())
             .arg("--manifest")
             .arg(&self.options.manifest)
             .arg("--exports")
             .arg(self.run.exports())
+            .arg("--control-cache")
+            .arg(self.control_cache_dir())
             .arg("--json")
-            .output()
-            .await?;
+            .kill_on_drop(true);
+        if let Some(secs) = check_timeout {
+            cmd.arg("--check-timeout").arg(secs.to_string());
+        }
+        if fresh_controls {
+            cmd.arg("--fresh-controls");
+        }
+        let output = cmd.output().await?;
         let evaluation: Evaluation = serde_json::from_slice(&output.stdout).map_err(|e| {
             anyhow::anyhow!(
                 "the evaluator did not produce a report ({e}): {}",
@@ -749,6 +792,15 @@ impl Canary {
                 row.check_exit.clone_from(&verdict.check_exit);
                 row.check_output = (!verdict.passed()).then(|| verdict.check_output.clone());
                 row.notes.extend(verdict.notes.iter().cloned());
+                row.require = Some(verdict.require);
+                row.first_difference.clone_from(&verdict.first_difference);
+                row.checks.clone_from(&verdict.checks);
+                row.failing_checks.clone_from(&verdict.failing_checks);
+                row.checks_note.clone_from(&verdict.checks_note);
+                row.controls = verdict
+                    .controls_source
+                    .as_ref()
+                    .map(crate::evaluate::ControlSource::describe);
             }
         }
         let failed: Vec<String> = evaluation
@@ -763,12 +815,28 @@ impl Canary {
                     t.check_exit.as_deref().unwrap_or("-"),
                     crate::evaluate::headline(&t.check_output)
                 ),
+                _ if !t.failing_checks.is_empty() => {
+                    format!(
+                        "{} (failing checks: {})",
+                        t.name,
+                        t.failing_checks.join(", ")
+                    )
+                }
                 _ => t.name.clone(),
             })
             .collect();
+        let identical = evaluation.targets.iter().filter(|t| t.full_byte).count();
         let summary = format!(
-            "{}/{} targets pass full-byte and behavioral",
-            evaluation.passed, evaluation.total
+            "{}/{} targets pass ({}) · {identical}/{} identical to the reference · controls {} run, {} reused",
+            evaluation.passed,
+            evaluation.total,
+            match evaluation.require {
+                crate::evaluate::Require::FullByte => "full-byte required",
+                crate::evaluate::Require::Behavioral => "behaviour decides",
+            },
+            evaluation.total,
+            evaluation.controls_run,
+            evaluation.controls_reused
         );
         self.evaluation = Some(evaluation);
         if failed.is_empty() {

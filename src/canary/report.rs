@@ -193,7 +193,10 @@ pub(super) async fn run_controls(canary: &mut Canary) -> anyhow::Result<String> 
         .arg("--controls-only")
         .arg("--manifest")
         .arg(&canary.options.manifest)
+        .arg("--control-cache")
+        .arg(canary.control_cache_dir())
         .arg("--json")
+        .kill_on_drop(true)
         .output()
         .await?;
     let report: crate::evaluate::ControlReport =
@@ -228,7 +231,16 @@ pub(super) async fn run_controls(canary: &mut Canary) -> anyhow::Result<String> 
             broken.join("; ")
         );
     }
-    Ok(format!("{} checks' controls hold", report.targets.len()))
+    let reused = report
+        .targets
+        .iter()
+        .filter(|t| t.source.as_ref().is_some_and(|s| s.how == "reused"))
+        .count();
+    Ok(format!(
+        "{} checks' controls hold ({} run, {reused} reused from the control cache)",
+        report.targets.len(),
+        report.targets.len() - reused
+    ))
 }
 
 /// V1: the report seals the run, so nothing may write into it afterwards: stops both processes
@@ -264,6 +276,11 @@ pub struct Report {
     pub agent: crate::evidence::AgentIdentity,
     /// A4: the agent host run (CLI, version, models, turns, tool calls, usage, seal), if any.
     pub agent_host: Option<super::host::HostRecord>,
+    /// The rule the evaluation used (issue 21 item 1): `behavioral` or `full-byte`; null
+    /// before `evaluate`.
+    pub require: Option<crate::evaluate::Require>,
+    /// The header sentence saying which rule decided; empty before `evaluate`.
+    pub rule: String,
     /// C7: comparative runs are a separate mode, closed here.
     pub gate2: &'static str,
 }
@@ -272,7 +289,20 @@ pub struct Report {
 #[derive(Debug, Clone, Serialize)]
 pub struct ReportTarget {
     pub name: String,
+    /// Identical to the reference (the exported bytes equal the expected bytes).
     pub full_byte: bool,
+    /// Where the export first differs from the reference; null when identical or unevaluated.
+    pub first_difference: Option<String>,
+    /// The rule that decided this target.
+    pub require: Option<crate::evaluate::Require>,
+    /// The named checks of the run that explains the verdict (issue 21 item 2).
+    pub checks: Vec<crate::evaluate::NamedCheck>,
+    /// Names of the named checks that failed.
+    pub failing_checks: Vec<String>,
+    /// Why the check's output gave no named checks, if it did not.
+    pub checks_note: Option<String>,
+    /// Where the controls came from: `run (digest …)` or `reused (digest …)`.
+    pub controls: Option<String>,
     pub behavioral: bool,
     pub evaluated: bool,
     pub version: u64,
@@ -292,9 +322,17 @@ pub struct ReportTarget {
 }
 
 impl ReportTarget {
-    /// Passed both checks.
+    /// The evaluator's verdict is `pass` (behaviour decided, or full-byte where required).
     pub fn passed(&self) -> bool {
-        self.status == Some(Status::Pass) && self.full_byte && self.behavioral
+        self.status == Some(Status::Pass)
+    }
+
+    /// `yes`, `no` or `-` (not evaluated), for `identical to the reference: …`.
+    pub fn identical(&self) -> &'static str {
+        match (self.evaluated, self.full_byte) {
+            (false, _) => "-",
+            (true, b) => crate::evaluate::yes_no(b),
+        }
     }
 
     /// The verdict column: `pass`, `FAIL`, `infra_error`, `flaky` or `-`.
@@ -317,6 +355,12 @@ impl From<&TargetRow> for ReportTarget {
         Self {
             name: r.name.clone(),
             full_byte: r.full_byte.unwrap_or(false),
+            first_difference: r.first_difference.clone(),
+            require: r.require,
+            checks: r.checks.clone(),
+            failing_checks: r.failing_checks.clone(),
+            checks_note: r.checks_note.clone(),
+            controls: r.controls.clone(),
             behavioral: r.behavioral.unwrap_or(false),
             evaluated: r.full_byte.is_some(),
             version: r.version,
@@ -353,6 +397,12 @@ impl Report {
             targets,
             agent: canary.identity.clone(),
             agent_host: canary.host_record.clone(),
+            require: canary.evaluation.as_ref().map(|e| e.require),
+            rule: canary
+                .evaluation
+                .as_ref()
+                .map(|e| e.rule.clone())
+                .unwrap_or_default(),
             gate2: "closed",
         }
     }
@@ -367,11 +417,18 @@ impl Report {
             .collect();
         for t in self.targets.iter().filter(|t| !t.passed()) {
             let mut part = format!(
-                "target {} full-byte {} behavioral {}",
+                "target {} {} · identical to the reference: {} · behavioral {}",
                 t.name,
-                verdict(t.evaluated, t.full_byte),
+                t.verdict(),
+                t.identical(),
                 t.behavioral_column()
             );
+            if !t.failing_checks.is_empty() {
+                part.push_str(&format!(
+                    " · failing checks: {}",
+                    t.failing_checks.join(", ")
+                ));
+            }
             if matches!(t.status, Some(Status::InfraError | Status::Flaky)) {
                 part.push_str(&format!(
                     " {} ({}: {})",
@@ -392,11 +449,16 @@ impl Report {
     /// table, what failed with the check's output, and the totals line.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n\nsteps:\n",
+            "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n{}\nsteps:\n",
             self.run_id,
             if self.passed { "PASSED" } else { "FAILED" },
             self.run_dir,
-            self.gate2
+            self.gate2,
+            if self.rule.is_empty() {
+                String::new()
+            } else {
+                format!("{}\n", self.rule)
+            }
         );
         for s in &self.steps {
             out.push_str(&format!(
@@ -419,14 +481,14 @@ impl Report {
     /// The targets table, one row per target.
     fn targets_text(&self) -> String {
         let mut out =
-            "\ntargets:                 verdict     full-byte behavioral ver rev acc/rej replay\n"
+            "\ntargets:                 verdict     identical behavioral ver rev acc/rej replay controls\n"
                 .to_owned();
         for t in &self.targets {
             out.push_str(&format!(
-                "  {:<22} {:<11} {:<9} {:<10} {:>3} {:>3} {:>3}/{:<3} {}\n",
+                "  {:<22} {:<11} {:<9} {:<10} {:>3} {:>3} {:>3}/{:<3} {:<6} {}\n",
                 t.name,
                 t.verdict(),
-                verdict(t.evaluated, t.full_byte),
+                t.identical(),
                 t.behavioral_column(),
                 t.version,
                 t.revision,
@@ -436,7 +498,13 @@ impl Report {
                     Some(true) => "ok",
                     Some(false) => "MISMATCH",
                     None => "-",
-                }
+                },
+                t.controls.as_deref().unwrap_or("-")
+            ));
+            out.push_str(&crate::evaluate::target_details(
+                t.first_difference.as_deref(),
+                &t.failing_checks,
+                t.checks_note.as_deref(),
             ));
         }
         out
@@ -470,10 +538,16 @@ impl Report {
             .iter()
             .filter(|t| t.status == Some(Status::InfraError))
             .count();
-        let mut out = format!(
-            "\n{passing}/{} targets pass both checks",
+        let mut out = format!("\n{passing}/{} targets pass", self.targets.len());
+        let identical = self
+            .targets
+            .iter()
+            .filter(|t| t.evaluated && t.full_byte)
+            .count();
+        out.push_str(&format!(
+            " · {identical}/{} identical to the reference",
             self.targets.len()
-        );
+        ));
         if infra > 0 {
             out.push_str(&format!(
                 " · {infra} infra_error (the check environment, not the agent)"
@@ -539,16 +613,51 @@ impl Report {
                     problem(NonSuccessKind::Failure, kind, &notes, detail.as_deref())
                 }
             };
-            suite.add_test_case(case(
+            // Identity with the reference fails the case only where it was required; otherwise
+            // it is reported (a passing case whose output says how the bytes differ).
+            let bytes_required = t.require == Some(crate::evaluate::Require::FullByte);
+            let mut identical = case(
                 "canary.full_byte",
                 &t.name,
-                status(t.full_byte, "full_byte"),
-            ));
+                status(t.full_byte || !bytes_required, "full_byte"),
+            );
+            if t.evaluated {
+                identical.set_system_out(format!(
+                    "identical to the reference: {}{}",
+                    t.identical(),
+                    t.first_difference
+                        .as_deref()
+                        .map(|d| format!(" (first difference {d})"))
+                        .unwrap_or_default()
+                ));
+            }
+            suite.add_test_case(identical);
             suite.add_test_case(case(
                 "canary.behavioral",
                 &t.name,
                 status(t.behavioral, "behavioral"),
             ));
+            // Issue 21 item 2: one test case per named check of the run that explains the
+            // verdict, classname `check.<target>`.
+            for c in &t.checks {
+                let status = if c.passed {
+                    TestCaseStatus::success()
+                } else {
+                    problem(
+                        NonSuccessKind::Failure,
+                        "named_check",
+                        c.message
+                            .as_deref()
+                            .map_or("failed", crate::evaluate::headline),
+                        c.message.as_deref(),
+                    )
+                };
+                let mut named = case(&format!("check.{}", t.name), &c.name, status);
+                if let Some(ms) = c.duration_ms.filter(|ms| ms.is_finite() && *ms >= 0.0) {
+                    named.set_time(std::time::Duration::from_secs_f64(ms / 1000.0));
+                }
+                suite.add_test_case(named);
+            }
         }
         let mut report = JunitReport::new("patchdiff");
         report.add_test_suite(suite);
@@ -688,6 +797,8 @@ mod tests {
             targets: Vec::new(),
             agent: Default::default(),
             agent_host: None,
+            require: None,
+            rule: String::new(),
             gate2: "closed",
         };
         let xml = report.to_junit();

@@ -179,11 +179,39 @@ impl Canary {
             return vec!["verdict: not evaluated yet (run `evaluate`)".into()];
         };
         let mut out = vec![format!(
-            "verdict: full-byte {} · behavioral {} · check {} ms",
-            pass(v.full_byte),
+            "verdict: {} ({}) · identical to the reference: {} · behavioral {} · check {} ms",
+            v.status.as_str(),
+            v.require.as_str(),
+            crate::evaluate::yes_no(v.full_byte),
             pass(v.behavioral),
             v.check_ms
         )];
+        if let Some(d) = &v.first_difference {
+            out.push(format!("  first difference: {d}"));
+        }
+        if let Some(source) = &v.controls_source {
+            out.push(format!("  controls: {}", source.describe()));
+        }
+        // Issue 21 item 2: the named checks, the failing ones with their message's headline.
+        if !v.checks.is_empty() {
+            let failed: Vec<&crate::evaluate::NamedCheck> =
+                v.checks.iter().filter(|c| !c.passed).collect();
+            out.push(format!(
+                "named checks: {} of {} failed",
+                failed.len(),
+                v.checks.len()
+            ));
+            for c in failed {
+                out.push(format!(
+                    "  ✖ {} — {}",
+                    c.name,
+                    crate::evaluate::headline(c.message.as_deref().unwrap_or(""))
+                ));
+            }
+        }
+        if let Some(note) = &v.checks_note {
+            out.push(format!("  named checks: {note}"));
+        }
         for note in &v.notes {
             out.push(format!("  note: {note}"));
         }

@@ -222,7 +222,7 @@ fn show_step_output(canary: &Canary, command: &Command, ok: bool, progress: &mut
 }
 
 /// The final report: JSON on stdout with `json`, else the verdict line (`PASSED · n/m targets
-/// pass both checks · report …`, or `DONE`/`FAILED · k/n steps ok · not evaluated`).
+/// pass · report …`, or `DONE`/`FAILED · k/n steps ok · not evaluated`).
 fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mut Box<dyn Write>) {
     let report = canary.build_report();
     if json {
@@ -234,7 +234,7 @@ fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mu
         let passing = report.targets.iter().filter(|t| t.passed()).count();
         let _ = writeln!(
             progress,
-            "{} · {passing}/{} targets pass both checks · report {}",
+            "{} · {passing}/{} targets pass · report {}",
             if report.passed && !failed {
                 "PASSED"
             } else {

@@ -322,7 +322,7 @@ pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
     let passing: Vec<&str> = c
         .targets
         .iter()
-        .filter(|t| t.full_byte == Some(true) && t.behavioral == Some(true))
+        .filter(|t| t.status == Some(crate::evaluate::Status::Pass))
         .map(|t| t.name.as_str())
         .collect();
     let failing: Vec<&str> = c
@@ -720,26 +720,35 @@ fn export_cell(row: Option<&crate::canary::TargetRow>, sha: &str) -> (String, Le
     }
 }
 
-/// The evaluation's verdict: pass, what failed, or a check that could not judge (V3).
+/// The evaluation's verdict: pass (and whether the export is identical to the reference), what
+/// failed (the first failing named check, or the bytes where they were required), or a check
+/// that could not judge (V3).
 fn evaluation_cell(row: Option<&crate::canary::TargetRow>) -> (String, Level) {
-    let status = row.and_then(|r| r.status);
-    match row.map(|r| (r.full_byte, r.behavioral)) {
+    use crate::evaluate::Status;
+    let Some(row) = row else {
+        return ("—".to_owned(), Level::Ok);
+    };
+    let identical = match row.full_byte {
+        Some(true) => " · identical",
+        Some(false) => " · ≠ reference",
+        None => "",
+    };
+    match row.status {
         // V3: a broken check environment is not the agent's failure.
-        _ if status == Some(crate::evaluate::Status::InfraError) => {
-            ("⚠ infra_error".to_owned(), Level::High)
+        Some(Status::InfraError) => ("⚠ infra_error".to_owned(), Level::High),
+        Some(Status::Flaky) => ("⚠ flaky".to_owned(), Level::High),
+        Some(Status::Pass) => (format!("✔ pass{identical}"), Level::Ok),
+        Some(Status::Fail) => {
+            let why = match (row.failing_checks.as_slice(), row.behavioral) {
+                ([first], _) => first.clone(),
+                ([first, rest @ ..], _) => format!("{first} +{}", rest.len()),
+                ([], Some(false)) => "behavior".to_owned(),
+                ([], _) if row.full_byte == Some(false) => "bytes".to_owned(),
+                ([], _) => String::new(),
+            };
+            (format!("✖ FAIL {why}").trim_end().to_owned(), Level::Limit)
         }
-        _ if status == Some(crate::evaluate::Status::Flaky) => ("⚠ flaky".to_owned(), Level::High),
-        Some((Some(true), Some(true))) => ("✔ pass".to_owned(), Level::Ok),
-        Some((Some(f), Some(b))) => (
-            format!(
-                "✖ FAIL {}{}",
-                if f { "" } else { "bytes " },
-                if b { "" } else { "behavior" }
-            ),
-            Level::Limit,
-        ),
-        Some((Some(false), None)) => ("✖ FAIL bytes".to_owned(), Level::Limit),
-        _ => ("—".to_owned(), Level::Ok),
+        None => ("—".to_owned(), Level::Ok),
     }
 }
 
