@@ -477,15 +477,48 @@ pub struct HostRecord {
     pub timeout_s: u64,
     pub session_id: Option<String>,
     pub seal: SealReport,
+    /// Model turns: the model's own answers (Claude Code: assistant messages, not the
+    /// `<synthetic>` ones it writes for an API error; Codex: turns), at least the host's count.
     pub turns: u64,
+    /// Tool calls the model made, by tool (the six's names without the host's prefix).
     pub tool_calls: BTreeMap<String, u64>,
-    /// The host's usage figures as it reported them (tokens), when it did.
+    /// Issue 21 item 5: the sum of `tool_calls`.
+    pub tool_calls_total: u64,
+    /// Issue 21 item 5: tool calls that failed, by tool and reason code, from the observed
+    /// process's wire log (rejected receipts' `reason_codes`, `isError` results' `error.code`,
+    /// JSON-RPC errors); see [`super::outcome::tool_errors_in_wire_log`].
+    pub tool_errors: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Issue 21 item 5, the same for every host: every input token the model was sent, cached
+    /// or not (Claude Code: `input_tokens` + `cache_creation_input_tokens` +
+    /// `cache_read_input_tokens`; Codex: `input_tokens`); `None` when the host reported none.
+    pub input_tokens: Option<u64>,
+    /// Output tokens (reasoning included, as both hosts count them).
+    pub output_tokens: Option<u64>,
+    /// Input tokens served from the provider's prompt cache (Claude Code
+    /// `cache_read_input_tokens`; Codex `cached_input_tokens`).
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache (Claude Code `cache_creation_input_tokens`;
+    /// Codex `cache_write_input_tokens` when it gives one, else `None`).
+    pub cache_write_tokens: Option<u64>,
+    /// Where the token figures come from: `result` (the host's final totals), `messages` (summed
+    /// per model answer: the host ended without its result line) or `turns` (Codex's
+    /// `turn.completed` lines summed); `none` when it reported nothing.
+    pub usage_source: String,
+    /// The host's usage figures exactly as it reported them (raw, beside the normalised ones):
+    /// Claude Code's result `usage`, or the per-message figures summed by field; Codex's
+    /// `turn.completed` usage summed by field.
     pub usage: Value,
+    /// The cost the host reported (Claude Code `total_cost_usd`); Codex gives none.
     pub cost_usd: Option<f64>,
     /// The host's own duration figure, when it gave one.
     pub host_duration_ms: Option<u64>,
     /// Wall-clock duration of the step's host run.
     pub duration_ms: u64,
+    /// Issue 21 item 5: `duration_ms` in minutes.
+    pub minutes: f64,
+    /// The provider's error the host reported (Claude Code: `api_error_status` and the
+    /// message; Codex: a failed turn's message), if any.
+    pub provider_error: Option<String>,
     /// The host's final result line: `success`, `error_max_turns`, …
     pub result: Option<String>,
     pub exit: String,
@@ -510,6 +543,15 @@ pub struct StreamState {
     pub host_duration_ms: Option<u64>,
     pub result: Option<String>,
     pub result_is_error: bool,
+    /// Answers the model itself gave (not a host's synthetic API-error message; Codex: model
+    /// items): zero means the agent never acted (issue 21 item 3).
+    pub model_turns: u64,
+    /// The provider's error, as the host reported it (HTTP status and message).
+    pub provider_error: Option<String>,
+    /// Claude Code: each model answer's usage by message id (a message's blocks repeat it).
+    message_usage: BTreeMap<String, Value>,
+    /// Codex: the usage of each completed turn.
+    turn_usage: Vec<Value>,
     /// A tool call outside the six (A3 for hosts that do not list their tools up front).
     pub foreign_call: Option<String>,
     /// Codex: a configuration warning seen before the first turn.
@@ -578,9 +620,18 @@ impl StreamState {
             }
             Some("assistant") => {
                 let message = &event["message"];
+                // Claude Code writes a provider error as a `<synthetic>` assistant message.
+                if message["model"] == "<synthetic>" || event["is_api_error_message"] == true {
+                    self.provider_error = Some(claude_api_error(event, message));
+                    return;
+                }
                 let id = message["id"].as_str().unwrap_or_default().to_owned();
-                if self.message_ids.insert(id) {
+                if self.message_ids.insert(id.clone()) {
                     self.turns += 1;
+                    self.model_turns += 1;
+                }
+                if message["usage"].is_object() {
+                    self.message_usage.insert(id, message["usage"].clone());
                 }
                 if let Some(m) = message["model"].as_str() {
                     self.note_model(m);
@@ -596,8 +647,18 @@ impl StreamState {
             Some("result") => {
                 self.result = event["subtype"].as_str().map(str::to_owned);
                 self.result_is_error = event["is_error"].as_bool().unwrap_or(false);
-                if let Some(n) = event["num_turns"].as_u64() {
+                // The host counts a turn for a request the provider refused: only answers count.
+                if let Some(n) = event["num_turns"].as_u64()
+                    && self.model_turns > 0
+                {
                     self.turns = self.turns.max(n);
+                }
+                if let Some(status) = event["api_error_status"].as_u64() {
+                    self.provider_error = Some(format!(
+                        "HTTP {status} {}: {}",
+                        event["api_error_type"].as_str().unwrap_or("error"),
+                        event["result"].as_str().unwrap_or("")
+                    ));
                 }
                 self.usage = event["usage"].clone();
                 self.cost_usd = event["total_cost_usd"].as_f64();
@@ -637,6 +698,7 @@ impl StreamState {
                 let started = event["type"] == "item.started";
                 match item["type"].as_str() {
                     Some("mcp_tool_call") if started => {
+                        self.model_turns += 1;
                         let server = item["server"].as_str().unwrap_or_default();
                         let tool = item["tool"].as_str().unwrap_or_default();
                         if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
@@ -651,6 +713,9 @@ impl StreamState {
                                 Some(format!("Codex ignored a sealing setting: {message}"));
                         }
                     }
+                    Some("agent_message") | Some("reasoning") if !started => {
+                        self.model_turns += 1;
+                    }
                     Some("mcp_tool_call")
                     | Some("agent_message")
                     | Some("reasoning")
@@ -659,7 +724,10 @@ impl StreamState {
                     Some(other) => self.foreign_call = Some(other.to_owned()),
                 }
             }
-            Some("turn.completed") => self.usage = event["usage"].clone(),
+            Some("turn.completed") => {
+                self.turn_usage.push(event["usage"].clone());
+                self.usage = sum_fields(&self.turn_usage);
+            }
             Some("turn.failed") | Some("error") => {
                 let message = event["error"]["message"]
                     .as_str()
@@ -669,11 +737,107 @@ impl StreamState {
                 // Codex reports retries as `error` events and goes on; a failed turn ends it.
                 if event["type"] == "turn.failed" {
                     self.result_is_error = true;
+                    self.provider_error = Some(message.clone());
                 }
                 self.result = Some(message);
             }
             _ => {}
         }
+    }
+}
+
+impl StreamState {
+    /// Issue 21 item 5: the host's token figures normalised (see [`HostRecord::input_tokens`])
+    /// with their source, and the raw figures they came from.
+    pub fn normalized_usage(&self) -> NormalizedUsage {
+        let (raw, source) = match self.host {
+            Some(Host::Claude) if self.usage.is_object() => (self.usage.clone(), "result"),
+            Some(Host::Claude) if !self.message_usage.is_empty() => (
+                sum_fields(&self.message_usage.values().cloned().collect::<Vec<_>>()),
+                "messages",
+            ),
+            Some(Host::Codex) | Some(Host::Cursor) if !self.turn_usage.is_empty() => {
+                (self.usage.clone(), "turns")
+            }
+            _ => {
+                return NormalizedUsage {
+                    source: "none",
+                    raw: Value::Null,
+                    ..NormalizedUsage::default()
+                };
+            }
+        };
+        let n = |k: &str| raw[k].as_u64();
+        match self.host {
+            Some(Host::Claude) => {
+                let (input, write, read) = (
+                    n("input_tokens"),
+                    n("cache_creation_input_tokens"),
+                    n("cache_read_input_tokens"),
+                );
+                NormalizedUsage {
+                    input_tokens: input.map(|i| i + write.unwrap_or(0) + read.unwrap_or(0)),
+                    output_tokens: n("output_tokens"),
+                    cache_read_tokens: read,
+                    cache_write_tokens: write,
+                    source,
+                    raw,
+                }
+            }
+            _ => NormalizedUsage {
+                input_tokens: n("input_tokens"),
+                output_tokens: n("output_tokens"),
+                cache_read_tokens: n("cached_input_tokens"),
+                cache_write_tokens: n("cache_write_input_tokens"),
+                source,
+                raw,
+            },
+        }
+    }
+}
+
+/// A host's token figures in the same terms for every host (issue 21 item 5).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NormalizedUsage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    /// `result`, `messages`, `turns` or `none` (see [`HostRecord::usage_source`]).
+    pub source: &'static str,
+    /// The figures as the host gave them.
+    pub raw: Value,
+}
+
+/// The field-wise sum of the top-level integer fields of `objects` (nested objects are left
+/// out: they are breakdowns of the top-level figures).
+fn sum_fields(objects: &[Value]) -> Value {
+    let mut sum = serde_json::Map::new();
+    for o in objects.iter().filter_map(Value::as_object) {
+        for (k, v) in o {
+            if let Some(n) = v.as_u64() {
+                let total = sum.get(k).and_then(Value::as_u64).unwrap_or(0) + n;
+                sum.insert(k.clone(), Value::from(total));
+            }
+        }
+    }
+    Value::Object(sum)
+}
+
+/// Claude Code's synthetic API-error message as `HTTP <status> <type>: <text>`.
+fn claude_api_error(event: &Value, message: &Value) -> String {
+    let text = message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|b| b["text"].as_str())
+        .unwrap_or("");
+    match event["api_error_status"].as_u64() {
+        Some(status) => format!(
+            "HTTP {status} {}: {text}",
+            event["api_error_type"].as_str().unwrap_or("error")
+        ),
+        None => text.to_owned(),
     }
 }
 
