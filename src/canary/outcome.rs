@@ -148,9 +148,9 @@ pub fn decide(
     match (failed, agent_stop) {
         (None, _) if passed => (RunOutcome::Passed, None),
         (_, Some(stop)) if stop.acted => (RunOutcome::Failed, None),
-        (Some((step, summary)), Some(stop)) => (
+        (Some(_), Some(stop)) => (
             RunOutcome::InfraAbort,
-            Some(format!("{} (step {step}: {summary})", stop.why)),
+            Some(format!("{}: {}", stop.why, stop.detail)),
         ),
         (Some((step, summary)), None) if agent_expected || step == "preflight" => (
             RunOutcome::InfraAbort,
@@ -251,7 +251,7 @@ mod tests {
         assert_eq!(outcome, RunOutcome::InfraAbort);
         assert_eq!(
             why.unwrap(),
-            "provider refused the first model request (step agent: 529)"
+            "provider refused the first model request: detail"
         );
         // A preflight failure aborts even without a planned agent; another step only with one.
         let (outcome, why) = decide(Some(("preflight", "controls")), false, None, false);
