@@ -600,8 +600,13 @@ no target judged: the run stopped before the agent acted (infra_abort); \
             suite.add_test_case(case("canary.step", &s.command, status));
         }
         for t in &self.targets {
-            // Issue 21 item 3: an aborted run judged nothing — its targets are skipped.
-            if let Some(why) = &self.infra_abort {
+            // Issue 21 item 3: an aborted run judged nothing — its targets are skipped, except
+            // one whose own control failed, which stays the infra_error it is.
+            if let Some(why) = self
+                .infra_abort
+                .as_ref()
+                .filter(|_| t.status != Some(Status::InfraError))
+            {
                 for class in ["canary.full_byte", "canary.behavioral"] {
                     let mut status = TestCaseStatus::skipped();
                     status.set_type("infra_abort").set_message(why.as_str());
