@@ -519,6 +519,21 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     );
     assert_eq!(host["seal"]["problem"], Value::Null, "{host}");
     assert_eq!(host["tool_calls"]["patchdiff_save"], 5, "{host}");
+    // Issue 21 item 5: Codex's figures in the same terms as Claude Code's. Each model request
+    // carries 40 input tokens of which 25 cached and 10 output tokens; the Responses API names
+    // no cache writes (Codex reports 0) and Codex gives no cost.
+    let requests = model.statuses().len() as u64;
+    assert_eq!(host["usage_source"], "turns", "{host}");
+    assert_eq!(host["input_tokens"], 40 * requests, "{host}");
+    assert_eq!(host["cache_read_tokens"], 25 * requests, "{host}");
+    assert_eq!(host["output_tokens"], 10 * requests, "{host}");
+    assert_eq!(host["cache_write_tokens"], 0, "{host}");
+    assert_eq!(host["cost_usd"], Value::Null, "{host}");
+    assert_eq!(
+        host["usage"]["cached_input_tokens"],
+        25 * requests,
+        "raw beside: {host}"
+    );
     // What Codex offered the model: the six under our server's namespace, and no native tool.
     let offered = model.offered_tools();
     assert!(!offered.is_empty());

@@ -498,7 +498,7 @@ pub struct HostRecord {
     /// `cache_read_input_tokens`; Codex `cached_input_tokens`).
     pub cache_read_tokens: Option<u64>,
     /// Input tokens written to the prompt cache (Claude Code `cache_creation_input_tokens`;
-    /// Codex `cache_write_input_tokens` when it gives one, else `None`).
+    /// Codex `cache_write_input_tokens`, 0 against the Responses API, which names none).
     pub cache_write_tokens: Option<u64>,
     /// Where the token figures come from: `result` (the host's final totals), `messages` (summed
     /// per model answer: the host ended without its result line) or `turns` (Codex's
@@ -1193,6 +1193,116 @@ mod tests {
         assert_eq!(state.host_duration_ms, Some(2100));
         assert_eq!(state.usage["output_tokens"], 7);
         assert_eq!(state.reported_models, ["claude-x", "claude-y"]);
+    }
+
+    #[test]
+    fn a_provider_error_is_no_model_turn_and_is_recorded_with_its_status() {
+        // Claude Code 2.1.328's lines for a 529 at the first request (trimmed).
+        let mut state = StreamState::new(Host::Claude);
+        state.observe(
+            &json!({"type": "assistant", "is_api_error_message": true, "api_error_status": 529,
+                    "api_error_type": "overloaded_error", "error": "server_error",
+                    "message": {"id": "9aff", "model": "<synthetic>", "content": [
+                        {"type": "text", "text": "API Error: 529 Overloaded"}]}})
+            .to_string(),
+        );
+        state.observe(
+            &json!({"type": "result", "subtype": "success", "is_error": true, "num_turns": 1,
+                    "api_error_status": 529, "api_error_type": "overloaded_error",
+                    "result": "API Error: 529 Overloaded", "total_cost_usd": 0,
+                    "usage": {"input_tokens": 0, "output_tokens": 0}})
+            .to_string(),
+        );
+        assert_eq!(state.model_turns, 0);
+        assert_eq!(
+            state.turns, 0,
+            "the host's own count of 1 is not a model turn"
+        );
+        assert_eq!(
+            state.provider_error.as_deref(),
+            Some("HTTP 529 overloaded_error: API Error: 529 Overloaded")
+        );
+        assert!(state.result_is_error);
+    }
+
+    #[test]
+    fn claude_usage_is_normalised_from_the_result_or_else_summed_per_message() {
+        let usage = |input: u64| {
+            json!({"input_tokens": input, "cache_creation_input_tokens": 3,
+                   "cache_read_input_tokens": 20, "output_tokens": 10,
+                   "server_tool_use": {"web_search_requests": 0}})
+        };
+        let answer = |id: &str, input: u64| {
+            json!({"type": "assistant", "message": {"id": id, "model": "m", "usage": usage(input),
+                   "content": [{"type": "text", "text": "x"}]}})
+            .to_string()
+        };
+        let mut state = StreamState::new(Host::Claude);
+        state.observe(&answer("m1", 10));
+        // A second block of the same answer repeats its usage: counted once.
+        state.observe(&answer("m1", 10));
+        state.observe(&answer("m2", 7));
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "messages");
+        assert_eq!(u.input_tokens, Some(17 + 6 + 40));
+        assert_eq!(u.cache_read_tokens, Some(40));
+        assert_eq!(u.cache_write_tokens, Some(6));
+        assert_eq!(u.output_tokens, Some(20));
+        assert_eq!(u.raw["input_tokens"], 17, "raw figures beside");
+        assert!(
+            u.raw.get("server_tool_use").is_none(),
+            "breakdowns are not summed"
+        );
+        state.observe(
+            &json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 2,
+                    "usage": {"input_tokens": 100, "cache_creation_input_tokens": 1,
+                              "cache_read_input_tokens": 2, "output_tokens": 5}})
+            .to_string(),
+        );
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "result");
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ),
+            (Some(103), Some(2), Some(1), Some(5))
+        );
+        assert_eq!(
+            StreamState::new(Host::Claude).normalized_usage().source,
+            "none"
+        );
+    }
+
+    #[test]
+    fn codex_usage_is_summed_over_turns_and_model_items_are_model_turns() {
+        let mut state = StreamState::new(Host::Codex);
+        state.observe(r#"{"type":"turn.started"}"#);
+        state.observe(r#"{"type":"item.completed","item":{"type":"agent_message","text":"hi"}}"#);
+        for _ in 0..2 {
+            state.observe(
+                r#"{"type":"turn.completed","usage":{"input_tokens":40,"cached_input_tokens":25,"output_tokens":10}}"#,
+            );
+        }
+        assert_eq!(state.model_turns, 1);
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "turns");
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ),
+            (Some(80), Some(50), None, Some(20))
+        );
+        state.observe(r#"{"type":"turn.failed","error":{"message":"unexpected status 500"}}"#);
+        assert_eq!(
+            state.provider_error.as_deref(),
+            Some("unexpected status 500")
+        );
     }
 
     #[test]

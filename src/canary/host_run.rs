@@ -790,3 +790,170 @@ pub fn workdir_is_sealed(path: &Path) -> bool {
         names.len() == 1 && names[0] == "agent-brief.md"
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(model_turns: u64, result: Option<&str>, provider_error: Option<&str>) -> StreamState {
+        let mut state = StreamState::new(Host::Claude);
+        state.model_turns = model_turns;
+        state.result = result.map(str::to_owned);
+        state.provider_error = provider_error.map(str::to_owned);
+        state
+    }
+
+    /// Issue 21 item 3: every way a host run ends maps to one reason, before or after acting.
+    #[test]
+    fn every_ending_of_a_host_run_is_told_apart_before_and_after_the_agent_acted() {
+        let failed: Result<(), String> = Err("ended with exit status: 1".into());
+        let ok: Result<(), String> = Ok(());
+        let refused = || Ending::Refused(StopReason::SealRefused, "Bash".into());
+        let preflight = || Ending::Refused(StopReason::PreflightFailed, "tools".into());
+        let cases = [
+            // (ending, verdict, timed out, model turns, result, provider error, acted) → reason
+            (
+                refused(),
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::SealRefused,
+            ),
+            (
+                preflight(),
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::PreflightFailed,
+            ),
+            (
+                refused(),
+                &failed,
+                false,
+                3,
+                None,
+                None,
+                true,
+                StopReason::SealBroken,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                3,
+                None,
+                None,
+                true,
+                StopReason::TimedOut,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                0,
+                None,
+                None,
+                false,
+                StopReason::ProviderSilent,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                0,
+                None,
+                Some("HTTP 500"),
+                false,
+                StopReason::ProviderRefused,
+            ),
+            (
+                Ending::Exited,
+                &ok,
+                false,
+                9,
+                Some("success"),
+                None,
+                true,
+                StopReason::Finished,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                0,
+                Some("success"),
+                Some("HTTP 529"),
+                false,
+                StopReason::ProviderRefused,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::HostExitedEarly,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                Some("error_max_turns"),
+                None,
+                true,
+                StopReason::MaxTurns,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                Some("success"),
+                Some("HTTP 500"),
+                true,
+                StopReason::ProviderError,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                None,
+                None,
+                true,
+                StopReason::HostCrashed,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                true,
+                5,
+                None,
+                None,
+                true,
+                StopReason::HostCrashed,
+            ),
+        ];
+        for (ending, verdict, timed_out, turns, result, provider, acted, expected) in cases {
+            let s = state(turns, result, provider);
+            let stop = agent_stop(&ending, verdict, timed_out, &s, acted);
+            assert_eq!(
+                stop.reason, expected,
+                "{turns} turns, {result:?}, {provider:?}"
+            );
+            assert_eq!(stop.acted, acted, "{expected:?}");
+            if let Some(p) = provider {
+                assert!(stop.detail.contains(p), "{}", stop.detail);
+            }
+        }
+    }
+}
