@@ -87,6 +87,7 @@ fn live_app(color: bool) -> App {
         targets,
         steps: vec![],
         host: None,
+        infra_abort: None,
     });
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {
@@ -743,8 +744,15 @@ fn after_report_the_header_carries_the_verdict() {
         t.behavioral = Some(true);
     }
     snapshot.steps.last_mut().unwrap().ok = true;
-    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot.clone())));
     assert!(header(&app).contains("PASSED 5/5"), "{}", header(&app));
+    // Issue 21 item 3: a run that stopped before the agent acted says so, with no count.
+    snapshot.steps.last_mut().unwrap().ok = false;
+    snapshot.infra_abort = Some("provider refused the first model request".into());
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    let line = header(&app);
+    assert!(line.contains("INFRA_ABORT"), "{line}");
+    assert!(!line.contains("FAILED") && !line.contains("PASSED"), "{line}");
 }
 
 #[test]

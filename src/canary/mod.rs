@@ -857,6 +857,17 @@ impl Canary {
         report::Report::build(self)
     }
 
+    /// Issue 21 item 3: why the run is `infra_abort` (a step failed before the agent acted),
+    /// or `None` (see [`outcome::decide`]).
+    pub fn infra_abort(&self) -> Option<String> {
+        let failed = self
+            .steps
+            .iter()
+            .find(|s| !s.ok && s.command != "report")
+            .map(|s| (s.command.as_str(), s.summary.as_str()));
+        outcome::decide(failed, false, self.agent_stop.as_ref(), self.agent_planned).1
+    }
+
     /// Issue 21 item 3: whether `command` still runs after a step failed. Views and `report`
     /// always do; once the agent acted, `export`, `inspect` and `evaluate` judge what it saved
     /// even when its step failed (timeout, turn limit, crash, provider error) — unless a step
