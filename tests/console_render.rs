@@ -752,7 +752,10 @@ fn after_report_the_header_carries_the_verdict() {
     app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
     let line = header(&app);
     assert!(line.contains("INFRA_ABORT"), "{line}");
-    assert!(!line.contains("FAILED") && !line.contains("PASSED"), "{line}");
+    assert!(
+        !line.contains("FAILED") && !line.contains("PASSED"),
+        "{line}"
+    );
 }
 
 #[test]
