@@ -281,6 +281,7 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     // Issue 21 item 5: the host's totals, normalised. Each model request carries 10 uncached
     // input tokens, 3 written to and 20 read from the cache, and 10 output tokens.
     let requests = model.statuses().len() as u64;
+    assert_eq!(host["turns"], requests, "one answer per request: {host}");
     assert_eq!(host["usage_source"], "result", "{host}");
     assert_eq!(host["input_tokens"], 33 * requests, "{host}");
     assert_eq!(host["cache_read_tokens"], 20 * requests, "{host}");
@@ -523,6 +524,8 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     // carries 40 input tokens of which 25 cached and 10 output tokens; the Responses API names
     // no cache writes (Codex reports 0) and Codex gives no cost.
     let requests = model.statuses().len() as u64;
+    assert_eq!(host["turns"], requests, "one answer per request: {host}");
+    assert_eq!(host["host_turns"], 1, "one prompt: {host}");
     assert_eq!(host["usage_source"], "turns", "{host}");
     assert_eq!(host["input_tokens"], 40 * requests, "{host}");
     assert_eq!(host["cache_read_tokens"], 25 * requests, "{host}");
@@ -750,8 +753,9 @@ fn a_model_that_stalls_after_saving_two_targets_gets_those_two_judged_and_the_re
     // after a timeout). Each answered request carries 10 uncached input tokens, 3 written to
     // and 20 read from the cache; the model answered once per turn.
     let host = &report["agent_host"];
+    // Calendar and chess take 14 calls of the plan, one model answer each.
     let turns = host["turns"].as_u64().unwrap();
-    assert!(turns >= 14, "two targets take 14 calls: {host}");
+    assert_eq!(turns, 14, "{host}");
     assert_eq!(host["usage_source"], "messages", "{host}");
     assert_eq!(host["input_tokens"], 33 * turns, "{host}");
     assert_eq!(host["cache_read_tokens"], 20 * turns, "{host}");
@@ -772,4 +776,72 @@ fn a_model_that_stalls_after_saving_two_targets_gets_those_two_judged_and_the_re
     assert!((0.5..2.0).contains(&minutes), "a 30 s timeout: {minutes}");
     // Every request was answered 200 (the last one never ended): none failed.
     assert!(model.statuses().iter().all(|s| *s == 200));
+}
+
+#[test]
+fn a_turn_limit_or_a_provider_error_after_the_agent_acted_is_its_outcome_and_its_work_is_judged() {
+    // Calendar is saved by the plan's 8th call; then the host stops at its turn limit, or the
+    // provider fails the 9th request (500). Either way the agent acted: its saved calendar is
+    // judged pass, the rest FAIL, and the report names why it stopped.
+    let root = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str, &str, &str); 2] = [
+        (
+            "turn-limit",
+            &[],
+            "max_turns=8 timeout=120",
+            "max_turns",
+            "agent reached its turn limit",
+        ),
+        (
+            "provider-500",
+            &["--fail-status", "500", "--fail-from", "9"],
+            "timeout=120",
+            "provider_error",
+            "provider error while the agent worked",
+        ),
+    ];
+    for (name, options, agent_args, reason, why) in cases {
+        let runs = root.path().join(name);
+        std::fs::create_dir_all(&runs).unwrap();
+        let model = Model::start_with(
+            &runs,
+            &repo().join("assets/canary/demo.plan.jsonl"),
+            options,
+        );
+        let body = format!(
+            "record model=claude-sonnet-4-5\ninit\nagent claude {agent_args}\nexport\ninspect\nevaluate\nreport\n"
+        );
+        let output = run_canary(&runs, &script(&runs, &body), &model, &claude());
+        assert_eq!(output.status.code(), Some(1), "{name}");
+        let report = report(&output);
+        assert_eq!(report["outcome"], "failed", "{name}: {report:#}");
+        let stop = &report["agent_stop"];
+        assert_eq!(stop["acted"], true, "{name}: {stop}");
+        assert_eq!(stop["reason"], reason, "{name}: {stop}");
+        assert_eq!(stop["why"], why, "{name}: {stop}");
+        let statuses: Vec<(&str, &str)> = report["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap(),
+                    t["status"].as_str().unwrap_or("-"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("calendar", "pass"),
+                ("chess", "fail"),
+                ("incidents", "fail"),
+                ("worker-logs", "fail"),
+                ("limiter", "fail"),
+            ],
+            "{name}"
+        );
+        let text = std::fs::read_to_string(the_only_run(&runs).join("report.txt")).unwrap();
+        assert!(text.contains(&format!("agent stopped: {why}")), "{text}");
+    }
 }

@@ -477,9 +477,14 @@ pub struct HostRecord {
     pub timeout_s: u64,
     pub session_id: Option<String>,
     pub seal: SealReport,
-    /// Model turns: the model's own answers (Claude Code: assistant messages, not the
-    /// `<synthetic>` ones it writes for an API error; Codex: turns), at least the host's count.
+    /// Issue 21 item 5, the same for every host: the model's own answers as the host's stream
+    /// shows them (Claude Code: assistant messages by id, not the `<synthetic>` ones it writes
+    /// for an API error; Codex: each tool call and message item). Zero means the agent never
+    /// acted (item 3).
     pub turns: u64,
+    /// The host's own turn count (Claude Code `num_turns`, which counts a refused or cut-off
+    /// request too; Codex's `turn.started` lines, one per prompt), raw beside `turns`.
+    pub host_turns: Option<u64>,
     /// Tool calls the model made, by tool (the six's names without the host's prefix).
     pub tool_calls: BTreeMap<String, u64>,
     /// Issue 21 item 5: the sum of `tool_calls`.
@@ -543,9 +548,9 @@ pub struct StreamState {
     pub host_duration_ms: Option<u64>,
     pub result: Option<String>,
     pub result_is_error: bool,
-    /// Answers the model itself gave (not a host's synthetic API-error message; Codex: model
-    /// items): zero means the agent never acted (issue 21 item 3).
-    pub model_turns: u64,
+    /// The host's own turn count (Claude Code's result `num_turns`; Codex's `turn.started`
+    /// lines), kept beside [`StreamState::turns`].
+    pub host_turns: Option<u64>,
     /// The provider's error, as the host reported it (HTTP status and message).
     pub provider_error: Option<String>,
     /// Claude Code: each model answer's usage by message id (a message's blocks repeat it).
@@ -628,7 +633,6 @@ impl StreamState {
                 let id = message["id"].as_str().unwrap_or_default().to_owned();
                 if self.message_ids.insert(id.clone()) {
                     self.turns += 1;
-                    self.model_turns += 1;
                 }
                 if message["usage"].is_object() {
                     self.message_usage.insert(id, message["usage"].clone());
@@ -647,12 +651,9 @@ impl StreamState {
             Some("result") => {
                 self.result = event["subtype"].as_str().map(str::to_owned);
                 self.result_is_error = event["is_error"].as_bool().unwrap_or(false);
-                // The host counts a turn for a request the provider refused: only answers count.
-                if let Some(n) = event["num_turns"].as_u64()
-                    && self.model_turns > 0
-                {
-                    self.turns = self.turns.max(n);
-                }
+                // Kept beside `turns`: the host counts a turn for a request the provider refused
+                // or the turn limit stopped, so its figure is not the model's answers.
+                self.host_turns = event["num_turns"].as_u64();
                 if let Some(status) = event["api_error_status"].as_u64() {
                     self.provider_error = Some(format!(
                         "HTTP {status} {}: {}",
@@ -685,7 +686,7 @@ impl StreamState {
                 self.session_id = event["thread_id"].as_str().map(str::to_owned);
             }
             Some("turn.started") => {
-                self.turns += 1;
+                *self.host_turns.get_or_insert(0) += 1;
                 let problem = self.codex_config_problem.take();
                 self.seal.get_or_insert_with(|| SealReport {
                     tools: Host::Codex.sealed_tool_names(),
@@ -698,7 +699,7 @@ impl StreamState {
                 let started = event["type"] == "item.started";
                 match item["type"].as_str() {
                     Some("mcp_tool_call") if started => {
-                        self.model_turns += 1;
+                        self.turns += 1;
                         let server = item["server"].as_str().unwrap_or_default();
                         let tool = item["tool"].as_str().unwrap_or_default();
                         if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
@@ -713,9 +714,8 @@ impl StreamState {
                                 Some(format!("Codex ignored a sealing setting: {message}"));
                         }
                     }
-                    Some("agent_message") | Some("reasoning") if !started => {
-                        self.model_turns += 1;
-                    }
+                    // A reasoning item comes with the answer it leads to: not counted on its own.
+                    Some("agent_message") if !started => self.turns += 1,
                     Some("mcp_tool_call")
                     | Some("agent_message")
                     | Some("reasoning")
@@ -1187,7 +1187,9 @@ mod tests {
                     "modelUsage": {"claude-y": {}}})
             .to_string(),
         );
-        assert_eq!(state.turns, 3);
+        // The model answered twice; the host's own count stays beside it (issue 21 item 5).
+        assert_eq!(state.turns, 2);
+        assert_eq!(state.host_turns, Some(3));
         assert_eq!(state.result.as_deref(), Some("success"));
         assert_eq!(state.cost_usd, Some(0.25));
         assert_eq!(state.host_duration_ms, Some(2100));
@@ -1213,7 +1215,6 @@ mod tests {
                     "usage": {"input_tokens": 0, "output_tokens": 0}})
             .to_string(),
         );
-        assert_eq!(state.model_turns, 0);
         assert_eq!(
             state.turns, 0,
             "the host's own count of 1 is not a model turn"
@@ -1277,7 +1278,7 @@ mod tests {
     }
 
     #[test]
-    fn codex_usage_is_summed_over_turns_and_model_items_are_model_turns() {
+    fn codex_usage_is_summed_over_turns_and_model_items_are_its_turns() {
         let mut state = StreamState::new(Host::Codex);
         state.observe(r#"{"type":"turn.started"}"#);
         state.observe(r#"{"type":"item.completed","item":{"type":"agent_message","text":"hi"}}"#);
@@ -1286,7 +1287,8 @@ mod tests {
                 r#"{"type":"turn.completed","usage":{"input_tokens":40,"cached_input_tokens":25,"output_tokens":10}}"#,
             );
         }
-        assert_eq!(state.model_turns, 1);
+        assert_eq!(state.turns, 1);
+        assert_eq!(state.host_turns, Some(1));
         let u = state.normalized_usage();
         assert_eq!(u.source, "turns");
         assert_eq!(

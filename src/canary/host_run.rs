@@ -170,7 +170,7 @@ impl Canary {
         let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
         // Issue 21 item 3: the agent acted once the model answered or a call reached the
         // observed process; before that, every failure is the infrastructure's.
-        let acted = state.model_turns > 0 || wire_has_tool_call(&wire);
+        let acted = state.turns > 0 || wire_has_tool_call(&wire);
         let stop = agent_stop(&ending, &verdict, timed_out, &state, acted);
         self.finish_progress(match &verdict {
             Ok(()) => exit.clone(),
@@ -605,6 +605,7 @@ fn host_record(o: HostOutcome<'_>) -> HostRecord {
         session_id: state.session_id.clone(),
         seal: state.seal.clone().unwrap_or_default(),
         turns: state.turns,
+        host_turns: state.host_turns,
         tool_calls: state.tool_calls.clone(),
         tool_calls_total: state.tool_calls.values().sum(),
         tool_errors: o.tool_errors,
@@ -795,9 +796,9 @@ pub fn workdir_is_sealed(path: &Path) -> bool {
 mod tests {
     use super::*;
 
-    fn state(model_turns: u64, result: Option<&str>, provider_error: Option<&str>) -> StreamState {
+    fn state(turns: u64, result: Option<&str>, provider_error: Option<&str>) -> StreamState {
         let mut state = StreamState::new(Host::Claude);
-        state.model_turns = model_turns;
+        state.turns = turns;
         state.result = result.map(str::to_owned);
         state.provider_error = provider_error.map(str::to_owned);
         state
