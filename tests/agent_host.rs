@@ -845,3 +845,43 @@ fn a_turn_limit_or_a_provider_error_after_the_agent_acted_is_its_outcome_and_its
         assert!(text.contains(&format!("agent stopped: {why}")), "{text}");
     }
 }
+
+#[test]
+fn codex_refused_by_its_provider_before_acting_aborts_the_run_too() {
+    // The same kind of fault through the other host: Codex retries a 500 on its own a few
+    // times, then fails the turn; the agent never acted.
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start_with(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--fail-status", "500"],
+    );
+    let body = "record model=gpt-5-codex\ninit\nagent codex timeout=120\nexport\ninspect\nevaluate\nreport\n";
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(script(runs.path(), body))
+        .arg("--runs-dir")
+        .arg(runs.path())
+        .arg("--json")
+        .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .env("PATCHDIFF_CODEX_BINARY", codex())
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url))
+        .env("OPENAI_API_KEY", SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .expect("patchdiff runs");
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    assert_eq!(
+        report["agent_stop"]["reason"], "provider_refused",
+        "{report:#}"
+    );
+    assert_eq!(report["agent_host"]["turns"], 0, "{report:#}");
+    assert!(model.statuses().iter().all(|s| *s == 500));
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["evaluated"], false, "{t}");
+    }
+}
