@@ -76,7 +76,8 @@ struct VerifyArgs {
 #[derive(clap::Args, Default)]
 struct ConsoleArgs {
     /// Run this script of console commands headless (one command per line; `#` comments) and
-    /// exit: 0 every step succeeded, 1 a step failed (a target failing its checks fails `evaluate`), 2 invalid script or options.
+    /// exit: 0 every step succeeded, 1 a step failed (a target failing its checks fails `evaluate`), 2 invalid script or options,
+    /// 3 infra_abort (the run stopped before the agent acted: nothing judged).
     #[arg(long, value_name = "FILE")]
     script: Option<PathBuf>,
     /// With --script: print the final report as JSON on stdout (progress goes to stderr).

@@ -61,11 +61,17 @@ struct Model {
 
 impl Model {
     fn start(dir: &Path, plan: &Path, after: &str) -> Self {
+        Self::start_with(dir, plan, &["--after-plan", after])
+    }
+
+    /// `scripted-model` with more options (`--fail-status`, `--stall-after-saves`, …).
+    fn start_with(dir: &Path, plan: &Path, options: &[&str]) -> Self {
         let requests = dir.join("model-requests.jsonl");
         let mut child = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
             .arg("--plan")
             .arg(plan)
-            .args(["--after-plan", after, "--requests"])
+            .args(options)
+            .arg("--requests")
             .arg(&requests)
             .stdout(Stdio::piped())
             .spawn()
@@ -80,6 +86,18 @@ impl Model {
             url: url.trim().to_owned(),
             requests,
         }
+    }
+
+    /// The HTTP status of each model request, as the model's request log has it.
+    fn statuses(&self) -> Vec<u64> {
+        std::fs::read_to_string(&self.requests)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).expect("request log line");
+                v["status"].as_u64().expect("status")
+            })
+            .collect()
     }
 
     /// The tool names each model request offered.
@@ -260,6 +278,21 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     assert_eq!(host["seal"]["problem"], Value::Null);
     assert_eq!(host["tool_calls"]["patchdiff_save"], 5, "{host}");
     assert_eq!(host["timed_out"], false);
+    // Issue 21 item 5: the host's totals, normalised. Each model request carries 10 uncached
+    // input tokens, 3 written to and 20 read from the cache, and 10 output tokens.
+    let requests = model.statuses().len() as u64;
+    assert_eq!(host["turns"], requests, "one answer per request: {host}");
+    assert_eq!(host["usage_source"], "result", "{host}");
+    assert_eq!(host["input_tokens"], 33 * requests, "{host}");
+    assert_eq!(host["cache_read_tokens"], 20 * requests, "{host}");
+    assert_eq!(host["cache_write_tokens"], 3 * requests, "{host}");
+    assert_eq!(host["output_tokens"], 10 * requests, "{host}");
+    assert_eq!(
+        host["usage"]["input_tokens"],
+        10 * requests,
+        "raw beside: {host}"
+    );
+    assert_eq!(report["agent_stop"]["reason"], "finished", "{report:#}");
 
     // A3 seen from the other side: every model request offered exactly the six tools.
     let offered = model.offered_tools();
@@ -369,8 +402,11 @@ fn a_host_that_offers_a_native_tool_fails_the_seal_before_the_agent_acts() {
         &model,
         &wrapper,
     );
-    assert_eq!(output.status.code(), Some(1));
+    // Refused before the agent acted: infra_abort (exit 3), nothing judged (issue 21 item 3).
+    assert_eq!(output.status.code(), Some(3));
     let report = report(&output);
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    assert_eq!(report["agent_stop"]["reason"], "seal_refused", "{report:#}");
     let agent = step(&report, "agent");
     assert_eq!(agent["ok"], false);
     let summary = agent["summary"].as_str().unwrap();
@@ -484,6 +520,23 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     );
     assert_eq!(host["seal"]["problem"], Value::Null, "{host}");
     assert_eq!(host["tool_calls"]["patchdiff_save"], 5, "{host}");
+    // Issue 21 item 5: Codex's figures in the same terms as Claude Code's. Each model request
+    // carries 40 input tokens of which 25 cached and 10 output tokens; the Responses API names
+    // no cache writes (Codex reports 0) and Codex gives no cost.
+    let requests = model.statuses().len() as u64;
+    assert_eq!(host["turns"], requests, "one answer per request: {host}");
+    assert_eq!(host["host_turns"], 1, "one prompt: {host}");
+    assert_eq!(host["usage_source"], "turns", "{host}");
+    assert_eq!(host["input_tokens"], 40 * requests, "{host}");
+    assert_eq!(host["cache_read_tokens"], 25 * requests, "{host}");
+    assert_eq!(host["output_tokens"], 10 * requests, "{host}");
+    assert_eq!(host["cache_write_tokens"], 0, "{host}");
+    assert_eq!(host["cost_usd"], Value::Null, "{host}");
+    assert_eq!(
+        host["usage"]["cached_input_tokens"],
+        25 * requests,
+        "raw beside: {host}"
+    );
     // What Codex offered the model: the six under our server's namespace, and no native tool.
     let offered = model.offered_tools();
     assert!(!offered.is_empty());
@@ -500,4 +553,335 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     let stream = host_stream(&run.join("agent.codex.jsonl"));
     assert!(stream[0].contains("thread.started"));
     assert_no_credential(&run);
+}
+
+/// The `agent claude` canary with the model at `model` and a timeout of `timeout` s: export,
+/// inspect and evaluate after it, then the report.
+fn claude_canary_judged(runs: &Path, model: &Model, timeout: u32) -> Output {
+    let body = format!(
+        "record model=claude-sonnet-4-5\ninit\nagent claude timeout={timeout}\nexport\ninspect\nevaluate\nreport\n"
+    );
+    run_canary(runs, &script(runs, &body), model, &claude())
+}
+
+#[test]
+fn a_provider_refusing_the_first_request_aborts_the_run_with_nothing_judged_and_compare_says_infra_error()
+ {
+    let root = tempfile::tempdir().unwrap();
+    // A: the bundled canary, passed by the real CLI.
+    let (pass_dir, pass_model) = (root.path().join("pass"), root.path().join("pass-model"));
+    std::fs::create_dir_all(&pass_model).unwrap();
+    let model = Model::start(
+        &pass_model,
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    std::fs::create_dir_all(&pass_dir).unwrap();
+    let passed = run_canary(
+        &pass_dir,
+        &repo().join("assets/canary/claude.canary"),
+        &model,
+        &claude(),
+    );
+    assert_eq!(passed.status.code(), Some(0), "{:#}", report(&passed));
+    drop(model);
+    let a = the_only_run(&pass_dir);
+
+    // B: a model that answers 529 (overloaded) to every request, from the first.
+    let refused_dir = root.path().join("refused");
+    std::fs::create_dir_all(&refused_dir).unwrap();
+    let model = Model::start_with(
+        &refused_dir,
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--fail-status", "529"],
+    );
+    let output = claude_canary_judged(&refused_dir, &model, 120);
+    // Issue 21 item 3: refused before its first model turn → infra_abort, exit 3.
+    assert_eq!(output.status.code(), Some(3), "{:#}", report(&output));
+    let report = report(&output);
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    assert_eq!(report["passed"], false);
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["acted"], false, "{stop}");
+    assert_eq!(stop["reason"], "provider_refused", "{stop}");
+    assert!(
+        stop["detail"].as_str().unwrap().contains("HTTP 529"),
+        "{stop}"
+    );
+    assert!(
+        report["infra_abort"]
+            .as_str()
+            .unwrap()
+            .contains("provider refused the first model request"),
+        "{report:#}"
+    );
+    // The host asked once and gave up (x-should-retry: false); the model never answered.
+    assert_eq!(model.statuses(), [529]);
+    assert_eq!(report["agent_host"]["turns"], 0, "{report:#}");
+    assert_eq!(report["agent_host"]["tool_calls_total"], 0);
+    // Nothing judged: export, inspect and evaluate did not run, no target has a verdict.
+    let steps: Vec<&str> = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["command"].as_str().unwrap())
+        .collect();
+    assert_eq!(steps, ["record", "init", "agent", "report"], "{report:#}");
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["status"], Value::Null, "{t}");
+        assert_eq!(t["evaluated"], false, "{t}");
+    }
+    let b = the_only_run(&refused_dir);
+    let text = std::fs::read_to_string(b.join("report.txt")).unwrap();
+    assert!(text.contains("— INFRA_ABORT"), "{text}");
+    assert!(
+        text.contains("no target judged") && !text.contains("targets pass both checks"),
+        "{text}"
+    );
+    // JUnit: the targets are skipped, not failed.
+    let junit = std::fs::read_to_string(b.join("report.junit.xml")).unwrap();
+    let parsed = quick_junit::Report::deserialize_from_str(&junit).expect("JUnit parses");
+    let suite = &parsed.test_suites[0];
+    let targets: Vec<_> = suite
+        .test_cases
+        .iter()
+        .filter(|c| c.classname.as_deref() != Some("canary.step"))
+        .collect();
+    assert_eq!(targets.len(), 10);
+    for case in targets {
+        assert!(
+            matches!(case.status, quick_junit::TestCaseStatus::Skipped { .. }),
+            "{case:?}"
+        );
+    }
+    let wire = std::fs::read_to_string(b.join("host-observed.mcp.jsonl")).unwrap_or_default();
+    assert!(
+        !wire.contains("tools/call"),
+        "no call reached the observed process"
+    );
+
+    // Issue 21 item 4: `runs compare` names the change infra_error, never REGRESSED.
+    let compare = root.path().join("compare.canary");
+    std::fs::write(
+        &compare,
+        format!("runs compare {} {}\n", a.display(), b.display()),
+    )
+    .unwrap();
+    let view = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(&compare)
+        .arg("--runs-dir")
+        .arg(root.path().join("views"))
+        .env("PATCHDIFF_STATE_DIR", root.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let view = String::from_utf8_lossy(&view.stdout);
+    for target in ["calendar", "chess", "incidents", "worker-logs", "limiter"] {
+        let line = view
+            .lines()
+            .find(|l| l.starts_with(target))
+            .unwrap_or_else(|| panic!("no {target} line:\n{view}"));
+        assert!(
+            line.contains("pass") && line.contains("infra_error"),
+            "{line}"
+        );
+    }
+    assert!(!view.contains("REGRESSED"), "{view}");
+}
+
+#[test]
+fn a_model_that_stalls_after_saving_two_targets_gets_those_two_judged_and_the_rest_fail() {
+    let runs = tempfile::tempdir().unwrap();
+    // TEST MODEL: plays the demo plan, and stops answering once two targets are saved
+    // (calendar and chess), so the host runs into its timeout with partial work saved.
+    let model = Model::start_with(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--stall-after-saves", "2"],
+    );
+    let output = claude_canary_judged(runs.path(), &model, 30);
+    assert_eq!(output.status.code(), Some(1));
+    let report = report(&output);
+    assert_eq!(report["outcome"], "failed", "{report:#}");
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["acted"], true, "{stop}");
+    assert_eq!(stop["reason"], "timed_out", "{stop}");
+    assert_eq!(stop["why"], "agent timed out", "{stop}");
+    let agent = step(&report, "agent");
+    assert_eq!(agent["ok"], false);
+    assert!(
+        agent["summary"]
+            .as_str()
+            .unwrap()
+            .contains("agent timed out"),
+        "{agent}"
+    );
+    // Issue 21 item 3: the saved work is exported, inspected and judged.
+    for name in ["export", "inspect"] {
+        assert_eq!(step(&report, name)["ok"], true, "{report:#}");
+    }
+    let verdicts: Vec<(String, String)> = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["name"].as_str().unwrap().to_owned(),
+                t["status"].as_str().unwrap_or("-").to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("calendar", "pass"),
+        ("chess", "pass"),
+        ("incidents", "fail"),
+        ("worker-logs", "fail"),
+        ("limiter", "fail"),
+    ]
+    .map(|(n, v)| (n.to_owned(), v.to_owned()));
+    assert_eq!(verdicts, expected);
+    let run = the_only_run(runs.path());
+    let text = std::fs::read_to_string(run.join("report.txt")).unwrap();
+    assert!(
+        text.contains("agent stopped: agent timed out (after acting"),
+        "{text}"
+    );
+    // Issue 21 item 5: usage normalised from the host's per-message figures (no result line
+    // after a timeout). Each answered request carries 10 uncached input tokens, 3 written to
+    // and 20 read from the cache; the model answered once per turn.
+    let host = &report["agent_host"];
+    // Calendar and chess take 14 calls of the plan, one model answer each.
+    let turns = host["turns"].as_u64().unwrap();
+    assert_eq!(turns, 14, "{host}");
+    assert_eq!(host["usage_source"], "messages", "{host}");
+    assert_eq!(host["input_tokens"], 33 * turns, "{host}");
+    assert_eq!(host["cache_read_tokens"], 20 * turns, "{host}");
+    assert_eq!(host["cache_write_tokens"], 3 * turns, "{host}");
+    assert_eq!(
+        host["usage"]["cache_read_input_tokens"],
+        20 * turns,
+        "raw beside: {host}"
+    );
+    assert_eq!(host["tool_calls_total"], turns, "{host}");
+    // The plan's deliberately ambiguous submission, counted by its reason code.
+    assert_eq!(
+        host["tool_errors"],
+        serde_json::json!({"patchdiff_submit_observed_operations": {"OLD_TEXT_AMBIGUOUS": 1}}),
+        "{host}"
+    );
+    let minutes = host["minutes"].as_f64().unwrap();
+    assert!((0.5..2.0).contains(&minutes), "a 30 s timeout: {minutes}");
+    // Every request was answered 200 (the last one never ended): none failed.
+    assert!(model.statuses().iter().all(|s| *s == 200));
+}
+
+#[test]
+fn a_turn_limit_or_a_provider_error_after_the_agent_acted_is_its_outcome_and_its_work_is_judged() {
+    // Calendar is saved by the plan's 8th call; then the host stops at its turn limit, or the
+    // provider fails the 9th request (500). Either way the agent acted: its saved calendar is
+    // judged pass, the rest FAIL, and the report names why it stopped.
+    let root = tempfile::tempdir().unwrap();
+    let cases: [(&str, &[&str], &str, &str, &str); 2] = [
+        (
+            "turn-limit",
+            &[],
+            "max_turns=8 timeout=120",
+            "max_turns",
+            "agent reached its turn limit",
+        ),
+        (
+            "provider-500",
+            &["--fail-status", "500", "--fail-from", "9"],
+            "timeout=120",
+            "provider_error",
+            "provider error while the agent worked",
+        ),
+    ];
+    for (name, options, agent_args, reason, why) in cases {
+        let runs = root.path().join(name);
+        std::fs::create_dir_all(&runs).unwrap();
+        let model = Model::start_with(
+            &runs,
+            &repo().join("assets/canary/demo.plan.jsonl"),
+            options,
+        );
+        let body = format!(
+            "record model=claude-sonnet-4-5\ninit\nagent claude {agent_args}\nexport\ninspect\nevaluate\nreport\n"
+        );
+        let output = run_canary(&runs, &script(&runs, &body), &model, &claude());
+        assert_eq!(output.status.code(), Some(1), "{name}");
+        let report = report(&output);
+        assert_eq!(report["outcome"], "failed", "{name}: {report:#}");
+        let stop = &report["agent_stop"];
+        assert_eq!(stop["acted"], true, "{name}: {stop}");
+        assert_eq!(stop["reason"], reason, "{name}: {stop}");
+        assert_eq!(stop["why"], why, "{name}: {stop}");
+        let statuses: Vec<(&str, &str)> = report["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["name"].as_str().unwrap(),
+                    t["status"].as_str().unwrap_or("-"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("calendar", "pass"),
+                ("chess", "fail"),
+                ("incidents", "fail"),
+                ("worker-logs", "fail"),
+                ("limiter", "fail"),
+            ],
+            "{name}"
+        );
+        let text = std::fs::read_to_string(the_only_run(&runs).join("report.txt")).unwrap();
+        assert!(text.contains(&format!("agent stopped: {why}")), "{text}");
+    }
+}
+
+#[test]
+fn codex_refused_by_its_provider_before_acting_aborts_the_run_too() {
+    // The same kind of fault through the other host: Codex retries a 500 on its own a few
+    // times, then fails the turn; the agent never acted.
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start_with(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--fail-status", "500"],
+    );
+    let body = "record model=gpt-5-codex\ninit\nagent codex timeout=120\nexport\ninspect\nevaluate\nreport\n";
+    let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("console")
+        .arg("--script")
+        .arg(script(runs.path(), body))
+        .arg("--runs-dir")
+        .arg(runs.path())
+        .arg("--json")
+        .env("PATCHDIFF_STATE_DIR", runs.path().join("state"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .env("PATCHDIFF_CODEX_BINARY", codex())
+        .env("OPENAI_BASE_URL", format!("{}/v1", model.url))
+        .env("OPENAI_API_KEY", SECRET)
+        .stdin(Stdio::null())
+        .output()
+        .expect("patchdiff runs");
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    assert_eq!(
+        report["agent_stop"]["reason"], "provider_refused",
+        "{report:#}"
+    );
+    assert_eq!(report["agent_host"]["turns"], 0, "{report:#}");
+    assert!(model.statuses().iter().all(|s| *s == 500));
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["evaluated"], false, "{t}");
+    }
 }

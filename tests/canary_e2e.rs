@@ -390,8 +390,10 @@ fn agent_needs_a_passed_preflight_and_a_run_initializes_once() {
     )
     .unwrap();
     let output = run_script(&runs, &script, &[], &[]);
-    assert_eq!(output.status.code(), Some(1));
+    // The agent never acted: infra_abort (exit 3), nothing counts against it (issue 21).
+    assert_eq!(output.status.code(), Some(3));
     let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("INFRA_ABORT"), "{stdout}");
     let line = stdout
         .lines()
         .find(|l| l.starts_with("[3/3] agent"))

@@ -87,6 +87,7 @@ fn live_app(color: bool) -> App {
         targets,
         steps: vec![],
         host: None,
+        infra_abort: None,
     });
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {
@@ -743,8 +744,18 @@ fn after_report_the_header_carries_the_verdict() {
         t.behavioral = Some(true);
     }
     snapshot.steps.last_mut().unwrap().ok = true;
-    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot.clone())));
     assert!(header(&app).contains("PASSED 5/5"), "{}", header(&app));
+    // Issue 21 item 3: a run that stopped before the agent acted says so, with no count.
+    snapshot.steps.last_mut().unwrap().ok = false;
+    snapshot.infra_abort = Some("provider refused the first model request".into());
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    let line = header(&app);
+    assert!(line.contains("INFRA_ABORT"), "{line}");
+    assert!(
+        !line.contains("FAILED") && !line.contains("PASSED"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -932,7 +943,8 @@ fn past_run(root: &Path, id: &str, started_ms: f64, verdicts: &[(&str, &str)], p
     std::fs::write(dir.join("observed.perf.jsonl"), events.join("\n")).unwrap();
 }
 
-/// Two past runs: A fails chess, B fixes it and regresses limiter, with slower phases.
+/// Two past runs: A fails chess, B passes it and limiter's check breaks (infra_error), with
+/// slower phases.
 fn two_past_runs() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let five = |chess: &'static str, limiter: &'static str| {
@@ -1037,8 +1049,13 @@ fn run_comparison_shows_verdict_changes_and_phase_deltas_at_200x60_and_80x24() {
             .unwrap_or_else(|| panic!("no {name} row:\n{screen}"))
             .to_owned()
     };
-    assert!(row("chess").contains("fixed"), "{screen}");
-    assert!(row("limiter").contains("REGRESSED"), "{screen}");
+    // Issue 21 item 4: one run each decides nothing, and a broken check is not a regression.
+    assert!(row("chess").contains("changed (1 run each"), "{screen}");
+    assert!(
+        row("limiter").contains("infra_error (the check"),
+        "{screen}"
+    );
+    assert!(!screen.contains("REGRESSED"), "{screen}");
     // p50 20.00 → 26.50 (+6.50); p95 31.00 → 95.00 (+64.00), nearest rank over three spans.
     let phase = row("phase_active");
     assert!(

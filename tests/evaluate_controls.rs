@@ -208,7 +208,8 @@ fn a_canary_with_a_check_that_cannot_start_reports_infra_error_everywhere() {
         .output()
         .unwrap();
     let console = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "{console}");
+    // A failed preflight stops the run before the agent acted: infra_abort, exit 3 (issue 21).
+    assert_eq!(output.status.code(), Some(3), "{console}");
     let own_text = "No such file or directory";
     // The console: preflight stops the canary before the agent starts, naming the cause.
     let preflight = console

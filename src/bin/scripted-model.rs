@@ -7,6 +7,7 @@
 //!
 //! ```text
 //! scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall]
+//!                [--stall-after-saves N] [--fail-status CODE [--fail-from N] [--fail-count K]]
 //!                [--requests LOG.jsonl]
 //! ```
 //!
@@ -19,13 +20,21 @@
 //! text: a host may append its own reminders after it). Tool names are matched against the
 //! request's `tools` by suffix (`mcp__<server>__<tool>`). After the last step the model ends its
 //! turn with a short text (`finish`), or never answers again (`stall`: a model that never saves,
-//! for timeout tests). A request that offers no tools (a host's side request) gets plain text.
-//! `--requests` appends one JSON line per request (path, offered tool names, message count).
+//! for timeout tests); `--stall-after-saves N` stalls as soon as the conversation holds the
+//! results of N `patchdiff_save` calls (partial work for a host timeout). `--fail-status CODE`
+//! answers model requests with that HTTP status and the provider's error body (Anthropic
+//! `{"type":"error","error":{…}}`, OpenAI `{"error":{…}}`), from the `--fail-from`-th request
+//! (1-based, default 1) for `--fail-count` requests (default 0: every one from there on); the
+//! answer carries `x-should-retry: false` so a host gives up at once instead of backing off.
+//! Only requests that offer tools are counted and failed. A request that offers no tools (a
+//! host's side request) gets plain text. `--requests` appends one JSON line per request (path,
+//! offered tool names, message count, the status answered).
 
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
@@ -49,7 +58,15 @@ enum AfterPlan {
 /// A model server on loopback that plays a canary plan as tool calls, so a real agent host CLI
 /// runs a canary offline. Prints `http://ADDR` once it listens.
 #[derive(clap::Parser)]
-#[command(name = "scripted-model")]
+#[command(
+    name = "scripted-model",
+    after_help = "Examples:\n  \
+      scripted-model --plan assets/canary/demo.plan.jsonl\n  \
+      scripted-model --plan demo.plan.jsonl --stall-after-saves 2      # saves two targets, then hangs\n  \
+      scripted-model --plan demo.plan.jsonl --fail-status 529          # overloaded at the first request\n  \
+      scripted-model --plan demo.plan.jsonl --fail-status 500 --fail-from 4 --fail-count 1\n\n\
+      Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code), OPENAI_BASE_URL=http://ADDR/v1 (Codex)."
+)]
 struct Args {
     /// The canary plan to play (one step per line).
     #[arg(long, value_name = "PLAN.jsonl")]
@@ -60,14 +77,50 @@ struct Args {
     /// After the last step: finish the turn, or stall.
     #[arg(long, value_enum, default_value = "finish")]
     after_plan: AfterPlan,
-    /// Append one JSON line per request (path, offered tool names, message count) here.
+    /// Stall (never answer again) once the conversation holds the results of N `patchdiff_save`
+    /// calls: an agent that saved part of the work when the host times out.
+    #[arg(long, value_name = "N")]
+    stall_after_saves: Option<usize>,
+    /// Answer model requests with this HTTP status (400–599) and the provider's error body, e.g.
+    /// 529 (overloaded), 500, 429, 401. Only requests that offer tools are answered so.
+    #[arg(long, value_name = "CODE", value_parser = clap::value_parser!(u16).range(400..=599))]
+    fail_status: Option<u16>,
+    /// With --fail-status: the first model request (1-based) to fail.
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "fail_status",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    fail_from: u64,
+    /// With --fail-status: how many requests fail from --fail-from on; 0 means every one.
+    #[arg(long, value_name = "K", default_value_t = 0, requires = "fail_status")]
+    fail_count: u64,
+    /// Append one JSON line per request (path, offered tool names, message count, status) here.
     #[arg(long, value_name = "LOG.jsonl")]
     requests: Option<PathBuf>,
+}
+
+/// `--fail-status`: which model requests get an HTTP error instead of an answer.
+#[derive(Clone, Copy)]
+struct Failure {
+    status: StatusCode,
+    /// 1-based index of the first failed request.
+    from: u64,
+    /// How many fail; 0 means every one from `from` on.
+    count: u64,
+}
+
+impl Failure {
+    /// Whether the `n`-th (1-based) model request fails.
+    fn applies(&self, n: u64) -> bool {
+        n >= self.from && (self.count == 0 || n < self.from.saturating_add(self.count))
+    }
 }
 
 struct Model {
     plan: Vec<PlanStep>,
     after: AfterPlan,
+    stall_after_saves: Option<usize>,
+    failure: Option<Failure>,
+    /// Model requests (those offering tools) answered so far.
+    served: AtomicU64,
     requests: Option<std::sync::Mutex<std::fs::File>>,
 }
 
@@ -88,8 +141,18 @@ async fn main() {
         plan,
         listen,
         after_plan: after,
+        stall_after_saves,
+        fail_status,
+        fail_from,
+        fail_count,
         requests,
     } = clap::Parser::parse();
+    let failure = fail_status.map(|code| Failure {
+        // The range 400..=599 is checked by clap, and every such code is a valid status.
+        status: StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        from: fail_from,
+        count: fail_count,
+    });
     let plan = load_plan(&plan).unwrap_or_else(|e| {
         eprintln!("scripted-model: {e}");
         std::process::exit(2)
@@ -108,6 +171,9 @@ async fn main() {
     let model = Arc::new(Model {
         plan,
         after,
+        stall_after_saves,
+        failure,
+        served: AtomicU64::new(0),
         requests,
     });
     let app = Router::new()
@@ -156,7 +222,9 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
         })
         .unwrap_or_default();
     let history = request["messages"].as_array().cloned().unwrap_or_default();
-    model.log_request("/v1/messages", &offered, history.len());
+    if let Some(status) = model.admit("/v1/messages", &offered, history.len()) {
+        return anthropic_error(status);
+    }
     let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
     let content = match next_turn(&model, &history, &offered) {
         Turn::Stall => std::future::pending::<Value>().await,
@@ -189,15 +257,79 @@ fn request_json(body: &Bytes) -> Result<Value, Box<Response>> {
 }
 
 impl Model {
-    /// `--requests`: one JSON line per request (path, offered tool names, message count).
-    fn log_request(&self, path: &str, tools: &[String], messages: usize) {
+    /// Counts a model request (one that offers tools) and logs it; returns the status to fail
+    /// it with (`--fail-status`), or `None` to answer it.
+    fn admit(&self, path: &str, tools: &[String], messages: usize) -> Option<StatusCode> {
+        let failed = if tools.is_empty() {
+            None
+        } else {
+            let n = self.served.fetch_add(1, Ordering::SeqCst) + 1;
+            self.failure.filter(|f| f.applies(n)).map(|f| f.status)
+        };
+        self.log_request(path, tools, messages, failed.unwrap_or(StatusCode::OK));
+        failed
+    }
+
+    /// `--requests`: one JSON line per request (path, offered tool names, message count, status).
+    fn log_request(&self, path: &str, tools: &[String], messages: usize, status: StatusCode) {
         if let Some(log) = &self.requests
             && let Ok(mut file) = log.lock()
         {
-            let line = json!({"path": path, "tools": tools, "messages": messages});
+            let line = json!({"path": path, "tools": tools, "messages": messages,
+                              "status": status.as_u16()});
             let _ = writeln!(file, "{line}");
         }
     }
+}
+
+/// The Anthropic error `type` for an HTTP status (as the Messages API names them).
+fn anthropic_error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        400 => "invalid_request_error",
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        529 => "overloaded_error",
+        _ => "api_error",
+    }
+}
+
+/// `--fail-status` on the Messages API, with `x-should-retry: false` so the host does not back
+/// off and retry.
+fn anthropic_error(status: StatusCode) -> Response {
+    let mut response = error_response(
+        status,
+        anthropic_error_type(status),
+        &format!("scripted-model answers {status} (--fail-status)"),
+    );
+    no_retry(&mut response);
+    response
+}
+
+/// `--fail-status` on the Responses API: OpenAI's `{"error": {message, type, code}}` body.
+fn openai_error(status: StatusCode) -> Response {
+    let body = json!({"error": {
+        "message": format!("scripted-model answers {status} (--fail-status)"),
+        "type": if status.is_server_error() { "server_error" } else { "invalid_request_error" },
+        "code": anthropic_error_type(status),
+    }});
+    let mut response = (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response();
+    no_retry(&mut response);
+    response
+}
+
+fn no_retry(response: &mut Response) {
+    response.headers_mut().insert(
+        header::HeaderName::from_static("x-should-retry"),
+        header::HeaderValue::from_static("false"),
+    );
 }
 
 /// A tool a Responses request offers: its full name as matched against the plan
@@ -219,7 +351,9 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let offered = offered_tools(&request);
     let names: Vec<String> = offered.iter().map(|t| t.full.clone()).collect();
     let items = request["input"].as_array().cloned().unwrap_or_default();
-    model.log_request("/v1/responses", &names, items.len());
+    if let Some(status) = model.admit("/v1/responses", &names, items.len()) {
+        return openai_error(status);
+    }
     let item = match next_turn(&model, &messages_history(&items), &names) {
         Turn::Stall => std::future::pending::<Value>().await,
         Turn::Text(text) => json!({
@@ -229,9 +363,11 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
         Turn::ToolUse { id, name, input } => function_call(&offered, &id, &name, &input),
     };
     let id = format!("resp_{}", uuid::Uuid::new_v4().simple());
-    let usage = json!({"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
-                       "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 0},
-                       "total_tokens": 20});
+    // Per request, so a host's totals can be checked against the request log: 40 input tokens of
+    // which 25 cached, 10 output tokens of which 2 reasoning.
+    let usage = json!({"input_tokens": 40, "input_tokens_details": {"cached_tokens": 25},
+                       "output_tokens": 10, "output_tokens_details": {"reasoning_tokens": 2},
+                       "total_tokens": 50});
     let events = [
         (
             "response.created",
@@ -354,6 +490,20 @@ fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
             }
         }
     }
+    if let Some(n) = model.stall_after_saves {
+        let saved = results
+            .keys()
+            .filter(|step| {
+                model
+                    .plan
+                    .iter()
+                    .any(|p| &p.step == *step && p.tool == "patchdiff_save")
+            })
+            .count();
+        if saved >= n {
+            return Turn::Stall;
+        }
+    }
     let Some(step) = model.plan.get(calls.len()) else {
         return match model.after {
             AfterPlan::Finish => Turn::Text("Every target is edited and saved.".to_owned()),
@@ -441,7 +591,10 @@ fn sse_response(model: &str, content: Value) -> Response {
             json!({"type": "message_start", "message": {
                 "id": message_id(), "type": "message", "role": "assistant", "model": model,
                 "content": [], "stop_reason": null, "stop_sequence": null,
-                "usage": {"input_tokens": 10, "output_tokens": 1},
+                // Per request: 10 uncached input tokens, 3 written to and 20 read from the
+                // prompt cache, 10 output tokens (the final count is in `message_delta`).
+                "usage": {"input_tokens": 10, "cache_creation_input_tokens": 3,
+                          "cache_read_input_tokens": 20, "output_tokens": 1},
             }}),
         ),
         (

@@ -477,15 +477,53 @@ pub struct HostRecord {
     pub timeout_s: u64,
     pub session_id: Option<String>,
     pub seal: SealReport,
+    /// Issue 21 item 5, the same for every host: the model's own answers as the host's stream
+    /// shows them (Claude Code: assistant messages by id, not the `<synthetic>` ones it writes
+    /// for an API error; Codex: each tool call and message item). Zero means the agent never
+    /// acted (item 3).
     pub turns: u64,
+    /// The host's own turn count (Claude Code `num_turns`, which counts a refused or cut-off
+    /// request too; Codex's `turn.started` lines, one per prompt), raw beside `turns`.
+    pub host_turns: Option<u64>,
+    /// Tool calls the model made, by tool (the six's names without the host's prefix).
     pub tool_calls: BTreeMap<String, u64>,
-    /// The host's usage figures as it reported them (tokens), when it did.
+    /// Issue 21 item 5: the sum of `tool_calls`.
+    pub tool_calls_total: u64,
+    /// Issue 21 item 5: tool calls that failed, by tool and reason code, from the observed
+    /// process's wire log (rejected receipts' `reason_codes`, `isError` results' `error.code`,
+    /// JSON-RPC errors); see [`super::outcome::tool_errors_in_wire_log`].
+    pub tool_errors: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Issue 21 item 5, the same for every host: every input token the model was sent, cached
+    /// or not (Claude Code: `input_tokens` + `cache_creation_input_tokens` +
+    /// `cache_read_input_tokens`; Codex: `input_tokens`); `None` when the host reported none.
+    pub input_tokens: Option<u64>,
+    /// Output tokens (reasoning included, as both hosts count them).
+    pub output_tokens: Option<u64>,
+    /// Input tokens served from the provider's prompt cache (Claude Code
+    /// `cache_read_input_tokens`; Codex `cached_input_tokens`).
+    pub cache_read_tokens: Option<u64>,
+    /// Input tokens written to the prompt cache (Claude Code `cache_creation_input_tokens`;
+    /// Codex `cache_write_input_tokens`, 0 against the Responses API, which names none).
+    pub cache_write_tokens: Option<u64>,
+    /// Where the token figures come from: `result` (the host's final totals), `messages` (summed
+    /// per model answer: the host ended without its result line) or `turns` (Codex's
+    /// `turn.completed` lines summed); `none` when it reported nothing.
+    pub usage_source: String,
+    /// The host's usage figures exactly as it reported them (raw, beside the normalised ones):
+    /// Claude Code's result `usage`, or the per-message figures summed by field; Codex's
+    /// `turn.completed` usage summed by field.
     pub usage: Value,
+    /// The cost the host reported (Claude Code `total_cost_usd`); Codex gives none.
     pub cost_usd: Option<f64>,
     /// The host's own duration figure, when it gave one.
     pub host_duration_ms: Option<u64>,
     /// Wall-clock duration of the step's host run.
     pub duration_ms: u64,
+    /// Issue 21 item 5: `duration_ms` in minutes.
+    pub minutes: f64,
+    /// The provider's error the host reported (Claude Code: `api_error_status` and the
+    /// message; Codex: a failed turn's message), if any.
+    pub provider_error: Option<String>,
     /// The host's final result line: `success`, `error_max_turns`, …
     pub result: Option<String>,
     pub exit: String,
@@ -510,6 +548,15 @@ pub struct StreamState {
     pub host_duration_ms: Option<u64>,
     pub result: Option<String>,
     pub result_is_error: bool,
+    /// The host's own turn count (Claude Code's result `num_turns`; Codex's `turn.started`
+    /// lines), kept beside [`StreamState::turns`].
+    pub host_turns: Option<u64>,
+    /// The provider's error, as the host reported it (HTTP status and message).
+    pub provider_error: Option<String>,
+    /// Claude Code: each model answer's usage by message id (a message's blocks repeat it).
+    message_usage: BTreeMap<String, Value>,
+    /// Codex: the usage of each completed turn.
+    turn_usage: Vec<Value>,
     /// A tool call outside the six (A3 for hosts that do not list their tools up front).
     pub foreign_call: Option<String>,
     /// Codex: a configuration warning seen before the first turn.
@@ -578,9 +625,17 @@ impl StreamState {
             }
             Some("assistant") => {
                 let message = &event["message"];
+                // Claude Code writes a provider error as a `<synthetic>` assistant message.
+                if message["model"] == "<synthetic>" || event["is_api_error_message"] == true {
+                    self.provider_error = Some(claude_api_error(event, message));
+                    return;
+                }
                 let id = message["id"].as_str().unwrap_or_default().to_owned();
-                if self.message_ids.insert(id) {
+                if self.message_ids.insert(id.clone()) {
                     self.turns += 1;
+                }
+                if message["usage"].is_object() {
+                    self.message_usage.insert(id, message["usage"].clone());
                 }
                 if let Some(m) = message["model"].as_str() {
                     self.note_model(m);
@@ -596,8 +651,15 @@ impl StreamState {
             Some("result") => {
                 self.result = event["subtype"].as_str().map(str::to_owned);
                 self.result_is_error = event["is_error"].as_bool().unwrap_or(false);
-                if let Some(n) = event["num_turns"].as_u64() {
-                    self.turns = self.turns.max(n);
+                // Kept beside `turns`: the host counts a turn for a request the provider refused
+                // or the turn limit stopped, so its figure is not the model's answers.
+                self.host_turns = event["num_turns"].as_u64();
+                if let Some(status) = event["api_error_status"].as_u64() {
+                    self.provider_error = Some(format!(
+                        "HTTP {status} {}: {}",
+                        event["api_error_type"].as_str().unwrap_or("error"),
+                        event["result"].as_str().unwrap_or("")
+                    ));
                 }
                 self.usage = event["usage"].clone();
                 self.cost_usd = event["total_cost_usd"].as_f64();
@@ -624,7 +686,7 @@ impl StreamState {
                 self.session_id = event["thread_id"].as_str().map(str::to_owned);
             }
             Some("turn.started") => {
-                self.turns += 1;
+                *self.host_turns.get_or_insert(0) += 1;
                 let problem = self.codex_config_problem.take();
                 self.seal.get_or_insert_with(|| SealReport {
                     tools: Host::Codex.sealed_tool_names(),
@@ -637,6 +699,7 @@ impl StreamState {
                 let started = event["type"] == "item.started";
                 match item["type"].as_str() {
                     Some("mcp_tool_call") if started => {
+                        self.turns += 1;
                         let server = item["server"].as_str().unwrap_or_default();
                         let tool = item["tool"].as_str().unwrap_or_default();
                         if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
@@ -651,6 +714,8 @@ impl StreamState {
                                 Some(format!("Codex ignored a sealing setting: {message}"));
                         }
                     }
+                    // A reasoning item comes with the answer it leads to: not counted on its own.
+                    Some("agent_message") if !started => self.turns += 1,
                     Some("mcp_tool_call")
                     | Some("agent_message")
                     | Some("reasoning")
@@ -659,7 +724,10 @@ impl StreamState {
                     Some(other) => self.foreign_call = Some(other.to_owned()),
                 }
             }
-            Some("turn.completed") => self.usage = event["usage"].clone(),
+            Some("turn.completed") => {
+                self.turn_usage.push(event["usage"].clone());
+                self.usage = sum_fields(&self.turn_usage);
+            }
             Some("turn.failed") | Some("error") => {
                 let message = event["error"]["message"]
                     .as_str()
@@ -669,11 +737,107 @@ impl StreamState {
                 // Codex reports retries as `error` events and goes on; a failed turn ends it.
                 if event["type"] == "turn.failed" {
                     self.result_is_error = true;
+                    self.provider_error = Some(message.clone());
                 }
                 self.result = Some(message);
             }
             _ => {}
         }
+    }
+}
+
+impl StreamState {
+    /// Issue 21 item 5: the host's token figures normalised (see [`HostRecord::input_tokens`])
+    /// with their source, and the raw figures they came from.
+    pub fn normalized_usage(&self) -> NormalizedUsage {
+        let (raw, source) = match self.host {
+            Some(Host::Claude) if self.usage.is_object() => (self.usage.clone(), "result"),
+            Some(Host::Claude) if !self.message_usage.is_empty() => (
+                sum_fields(&self.message_usage.values().cloned().collect::<Vec<_>>()),
+                "messages",
+            ),
+            Some(Host::Codex) | Some(Host::Cursor) if !self.turn_usage.is_empty() => {
+                (self.usage.clone(), "turns")
+            }
+            _ => {
+                return NormalizedUsage {
+                    source: "none",
+                    raw: Value::Null,
+                    ..NormalizedUsage::default()
+                };
+            }
+        };
+        let n = |k: &str| raw[k].as_u64();
+        match self.host {
+            Some(Host::Claude) => {
+                let (input, write, read) = (
+                    n("input_tokens"),
+                    n("cache_creation_input_tokens"),
+                    n("cache_read_input_tokens"),
+                );
+                NormalizedUsage {
+                    input_tokens: input.map(|i| i + write.unwrap_or(0) + read.unwrap_or(0)),
+                    output_tokens: n("output_tokens"),
+                    cache_read_tokens: read,
+                    cache_write_tokens: write,
+                    source,
+                    raw,
+                }
+            }
+            _ => NormalizedUsage {
+                input_tokens: n("input_tokens"),
+                output_tokens: n("output_tokens"),
+                cache_read_tokens: n("cached_input_tokens"),
+                cache_write_tokens: n("cache_write_input_tokens"),
+                source,
+                raw,
+            },
+        }
+    }
+}
+
+/// A host's token figures in the same terms for every host (issue 21 item 5).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NormalizedUsage {
+    pub input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub cache_read_tokens: Option<u64>,
+    pub cache_write_tokens: Option<u64>,
+    /// `result`, `messages`, `turns` or `none` (see [`HostRecord::usage_source`]).
+    pub source: &'static str,
+    /// The figures as the host gave them.
+    pub raw: Value,
+}
+
+/// The field-wise sum of the top-level integer fields of `objects` (nested objects are left
+/// out: they are breakdowns of the top-level figures).
+fn sum_fields(objects: &[Value]) -> Value {
+    let mut sum = serde_json::Map::new();
+    for o in objects.iter().filter_map(Value::as_object) {
+        for (k, v) in o {
+            if let Some(n) = v.as_u64() {
+                let total = sum.get(k).and_then(Value::as_u64).unwrap_or(0) + n;
+                sum.insert(k.clone(), Value::from(total));
+            }
+        }
+    }
+    Value::Object(sum)
+}
+
+/// Claude Code's synthetic API-error message as `HTTP <status> <type>: <text>`.
+fn claude_api_error(event: &Value, message: &Value) -> String {
+    let text = message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find_map(|b| b["text"].as_str())
+        .unwrap_or("");
+    match event["api_error_status"].as_u64() {
+        Some(status) => format!(
+            "HTTP {status} {}: {text}",
+            event["api_error_type"].as_str().unwrap_or("error")
+        ),
+        None => text.to_owned(),
     }
 }
 
@@ -1023,12 +1187,124 @@ mod tests {
                     "modelUsage": {"claude-y": {}}})
             .to_string(),
         );
-        assert_eq!(state.turns, 3);
+        // The model answered twice; the host's own count stays beside it (issue 21 item 5).
+        assert_eq!(state.turns, 2);
+        assert_eq!(state.host_turns, Some(3));
         assert_eq!(state.result.as_deref(), Some("success"));
         assert_eq!(state.cost_usd, Some(0.25));
         assert_eq!(state.host_duration_ms, Some(2100));
         assert_eq!(state.usage["output_tokens"], 7);
         assert_eq!(state.reported_models, ["claude-x", "claude-y"]);
+    }
+
+    #[test]
+    fn a_provider_error_is_no_model_turn_and_is_recorded_with_its_status() {
+        // Claude Code 2.1.328's lines for a 529 at the first request (trimmed).
+        let mut state = StreamState::new(Host::Claude);
+        state.observe(
+            &json!({"type": "assistant", "is_api_error_message": true, "api_error_status": 529,
+                    "api_error_type": "overloaded_error", "error": "server_error",
+                    "message": {"id": "9aff", "model": "<synthetic>", "content": [
+                        {"type": "text", "text": "API Error: 529 Overloaded"}]}})
+            .to_string(),
+        );
+        state.observe(
+            &json!({"type": "result", "subtype": "success", "is_error": true, "num_turns": 1,
+                    "api_error_status": 529, "api_error_type": "overloaded_error",
+                    "result": "API Error: 529 Overloaded", "total_cost_usd": 0,
+                    "usage": {"input_tokens": 0, "output_tokens": 0}})
+            .to_string(),
+        );
+        assert_eq!(
+            state.turns, 0,
+            "the host's own count of 1 is not a model turn"
+        );
+        assert_eq!(
+            state.provider_error.as_deref(),
+            Some("HTTP 529 overloaded_error: API Error: 529 Overloaded")
+        );
+        assert!(state.result_is_error);
+    }
+
+    #[test]
+    fn claude_usage_is_normalised_from_the_result_or_else_summed_per_message() {
+        let usage = |input: u64| {
+            json!({"input_tokens": input, "cache_creation_input_tokens": 3,
+                   "cache_read_input_tokens": 20, "output_tokens": 10,
+                   "server_tool_use": {"web_search_requests": 0}})
+        };
+        let answer = |id: &str, input: u64| {
+            json!({"type": "assistant", "message": {"id": id, "model": "m", "usage": usage(input),
+                   "content": [{"type": "text", "text": "x"}]}})
+            .to_string()
+        };
+        let mut state = StreamState::new(Host::Claude);
+        state.observe(&answer("m1", 10));
+        // A second block of the same answer repeats its usage: counted once.
+        state.observe(&answer("m1", 10));
+        state.observe(&answer("m2", 7));
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "messages");
+        assert_eq!(u.input_tokens, Some(17 + 6 + 40));
+        assert_eq!(u.cache_read_tokens, Some(40));
+        assert_eq!(u.cache_write_tokens, Some(6));
+        assert_eq!(u.output_tokens, Some(20));
+        assert_eq!(u.raw["input_tokens"], 17, "raw figures beside");
+        assert!(
+            u.raw.get("server_tool_use").is_none(),
+            "breakdowns are not summed"
+        );
+        state.observe(
+            &json!({"type": "result", "subtype": "success", "is_error": false, "num_turns": 2,
+                    "usage": {"input_tokens": 100, "cache_creation_input_tokens": 1,
+                              "cache_read_input_tokens": 2, "output_tokens": 5}})
+            .to_string(),
+        );
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "result");
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ),
+            (Some(103), Some(2), Some(1), Some(5))
+        );
+        assert_eq!(
+            StreamState::new(Host::Claude).normalized_usage().source,
+            "none"
+        );
+    }
+
+    #[test]
+    fn codex_usage_is_summed_over_turns_and_model_items_are_its_turns() {
+        let mut state = StreamState::new(Host::Codex);
+        state.observe(r#"{"type":"turn.started"}"#);
+        state.observe(r#"{"type":"item.completed","item":{"type":"agent_message","text":"hi"}}"#);
+        for _ in 0..2 {
+            state.observe(
+                r#"{"type":"turn.completed","usage":{"input_tokens":40,"cached_input_tokens":25,"output_tokens":10}}"#,
+            );
+        }
+        assert_eq!(state.turns, 1);
+        assert_eq!(state.host_turns, Some(1));
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "turns");
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ),
+            (Some(80), Some(50), None, Some(20))
+        );
+        state.observe(r#"{"type":"turn.failed","error":{"message":"unexpected status 500"}}"#);
+        assert_eq!(
+            state.provider_error.as_deref(),
+            Some("unexpected status 500")
+        );
     }
 
     #[test]

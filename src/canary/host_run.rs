@@ -16,6 +16,7 @@ use super::host::{
     self, HostPaths, HostProgress, HostRecord, HostRun, Redactor, SEAL_REPORT_WAIT, StreamState,
     TERMINATE_GRACE,
 };
+use super::outcome::{AgentStop, StopReason};
 use super::{Canary, READINESS_WAIT, WorkerReadiness, client, worker_readiness};
 use crate::evidence::{JsonlLog, create_private_dir, open_append_private, write_new_private};
 use crate::telemetry::unix_ms_now;
@@ -28,8 +29,9 @@ enum Ending {
     /// The stream closed and the host exited.
     Exited,
     TimedOut,
-    /// The step stopped the host: the seal or the preflight did not hold.
-    Refused(String),
+    /// The step stopped the host: the seal or the preflight did not hold (the reason before
+    /// the agent acted: [`StopReason::SealRefused`], [`StopReason::PreflightFailed`], …).
+    Refused(StopReason, String),
 }
 
 impl Canary {
@@ -83,6 +85,8 @@ impl Canary {
     /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
     /// working directory and configuration, launches the host, follows its stream to its end,
     /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
+    /// Records how the agent stopped ([`Canary::agent_stop`], issue 21 item 3): a failure before
+    /// the host's first model turn is a reason before acting (the run is `infra_abort`).
     /// Returns the step's summary; errors say why the host was refused, failed or timed out.
     pub(super) async fn agent_host(
         &mut self,
@@ -92,13 +96,31 @@ impl Canary {
         timeout: Duration,
     ) -> anyhow::Result<String> {
         let name = host.as_str();
-        let model = self.check_host_step(host, model)?;
-        let binary = host::resolve_binary(host, &self.options.settings)?;
+        let model = self.check_host_step(host, model).inspect_err(|e| {
+            self.agent_stop = Some(AgentStop::new(StopReason::NotStarted, format!("{e:#}")));
+        })?;
+        let binary = host::resolve_binary(host, &self.options.settings).inspect_err(|e| {
+            self.agent_stop = Some(AgentStop::new(
+                StopReason::HostUnavailable,
+                format!("{e:#}"),
+            ));
+        })?;
         // C3 for what the console can check before the host exists: fresh targets.
-        self.check_targets_fresh().await?;
+        if let Err(e) = self.check_targets_fresh().await {
+            self.agent_stop = Some(AgentStop::new(
+                StopReason::PreflightFailed,
+                format!("{e:#}"),
+            ));
+            return Err(e);
+        }
         let version = host::host_version(&binary).await;
         // `home` is removed when dropped, after the host's group is gone.
-        let (paths, home, brief) = self.prepare_host_files(host)?;
+        let (paths, home, brief) = self.prepare_host_files(host).inspect_err(|e| {
+            self.agent_stop = Some(AgentStop::new(
+                StopReason::HostUnavailable,
+                format!("{e:#}"),
+            ));
+        })?;
         let run = HostRun {
             host,
             binary,
@@ -108,16 +130,24 @@ impl Canary {
         };
         let provider = host::provider_env();
         let started = Instant::now();
+        let hosted = self
+            .run_host(&run, &paths, &brief, &provider, started)
+            .await
+            .inspect_err(|e| {
+                self.agent_stop = Some(AgentStop::new(
+                    StopReason::HostUnavailable,
+                    format!("{e:#}"),
+                ));
+            })?;
         let Hosted {
             ending,
             state,
             pid,
             exit,
             stopped,
-        } = self
-            .run_host(&run, &paths, &brief, &provider, started)
-            .await?;
+        } = hosted;
         let timed_out = matches!(ending, Ending::TimedOut) || exit == "did not exit";
+        let wire = std::fs::read_to_string(self.run.wire_log(HOST_OBSERVED)).unwrap_or_default();
         let record = host_record(HostOutcome {
             run: &run,
             version,
@@ -131,12 +161,17 @@ impl Canary {
             },
             timed_out,
             provider: &provider,
+            tool_errors: super::outcome::tool_errors_in_wire_log(&wire),
         });
         write_new_private(
             &self.run.path.join(format!("agent.{name}.json")),
             &serde_json::to_vec_pretty(&record)?,
         )?;
         let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
+        // Issue 21 item 3: the agent acted once the model answered or a call reached the
+        // observed process; before that, every failure is the infrastructure's.
+        let acted = state.turns > 0 || wire_has_tool_call(&wire);
+        let stop = agent_stop(&ending, &verdict, timed_out, &state, acted);
         self.finish_progress(match &verdict {
             Ok(()) => exit.clone(),
             Err(_) if timed_out => "timed out".into(),
@@ -144,10 +179,15 @@ impl Canary {
         });
         let summary = host_summary(&record, &run, started.elapsed());
         self.host_record = Some(record);
+        self.agent_stop = Some(stop.clone());
         drop(home);
         match verdict {
             Ok(()) => Ok(summary),
-            Err(why) => Err(anyhow::anyhow!("agent {name}: {why}")),
+            Err(why) if stop.acted => Err(anyhow::anyhow!("agent {name}: {}: {why}", stop.why)),
+            Err(why) => Err(anyhow::anyhow!(
+                "agent {name}: {}: {why} — the agent never acted: nothing is judged (infra_abort)",
+                stop.why
+            )),
         }
     }
 
@@ -201,7 +241,7 @@ impl Canary {
                     Err(_) => "did not exit".to_owned(),
                 }
             }
-            Ending::TimedOut | Ending::Refused(_) => "stopped by the console".to_owned(),
+            Ending::TimedOut | Ending::Refused(..) => "stopped by the console".to_owned(),
         };
         // Whatever happened, nothing of the host's group outlives the step; a host that was
         // refused or timed out is stopped at once.
@@ -315,7 +355,10 @@ impl Canary {
         timeout: Duration,
     ) -> Ending {
         let Some(stdout) = child.stdout.take() else {
-            return Ending::Refused("the host's stdout is not a pipe".into());
+            return Ending::Refused(
+                StopReason::HostUnavailable,
+                "the host's stdout is not a pipe".into(),
+            );
         };
         let mut lines = BufReader::new(stdout).lines();
         let deadline = tokio::time::Instant::from_std(started + timeout);
@@ -360,28 +403,38 @@ impl Canary {
         preflighted: &mut bool,
     ) -> Option<Ending> {
         match sealed_at {
-            None if started.elapsed() > SEAL_REPORT_WAIT => Some(Ending::Refused(format!(
-                "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
-                SEAL_REPORT_WAIT.as_secs()
-            ))),
+            None if started.elapsed() > SEAL_REPORT_WAIT => Some(Ending::Refused(
+                StopReason::SealRefused,
+                format!(
+                    "the host did not report its tools within {} s, so its seal cannot be checked (A3)",
+                    SEAL_REPORT_WAIT.as_secs()
+                ),
+            )),
             Some(at) if !*preflighted => match self.host_observed_preflight() {
                 Ok(true) => {
                     // A3: seal and preflight hold — open the gate for the agent's calls.
                     let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
                     if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
-                        return Some(Ending::Refused(format!("cannot admit the agent: {e}")));
+                        return Some(Ending::Refused(
+                            StopReason::PreflightFailed,
+                            format!("cannot admit the agent: {e}"),
+                        ));
                     }
                     *preflighted = true;
                     None
                 }
                 Ok(false) if at.elapsed() <= READINESS_WAIT => None,
-                Ok(false) => Some(Ending::Refused(format!(
-                    "preflight of the observed process the host started: {} (C3)",
-                    self.host_observed_state()
-                ))),
-                Err(why) => Some(Ending::Refused(format!(
-                    "preflight of the observed process the host started: {why} (C3)"
-                ))),
+                Ok(false) => Some(Ending::Refused(
+                    StopReason::PreflightFailed,
+                    format!(
+                        "preflight of the observed process the host started: {} (C3)",
+                        self.host_observed_state()
+                    ),
+                )),
+                Err(why) => Some(Ending::Refused(
+                    StopReason::PreflightFailed,
+                    format!("preflight of the observed process the host started: {why} (C3)"),
+                )),
             },
             _ => None,
         }
@@ -472,17 +525,24 @@ struct Hosted {
 /// reported that does not hold, refuses the host; a seal that holds is timed (`sealed_at`).
 fn seal_refusal(state: &StreamState, sealed_at: &mut Option<Instant>) -> Option<Ending> {
     if let Some(call) = &state.foreign_call {
-        return Some(Ending::Refused(format!(
-            "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
-        )));
+        // After the agent acted this is its outcome (`SealBroken`), see `agent_stop`.
+        return Some(Ending::Refused(
+            StopReason::SealRefused,
+            format!(
+                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
+            ),
+        ));
     }
     if sealed_at.is_none()
         && let Some(seal) = &state.seal
     {
         if let Some(problem) = &seal.problem {
-            return Some(Ending::Refused(format!(
-                "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
-            )));
+            return Some(Ending::Refused(
+                StopReason::SealRefused,
+                format!(
+                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
+                ),
+            ));
         }
         *sealed_at = Some(Instant::now());
     }
@@ -525,11 +585,14 @@ struct HostOutcome<'a> {
     exit: String,
     timed_out: bool,
     provider: &'a [(String, String)],
+    /// Tool errors by tool and reason code, from the host-started observed process's wire log.
+    tool_errors: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
 }
 
 /// A4: the record of the run (`agent.<host>.json`, and the report).
 fn host_record(o: HostOutcome<'_>) -> HostRecord {
     let state = o.state;
+    let usage = state.normalized_usage();
     HostRecord {
         host: o.run.host.as_str().to_owned(),
         binary: o.run.binary.display().to_string(),
@@ -542,11 +605,21 @@ fn host_record(o: HostOutcome<'_>) -> HostRecord {
         session_id: state.session_id.clone(),
         seal: state.seal.clone().unwrap_or_default(),
         turns: state.turns,
+        host_turns: state.host_turns,
         tool_calls: state.tool_calls.clone(),
-        usage: state.usage.clone(),
+        tool_calls_total: state.tool_calls.values().sum(),
+        tool_errors: o.tool_errors,
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        cache_read_tokens: usage.cache_read_tokens,
+        cache_write_tokens: usage.cache_write_tokens,
+        usage_source: usage.source.to_owned(),
+        usage: usage.raw,
         cost_usd: state.cost_usd,
         host_duration_ms: state.host_duration_ms,
         duration_ms: o.duration.as_millis() as u64,
+        minutes: o.duration.as_secs_f64() / 60.0,
+        provider_error: state.provider_error.clone(),
         result: state.result.clone(),
         exit: o.exit,
         timed_out: o.timed_out,
@@ -574,7 +647,7 @@ fn judge_host(
             record.pid.map_or("?".into(), |p| p.to_string()),
             record.turns
         )),
-        Ending::Refused(why) => Err(why.clone()),
+        Ending::Refused(_, why) => Err(why.clone()),
         Ending::Exited if timed_out => Err(format!(
             "closed its stream but did not exit within the timeout of {} s",
             run.timeout.as_secs()
@@ -587,6 +660,52 @@ fn judge_host(
         }
         Ending::Exited => Ok(()),
     }
+}
+
+/// How the agent stopped (issue 21 item 3), from how the host run ended, the step's verdict,
+/// whether it ran into the timeout, its stream, and whether the agent `acted` (the model
+/// answered, or a tool call reached the observed process). Before acting, a refusal keeps its
+/// reason, a provider error is `ProviderRefused`, a timeout `ProviderSilent`, any other end
+/// `HostExitedEarly`; after it, the reasons are the agent's own.
+fn agent_stop(
+    ending: &Ending,
+    verdict: &Result<(), String>,
+    timed_out: bool,
+    state: &StreamState,
+    acted: bool,
+) -> AgentStop {
+    let detail = match verdict {
+        Ok(()) => state.result.clone().unwrap_or_else(|| "exited".into()),
+        Err(why) => why.clone(),
+    };
+    let detail = match &state.provider_error {
+        Some(e) if !detail.contains(e.as_str()) => format!("{detail}; provider: {e}"),
+        _ => detail,
+    };
+    let reason = match (ending, acted) {
+        (Ending::Refused(reason, _), false) => *reason,
+        (Ending::Refused(..), true) => StopReason::SealBroken,
+        (Ending::TimedOut, true) => StopReason::TimedOut,
+        (Ending::TimedOut, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
+        (Ending::TimedOut, false) => StopReason::ProviderSilent,
+        (Ending::Exited, _) if verdict.is_ok() && acted => StopReason::Finished,
+        (Ending::Exited, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
+        (Ending::Exited, false) => StopReason::HostExitedEarly,
+        (Ending::Exited, true) if timed_out => StopReason::HostCrashed,
+        (Ending::Exited, true) if state.result.as_deref() == Some("error_max_turns") => {
+            StopReason::MaxTurns
+        }
+        (Ending::Exited, true) if state.provider_error.is_some() => StopReason::ProviderError,
+        (Ending::Exited, true) => StopReason::HostCrashed,
+    };
+    AgentStop::new(reason, detail)
+}
+
+/// Whether an MCP wire log holds a `tools/call` request (the agent reached the process).
+fn wire_has_tool_call(wire: &str) -> bool {
+    super::story::wire_messages(wire)
+        .iter()
+        .any(|m| m["method"] == "tools/call")
 }
 
 /// The step's summary when the host succeeded: version, model, turns, tool calls, seal, cost,
@@ -671,4 +790,171 @@ pub fn workdir_is_sealed(path: &Path) -> bool {
             .collect();
         names.len() == 1 && names[0] == "agent-brief.md"
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(turns: u64, result: Option<&str>, provider_error: Option<&str>) -> StreamState {
+        let mut state = StreamState::new(Host::Claude);
+        state.turns = turns;
+        state.result = result.map(str::to_owned);
+        state.provider_error = provider_error.map(str::to_owned);
+        state
+    }
+
+    /// Issue 21 item 3: every way a host run ends maps to one reason, before or after acting.
+    #[test]
+    fn every_ending_of_a_host_run_is_told_apart_before_and_after_the_agent_acted() {
+        let failed: Result<(), String> = Err("ended with exit status: 1".into());
+        let ok: Result<(), String> = Ok(());
+        let refused = || Ending::Refused(StopReason::SealRefused, "Bash".into());
+        let preflight = || Ending::Refused(StopReason::PreflightFailed, "tools".into());
+        let cases = [
+            // (ending, verdict, timed out, model turns, result, provider error, acted) → reason
+            (
+                refused(),
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::SealRefused,
+            ),
+            (
+                preflight(),
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::PreflightFailed,
+            ),
+            (
+                refused(),
+                &failed,
+                false,
+                3,
+                None,
+                None,
+                true,
+                StopReason::SealBroken,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                3,
+                None,
+                None,
+                true,
+                StopReason::TimedOut,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                0,
+                None,
+                None,
+                false,
+                StopReason::ProviderSilent,
+            ),
+            (
+                Ending::TimedOut,
+                &failed,
+                true,
+                0,
+                None,
+                Some("HTTP 500"),
+                false,
+                StopReason::ProviderRefused,
+            ),
+            (
+                Ending::Exited,
+                &ok,
+                false,
+                9,
+                Some("success"),
+                None,
+                true,
+                StopReason::Finished,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                0,
+                Some("success"),
+                Some("HTTP 529"),
+                false,
+                StopReason::ProviderRefused,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                0,
+                None,
+                None,
+                false,
+                StopReason::HostExitedEarly,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                Some("error_max_turns"),
+                None,
+                true,
+                StopReason::MaxTurns,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                Some("success"),
+                Some("HTTP 500"),
+                true,
+                StopReason::ProviderError,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                false,
+                5,
+                None,
+                None,
+                true,
+                StopReason::HostCrashed,
+            ),
+            (
+                Ending::Exited,
+                &failed,
+                true,
+                5,
+                None,
+                None,
+                true,
+                StopReason::HostCrashed,
+            ),
+        ];
+        for (ending, verdict, timed_out, turns, result, provider, acted, expected) in cases {
+            let s = state(turns, result, provider);
+            let stop = agent_stop(&ending, verdict, timed_out, &s, acted);
+            assert_eq!(
+                stop.reason, expected,
+                "{turns} turns, {result:?}, {provider:?}"
+            );
+            assert_eq!(stop.acted, acted, "{expected:?}");
+            if let Some(p) = provider {
+                assert!(stop.detail.contains(p), "{}", stop.detail);
+            }
+        }
+    }
 }

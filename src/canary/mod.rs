@@ -6,6 +6,7 @@ pub mod client;
 pub mod command;
 pub mod host;
 pub mod host_run;
+pub mod outcome;
 pub mod plan;
 pub mod record;
 pub mod report;
@@ -116,6 +117,11 @@ pub struct Canary {
     pub host_progress: host::SharedProgress,
     /// A4: the record of the agent host run, once it ended.
     pub host_record: Option<host::HostRecord>,
+    /// Issue 21 item 3: how the agent step (scripted or a host) ended, once it ran.
+    pub agent_stop: Option<outcome::AgentStop>,
+    /// Whether this run is meant to hand over to an agent (a script with an `agent` step): a
+    /// step failing before the agent acted then aborts the run (`infra_abort`).
+    pub agent_planned: bool,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -183,6 +189,8 @@ impl Canary {
             planned_host: None,
             host_progress: Default::default(),
             host_record: None,
+            agent_stop: None,
+            agent_planned: false,
         })
     }
 
@@ -585,25 +593,48 @@ impl Canary {
         }
     }
 
+    /// The scripted agent (C4). Records how it stopped ([`Canary::agent_stop`]): refused before
+    /// its first call (no plan, no passed preflight), deviated from its plan, or finished.
     async fn agent(&mut self, plan_path: &Path) -> anyhow::Result<String> {
-        let steps = plan::load_plan(plan_path).map_err(anyhow::Error::msg)?;
-        let observed = self.observed()?;
-        if observed.pid.is_none() || observed.pid != self.preflighted_pid {
-            anyhow::bail!(
-                "run `preflight` first: the agent is handed the observed process only after it \
-                 passes preflight (C3), and this one (pid {}) has not",
-                observed.pid.map_or("?".into(), |p| p.to_string())
-            );
-        }
+        use outcome::{AgentStop, StopReason};
+        let ready = plan::load_plan(plan_path)
+            .map_err(anyhow::Error::msg)
+            .and_then(|steps| {
+                let observed = self.observed()?;
+                if observed.pid.is_none() || observed.pid != self.preflighted_pid {
+                    anyhow::bail!(
+                        "run `preflight` first: the agent is handed the observed process only \
+                         after it passes preflight (C3), and this one (pid {}) has not",
+                        observed.pid.map_or("?".into(), |p| p.to_string())
+                    );
+                }
+                Ok((steps, observed))
+            });
+        let (steps, observed) = match ready {
+            Ok(ready) => ready,
+            Err(e) => {
+                self.agent_stop = Some(AgentStop::new(StopReason::NotStarted, format!("{e:#}")));
+                return Err(e);
+            }
+        };
         let outcome = plan::run_plan(observed, &steps, &self.transcript, |_, _| {}).await;
         if !outcome.deviations.is_empty() {
-            anyhow::bail!(
+            let why = format!(
                 "{} of {} calls deviated from the plan: {}",
                 outcome.deviations.len(),
                 outcome.calls,
                 outcome.deviations.join(" | ")
             );
+            let mut stop = AgentStop::new(StopReason::PlanDeviated, why.clone());
+            // A plan whose every call failed at the transport never reached the agent's work.
+            stop.acted = outcome.calls > 0;
+            self.agent_stop = Some(stop);
+            anyhow::bail!(why);
         }
+        self.agent_stop = Some(AgentStop::new(
+            StopReason::Finished,
+            format!("{} calls", outcome.calls),
+        ));
         Ok(format!(
             "{} calls · {} expected rejections · plan {}",
             outcome.calls,
@@ -851,7 +882,13 @@ impl Canary {
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
         let sums = crate::evidence::seal_run(&self.run)?;
-        if report.passed {
+        if report.infra_abort.is_some() {
+            anyhow::bail!(
+                "the canary stopped before the agent acted (report in {}): {}",
+                self.run.path.display(),
+                report.failure_summary()
+            )
+        } else if report.passed {
             Ok(format!(
                 "report written to {} · sealed ({} {})",
                 self.run.path.display(),
@@ -886,6 +923,42 @@ impl Canary {
     /// The report as of now.
     pub fn build_report(&self) -> report::Report {
         report::Report::build(self)
+    }
+
+    /// Issue 21 item 3: why the run is `infra_abort` (a step failed before the agent acted),
+    /// or `None` (see [`outcome::decide`]).
+    pub fn infra_abort(&self) -> Option<String> {
+        let failed = self
+            .steps
+            .iter()
+            .find(|s| !s.ok && s.command != "report")
+            .map(|s| (s.command.as_str(), s.summary.as_str()));
+        outcome::decide(failed, false, self.agent_stop.as_ref(), self.agent_planned).1
+    }
+
+    /// Issue 21 item 3: whether `command` still runs after a step failed. Views and `report`
+    /// always do; once the agent acted, `export`, `inspect` and `evaluate` judge what it saved
+    /// even when its step failed (timeout, turn limit, crash, provider error) — unless a step
+    /// other than the agent's failed too.
+    pub fn runs_after_failure(&self, command: &Command) -> bool {
+        if matches!(
+            command,
+            Command::Report | Command::Target { .. } | Command::Runs { .. }
+        ) {
+            return true;
+        }
+        let acted = self.agent_stop.as_ref().is_some_and(|s| s.acted);
+        let only_the_agent_failed = self
+            .steps
+            .iter()
+            .filter(|s| !s.ok && s.command != "report")
+            .all(|s| s.command == "agent");
+        acted
+            && only_the_agent_failed
+            && matches!(
+                command,
+                Command::Export | Command::Inspect | Command::Evaluate { .. }
+            )
     }
 
     /// Stops the named processes (both by default), recording their exit.

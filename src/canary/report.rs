@@ -157,8 +157,37 @@ fn host_text(h: &super::host::HostRecord) -> String {
         .iter()
         .map(|(tool, n)| format!("{tool} {n}"))
         .collect();
+    let count = |n: Option<u64>| n.map_or("-".to_owned(), |n| n.to_string());
+    let errors: Vec<String> = h
+        .tool_errors
+        .iter()
+        .flat_map(|(tool, codes)| {
+            codes
+                .iter()
+                .map(move |(code, n)| format!("{tool} {code} {n}"))
+        })
+        .collect();
+    let usage = format!(
+        "  usage ({}): input {} tokens (cache read {}, cache write {}) · output {} · {} tool calls · {:.2} min{}\n  tool errors: {}\n{}",
+        h.usage_source,
+        count(h.input_tokens),
+        count(h.cache_read_tokens),
+        count(h.cache_write_tokens),
+        count(h.output_tokens),
+        h.tool_calls_total,
+        h.minutes,
+        h.cost_usd.map_or(String::new(), |c| format!(" · ${c:.4}")),
+        if errors.is_empty() {
+            "none".to_owned()
+        } else {
+            errors.join(", ")
+        },
+        h.provider_error
+            .as_ref()
+            .map_or(String::new(), |e| format!("  provider error: {e}\n")),
+    );
     format!(
-        "\nagent host: {} {} ({}) · requested model {} · reported {} · {} turns · {} ms{}{}\n  seal: {}\n  tool calls: {}\n",
+        "\nagent host: {} {} ({}) · requested model {} · reported {} · {} turns · {} ms{}{}\n  seal: {}\n  tool calls: {}\n{usage}",
         h.host,
         h.version,
         h.binary,
@@ -271,6 +300,15 @@ pub struct Report {
     pub run_dir: String,
     /// Every step succeeded and every target passed both checks.
     pub passed: bool,
+    /// Issue 21 item 3: `passed`, `failed` (the agent's outcome, or a step after it), or
+    /// `infra_abort` (the run stopped before the agent acted: nothing judged, nothing counts
+    /// against the agent; `console --script` exits 3).
+    pub outcome: super::outcome::RunOutcome,
+    /// For `infra_abort`: why, naming the step that failed before the agent acted.
+    pub infra_abort: Option<String>,
+    /// How the agent step ended (`acted`, `reason`, `why` — "agent timed out", … — and
+    /// `detail`), once one ran.
+    pub agent_stop: Option<super::outcome::AgentStop>,
     pub steps: Vec<StepOutcome>,
     pub targets: Vec<ReportTarget>,
     pub agent: crate::evidence::AgentIdentity,
@@ -389,10 +427,24 @@ impl Report {
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
         let passed = steps_ok && evaluated && targets.iter().all(ReportTarget::passed);
+        let failed_step = canary
+            .steps
+            .iter()
+            .find(|s| !s.ok && s.command != "report")
+            .map(|s| (s.command.as_str(), s.summary.as_str()));
+        let (outcome, infra_abort) = super::outcome::decide(
+            failed_step,
+            passed,
+            canary.agent_stop.as_ref(),
+            canary.agent_planned,
+        );
         Self {
             run_id: canary.run.run_id.clone(),
             run_dir: canary.run.path.display().to_string(),
             passed,
+            outcome,
+            infra_abort,
+            agent_stop: canary.agent_stop.clone(),
             steps: canary.steps.clone(),
             targets,
             agent: canary.identity.clone(),
@@ -407,8 +459,11 @@ impl Report {
         }
     }
 
-    /// One line naming failed steps and targets.
+    /// One line naming failed steps and targets; for `infra_abort`, why the run stopped.
     pub fn failure_summary(&self) -> String {
+        if let Some(why) = &self.infra_abort {
+            return format!("infra_abort, nothing judged: {why}");
+        }
         let mut parts: Vec<String> = self
             .steps
             .iter()
@@ -451,7 +506,7 @@ impl Report {
         let mut out = format!(
             "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n{}\nsteps:\n",
             self.run_id,
-            if self.passed { "PASSED" } else { "FAILED" },
+            self.outcome.headline(),
             self.run_dir,
             self.gate2,
             if self.rule.is_empty() {
@@ -469,12 +524,43 @@ impl Report {
                 s.summary
             ));
         }
+        out.push_str(&self.agent_stop_text());
         if let Some(h) = &self.agent_host {
             out.push_str(&host_text(h));
         }
         out.push_str(&self.targets_text());
         out.push_str(&self.failures_text());
-        out.push_str(&self.totals_text());
+        match &self.infra_abort {
+            // Issue 21 item 3: nothing was judged, so there is no count of passing targets.
+            Some(_) => out.push_str(
+                "
+no target judged: the run stopped before the agent acted (infra_abort); \
+                 nothing counts against the agent\n",
+            ),
+            None => out.push_str(&self.totals_text()),
+        }
+        out
+    }
+
+    /// Issue 21 item 3: why the agent stopped (and whether it had acted), and for an
+    /// `infra_abort` why the run stopped.
+    fn agent_stop_text(&self) -> String {
+        let mut out = String::new();
+        if let Some(stop) = &self.agent_stop {
+            out.push_str(&format!(
+                "\nagent stopped: {}{} — {}\n",
+                stop.why,
+                if stop.acted {
+                    " (after acting: its saved work is judged)"
+                } else {
+                    " (before acting)"
+                },
+                stop.detail
+            ));
+        }
+        if let Some(why) = &self.infra_abort {
+            out.push_str(&format!("INFRA_ABORT: {why}\n"));
+        }
         out
     }
 
@@ -588,6 +674,20 @@ impl Report {
             suite.add_test_case(case("canary.step", &s.command, status));
         }
         for t in &self.targets {
+            // Issue 21 item 3: an aborted run judged nothing — its targets are skipped, except
+            // one whose own control failed, which stays the infra_error it is.
+            if let Some(why) = self
+                .infra_abort
+                .as_ref()
+                .filter(|_| t.status != Some(Status::InfraError))
+            {
+                for class in ["canary.full_byte", "canary.behavioral"] {
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_type("infra_abort").set_message(why.as_str());
+                    suite.add_test_case(case(class, &t.name, status));
+                }
+                continue;
+            }
             let notes = t.notes.join("; ");
             let detail = t
                 .check_exit
@@ -799,6 +899,9 @@ mod tests {
             agent_host: None,
             require: None,
             rule: String::new(),
+            outcome: crate::canary::outcome::RunOutcome::Failed,
+            infra_abort: None,
+            agent_stop: None,
             gate2: "closed",
         };
         let xml = report.to_junit();

@@ -25,8 +25,11 @@ pub struct RunSummary {
     pub host: Option<String>,
     /// `Some(true)` passed, `Some(false)` failed, `None` no report.
     pub passed: Option<bool>,
-    /// Target name → verdict (`pass`, `FAIL`, `infra_error`, `flaky`, `-`).
+    /// Target name → verdict (`pass`, `FAIL`, `infra_error`, `flaky`, `infra_abort` — the run
+    /// stopped before the agent acted, nothing judged — or `-`, not evaluated).
     pub verdicts: BTreeMap<String, String>,
+    /// `report.json`'s `outcome` (`passed`, `failed`, `infra_abort`), when it has one.
+    pub outcome: Option<String>,
 }
 
 /// Reads one run directory. Errors when it holds neither a manifest nor a report.
@@ -51,9 +54,12 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut verdicts = BTreeMap::new();
+    let aborted = report["outcome"] == "infra_abort";
     for t in report["targets"].as_array().into_iter().flatten() {
         let name = t["name"].as_str().unwrap_or("?").to_owned();
         let verdict = match t["status"].as_str() {
+            // Issue 21 item 3: an aborted run judged no target, whatever a control said.
+            _ if aborted => "infra_abort",
             Some("pass") => "pass",
             Some("fail") => "FAIL",
             Some("infra_error") => "infra_error",
@@ -80,6 +86,7 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
             .map(str::to_owned),
         passed: report["passed"].as_bool(),
         verdicts,
+        outcome: report["outcome"].as_str().map(str::to_owned),
     })
 }
 
@@ -124,10 +131,11 @@ pub fn render_list(root: &Path, runs: &[RunSummary]) -> String {
             date(r.started_ms),
             r.model.as_deref().unwrap_or("-"),
             r.host.as_deref().unwrap_or("scripted"),
-            match r.passed {
-                Some(true) => "PASSED",
-                Some(false) => "FAILED",
-                None => "no report",
+            match (r.passed, r.outcome.as_deref()) {
+                (_, Some("infra_abort")) => "INFRA_ABORT",
+                (Some(true), _) => "PASSED",
+                (Some(false), _) => "FAILED",
+                (None, _) => "no report",
             },
             if targets.is_empty() {
                 "-".to_owned()
@@ -192,7 +200,31 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank - 1])
 }
 
-/// Two runs side by side: per-target verdict changes, then phase p50/p95 with deltas.
+/// What one run each says about a target's change from verdict `a` to `b` (issue 21 item 4).
+/// A change into (or out of) a verdict that judged nothing of the agent — `infra_error` (the
+/// check environment), `flaky` (the check disagreed with itself), `infra_abort` (the run
+/// stopped before the agent acted), `-` (not evaluated) — is named as such; a change between
+/// `pass` and `FAIL` is one run each, which is not evidence: never `REGRESSED` or `fixed`.
+pub fn change(a: &str, b: &str) -> String {
+    let unjudged = |v: &str| match v {
+        "infra_error" => Some("infra_error (the check environment, not the agent)"),
+        "flaky" => Some("flaky (the check disagreed with itself)"),
+        "infra_abort" => Some("infra_error (infra_abort: the run stopped before the agent acted)"),
+        "-" => Some("not evaluated"),
+        _ => None,
+    };
+    if a == b {
+        return String::new();
+    }
+    match (unjudged(a), unjudged(b)) {
+        (_, Some(into)) => into.to_owned(),
+        (Some(from), None) => format!("A was {from}: nothing to compare"),
+        (None, None) => "changed (1 run each — run a comparison to decide)".to_owned(),
+    }
+}
+
+/// Two runs side by side: per-target verdict changes ([`change`]), then phase p50/p95 with
+/// deltas.
 pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
     let (ra, rb) = (read_run(a)?, read_run(b)?);
     let mut out = vec![
@@ -216,13 +248,7 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
     for name in names {
         let va = ra.verdicts.get(name).map_or("-", String::as_str);
         let vb = rb.verdicts.get(name).map_or("-", String::as_str);
-        let change = match (va, vb) {
-            (x, y) if x == y => "",
-            (_, "pass") => "fixed",
-            ("pass", _) => "REGRESSED",
-            _ => "changed",
-        };
-        out.push(format!("{name:<16} {va:<12} {vb:<12} {change}"));
+        out.push(format!("{name:<16} {va:<12} {vb:<12} {}", change(va, vb)));
     }
     out.push(String::new());
     out.push(format!(
@@ -315,7 +341,60 @@ mod tests {
     }
 
     #[test]
-    fn a_comparison_names_regressions_fixes_and_phase_deltas() {
+    fn a_change_into_a_verdict_that_judged_nothing_is_named_never_regressed() {
+        let one_run_each = "changed (1 run each — run a comparison to decide)";
+        for (a, b, expected) in [
+            ("pass", "pass", ""),
+            ("pass", "FAIL", one_run_each),
+            ("FAIL", "pass", one_run_each),
+            (
+                "pass",
+                "infra_error",
+                "infra_error (the check environment, not the agent)",
+            ),
+            ("pass", "flaky", "flaky (the check disagreed with itself)"),
+            ("pass", "-", "not evaluated"),
+            (
+                "pass",
+                "infra_abort",
+                "infra_error (infra_abort: the run stopped before the agent acted)",
+            ),
+            (
+                "infra_error",
+                "FAIL",
+                "A was infra_error (the check environment, not the agent): nothing to compare",
+            ),
+            ("-", "pass", "A was not evaluated: nothing to compare"),
+        ] {
+            assert_eq!(change(a, b), expected, "{a} → {b}");
+        }
+    }
+
+    #[test]
+    fn an_aborted_run_reads_back_as_infra_abort_for_every_target() {
+        let root = tempfile::tempdir().unwrap();
+        run(
+            root.path(),
+            "r-x",
+            1.0,
+            &[("chess", "infra_error"), ("limiter", "fail")],
+            &[],
+        );
+        let dir = root.path().join("r-x");
+        let mut report: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+        report["outcome"] = json!("infra_abort");
+        std::fs::write(dir.join("report.json"), report.to_string()).unwrap();
+        let summary = read_run(&dir).unwrap();
+        assert!(
+            summary.verdicts.values().all(|v| v == "infra_abort"),
+            "{summary:?}"
+        );
+        assert!(render_list(root.path(), &[summary]).contains("INFRA_ABORT"));
+    }
+
+    #[test]
+    fn a_comparison_names_changes_without_calling_one_run_a_regression_and_phase_deltas() {
         let root = tempfile::tempdir().unwrap();
         run(
             root.path(),
@@ -338,8 +417,20 @@ mod tests {
                 .unwrap()
                 .to_owned()
         };
-        assert!(line("chess").ends_with("fixed"), "{text}");
-        assert!(line("limiter").ends_with("REGRESSED"), "{text}");
+        // One run each is not evidence: no "fixed" nor "REGRESSED", and a change into a broken
+        // check is the check environment's (issue 21 item 4).
+        assert!(
+            line("chess").ends_with("changed (1 run each — run a comparison to decide)"),
+            "{text}"
+        );
+        assert!(
+            line("limiter").ends_with("infra_error (the check environment, not the agent)"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("REGRESSED") && !text.contains("fixed"),
+            "{text}"
+        );
         let phase = line("phase_active");
         assert!(phase.contains("20.00") && phase.contains("25.00") && phase.contains("+5.00"));
         assert!(phase.contains("+60.00"), "p95 30 → 90: {phase}");

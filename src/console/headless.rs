@@ -2,9 +2,11 @@
 //! the interactive console, one progress line per step, and a final report.
 //!
 //! Exit codes: 0 every step succeeded (an `evaluate` step fails unless every target passes both
-//! checks); 1 a step failed;
-//! 2 the script or the options were invalid (nothing was run); 130 / 143 interrupted by SIGINT /
-//! SIGTERM (child processes stopped first).
+//! checks); 1 a step failed (after the agent acted, its saved work is still exported, inspected
+//! and evaluated); 2 the script or the options were invalid (nothing was run); 3 `infra_abort`:
+//! the run stopped before the agent acted (host could not start, seal refused, the provider
+//! refused its first request, preflight failed) — nothing judged, nothing counts against the
+//! agent; 130 / 143 interrupted by SIGINT / SIGTERM (child processes stopped first).
 
 use std::io::Write;
 use std::path::Path;
@@ -20,10 +22,13 @@ pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILED: i32 = 1;
 /// Exit code: invalid script or options; nothing ran.
 pub const EXIT_USAGE: i32 = 2;
+/// Exit code: `infra_abort` — the run stopped before the agent acted; no target was judged and
+/// nothing counts against the agent (issue 21 item 3).
+pub const EXIT_INFRA_ABORT: i32 = 3;
 
 /// Runs `script` headless. Progress goes to stdout, or to stderr when `json` is set (stdout then
 /// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
-/// [`EXIT_USAGE`], 130/143 when interrupted).
+/// [`EXIT_USAGE`], [`EXIT_INFRA_ABORT`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
     let mut progress: Box<dyn Write> = if json {
         Box::new(std::io::stderr())
@@ -57,7 +62,13 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     canary.stop(None).await;
     finish(&canary, commands.len(), failed, json, &mut progress);
     // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
-    if failed { EXIT_FAILED } else { EXIT_OK }
+    if canary.build_report().infra_abort.is_some() {
+        EXIT_INFRA_ABORT
+    } else if failed {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    }
 }
 
 /// Reads, parses and checks the script, with paths resolved against its directory. U5: an
@@ -94,6 +105,10 @@ async fn start_canary(
 ) -> Result<Canary, String> {
     let mut canary =
         Canary::create(options).map_err(|e| format!("cannot start the canary: {e:#}"))?;
+    // Issue 21 item 3: a run meant for an agent aborts when a step fails before it acted.
+    canary.agent_planned = commands
+        .iter()
+        .any(|(_, c)| matches!(c, Command::Agent { .. } | Command::AgentHost { .. }));
     if let Some((_, Command::AgentHost { host, model, .. })) = commands
         .iter()
         .find(|(_, c)| matches!(c, Command::AgentHost { .. }))
@@ -111,7 +126,9 @@ async fn start_canary(
 }
 
 /// Runs every step, one progress line each. After a failure only `report` and views
-/// (`target`, `runs`) still run, so the report names what failed and the operator sees why.
+/// (`target`, `runs`) still run, so the report names what failed and the operator sees why —
+/// and, once the agent acted, `export`, `inspect` and `evaluate`, which judge what it saved
+/// ([`Canary::runs_after_failure`]).
 /// Returns whether a step failed, or `Err(exit code)` when interrupted (U5: 130 for SIGINT,
 /// 143 for SIGTERM, after stopping the child processes — never the step's own failure).
 async fn run_steps(
@@ -134,12 +151,7 @@ async fn run_steps(
     let w = 2 * total.to_string().len() + 3;
     let mut failed = false;
     for (i, (_, command)) in commands.iter().enumerate() {
-        if failed
-            && !matches!(
-                command,
-                Command::Report | Command::Target { .. } | Command::Runs { .. }
-            )
-        {
+        if failed && !canary.runs_after_failure(command) {
             let _ = writeln!(
                 progress,
                 "[{}/{total}] {:<11} skipped",
@@ -230,6 +242,12 @@ fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mu
             Ok(text) => println!("{text}"),
             Err(e) => eprintln!("patchdiff: cannot serialize the report: {e}"),
         }
+    } else if let Some(why) = &report.infra_abort {
+        let _ = writeln!(
+            progress,
+            "INFRA_ABORT · nothing judged, nothing counts against the agent: {why} · report {}",
+            canary.run.report("txt").display()
+        );
     } else if canary.evaluation.is_some() {
         let passing = report.targets.iter().filter(|t| t.passed()).count();
         let _ = writeln!(

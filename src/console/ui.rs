@@ -314,11 +314,15 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     frame.render_widget(Paragraph::new(Span::styled(text, theme.title(true))), area);
 }
 
-/// ` · PASSED 5/5` or ` · FAILED 4/5 (chess)` once the run has a `report` step; empty before.
+/// ` · PASSED 5/5`, ` · FAILED 4/5 (chess)` or ` · INFRA_ABORT (…)` once the run has a `report`
+/// step; empty before.
 pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
     let Some(report) = c.steps.iter().rev().find(|s| s.command == "report") else {
         return String::new();
     };
+    if c.infra_abort.is_some() {
+        return " · INFRA_ABORT (stopped before the agent acted: nothing judged)".to_owned();
+    }
     let passing: Vec<&str> = c
         .targets
         .iter()
