@@ -87,6 +87,7 @@ fn live_app(color: bool) -> App {
         targets,
         steps: vec![],
         host: None,
+        sealed: false,
     });
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {

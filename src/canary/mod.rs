@@ -104,6 +104,8 @@ pub struct Canary {
     pub host_progress: host::SharedProgress,
     /// A4: the record of the agent host run, once it ended.
     pub host_record: Option<host::HostRecord>,
+    /// Issue 22: `report` sealed the run; every step that would write to it is refused.
+    sealed: bool,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -171,6 +173,7 @@ impl Canary {
             planned_host: None,
             host_progress: Default::default(),
             host_record: None,
+            sealed: false,
         })
     }
 
@@ -192,6 +195,15 @@ impl Canary {
     /// summary naming what failed.
     pub async fn execute(&mut self, command: &Command) -> StepOutcome {
         let started = Instant::now();
+        if self.sealed && !command.allowed_after_seal() {
+            // Issue 22: a refused step is not a step of the sealed run (its report is written).
+            return StepOutcome {
+                command: command.name().to_owned(),
+                ok: false,
+                summary: self.sealed_refusal(command),
+                elapsed_ms: 0,
+            };
+        }
         let result = match command {
             Command::Record {
                 model,
@@ -223,6 +235,9 @@ impl Canary {
             Command::Attach { .. } => Err(anyhow::anyhow!(
                 "`attach` works only in the interactive console (it watches a process, it runs no step)"
             )),
+            Command::New => Err(anyhow::anyhow!(
+                "`new` works only in the interactive console (a script is one run)"
+            )),
             Command::Runs { action } => self
                 .runs_view(action)
                 .map(|text| format!("{} lines", text.lines().count())),
@@ -236,6 +251,8 @@ impl Canary {
                 self.write_agent_brief().and_then(|brief| {
                     let written = match (host, file) {
                         (Some(h), Some(path)) => {
+                            crate::evidence::refuse_sealed_destination(path)
+                                .map_err(anyhow::Error::msg)?;
                             self.write_host_config(*h, path)?;
                             format!(" · written to {} (0600)", path.display())
                         }
@@ -778,11 +795,80 @@ impl Canary {
         }
     }
 
+    /// Whether `report` sealed this run (issue 22).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Why `command` is refused on this sealed run (issue 22).
+    pub fn sealed_refusal(&self, command: &Command) -> String {
+        format!(
+            "`{}` refused: run {} is sealed (its `report` wrote {} and {}) and nothing may write \
+             to it; `new` starts the next run in this console",
+            command.name(),
+            self.run.run_id,
+            crate::evidence::SUMS_FILE,
+            crate::evidence::SEAL_FILE
+        )
+    }
+
+    /// Issue 22: what the run's chained evidence logs lost, one line per log and fault (the log,
+    /// how many records, which): gap records, `seq` jumps, torn lines, broken links, and this
+    /// process's own failed appends not yet recorded in a file.
+    pub fn evidence_incomplete(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for rel in crate::evidence::evidence_files(&self.run.path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| crate::evidence::is_chained(r))
+        {
+            let Ok(bytes) = std::fs::read(self.run.path.join(&rel)) else {
+                out.push(format!("{rel}: cannot be read"));
+                continue;
+            };
+            let audit = crate::evidence::audit_log(&bytes);
+            for gap in &audit.gaps {
+                out.push(format!("{rel}: {}", gap.describe()));
+            }
+            if !audit.torn.is_empty() {
+                out.push(format!(
+                    "{rel}: {} torn line(s) (writes cut short) at line(s) {}",
+                    audit.torn.len(),
+                    audit
+                        .torn
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if let Some((line, why)) = &audit.changed {
+                out.push(format!("{rel}: line {line}: {why}"));
+            }
+        }
+        if let Some(gap) = self.transcript.pending_gap() {
+            out.push(format!(
+                "transcript.jsonl: {} record(s) of this console lost and not yet recorded ({})",
+                gap.records, gap.error
+            ));
+        }
+        out
+    }
+
     async fn report(&mut self) -> anyhow::Result<String> {
         report::stop_for_seal(self).await;
+        // Issue 22: sealed means finished — the run's own database is checkpointed into its
+        // main file (its -wal/-shm are never sealed) before anything is hashed.
+        let database = self.database_path();
+        if database.starts_with(&self.run.path) {
+            crate::store::checkpoint_for_seal(&database).map_err(|e| {
+                anyhow::anyhow!("the run was not sealed: {e}")
+            })?;
+        }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
         let sums = crate::evidence::seal_run(&self.run)?;
+        self.sealed = true;
         if report.passed {
             Ok(format!(
                 "report written to {} · sealed ({} {})",

@@ -266,6 +266,9 @@ pub struct Report {
     pub agent_host: Option<super::host::HostRecord>,
     /// C7: comparative runs are a separate mode, closed here.
     pub gate2: &'static str,
+    /// Issue 22: what the run's evidence logs lost (each names the log and how many records);
+    /// a run with any cannot pass.
+    pub evidence_incomplete: Vec<String>,
 }
 
 /// One target in the report; `full_byte`/`behavioral` are false until evaluated.
@@ -344,7 +347,11 @@ impl Report {
             .filter(|s| s.command != "report")
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
-        let passed = steps_ok && evaluated && targets.iter().all(ReportTarget::passed);
+        let evidence_incomplete = canary.evidence_incomplete();
+        let passed = steps_ok
+            && evaluated
+            && targets.iter().all(ReportTarget::passed)
+            && evidence_incomplete.is_empty();
         Self {
             run_id: canary.run.run_id.clone(),
             run_dir: canary.run.path.display().to_string(),
@@ -354,6 +361,7 @@ impl Report {
             agent: canary.identity.clone(),
             agent_host: canary.host_record.clone(),
             gate2: "closed",
+            evidence_incomplete,
         }
     }
 
@@ -382,6 +390,12 @@ impl Report {
             }
             parts.push(part);
         }
+        if !self.evidence_incomplete.is_empty() {
+            parts.push(format!(
+                "evidence incomplete: {}",
+                self.evidence_incomplete.join("; ")
+            ));
+        }
         if parts.is_empty() && !self.passed {
             parts.push("the evaluator has not run".into());
         }
@@ -409,6 +423,12 @@ impl Report {
         }
         if let Some(h) = &self.agent_host {
             out.push_str(&host_text(h));
+        }
+        if !self.evidence_incomplete.is_empty() {
+            out.push_str("\nevidence incomplete (the run cannot pass):\n");
+            for e in &self.evidence_incomplete {
+                out.push_str(&format!("  {e}\n"));
+            }
         }
         out.push_str(&self.targets_text());
         out.push_str(&self.failures_text());
@@ -689,6 +709,7 @@ mod tests {
             agent: Default::default(),
             agent_host: None,
             gate2: "closed",
+            evidence_incomplete: Vec::new(),
         };
         let xml = report.to_junit();
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid XML");

@@ -48,6 +48,8 @@ pub struct CanarySnapshot {
     pub steps: Vec<StepOutcome>,
     /// The agent host of this run (A1), while it runs and after.
     pub host: Option<HostProgress>,
+    /// Issue 22: `report` sealed the run; steps are refused, `new` starts the next run.
+    pub sealed: bool,
 }
 
 impl CanarySnapshot {
@@ -77,6 +79,7 @@ impl CanarySnapshot {
             targets: canary.targets.clone(),
             steps: canary.steps[skip..].to_vec(),
             host: canary.host_progress.lock().ok().and_then(|p| p.clone()),
+            sealed: canary.is_sealed(),
         }
     }
 }
