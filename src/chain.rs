@@ -202,6 +202,14 @@ impl ChainWriter {
         serde_json::json!({ GAP_FIELD: inner, "pid": self.pid, "ts_ms": now_ms() }).to_string()
     }
 
+    /// A read-only open of the very file this writer appends to (the writer's descriptor is
+    /// write-only): through `/proc/self/fd`, so a path swapped since the open is not followed.
+    fn reader(&self) -> std::io::Result<File> {
+        use std::os::fd::AsRawFd;
+        File::open(format!("/proc/self/fd/{}", self.file.as_raw_fd()))
+            .or_else(|_| File::open(&self.path))
+    }
+
     fn try_append(&mut self, body: &str) -> std::io::Result<u64> {
         use std::io::Write;
         let lock = nix::fcntl::Flock::lock(
@@ -214,7 +222,7 @@ impl ChainWriter {
         let (mut prev, torn) = match &self.known_end {
             Some((end, digest)) if *end == len => (digest.clone(), false),
             _ => {
-                let mut reader = self.file.try_clone()?;
+                let mut reader = self.reader()?;
                 (chain_tail(&mut reader)?, len > 0 && !ends_with_newline(&mut reader, len)?)
             }
         };
