@@ -133,6 +133,69 @@ impl WireRecord {
     }
 }
 
+/// One JSON-RPC message of a wire log, with the process that logged it (issue 22: several
+/// processes may append to one log, and each numbers its JSON-RPC ids on its own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireMessage {
+    pub pid: u32,
+    pub seq: u64,
+    pub direction: Direction,
+    /// The message parsed (a JSON object).
+    pub message: Value,
+}
+
+impl WireMessage {
+    /// The key pairing a result with its request: (process, JSON-RPC `id` as JSON text).
+    pub fn exchange_key(&self) -> Option<(u32, String)> {
+        self.message.get("id").map(|id| (self.pid, id.to_string()))
+    }
+}
+
+/// The one typed reader of wire logs: every [`WireRecord`] line's JSON-RPC object, in file
+/// order, with its process; gap records, other lines and messages that are not JSON objects
+/// are skipped.
+pub fn wire_messages(log: &str) -> Vec<WireMessage> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<WireRecord>(l).ok())
+        .filter_map(|r| {
+            let message = r.message();
+            message.is_object().then_some(WireMessage {
+                pid: r.pid,
+                seq: r.seq,
+                direction: r.direction,
+                message,
+            })
+        })
+        .collect()
+}
+
+/// Each request (a message with a `method` and an `id`) of `messages` with its reply: the
+/// first later message *of the same process* with the same `id` and no `method`. Pairing by
+/// (process, id), never by id alone: two processes sharing a log both use id 1.
+pub fn wire_exchanges(messages: &[WireMessage]) -> Vec<(&WireMessage, Option<&WireMessage>)> {
+    let mut replies: std::collections::HashMap<(u32, String), Vec<usize>> = Default::default();
+    for (i, m) in messages.iter().enumerate() {
+        if m.message.get("method").is_none()
+            && let Some(key) = m.exchange_key()
+        {
+            replies.entry(key).or_default().push(i);
+        }
+    }
+    messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.message.get("method").is_some())
+        .filter_map(|(i, m)| {
+            let key = m.exchange_key()?;
+            let reply = replies
+                .get(&key)
+                .and_then(|is| is.iter().find(|&&j| j > i))
+                .map(|&j| &messages[j]);
+            Some((m, reply))
+        })
+        .collect()
+}
+
 /// `CLOCK_MONOTONIC` now, in ns.
 pub fn monotonic_ns() -> u64 {
     match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {

@@ -83,11 +83,11 @@ fn a_script_step_after_report_is_refused_before_anything_runs() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("line 4: `launch` comes after `report` (line 2), which seals the run")
-            && stderr.contains("line 5: `stop` comes after `report` (line 2)"),
+        stderr.contains(".canary:4: `launch` comes after `report` (line 2), which seals the run")
+            && stderr.contains(".canary:5: `stop` comes after `report` (line 2)"),
         "{stderr}"
     );
-    assert!(!stderr.contains("line 3"), "a view may follow: {stderr}");
+    assert!(!stderr.contains(".canary:3:"), "a view may follow: {stderr}");
     // Refused whole: no run was started.
     assert!(
         std::fs::read_dir(&runs).map_or(true, |mut d| d.next().is_none()),
