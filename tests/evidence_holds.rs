@@ -388,3 +388,37 @@ async fn a_disk_full_for_a_moment_during_the_agent_step_is_named_and_the_run_doe
         "{found:#?}"
     );
 }
+
+#[tokio::test]
+async fn after_a_failed_step_the_report_rows_come_from_the_store() {
+    // Issue 22 item 5: the report read `ver 0 rev 0 acc/rej 0/0` after a failed agent step
+    // although the store held saved versions and the submissions.
+    let dir = tempfile::tempdir().unwrap();
+    let mut canary = canary_in(&dir.path().join("runs"), None);
+    let plan = repo().join("assets/canary/demo.plan.jsonl");
+    for line in [
+        "init".to_owned(),
+        "launch observed".to_owned(),
+        "preflight".to_owned(),
+        format!("agent {}", plan.display()),
+    ] {
+        let outcome = step(&mut canary, &line).await;
+        assert!(outcome.ok, "{line}: {}", outcome.summary);
+    }
+    let missing = dir.path().join("missing.plan.jsonl");
+    let failed = step(&mut canary, &format!("agent {}", missing.display())).await;
+    assert!(!failed.ok);
+    let report = step(&mut canary, "report").await;
+    assert!(!report.ok);
+    let json: Value =
+        serde_json::from_slice(&std::fs::read(canary.run.report("json")).unwrap()).unwrap();
+    let targets = json["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 5);
+    for t in targets {
+        assert!(
+            t["version"].as_u64() >= Some(1) && t["accepted"].as_u64() >= Some(1),
+            "{t}"
+        );
+    }
+    assert_eq!(verify(&canary.run.path)["ok"], true);
+}

@@ -106,6 +106,9 @@ pub struct Canary {
     pub host_record: Option<host::HostRecord>,
     /// Issue 22: `report` sealed the run; every step that would write to it is refused.
     sealed: bool,
+    /// Issue 22 item 5: [`record::provider_endpoints`] of the provider variables this console
+    /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
+    pub provider_endpoints: Value,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -174,6 +177,7 @@ impl Canary {
             host_progress: Default::default(),
             host_record: None,
             sealed: false,
+            provider_endpoints: record::provider_endpoints(&host::provider_env()),
         })
     }
 
@@ -487,6 +491,9 @@ impl Canary {
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
                 "agent_host": self.planned_host,
+                // Issue 22 item 5: which provider endpoints the agent host would talk to (host
+                // and whether it is loopback, never a URL's secrets).
+                "provider_endpoints": self.provider_endpoints,
                 // A1: the observed process an agent host starts from its MCP configuration.
                 "host_observed_process": self.planned_host.as_ref().map(|_| {
                     record::redacted_env(self.host_observed_env())
@@ -795,6 +802,30 @@ impl Canary {
         }
     }
 
+    /// Issue 22 item 5: each target row's version, revision, accepted/rejected counts and
+    /// current hash from the store (the run's SQLite file or the operator's database), when it
+    /// can be read; the connection is closed again before returning. Unreadable: rows stay.
+    async fn refresh_rows_from_store(&mut self) {
+        let (path, url) = (self.database_path(), self.options.database_url.clone());
+        if url.is_none() && !path.is_file() {
+            return;
+        }
+        let read = tokio::task::spawn_blocking(move || {
+            crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.list_targets())
+        })
+        .await;
+        let Ok(Ok(summaries)) = read else { return };
+        for row in &mut self.targets {
+            if let Some(t) = summaries.iter().find(|t| t.name == row.name) {
+                row.version = t.version;
+                row.revision = t.revision;
+                row.accepted = t.accepted;
+                row.rejected = t.rejected;
+                row.current_sha256.clone_from(&t.sha256);
+            }
+        }
+    }
+
     /// Whether `report` sealed this run (issue 22).
     pub fn is_sealed(&self) -> bool {
         self.sealed
@@ -857,6 +888,9 @@ impl Canary {
 
     async fn report(&mut self) -> anyhow::Result<String> {
         report::stop_for_seal(self).await;
+        // Issue 22 item 5: the report's target rows come from the store whenever it is
+        // readable, whatever step failed.
+        self.refresh_rows_from_store().await;
         // Issue 22: sealed means finished — the run's own database is checkpointed into its
         // main file (its -wal/-shm are never sealed) before anything is hashed.
         let database = self.database_path();

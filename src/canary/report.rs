@@ -269,6 +269,9 @@ pub struct Report {
     /// Issue 22: what the run's evidence logs lost (each names the log and how many records);
     /// a run with any cannot pass.
     pub evidence_incomplete: Vec<String>,
+    /// Issue 22 item 5: the loopback provider endpoints the agent host was pointed at
+    /// (`VARIABLE host`); non-empty marks the run a rehearsal, never a real model run.
+    pub rehearsal: Vec<String>,
 }
 
 /// One target in the report; `full_byte`/`behavioral` are false until evaluated.
@@ -348,6 +351,20 @@ impl Report {
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
         let evidence_incomplete = canary.evidence_incomplete();
+        let rehearsal = canary
+            .provider_endpoints
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["loopback"] == true)
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["variable"].as_str().unwrap_or("?"),
+                    e["host"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
         let passed = steps_ok
             && evaluated
             && targets.iter().all(ReportTarget::passed)
@@ -362,6 +379,7 @@ impl Report {
             agent_host: canary.host_record.clone(),
             gate2: "closed",
             evidence_incomplete,
+            rehearsal,
         }
     }
 
@@ -406,12 +424,24 @@ impl Report {
     /// table, what failed with the check's output, and the totals line.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n\nsteps:\n",
+            "patchdiff canary {} — {}{}\nrun directory: {}\ngate 2: {}\n",
             self.run_id,
             if self.passed { "PASSED" } else { "FAILED" },
+            if self.rehearsal.is_empty() {
+                ""
+            } else {
+                " (REHEARSAL: loopback model endpoint)"
+            },
             self.run_dir,
             self.gate2
         );
+        if !self.rehearsal.is_empty() {
+            out.push_str(&format!(
+                "rehearsal: the agent host was pointed at loopback ({}), not a real provider\n",
+                self.rehearsal.join(", ")
+            ));
+        }
+        out.push_str("\nsteps:\n");
         for s in &self.steps {
             out.push_str(&format!(
                 "  {:<11} {:<4} {:>6} ms  {}\n",
@@ -710,6 +740,7 @@ mod tests {
             agent_host: None,
             gate2: "closed",
             evidence_incomplete: Vec::new(),
+            rehearsal: Vec::new(),
         };
         let xml = report.to_junit();
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid XML");
