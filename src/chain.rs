@@ -132,9 +132,10 @@ impl ChainWriter {
     }
 
     fn log_name(&self) -> String {
-        self.path
-            .file_name()
-            .map_or_else(|| self.path.display().to_string(), |n| n.to_string_lossy().into_owned())
+        self.path.file_name().map_or_else(
+            || self.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
     }
 
     /// Appends `body` (one serialized JSON object, no newline) as one chained line; `seq` is
@@ -212,18 +213,19 @@ impl ChainWriter {
 
     fn try_append(&mut self, body: &str) -> std::io::Result<u64> {
         use std::io::Write;
-        let lock = nix::fcntl::Flock::lock(
-            self.file.try_clone()?,
-            nix::fcntl::FlockArg::LockExclusive,
-        )
-        .map_err(|(_, errno)| std::io::Error::from(errno))?;
+        let lock =
+            nix::fcntl::Flock::lock(self.file.try_clone()?, nix::fcntl::FlockArg::LockExclusive)
+                .map_err(|(_, errno)| std::io::Error::from(errno))?;
         let mut file: &File = &lock;
         let len = file.metadata()?.len();
         let (mut prev, torn) = match &self.known_end {
             Some((end, digest)) if *end == len => (digest.clone(), false),
             _ => {
                 let mut reader = self.reader()?;
-                (chain_tail(&mut reader)?, len > 0 && !ends_with_newline(&mut reader, len)?)
+                (
+                    chain_tail(&mut reader)?,
+                    len > 0 && !ends_with_newline(&mut reader, len)?,
+                )
             }
         };
         let mut end = len;

@@ -513,7 +513,11 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
     audit.lines = lines.len();
     let parsed: Vec<Option<Value>> = lines
         .iter()
-        .map(|l| serde_json::from_slice::<Value>(l).ok().filter(Value::is_object))
+        .map(|l| {
+            serde_json::from_slice::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+        })
         .collect();
     let mut prev = CHAIN_GENESIS.to_owned();
     // Per pid: the last seq seen.
@@ -536,7 +540,10 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
                 continue;
             }
             if audit.changed.is_none() {
-                audit.changed = Some((n, format!("line {n} is not JSON and nothing chains over it: it was changed")));
+                audit.changed = Some((
+                    n,
+                    format!("line {n} is not JSON and nothing chains over it: it was changed"),
+                ));
             }
             prev = line_digest(line);
             continue;
@@ -569,9 +576,7 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
         prev = line_digest(line);
         if let Some(gap) = value.get(GAP_FIELD) {
             let pid = gap["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
-            let seqs = gap["first_seq"]
-                .as_u64()
-                .zip(gap["last_seq"].as_u64());
+            let seqs = gap["first_seq"].as_u64().zip(gap["last_seq"].as_u64());
             if let (Some(p), Some(s)) = (pid, seqs) {
                 recorded.push((p, s));
             }
@@ -589,7 +594,10 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
         }
         let (Some(seq), Some(pid), Some(_)) = (
             value.get("seq").and_then(Value::as_u64),
-            value.get("pid").and_then(Value::as_u64).and_then(|p| u32::try_from(p).ok()),
+            value
+                .get("pid")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok()),
             value.get("direction"),
         ) else {
             continue;

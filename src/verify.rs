@@ -331,7 +331,9 @@ fn torn_message(n: usize, lines: usize) -> String {
     if n == lines {
         format!("line {n} is torn: the last write was cut short (no newline); not a change")
     } else {
-        format!("line {n} is torn: a write was cut short and the next append ended it; not a change")
+        format!(
+            "line {n} is torn: a write was cut short and the next append ended it; not a change"
+        )
     }
 }
 
@@ -759,7 +761,9 @@ mod tests {
         let (line, message) = check_chain(rechained.as_bytes()).unwrap_err();
         assert_eq!(line, 2);
         assert!(
-            message.starts_with(&format!("record 1 of pid {pid} missing (the sequence jumps")),
+            message.starts_with(&format!(
+                "record 1 of pid {pid} missing (the sequence jumps"
+            )),
             "{message}"
         );
         // A cut-short last line is torn.

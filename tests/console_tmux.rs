@@ -724,7 +724,10 @@ fn a_run_sealed_in_the_interactive_console_verifies_refuses_more_steps_and_new_s
     let screen = tmux.wait_for("report to finish", Duration::from_secs(120), |s| {
         s.contains("report FAIL") || s.contains("report ok")
     });
-    assert!(screen.contains("sealed: `:new` starts the next run"), "{screen}");
+    assert!(
+        screen.contains("sealed: `:new` starts the next run"),
+        "{screen}"
+    );
     command(&tmux, "launch");
     tmux.wait_for("the refusal", Duration::from_secs(10), |s| {
         s.contains("`launch` refused: run r-") && s.contains("is sealed")

@@ -87,7 +87,10 @@ fn a_script_step_after_report_is_refused_before_anything_runs() {
             && stderr.contains(".canary:5: `stop` comes after `report` (line 2)"),
         "{stderr}"
     );
-    assert!(!stderr.contains(".canary:3:"), "a view may follow: {stderr}");
+    assert!(
+        !stderr.contains(".canary:3:"),
+        "a view may follow: {stderr}"
+    );
     // Refused whole: no run was started.
     assert!(
         std::fs::read_dir(&runs).map_or(true, |mut d| d.next().is_none()),
@@ -192,7 +195,10 @@ impl Server {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         loop {
             let mut line = String::new();
-            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "server closed");
+            assert!(
+                self.stdout.read_line(&mut line).unwrap() > 0,
+                "server closed"
+            );
             let v: Value = serde_json::from_str(&line).unwrap();
             if v["id"] == id {
                 return v;
@@ -280,7 +286,13 @@ impl TmpfsMount {
         let path = dir.path().join("disk");
         std::fs::create_dir(&path).unwrap();
         let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size},mode=0700"),
+                "tmpfs",
+            ])
             .arg(&path)
             .output()
             .expect("run mount");
@@ -358,12 +370,20 @@ async fn a_disk_full_for_a_moment_during_the_agent_step_is_named_and_the_run_doe
         std::fs::remove_file(&filler).unwrap();
     };
     let (outcome, ()) = tokio::join!(canary.execute(&agent), free);
-    assert!(outcome.ok, "the agent step itself finishes: {}", outcome.summary);
+    assert!(
+        outcome.ok,
+        "the agent step itself finishes: {}",
+        outcome.summary
+    );
     for line in ["export", "inspect", "evaluate"] {
         step(&mut canary, line).await;
     }
     let report = step(&mut canary, "report").await;
-    assert!(!report.ok, "a run that lost evidence passed: {}", report.summary);
+    assert!(
+        !report.ok,
+        "a run that lost evidence passed: {}",
+        report.summary
+    );
     assert!(
         report.summary.contains("evidence incomplete")
             && report.summary.contains("observed.mcp.jsonl")
@@ -372,7 +392,10 @@ async fn a_disk_full_for_a_moment_during_the_agent_step_is_named_and_the_run_doe
         report.summary
     );
     let text = std::fs::read_to_string(canary.run.report("txt")).unwrap();
-    assert!(text.contains("FAILED") && text.contains("evidence incomplete"), "{text}");
+    assert!(
+        text.contains("FAILED") && text.contains("evidence incomplete"),
+        "{text}"
+    );
     let verified = verify(&canary.run.path);
     assert_eq!(verified["ok"], false);
     let found = problems(&verified);

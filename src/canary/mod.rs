@@ -895,9 +895,8 @@ impl Canary {
         // main file (its -wal/-shm are never sealed) before anything is hashed.
         let database = self.database_path();
         if database.starts_with(&self.run.path) {
-            crate::store::checkpoint_for_seal(&database).map_err(|e| {
-                anyhow::anyhow!("the run was not sealed: {e}")
-            })?;
+            crate::store::checkpoint_for_seal(&database)
+                .map_err(|e| anyhow::anyhow!("the run was not sealed: {e}"))?;
         }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;

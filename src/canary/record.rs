@@ -242,7 +242,10 @@ mod endpoint_tests {
     fn endpoints_record_host_and_loopback_and_never_credentials() {
         let env = [
             ("ANTHROPIC_BASE_URL", "http://127.0.0.1:43211"),
-            ("OPENAI_BASE_URL", "https://user:s3cret@api.example.com/v1?key=abc"),
+            (
+                "OPENAI_BASE_URL",
+                "https://user:s3cret@api.example.com/v1?key=abc",
+            ),
             ("ANTHROPIC_API_KEY", "sk-ant-xyz"),
             ("CODEX_BASE_URL", "http://[::1]:9/v1"),
         ]
@@ -258,9 +261,13 @@ mod endpoint_tests {
         );
         let text = e.to_string();
         assert!(!text.contains("s3cret") && !text.contains("abc") && !text.contains("sk-ant"));
-        assert!(is_rehearsal(&json!({"configuration": {"provider_endpoints": e}})));
-        assert!(!is_rehearsal(&json!({"configuration": {"provider_endpoints": [
-            {"variable": "OPENAI_BASE_URL", "host": "api.example.com", "loopback": false}]}})));
+        assert!(is_rehearsal(
+            &json!({"configuration": {"provider_endpoints": e}})
+        ));
+        assert!(!is_rehearsal(
+            &json!({"configuration": {"provider_endpoints": [
+            {"variable": "OPENAI_BASE_URL", "host": "api.example.com", "loopback": false}]}})
+        ));
         assert!(is_loopback_host("localhost") && is_loopback_host("127.8.0.1"));
         assert!(!is_loopback_host("10.0.0.1") && !is_loopback_host("localhost.example.com"));
     }

@@ -352,8 +352,14 @@ mod tests {
             &root.path().join("r-rehearsal"),
         )
         .unwrap();
-        assert!(compared.lines().nth(1).unwrap().ends_with("· rehearsal"), "{compared}");
-        assert!(!compared.lines().next().unwrap().contains("rehearsal"), "{compared}");
+        assert!(
+            compared.lines().nth(1).unwrap().ends_with("· rehearsal"),
+            "{compared}"
+        );
+        assert!(
+            !compared.lines().next().unwrap().contains("rehearsal"),
+            "{compared}"
+        );
     }
 
     #[test]

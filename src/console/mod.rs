@@ -137,7 +137,9 @@ impl Sources {
 
     /// Whether the store poller holds a database connection now.
     pub fn store_open(&self) -> bool {
-        self.store.as_ref().is_some_and(sources::StoreHandle::is_open)
+        self.store
+            .as_ref()
+            .is_some_and(sources::StoreHandle::is_open)
     }
 }
 
@@ -556,7 +558,8 @@ impl Interactive {
                 if self.runner.is_none() {
                     "`new` needs a canary; this console only watches (attach mode)".to_owned()
                 } else {
-                    "`new` starts the next run once this one is sealed: run `report` first".to_owned()
+                    "`new` starts the next run once this one is sealed: run `report` first"
+                        .to_owned()
                 },
             );
             return;

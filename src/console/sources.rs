@@ -181,8 +181,10 @@ pub fn spawn_store_poller<E: Send + 'static>(
                 }
                 if guard.store.is_none() {
                     let opened = match (access, u) {
-                        (StoreAccess::ReadOnly, None) => crate::store::SqliteStore::open_read_only(&p)
-                            .map(|s| std::sync::Arc::new(s) as std::sync::Arc<dyn EditStore>),
+                        (StoreAccess::ReadOnly, None) => {
+                            crate::store::SqliteStore::open_read_only(&p)
+                                .map(|s| std::sync::Arc::new(s) as std::sync::Arc<dyn EditStore>)
+                        }
                         (_, u) => crate::store::open_backend(&p, u.as_deref()),
                     };
                     match opened {
