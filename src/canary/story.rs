@@ -33,7 +33,7 @@ pub struct Attempt {
     pub reasons: Vec<String>,
 }
 
-/// The JSON-RPC messages of a wire log ([`WireRecord`] lines: the exact bytes of each message),
+/// The JSON-RPC messages of a wire log ([`crate::evidence::WireRecord`] lines: the exact bytes of each message),
 /// in wire order; lines that are not records, or messages that are not JSON, are skipped.
 pub fn wire_messages(log: &str) -> Vec<Value> {
     crate::evidence::wire_messages(log)
