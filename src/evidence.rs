@@ -5,7 +5,6 @@
 //! `O_EXCL`, once per run.
 
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -20,32 +19,28 @@ use crate::telemetry::unix_ms_now;
 
 pub use crate::owned_fs::{create_private_dir, open_append_private, write_new_private};
 
-use crate::chain::chain_tail;
-pub use crate::chain::{CHAIN_FIELD, CHAIN_GENESIS, chain_tail_of, line_digest};
-
-struct ChainedFile {
-    file: File,
-    /// Digest of the last line written (or found at open).
-    prev: String,
-}
+pub use crate::chain::{
+    CHAIN_FIELD, CHAIN_GENESIS, ChainWriter, GAP_FIELD, PendingGap, chain_tail_of, line_digest,
+};
 
 /// An append-only JSONL log shared between tasks and hash-chained (V1): each record is written
 /// as one line carrying [`CHAIN_FIELD`], the SHA-256 of the line before it, so changing any
-/// line breaks the chain at the next one. A process that reopens the log continues its chain.
+/// line breaks the chain at the next one. Appends go through [`ChainWriter`]: several processes
+/// may append to one log (an advisory lock around read-tail-and-append keeps one chain), and a
+/// failed append is reported on stderr and later recorded as a gap record (issue 22).
 #[derive(Clone)]
 pub struct JsonlLog {
     path: PathBuf,
-    file: Arc<Mutex<ChainedFile>>,
+    writer: Arc<Mutex<ChainWriter>>,
 }
 
 impl JsonlLog {
     /// Opens (or creates, 0600) the log at `path` for appending.
     pub fn open(path: &Path) -> std::io::Result<Self> {
         let file = open_append_private(path)?;
-        let prev = chain_tail(&mut File::open(path)?)?;
         Ok(Self {
             path: path.to_path_buf(),
-            file: Arc::new(Mutex::new(ChainedFile { file, prev })),
+            writer: Arc::new(Mutex::new(ChainWriter::new(path, file))),
         })
     }
 
@@ -54,19 +49,33 @@ impl JsonlLog {
         &self.path
     }
 
-    /// Appends one record (a JSON object) as a single chained line.
+    /// Appends one record (a JSON object) as a single chained line. A failure is reported on
+    /// stderr and recorded as a gap when writing works again ([`ChainWriter`]); callers may
+    /// ignore the error without the loss going unseen.
     pub fn append(&self, record: &Value) -> std::io::Result<()> {
-        let mut chained = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        self.append_numbered(record, None)
+    }
+
+    /// [`append`](Self::append) for a record numbered `seq` (a wire log's), so a gap record
+    /// can name the lost sequence numbers.
+    fn append_numbered(&self, record: &Value, seq: Option<u64>) -> std::io::Result<()> {
         let mut record = record.clone();
         if let Value::Object(map) = &mut record {
-            map.insert(CHAIN_FIELD.to_owned(), Value::String(chained.prev.clone()));
+            map.remove(CHAIN_FIELD);
         }
-        let mut line = serde_json::to_vec(&record)?;
-        let digest = line_digest(&line);
-        line.push(b'\n');
-        chained.file.write_all(&line)?;
-        chained.prev = digest;
-        Ok(())
+        let body = serde_json::to_string(&record)?;
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        writer.append(&body, seq).map(|_| ())
+    }
+
+    /// Failed appends of this process not yet recorded in the file (issue 22): the run that
+    /// suffered them cannot pass.
+    pub fn pending_gap(&self) -> Option<PendingGap> {
+        self.writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pending_gap()
+            .cloned()
     }
 }
 
@@ -124,6 +133,69 @@ impl WireRecord {
     }
 }
 
+/// One JSON-RPC message of a wire log, with the process that logged it (issue 22: several
+/// processes may append to one log, and each numbers its JSON-RPC ids on its own).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WireMessage {
+    pub pid: u32,
+    pub seq: u64,
+    pub direction: Direction,
+    /// The message parsed (a JSON object).
+    pub message: Value,
+}
+
+impl WireMessage {
+    /// The key pairing a result with its request: (process, JSON-RPC `id` as JSON text).
+    pub fn exchange_key(&self) -> Option<(u32, String)> {
+        self.message.get("id").map(|id| (self.pid, id.to_string()))
+    }
+}
+
+/// The one typed reader of wire logs: every [`WireRecord`] line's JSON-RPC object, in file
+/// order, with its process; gap records, other lines and messages that are not JSON objects
+/// are skipped.
+pub fn wire_messages(log: &str) -> Vec<WireMessage> {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<WireRecord>(l).ok())
+        .filter_map(|r| {
+            let message = r.message();
+            message.is_object().then_some(WireMessage {
+                pid: r.pid,
+                seq: r.seq,
+                direction: r.direction,
+                message,
+            })
+        })
+        .collect()
+}
+
+/// Each request (a message with a `method` and an `id`) of `messages` with its reply: the
+/// first later message *of the same process* with the same `id` and no `method`. Pairing by
+/// (process, id), never by id alone: two processes sharing a log both use id 1.
+pub fn wire_exchanges(messages: &[WireMessage]) -> Vec<(&WireMessage, Option<&WireMessage>)> {
+    let mut replies: std::collections::HashMap<(u32, String), Vec<usize>> = Default::default();
+    for (i, m) in messages.iter().enumerate() {
+        if m.message.get("method").is_none()
+            && let Some(key) = m.exchange_key()
+        {
+            replies.entry(key).or_default().push(i);
+        }
+    }
+    messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.message.get("method").is_some())
+        .filter_map(|(i, m)| {
+            let key = m.exchange_key()?;
+            let reply = replies
+                .get(&key)
+                .and_then(|is| is.iter().find(|&&j| j > i))
+                .map(|&j| &messages[j]);
+            Some((m, reply))
+        })
+        .collect()
+}
+
 /// `CLOCK_MONOTONIC` now, in ns.
 pub fn monotonic_ns() -> u64 {
     match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
@@ -157,6 +229,11 @@ impl WireLog {
         self.log.path()
     }
 
+    /// Failed appends of this process not yet recorded in the file (issue 22).
+    pub fn pending_gap(&self) -> Option<PendingGap> {
+        self.log.pending_gap()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
         self.seq.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -185,7 +262,8 @@ impl WireLog {
         };
         *seq += 1;
         if let Ok(v) = serde_json::to_value(&record) {
-            let _ = self.log.append(&v);
+            // A failure is reported and later recorded as a gap by the log itself (issue 22).
+            let _ = self.log.append_numbered(&v, Some(record.seq));
         }
     }
 }
@@ -361,6 +439,190 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for TeeWriter<W> {
     }
 }
 
+/// Lost records one chained log shows (issue 22): a gap record a writer left, or a jump in one
+/// process's wire-log `seq` that no gap record names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LogGap {
+    /// 1-based line of the gap record, or of the record after the jump.
+    pub line: usize,
+    /// The process whose records are missing, when known.
+    pub pid: Option<u32>,
+    /// How many records are missing.
+    pub records: u64,
+    /// Their `seq` range (inclusive), for a wire log.
+    pub seqs: Option<(u64, u64)>,
+    /// The writer's error text, when a gap record names it; `None`: no gap record says why.
+    pub error: Option<String>,
+}
+
+impl LogGap {
+    /// `records 16–34 of pid 19627 missing (a failed write: …, gap record at line 17)`.
+    pub fn describe(&self) -> String {
+        let what = match (self.seqs, self.records) {
+            (Some((a, b)), _) if a == b => format!("record {a}"),
+            (Some((a, b)), _) => format!("records {a}–{b}"),
+            (None, 1) => "1 record".to_owned(),
+            (None, n) => format!("{n} records"),
+        };
+        let of = self.pid.map(|p| format!(" of pid {p}")).unwrap_or_default();
+        let why = match &self.error {
+            Some(e) => format!("a failed write: {e}; gap record at line {}", self.line),
+            None => format!(
+                "the sequence jumps at line {} and no gap record says why",
+                self.line
+            ),
+        };
+        format!("{what}{of} missing ({why})")
+    }
+}
+
+/// What reading one hash-chained evidence log found (V1, issue 22): the one reading of the
+/// chain, the torn lines and the gaps, shared by `verify` and the canary's `report`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LogAudit {
+    /// Lines read.
+    pub lines: usize,
+    /// The first link that does not hold — a change: (1-based line, why).
+    pub changed: Option<(usize, String)>,
+    /// 1-based lines a write cut short (no newline, or not JSON and chained over by the next
+    /// line).
+    pub torn: Vec<usize>,
+    pub gaps: Vec<LogGap>,
+}
+
+impl LogAudit {
+    /// Nothing missing, torn or changed.
+    pub fn complete(&self) -> bool {
+        self.changed.is_none() && self.torn.is_empty() && self.gaps.is_empty()
+    }
+}
+
+fn chain_link(value: &Value) -> Option<&str> {
+    value.get(CHAIN_FIELD).and_then(Value::as_str)
+}
+
+/// Reads one chained log's bytes: checks every link, names torn lines, gap records and jumps
+/// in each process's wire-log `seq` (a jump a gap record covers is reported once, as that gap).
+pub fn audit_log(bytes: &[u8]) -> LogAudit {
+    let mut audit = LogAudit::default();
+    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
+    let unterminated = !lines.last().is_none_or(|l| l.is_empty());
+    if !unterminated {
+        lines.pop();
+    }
+    audit.lines = lines.len();
+    let parsed: Vec<Option<Value>> = lines
+        .iter()
+        .map(|l| {
+            serde_json::from_slice::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+        })
+        .collect();
+    let mut prev = CHAIN_GENESIS.to_owned();
+    // Per pid: the last seq seen.
+    let mut last_seq: std::collections::BTreeMap<u32, u64> = Default::default();
+    // Recorded gaps with seqs, by pid, not yet matched to a jump.
+    let mut recorded: Vec<(u32, (u64, u64))> = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let n = i + 1;
+        let Some(value) = &parsed[i] else {
+            // Not a JSON object: torn when it is the unterminated last line, or when the next
+            // line chains over it (a later append ended it); otherwise a change.
+            let chained_over = parsed
+                .get(i + 1)
+                .and_then(|v| v.as_ref())
+                .and_then(chain_link)
+                .is_some_and(|link| link == line_digest(line));
+            if (n == lines.len() && unterminated) || chained_over {
+                audit.torn.push(n);
+                prev = line_digest(line);
+                continue;
+            }
+            if audit.changed.is_none() {
+                audit.changed = Some((
+                    n,
+                    format!("line {n} is not JSON and nothing chains over it: it was changed"),
+                ));
+            }
+            prev = line_digest(line);
+            continue;
+        };
+        match chain_link(value) {
+            Some(link) if link == prev => {}
+            Some(_) if audit.changed.is_none() => {
+                // Line n's link does not name line n-1's digest: either line n-1 changed, or
+                // line n's own bytes (its link) did — then line n+1's link breaks too.
+                let next_breaks = parsed
+                    .get(n)
+                    .and_then(|v| v.as_ref())
+                    .and_then(chain_link)
+                    .is_some_and(|link| link != line_digest(line));
+                let at = if next_breaks || n == 1 { n } else { n - 1 };
+                audit.changed = Some((
+                    at,
+                    format!(
+                        "line {n}'s {CHAIN_FIELD} does not match the digest of line {} — line \
+                         {at} was changed, removed or inserted",
+                        n - 1
+                    ),
+                ));
+            }
+            None if audit.changed.is_none() => {
+                audit.changed = Some((n, format!("line {n} carries no {CHAIN_FIELD}")));
+            }
+            _ => {}
+        }
+        prev = line_digest(line);
+        if let Some(gap) = value.get(GAP_FIELD) {
+            let pid = gap["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+            let seqs = gap["first_seq"].as_u64().zip(gap["last_seq"].as_u64());
+            if let (Some(p), Some(s)) = (pid, seqs) {
+                recorded.push((p, s));
+            }
+            let records = gap["records"].as_u64().unwrap_or(0);
+            if records > 0 {
+                audit.gaps.push(LogGap {
+                    line: n,
+                    pid,
+                    records,
+                    seqs,
+                    error: Some(gap["error"].as_str().unwrap_or("unknown").to_owned()),
+                });
+            }
+            continue;
+        }
+        let (Some(seq), Some(pid), Some(_)) = (
+            value.get("seq").and_then(Value::as_u64),
+            value
+                .get("pid")
+                .and_then(Value::as_u64)
+                .and_then(|p| u32::try_from(p).ok()),
+            value.get("direction"),
+        ) else {
+            continue;
+        };
+        let expected = last_seq.get(&pid).map_or(0, |s| s + 1);
+        if seq > expected {
+            let missing = (expected, seq - 1);
+            let covered = recorded
+                .iter()
+                .any(|(p, (a, b))| *p == pid && *a <= missing.0 && *b >= missing.1);
+            if !covered {
+                audit.gaps.push(LogGap {
+                    line: n,
+                    pid: Some(pid),
+                    records: seq - expected,
+                    seqs: Some(missing),
+                    error: None,
+                });
+            }
+        }
+        last_seq.insert(pid, seq);
+    }
+    audit
+}
+
 /// The run manifest (E1): written once, when the canary first initializes targets.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunManifest {
@@ -448,8 +710,18 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
     Ok(hex::encode(hasher.finalize()))
 }
 
-/// Every regular file under `root` (recursively; symlinks are not followed) except the sums and
-/// the seal, as `/`-separated relative paths, sorted.
+/// SQLite's volatile side files of a database (`X.sqlite-wal`, `-shm`, `-journal`): never
+/// sealed (issue 22). The seal checkpoints the database first, so its content is in the main
+/// file; `verify` names a non-empty WAL as writes after the seal and never replays it.
+pub fn is_volatile_side_file(rel: &str) -> bool {
+    [".sqlite-wal", ".sqlite-shm", ".sqlite-journal"]
+        .iter()
+        .any(|s| rel.ends_with(s))
+}
+
+/// Every regular file under `root` (recursively; symlinks are not followed) except the sums,
+/// the seal and SQLite's volatile side files ([`is_volatile_side_file`]), as `/`-separated
+/// relative paths, sorted.
 pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
         for entry in std::fs::read_dir(dir)? {
@@ -466,7 +738,7 @@ pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                if rel != SUMS_FILE && rel != SEAL_FILE {
+                if rel != SUMS_FILE && rel != SEAL_FILE && !is_volatile_side_file(&rel) {
                     out.push(rel);
                 }
             }
@@ -477,6 +749,52 @@ pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
     walk(root, root, &mut out)?;
     out.sort();
     Ok(out)
+}
+
+/// Whether a run file is a hash-chained evidence log: every JSONL file of a run (wire logs,
+/// transcript, host streams, perf events and memory samples).
+pub fn is_chained(rel: &str) -> bool {
+    rel.ends_with(".jsonl")
+}
+
+/// The sealed run directory `path` would be written into, if any (issue 22: no command of ours
+/// writes into a sealed run): the nearest ancestor of `path` holding [`SEAL_FILE`]. `path`
+/// need not exist; relative paths are taken from the current directory.
+pub fn sealed_run_containing(path: &Path) -> Option<PathBuf> {
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().ok()?.join(path)
+    };
+    // Resolve what exists (symlinks, `..`), keep the rest as given.
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name()?.to_owned());
+        existing = existing.parent()?;
+    }
+    let mut resolved = existing.canonicalize().ok()?;
+    for part in rest.iter().rev() {
+        resolved.push(part);
+    }
+    resolved
+        .ancestors()
+        .skip(1)
+        .find(|dir| dir.join(SEAL_FILE).is_file())
+        .map(Path::to_path_buf)
+}
+
+/// `Err` naming the sealed run when `path` lies inside one ([`sealed_run_containing`]).
+pub fn refuse_sealed_destination(path: &Path) -> Result<(), String> {
+    match sealed_run_containing(path) {
+        Some(run) => Err(format!(
+            "refusing to write {}: it is inside the sealed run {} (its {SEAL_FILE} binds every \
+             file; anything added would fail `patchdiff verify`); write it outside the run",
+            path.display(),
+            run.display()
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The seal's exact text for these digests.

@@ -441,6 +441,11 @@ fn init_tracing(settings: &Settings) -> Option<()> {
 }
 
 fn run_trace(args: TraceArgs) -> i32 {
+    // Issue 22: no command of ours writes into a sealed run.
+    if let Err(why) = patchdiff::evidence::refuse_sealed_destination(&args.output) {
+        eprintln!("patchdiff trace: {why}");
+        return EXIT_USAGE;
+    }
     let (trace, summary) = match patchdiff::trace::build(&args.run_dir) {
         Ok(t) => t,
         Err(e) => {

@@ -5,7 +5,7 @@
 //! Telemetry never changes transactions: a misconfiguration only marks the status invalid.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -13,6 +13,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::chain::ChainWriter;
 use crate::owned_fs::{Refusal, open_append_private};
 
 /// T4: at most this many events are written to one perf-events file.
@@ -348,13 +349,12 @@ impl TelemetryStatus {
 }
 
 struct Sink {
-    events: BufWriter<File>,
-    memory: Option<BufWriter<File>>,
+    /// V1 and issue 22: chained, locked appends; a failed one is reported and later recorded
+    /// as a gap record by the writer.
+    events: ChainWriter,
+    memory: Option<ChainWriter>,
     limits: Limits,
     stats: RecorderStats,
-    /// V1: digest of the last line of each file (the next line's `prev_sha256`).
-    events_prev: String,
-    memory_prev: String,
 }
 
 /// `PATCHDIFF_PERF_MEMORY` (T3): unset or `1` samples RSS, `0` records timing events only.
@@ -396,29 +396,18 @@ impl Sink {
             memory_bytes: memory_file.as_ref().map_or(0, existing),
             ..RecorderStats::default()
         };
-        let tail = |p: &Path| {
-            crate::chain::chain_tail_of(p)
-                .unwrap_or_else(|_| crate::chain::CHAIN_GENESIS.to_owned())
-        };
         Ok(Sink {
-            events: BufWriter::new(events_file),
-            memory: memory_file.map(BufWriter::new),
+            events: ChainWriter::new(events, events_file),
+            memory: memory.zip(memory_file).map(|(p, f)| ChainWriter::new(p, f)),
             limits,
             stats,
-            events_prev: tail(events),
-            memory_prev: memory.map(tail).unwrap_or_default(),
         })
     }
 }
 
-/// V1: `line` (a serialized JSON object, no newline) with `prev_sha256` first; `prev` becomes
-/// the new line's digest. Returns the line with its newline.
-fn chain_line(prev: &mut String, line: &str) -> String {
-    let body = line.strip_prefix('{').unwrap_or(line);
-    let sep = if body.starts_with('}') { "" } else { "," };
-    let chained = format!("{{\"{}\":\"{prev}\"{sep}{body}", crate::chain::CHAIN_FIELD);
-    *prev = crate::chain::line_digest(chained.as_bytes());
-    chained + "\n"
+/// V1: the length `body` (a serialized JSON object) has as a chained line, newline included.
+fn chained_len(body: &str) -> u64 {
+    crate::chain::chained(crate::chain::CHAIN_GENESIS, body).len() as u64
 }
 
 /// A cheap-to-clone handle that records perf events (T1–T5). A disabled recorder drops
@@ -563,40 +552,30 @@ impl Recorder {
             return;
         };
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
-        let mut prev = sink.events_prev.clone();
-        let line = chain_line(&mut prev, &line);
         let limits = sink.limits;
         let byte_room = limits.max_bytes.saturating_sub(MARKER_RESERVE);
         let fits = sink.stats.written_events < limits.max_events
-            && sink.stats.written_bytes + line.len() as u64 <= byte_room;
+            && sink.stats.written_bytes + chained_len(&line) <= byte_room;
         if !fits {
             if sink.stats.dropped_events == 0 {
                 let marker = PerfEvent::point("telemetry_truncated")
                     .outcome(Outcome::Failed)
                     .attr("max_events", limits.max_events)
                     .attr("max_bytes", limits.max_bytes);
-                if let Ok(m) = serde_json::to_string(&marker) {
-                    let mut prev = sink.events_prev.clone();
-                    let m = chain_line(&mut prev, &m);
-                    let len = m.len() as u64;
-                    if sink.stats.written_bytes + len <= limits.max_bytes
-                        && sink.events.write_all(m.as_bytes()).is_ok()
-                    {
-                        sink.stats.written_bytes += len;
-                        sink.events_prev = prev;
-                    }
-                    let _ = sink.events.flush();
+                if let Ok(m) = serde_json::to_string(&marker)
+                    && sink.stats.written_bytes + chained_len(&m) <= limits.max_bytes
+                    && let Ok(len) = sink.events.append(&m, None)
+                {
+                    sink.stats.written_bytes += len;
                 }
             }
             sink.stats.dropped_events += 1;
             return;
         }
-        if sink.events.write_all(line.as_bytes()).is_ok() {
+        if let Ok(len) = sink.events.append(&line, None) {
             sink.stats.written_events += 1;
-            sink.stats.written_bytes += line.len() as u64;
-            sink.events_prev = prev;
+            sink.stats.written_bytes += len;
         }
-        let _ = sink.events.flush();
     }
 
     /// Writes one diagnostic RSS sample (bytes) for `pid` to the memory file, when sampling is on
@@ -610,20 +589,14 @@ impl Recorder {
         let sample = serde_json::json!({
             "ts_ms": unix_ms_now(), "pid": pid, "rss_bytes": rss_bytes, "ids": ids,
         });
-        let mut prev = sink.memory_prev.clone();
-        let line = chain_line(&mut prev, &sample.to_string());
-        let len = line.len() as u64;
-        if sink.stats.memory_bytes + len > sink.limits.max_bytes {
+        let line = sample.to_string();
+        if sink.stats.memory_bytes + chained_len(&line) > sink.limits.max_bytes {
             return;
         }
-        let written = match sink.memory.as_mut() {
-            Some(mem) => mem.write_all(line.as_bytes()).is_ok() && mem.flush().is_ok(),
-            None => false,
-        };
-        if written {
+        let written = sink.memory.as_mut().map(|mem| mem.append(&line, None));
+        if let Some(Ok(len)) = written {
             sink.stats.memory_bytes += len;
             sink.stats.memory_samples += 1;
-            sink.memory_prev = prev;
         }
     }
 

@@ -13,8 +13,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::evidence::{
-    CHAIN_FIELD, CHAIN_GENESIS, RunManifest, SEAL_FILE, SUMS_FILE, evidence_files, file_digest,
-    line_digest, seal_text,
+    RunManifest, SEAL_FILE, SUMS_FILE, audit_log, evidence_files, file_digest, seal_text,
 };
 use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 use crate::store::{EditStore, JournalKind, PostgresStore, SqliteStore};
@@ -310,62 +309,36 @@ fn check_digests(ctx: &mut Ctx) {
     );
 }
 
-/// Whether a run file is a hash-chained evidence log: every JSONL file of a run (wire logs,
-/// transcript, perf events and memory samples).
-pub fn is_chained(rel: &str) -> bool {
-    rel.ends_with(".jsonl")
-}
+pub use crate::evidence::is_chained;
 
-/// Checks the chain of one log's bytes; returns the first broken line (1-based) and why.
+/// Checks the chain of one log's bytes; returns the number of lines, or the first problem
+/// (1-based line and why): a change, a torn line or a gap ([`audit_log`] tells them apart).
 pub fn check_chain(bytes: &[u8]) -> Result<usize, (usize, String)> {
-    let mut prev = CHAIN_GENESIS.to_owned();
-    let mut count = 0;
-    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    if lines.last().is_some_and(|l| l.is_empty()) {
-        lines.pop();
-    } else if !bytes.is_empty() {
-        return Err((
-            lines.len(),
-            "the last line has no newline (torn write)".into(),
-        ));
+    let audit = audit_log(bytes);
+    if let Some(changed) = audit.changed {
+        return Err(changed);
     }
-    for (i, line) in lines.iter().enumerate() {
-        let n = i + 1;
-        let value: Value =
-            serde_json::from_slice(line).map_err(|e| (n, format!("line {n} is not JSON: {e}")))?;
-        let recorded = value
-            .get(CHAIN_FIELD)
-            .and_then(Value::as_str)
-            .ok_or((n, format!("line {n} carries no {CHAIN_FIELD}")))?;
-        if recorded != prev {
-            // Line n's link does not name line n-1's digest: either line n-1 changed, or line
-            // n's own bytes (its link) did — then line n+1's link breaks too.
-            let next_breaks = lines.get(n).is_some_and(|next| {
-                serde_json::from_slice::<Value>(next)
-                    .ok()
-                    .and_then(|v| {
-                        v.get(CHAIN_FIELD)
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
-                    .is_some_and(|link| link != line_digest(line))
-            });
-            let at = if next_breaks || n == 1 { n } else { n - 1 };
-            return Err((
-                at,
-                format!(
-                    "line {n}'s {CHAIN_FIELD} does not match the digest of line {} — line {at} \
-                     was changed, removed or inserted",
-                    n - 1
-                ),
-            ));
-        }
-        prev = line_digest(line);
-        count = n;
+    if let Some(&n) = audit.torn.first() {
+        return Err((n, torn_message(n, audit.lines)));
     }
-    Ok(count)
+    if let Some(gap) = audit.gaps.first() {
+        return Err((gap.line, gap.describe()));
+    }
+    Ok(audit.lines)
 }
 
+fn torn_message(n: usize, lines: usize) -> String {
+    if n == lines {
+        format!("line {n} is torn: the last write was cut short (no newline); not a change")
+    } else {
+        format!(
+            "line {n} is torn: a write was cut short and the next append ended it; not a change"
+        )
+    }
+}
+
+/// Every chained log: its links (a broken one is a change), its torn lines and its gaps
+/// (issue 22: records a failed write lost, or a jump in a process's `seq`), each named as such.
 fn check_chains(ctx: &mut Ctx) {
     let before = ctx.problems.len();
     let files: Vec<String> = evidence_files(&ctx.root)
@@ -374,19 +347,30 @@ fn check_chains(ctx: &mut Ctx) {
         .filter(|f| is_chained(f))
         .collect();
     let mut lines = 0;
+    let mut gaps = 0;
     for rel in &files {
         match std::fs::read(ctx.root.join(rel)) {
-            Ok(bytes) => match check_chain(&bytes) {
-                Ok(n) => lines += n,
-                Err((line, message)) => ctx.problem("chain", rel, Some(line), message),
-            },
+            Ok(bytes) => {
+                let audit = audit_log(&bytes);
+                lines += audit.lines;
+                if let Some((line, message)) = audit.changed.clone() {
+                    ctx.problem("chain", rel, Some(line), message);
+                }
+                for &n in &audit.torn {
+                    ctx.problem("torn", rel, Some(n), torn_message(n, audit.lines));
+                }
+                for gap in &audit.gaps {
+                    gaps += 1;
+                    ctx.problem("gap", rel, Some(gap.line), gap.describe());
+                }
+            }
             Err(e) => ctx.problem("chain", rel, None, format!("cannot read: {e}")),
         }
     }
     ctx.done(
         "chain",
         before,
-        format!("{} chained logs, {lines} lines", files.len()),
+        format!("{} chained logs, {lines} lines, {gaps} gaps", files.len()),
     );
 }
 
@@ -529,13 +513,25 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option
         }
     };
     let copy = scratch.path().join(DB);
-    let copied = std::fs::copy(&db, &copy).and_then(|_| {
-        let wal = ctx.root.join(format!("{DB}-wal"));
-        if wal.is_file() {
-            std::fs::copy(&wal, scratch.path().join(format!("{DB}-wal")))?;
-        }
-        Ok(())
-    });
+    // Issue 22: the seal checkpoints the database, so its WAL is empty or gone; SQLite's side
+    // files are not sealed, so a WAL holding frames is something written after the seal and is
+    // never replayed.
+    let wal = ctx.root.join(format!("{DB}-wal"));
+    if let Ok(m) = std::fs::symlink_metadata(&wal)
+        && m.len() > 0
+    {
+        ctx.problem(
+            "journal",
+            &format!("{DB}-wal"),
+            None,
+            format!(
+                "holds {} bytes of database writes the seal does not cover (the run's database \
+                 was written after `report` checkpointed it); they are not replayed",
+                m.len()
+            ),
+        );
+    }
+    let copied = std::fs::copy(&db, &copy);
     if let Err(e) = copied {
         ctx.problem("journal", DB, None, format!("cannot copy: {e}"));
         return;
@@ -747,6 +743,44 @@ async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::chain::CHAIN_FIELD;
+
+    #[test]
+    fn a_gap_a_torn_line_and_a_change_are_named_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.mcp.jsonl");
+        let log = crate::evidence::WireLog::open(&path).unwrap();
+        for _ in 0..3 {
+            log.record(crate::evidence::Direction::Request, b"{\"id\":1}");
+        }
+        let full = std::fs::read(&path).unwrap();
+        assert_eq!(check_chain(&full), Ok(3));
+        // Removing record 1 and re-chaining (a writer that lost it) is a gap, not a change.
+        let text = String::from_utf8(full.clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut rechained = String::new();
+        let mut prev = crate::chain::CHAIN_GENESIS.to_owned();
+        for l in [lines[0], lines[2]] {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            v.as_object_mut().unwrap().remove(crate::chain::CHAIN_FIELD);
+            let line = crate::chain::chained(&prev, &v.to_string());
+            prev = crate::chain::line_digest(line.trim_end().as_bytes());
+            rechained.push_str(&line);
+        }
+        let pid = std::process::id();
+        let (line, message) = check_chain(rechained.as_bytes()).unwrap_err();
+        assert_eq!(line, 2);
+        assert!(
+            message.starts_with(&format!(
+                "record 1 of pid {pid} missing (the sequence jumps"
+            )),
+            "{message}"
+        );
+        // A cut-short last line is torn.
+        let (line, message) = check_chain(&full[..full.len() - 10]).unwrap_err();
+        assert_eq!(line, 3);
+        assert!(message.contains("is torn"), "{message}");
+    }
 
     #[test]
     fn a_changed_line_breaks_the_chain_at_that_line() {

@@ -88,6 +88,7 @@ fn live_app(color: bool) -> App {
         steps: vec![],
         host: None,
         infra_abort: None,
+        sealed: false,
     });
     app.on_runner(RunnerEvent::Finished {
         outcome: StepOutcome {

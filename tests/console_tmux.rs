@@ -673,3 +673,146 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
     });
     quit(&tmux);
 }
+
+/// `patchdiff verify RUN`: whether it printed `VERIFIED`, and its output.
+fn verifies(run: &Path) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(run)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.success() && text.contains("VERIFIED"), text)
+}
+
+/// The run directories under `runs`, by whether they are sealed.
+fn run_dirs(runs: &Path) -> Vec<(PathBuf, bool)> {
+    let mut dirs: Vec<(PathBuf, bool)> = std::fs::read_dir(runs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .map(|p| {
+            let sealed = p.join("manifest.seal").exists();
+            (p, sealed)
+        })
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+#[test]
+fn a_run_sealed_in_the_interactive_console_verifies_refuses_more_steps_and_new_starts_the_next() {
+    // Issue 22: the store poller kept the database open past the seal, so `SHA256SUMS` listed
+    // SQLite's `-shm` and the run did not verify; steps after `report` were accepted.
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let tmux = open_console("pd-seal", &runs, 200, 60);
+    let plan = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/canary/wrong.plan.jsonl");
+    for line in [
+        "record model=x".to_owned(),
+        "init".to_owned(),
+        "launch".to_owned(),
+        "preflight".to_owned(),
+        format!("agent {}", plan.display()),
+        "export".to_owned(),
+        "inspect".to_owned(),
+        "evaluate".to_owned(),
+        "report".to_owned(),
+    ] {
+        command(&tmux, &line);
+    }
+    let screen = tmux.wait_for("report to finish", Duration::from_secs(120), |s| {
+        s.contains("report FAIL") || s.contains("report ok")
+    });
+    assert!(
+        screen.contains("sealed: `:new` starts the next run"),
+        "{screen}"
+    );
+    command(&tmux, "launch");
+    tmux.wait_for("the refusal", Duration::from_secs(10), |s| {
+        s.contains("`launch` refused: run r-") && s.contains("is sealed")
+    });
+    command(&tmux, "new");
+    tmux.wait_for("the next run", Duration::from_secs(10), |s| {
+        s.contains("new run r-")
+    });
+    quit(&tmux);
+    let dirs = run_dirs(&runs);
+    assert_eq!(dirs.len(), 2, "the sealed run and the new one: {dirs:?}");
+    let sealed: Vec<&PathBuf> = dirs.iter().filter(|(_, s)| *s).map(|(p, _)| p).collect();
+    assert_eq!(sealed.len(), 1, "{dirs:?}");
+    let (ok, text) = verifies(sealed[0]);
+    assert!(ok, "{text}");
+    let sums = std::fs::read_to_string(sealed[0].join("SHA256SUMS")).unwrap();
+    assert!(!sums.contains("-shm") && !sums.contains("-wal"), "{sums}");
+}
+
+#[test]
+fn a_past_run_opened_then_the_console_killed_still_verifies() {
+    // Issue 22: `runs open` created `store.sqlite-shm`/`-wal` inside the past run, and a console
+    // killed while it was open left the run unverifiable for good.
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let out = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["console", "--runs-dir"])
+        .arg(&runs)
+        .arg("--script")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/canary/wrong.canary"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let (past, _) = run_dirs(&runs).remove(0);
+    let (ok, text) = verifies(&past);
+    assert!(ok, "before opening: {text}");
+    let id = past.file_name().unwrap().to_string_lossy().into_owned();
+    let pidfile = dir.path().join("console.pid");
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
+    let tmux = Tmux {
+        socket: format!("pd-runs-kill-{}", std::process::id()),
+    };
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "60",
+        "-s",
+        "console",
+        "sh",
+    ]);
+    let line = format!(
+        "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
+        pid = pidfile.display(),
+        exe = exe.display(),
+        runs = runs.display(),
+    );
+    tmux.keys(&[&line, "Enter"]);
+    tmux.wait_for("the console", Duration::from_secs(10), |s| {
+        s.contains("PROCESSES")
+    });
+    let console_pid: i32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    command(&tmux, &format!("runs open {id}"));
+    // The past run's targets come from its store: the poller has it open now.
+    tmux.wait_for("the past run's targets", Duration::from_secs(20), |s| {
+        s.contains("opened past run")
+            && s.lines()
+                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+    });
+    Command::new("kill")
+        .args(["-9", &console_pid.to_string()])
+        .status()
+        .unwrap();
+    tmux.wait_for("the shell again", Duration::from_secs(15), |s| {
+        s.contains("console exited")
+    });
+    for side in ["store.sqlite-shm", "store.sqlite-wal"] {
+        assert!(!past.join(side).exists(), "{side} created in the past run");
+    }
+    let (ok, text) = verifies(&past);
+    assert!(ok, "after runs open and kill -9: {text}");
+}

@@ -119,6 +119,9 @@ pub enum Command {
         events: PathBuf,
         database: Option<PathBuf>,
     },
+    /// Interactive console only: start the next run in this console once the current one is
+    /// sealed (issue 22).
+    New,
 }
 
 /// What `runs` does.
@@ -227,6 +230,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         key: None,
         help: "interactive console: watch an observed process an agent host started (its perf events and store)",
     },
+    CommandSpec {
+        name: "new",
+        key: None,
+        help: "interactive console: start the next run once this one is sealed by `report`",
+    },
 ];
 
 /// Default wait timeout when none is given.
@@ -251,7 +259,14 @@ impl Command {
             Self::Target { .. } => "target",
             Self::Runs { .. } => "runs",
             Self::Attach { .. } => "attach",
+            Self::New => "new",
         }
+    }
+
+    /// Issue 22: whether the command may follow `report` on the same run — the views, which
+    /// write nothing into it (`target`, `runs`), and `new`, which starts another run.
+    pub fn allowed_after_seal(&self) -> bool {
+        matches!(self, Self::Target { .. } | Self::Runs { .. } | Self::New)
     }
 
     /// Parses one command line (script line or `:` input), split like a shell line (quotes
@@ -404,6 +419,7 @@ enum Cli {
         #[arg(value_name = "DATABASE.sqlite", value_hint = clap::ValueHint::FilePath)]
         database: Option<PathBuf>,
     },
+    New,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -461,6 +477,7 @@ impl Cli {
                 },
             },
             Self::Attach { events, database } => Command::Attach { events, database },
+            Self::New => Command::New,
         })
     }
 }
@@ -737,6 +754,33 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
             Err(e) => errors.push(format!("line {}: {e}", i + 1)),
         }
     }
+    // Issue 22: a script is one run, and `report` seals it: a step after it would write into a
+    // sealed run, and `new` (another run) is the interactive console's.
+    let sealed_at = commands
+        .iter()
+        .find(|(_, c)| matches!(c, Command::Report))
+        .map(|(n, _)| *n);
+    for (n, c) in &commands {
+        if matches!(c, Command::New) {
+            errors.push(format!(
+                "line {n}: `new` works only in the interactive console (a script is one run)"
+            ));
+        } else if let Some(at) = sealed_at.filter(|at| n > at)
+            && !c.allowed_after_seal()
+        {
+            errors.push(format!(
+                "line {n}: `{}` comes after `report` (line {at}), which seals the run; nothing \
+                 may write to a sealed run (only `target` and `runs` views may follow)",
+                c.name()
+            ));
+        }
+    }
+    errors.sort_by_key(|e| {
+        e.strip_prefix("line ")
+            .and_then(|r| r.split(':').next())
+            .and_then(|n| n.parse::<usize>().ok())
+            .unwrap_or(0)
+    });
     if !errors.is_empty() {
         return Err(errors.join("\n"));
     }
@@ -927,6 +971,7 @@ mod tests {
                 "target NAME",
                 "runs [open ID | compare A B]",
                 "attach EVENTS.jsonl [DATABASE.sqlite]",
+                "new",
             ]
         );
     }
@@ -1045,6 +1090,26 @@ mod tests {
         ] {
             assert_eq!(Command::parse(bad).unwrap_err(), usage, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_script_step_after_report_is_refused_naming_its_line() {
+        let err = parse_script("init\nreport\ntarget chess\nlaunch\nstop\n").unwrap_err();
+        assert_eq!(
+            err.lines().collect::<Vec<_>>(),
+            [
+                "line 4: `launch` comes after `report` (line 2), which seals the run; nothing \
+                 may write to a sealed run (only `target` and `runs` views may follow)",
+                "line 5: `stop` comes after `report` (line 2), which seals the run; nothing \
+                 may write to a sealed run (only `target` and `runs` views may follow)",
+            ]
+        );
+        assert!(parse_script("init\nreport\nruns\n").is_ok());
+        assert!(
+            parse_script("report\nnew\n")
+                .unwrap_err()
+                .contains("line 2: `new` works only in the interactive console")
+        );
     }
 
     #[test]

@@ -907,12 +907,14 @@ fn join(items: &[&String]) -> String {
 }
 
 /// The tools the newest `tools/list` result in an MCP wire log offered (C3 on the process the
-/// host started), or `None` before there is one.
-pub fn listed_tools_in_wire_log(log: &str) -> Option<Vec<String>> {
-    super::story::wire_messages(log)
+/// host started), or `None` before there is one. With `pid`, only that process's messages
+/// count (issue 22: several processes may share the log the printed configuration names).
+pub fn listed_tools_in_wire_log(log: &str, pid: Option<u32>) -> Option<Vec<String>> {
+    crate::evidence::wire_messages(log)
         .iter()
         .rev()
-        .find_map(|m| m["result"]["tools"].as_array().cloned())
+        .filter(|m| pid.is_none_or(|p| m.pid == p))
+        .find_map(|m| m.message["result"]["tools"].as_array().cloned())
         .map(|tools| {
             tools
                 .iter()
@@ -1378,8 +1380,13 @@ mod tests {
             record(1, &["a"]),
             record(2, &["a", "b"])
         );
-        assert_eq!(listed_tools_in_wire_log(&log).unwrap(), ["a", "b"]);
-        assert_eq!(listed_tools_in_wire_log("{}\nnot json"), None);
+        assert_eq!(listed_tools_in_wire_log(&log, None).unwrap(), ["a", "b"]);
+        assert_eq!(listed_tools_in_wire_log("{}\nnot json", None), None);
+        // Another process sharing the log: only the named process's answer counts.
+        let other = record(3, &["x"]).replace("\"pid\":1", "\"pid\":2");
+        let shared = format!("{log}\n{other}");
+        assert_eq!(listed_tools_in_wire_log(&shared, Some(1)).unwrap(), ["a", "b"]);
+        assert_eq!(listed_tools_in_wire_log(&shared, Some(2)).unwrap(), ["x"]);
     }
 
     #[test]

@@ -445,7 +445,10 @@ impl Canary {
     /// when the tool list is wrong.
     fn host_observed_preflight(&self) -> Result<bool, String> {
         let wire = std::fs::read_to_string(self.run.wire_log(HOST_OBSERVED)).unwrap_or_default();
-        if let Some(mut tools) = host::listed_tools_in_wire_log(&wire) {
+        let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
+        // Issue 22: the process the host started (the newest), never another one sharing the log.
+        let pid = host::newest_pid(&perf);
+        if let Some(mut tools) = host::listed_tools_in_wire_log(&wire, pid) {
             tools.sort();
             let mut six: Vec<String> = crate::mcp::OBSERVED_TOOLS
                 .iter()
@@ -462,8 +465,7 @@ impl Canary {
         } else {
             return Ok(false);
         }
-        let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
-        Ok(host::newest_pid(&perf).is_some_and(|pid| {
+        Ok(pid.is_some_and(|pid| {
             matches!(worker_readiness(&perf, pid), WorkerReadiness::Ready { .. })
         }))
     }

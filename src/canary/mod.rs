@@ -122,6 +122,11 @@ pub struct Canary {
     /// Whether this run is meant to hand over to an agent (a script with an `agent` step): a
     /// step failing before the agent acted then aborts the run (`infra_abort`).
     pub agent_planned: bool,
+    /// Issue 22: `report` sealed the run; every step that would write to it is refused.
+    sealed: bool,
+    /// Issue 22 item 5: [`record::provider_endpoints`] of the provider variables this console
+    /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
+    pub provider_endpoints: Value,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -191,6 +196,8 @@ impl Canary {
             host_record: None,
             agent_stop: None,
             agent_planned: false,
+            sealed: false,
+            provider_endpoints: record::provider_endpoints(&host::provider_env()),
         })
     }
 
@@ -212,6 +219,15 @@ impl Canary {
     /// summary naming what failed.
     pub async fn execute(&mut self, command: &Command) -> StepOutcome {
         let started = Instant::now();
+        if self.sealed && !command.allowed_after_seal() {
+            // Issue 22: a refused step is not a step of the sealed run (its report is written).
+            return StepOutcome {
+                command: command.name().to_owned(),
+                ok: false,
+                summary: self.sealed_refusal(command),
+                elapsed_ms: 0,
+            };
+        }
         let result = match command {
             Command::Record {
                 model,
@@ -251,6 +267,9 @@ impl Canary {
             Command::Attach { .. } => Err(anyhow::anyhow!(
                 "`attach` works only in the interactive console (it watches a process, it runs no step)"
             )),
+            Command::New => Err(anyhow::anyhow!(
+                "`new` works only in the interactive console (a script is one run)"
+            )),
             Command::Runs { action } => self
                 .runs_view(action)
                 .map(|text| format!("{} lines", text.lines().count())),
@@ -264,6 +283,8 @@ impl Canary {
                 self.write_agent_brief().and_then(|brief| {
                     let written = match (host, file) {
                         (Some(h), Some(path)) => {
+                            crate::evidence::refuse_sealed_destination(path)
+                                .map_err(anyhow::Error::msg)?;
                             self.write_host_config(*h, path)?;
                             format!(" · written to {} (0600)", path.display())
                         }
@@ -498,6 +519,9 @@ impl Canary {
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
                 "agent_host": self.planned_host,
+                // Issue 22 item 5: which provider endpoints the agent host would talk to (host
+                // and whether it is loopback, never a URL's secrets).
+                "provider_endpoints": self.provider_endpoints,
                 // A1: the observed process an agent host starts from its MCP configuration.
                 "host_observed_process": self.planned_host.as_ref().map(|_| {
                     record::redacted_env(self.host_observed_env())
@@ -877,11 +901,106 @@ impl Canary {
         }
     }
 
+    /// Issue 22 item 5: each target row's version, revision, accepted/rejected counts and
+    /// current hash from the store (the run's SQLite file or the operator's database), when it
+    /// can be read; the connection is closed again before returning. Unreadable: rows stay.
+    async fn refresh_rows_from_store(&mut self) {
+        let (path, url) = (self.database_path(), self.options.database_url.clone());
+        if url.is_none() && !path.is_file() {
+            return;
+        }
+        let read = tokio::task::spawn_blocking(move || {
+            crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.list_targets())
+        })
+        .await;
+        let Ok(Ok(summaries)) = read else { return };
+        for row in &mut self.targets {
+            if let Some(t) = summaries.iter().find(|t| t.name == row.name) {
+                row.version = t.version;
+                row.revision = t.revision;
+                row.accepted = t.accepted;
+                row.rejected = t.rejected;
+                row.current_sha256.clone_from(&t.sha256);
+            }
+        }
+    }
+
+    /// Whether `report` sealed this run (issue 22).
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
+    }
+
+    /// Why `command` is refused on this sealed run (issue 22).
+    pub fn sealed_refusal(&self, command: &Command) -> String {
+        format!(
+            "`{}` refused: run {} is sealed (its `report` wrote {} and {}) and nothing may write \
+             to it; `new` starts the next run in this console",
+            command.name(),
+            self.run.run_id,
+            crate::evidence::SUMS_FILE,
+            crate::evidence::SEAL_FILE
+        )
+    }
+
+    /// Issue 22: what the run's chained evidence logs lost, one line per log and fault (the log,
+    /// how many records, which): gap records, `seq` jumps, torn lines, broken links, and this
+    /// process's own failed appends not yet recorded in a file.
+    pub fn evidence_incomplete(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for rel in crate::evidence::evidence_files(&self.run.path)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| crate::evidence::is_chained(r))
+        {
+            let Ok(bytes) = std::fs::read(self.run.path.join(&rel)) else {
+                out.push(format!("{rel}: cannot be read"));
+                continue;
+            };
+            let audit = crate::evidence::audit_log(&bytes);
+            for gap in &audit.gaps {
+                out.push(format!("{rel}: {}", gap.describe()));
+            }
+            if !audit.torn.is_empty() {
+                out.push(format!(
+                    "{rel}: {} torn line(s) (writes cut short) at line(s) {}",
+                    audit.torn.len(),
+                    audit
+                        .torn
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+            if let Some((line, why)) = &audit.changed {
+                out.push(format!("{rel}: line {line}: {why}"));
+            }
+        }
+        if let Some(gap) = self.transcript.pending_gap() {
+            out.push(format!(
+                "transcript.jsonl: {} record(s) of this console lost and not yet recorded ({})",
+                gap.records, gap.error
+            ));
+        }
+        out
+    }
+
     async fn report(&mut self) -> anyhow::Result<String> {
         report::stop_for_seal(self).await;
+        // Issue 22 item 5: the report's target rows come from the store whenever it is
+        // readable, whatever step failed.
+        self.refresh_rows_from_store().await;
+        // Issue 22: sealed means finished — the run's own database is checkpointed into its
+        // main file (its -wal/-shm are never sealed) before anything is hashed.
+        let database = self.database_path();
+        if database.starts_with(&self.run.path) {
+            crate::store::checkpoint_for_seal(&database)
+                .map_err(|e| anyhow::anyhow!("the run was not sealed: {e}"))?;
+        }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
         let sums = crate::evidence::seal_run(&self.run)?;
+        self.sealed = true;
         if report.infra_abort.is_some() {
             anyhow::bail!(
                 "the canary stopped before the agent acted (report in {}): {}",

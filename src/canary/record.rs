@@ -174,3 +174,101 @@ mod tests {
         assert_eq!(record["lockfile_sha256"].as_str().unwrap().len(), 64);
     }
 }
+
+/// Issue 22 item 5: where the agent's provider requests go, never a secret: for each provider
+/// `*_BASE_URL` variable in `env` (e.g. `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`), its
+/// `variable`, the URL's `host` (no scheme, credentials, path or query), `port` when given,
+/// and `loopback` (`localhost`, `*.localhost`, or a loopback IP address). Sorted by variable.
+pub fn provider_endpoints(env: &[(String, String)]) -> Value {
+    let mut endpoints: Vec<Value> = env
+        .iter()
+        .filter(|(k, _)| k.ends_with("_BASE_URL"))
+        .filter_map(|(k, v)| {
+            let (host, port) = url_host(v)?;
+            Some(json!({
+                "variable": k,
+                "host": host,
+                "port": port,
+                "loopback": is_loopback_host(&host),
+            }))
+        })
+        .collect();
+    endpoints.sort_by(|a, b| a["variable"].as_str().cmp(&b["variable"].as_str()));
+    Value::Array(endpoints)
+}
+
+/// The host (lowercase, IPv6 without brackets) and port of a URL, or `None` when it has none.
+fn url_host(url: &str) -> Option<(String, Option<u16>)> {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split(['/', '?', '#']).next()?;
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, after) = v6.split_once(']')?;
+        (h, after.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    if host.is_empty() {
+        return None;
+    }
+    Some((host.to_ascii_lowercase(), port.and_then(|p| p.parse().ok())))
+}
+
+/// `localhost`, `*.localhost`, or a loopback address (127.0.0.0/8, ::1).
+pub fn is_loopback_host(host: &str) -> bool {
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Whether a run manifest's `configuration.provider_endpoints` names a loopback endpoint: the
+/// run is a rehearsal (a scripted model on this machine), never a real model run.
+pub fn is_rehearsal(manifest: &Value) -> bool {
+    manifest["configuration"]["provider_endpoints"]
+        .as_array()
+        .is_some_and(|e| e.iter().any(|e| e["loopback"] == true))
+}
+
+#[cfg(test)]
+mod endpoint_tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_record_host_and_loopback_and_never_credentials() {
+        let env = [
+            ("ANTHROPIC_BASE_URL", "http://127.0.0.1:43211"),
+            (
+                "OPENAI_BASE_URL",
+                "https://user:s3cret@api.example.com/v1?key=abc",
+            ),
+            ("ANTHROPIC_API_KEY", "sk-ant-xyz"),
+            ("CODEX_BASE_URL", "http://[::1]:9/v1"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let e = provider_endpoints(&env);
+        assert_eq!(
+            e,
+            json!([
+                {"variable": "ANTHROPIC_BASE_URL", "host": "127.0.0.1", "port": 43211, "loopback": true},
+                {"variable": "CODEX_BASE_URL", "host": "::1", "port": 9, "loopback": true},
+                {"variable": "OPENAI_BASE_URL", "host": "api.example.com", "port": null, "loopback": false},
+            ])
+        );
+        let text = e.to_string();
+        assert!(!text.contains("s3cret") && !text.contains("abc") && !text.contains("sk-ant"));
+        assert!(is_rehearsal(
+            &json!({"configuration": {"provider_endpoints": e}})
+        ));
+        assert!(!is_rehearsal(
+            &json!({"configuration": {"provider_endpoints": [
+            {"variable": "OPENAI_BASE_URL", "host": "api.example.com", "loopback": false}]}})
+        ));
+        assert!(is_loopback_host("localhost") && is_loopback_host("127.8.0.1"));
+        assert!(!is_loopback_host("10.0.0.1") && !is_loopback_host("localhost.example.com"));
+    }
+}

@@ -321,6 +321,12 @@ pub struct Report {
     pub rule: String,
     /// C7: comparative runs are a separate mode, closed here.
     pub gate2: &'static str,
+    /// Issue 22: what the run's evidence logs lost (each names the log and how many records);
+    /// a run with any cannot pass.
+    pub evidence_incomplete: Vec<String>,
+    /// Issue 22 item 5: the loopback provider endpoints the agent host was pointed at
+    /// (`VARIABLE host`); non-empty marks the run a rehearsal, never a real model run.
+    pub rehearsal: Vec<String>,
 }
 
 /// One target in the report; `full_byte`/`behavioral` are false until evaluated.
@@ -426,7 +432,25 @@ impl Report {
             .filter(|s| s.command != "report")
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
-        let passed = steps_ok && evaluated && targets.iter().all(ReportTarget::passed);
+        let evidence_incomplete = canary.evidence_incomplete();
+        let rehearsal = canary
+            .provider_endpoints
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["loopback"] == true)
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e["variable"].as_str().unwrap_or("?"),
+                    e["host"].as_str().unwrap_or("?")
+                )
+            })
+            .collect();
+        let passed = steps_ok
+            && evaluated
+            && targets.iter().all(ReportTarget::passed)
+            && evidence_incomplete.is_empty();
         let failed_step = canary
             .steps
             .iter()
@@ -456,6 +480,8 @@ impl Report {
                 .map(|e| e.rule.clone())
                 .unwrap_or_default(),
             gate2: "closed",
+            evidence_incomplete,
+            rehearsal,
         }
     }
 
@@ -494,6 +520,12 @@ impl Report {
             }
             parts.push(part);
         }
+        if !self.evidence_incomplete.is_empty() {
+            parts.push(format!(
+                "evidence incomplete: {}",
+                self.evidence_incomplete.join("; ")
+            ));
+        }
         if parts.is_empty() && !self.passed {
             parts.push("the evaluator has not run".into());
         }
@@ -504,9 +536,14 @@ impl Report {
     /// table, what failed with the check's output, and the totals line.
     pub fn to_text(&self) -> String {
         let mut out = format!(
-            "patchdiff canary {} — {}\nrun directory: {}\ngate 2: {}\n{}\nsteps:\n",
+            "patchdiff canary {} — {}{}\nrun directory: {}\ngate 2: {}\n{}",
             self.run_id,
             self.outcome.headline(),
+            if self.rehearsal.is_empty() {
+                ""
+            } else {
+                " (REHEARSAL: loopback model endpoint)"
+            },
             self.run_dir,
             self.gate2,
             if self.rule.is_empty() {
@@ -515,6 +552,13 @@ impl Report {
                 format!("{}\n", self.rule)
             }
         );
+        if !self.rehearsal.is_empty() {
+            out.push_str(&format!(
+                "rehearsal: the agent host was pointed at loopback ({}), not a real provider\n",
+                self.rehearsal.join(", ")
+            ));
+        }
+        out.push_str("\nsteps:\n");
         for s in &self.steps {
             out.push_str(&format!(
                 "  {:<11} {:<4} {:>6} ms  {}\n",
@@ -527,6 +571,12 @@ impl Report {
         out.push_str(&self.agent_stop_text());
         if let Some(h) = &self.agent_host {
             out.push_str(&host_text(h));
+        }
+        if !self.evidence_incomplete.is_empty() {
+            out.push_str("\nevidence incomplete (the run cannot pass):\n");
+            for e in &self.evidence_incomplete {
+                out.push_str(&format!("  {e}\n"));
+            }
         }
         out.push_str(&self.targets_text());
         out.push_str(&self.failures_text());
@@ -903,6 +953,8 @@ mod tests {
             infra_abort: None,
             agent_stop: None,
             gate2: "closed",
+            evidence_incomplete: Vec::new(),
+            rehearsal: Vec::new(),
         };
         let xml = report.to_junit();
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid XML");

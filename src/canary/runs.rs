@@ -30,6 +30,8 @@ pub struct RunSummary {
     pub verdicts: BTreeMap<String, String>,
     /// `report.json`'s `outcome` (`passed`, `failed`, `infra_abort`), when it has one.
     pub outcome: Option<String>,
+    /// Issue 22 item 5: the manifest records a loopback provider endpoint — a rehearsal.
+    pub rehearsal: bool,
 }
 
 /// Reads one run directory. Errors when it holds neither a manifest nor a report.
@@ -87,6 +89,7 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
         passed: report["passed"].as_bool(),
         verdicts,
         outcome: report["outcome"].as_str().map(str::to_owned),
+        rehearsal: super::record::is_rehearsal(&manifest),
     })
 }
 
@@ -131,12 +134,7 @@ pub fn render_list(root: &Path, runs: &[RunSummary]) -> String {
             date(r.started_ms),
             r.model.as_deref().unwrap_or("-"),
             r.host.as_deref().unwrap_or("scripted"),
-            match (r.passed, r.outcome.as_deref()) {
-                (_, Some("infra_abort")) => "INFRA_ABORT",
-                (Some(true), _) => "PASSED",
-                (Some(false), _) => "FAILED",
-                (None, _) => "no report",
-            },
+            verdict_word(r),
             if targets.is_empty() {
                 "-".to_owned()
             } else {
@@ -145,6 +143,21 @@ pub fn render_list(root: &Path, runs: &[RunSummary]) -> String {
         ));
     }
     out.join("\n")
+}
+
+/// `PASSED`, `FAILED` or `no report`, with ` (rehearsal)` for a loopback-endpoint run.
+fn verdict_word(r: &RunSummary) -> String {
+    let word = match (r.passed, r.outcome.as_deref()) {
+        (_, Some("infra_abort")) => "INFRA_ABORT",
+        (Some(true), _) => "PASSED",
+        (Some(false), _) => "FAILED",
+        (None, _) => "no report",
+    };
+    if r.rehearsal {
+        format!("{word} (rehearsal)")
+    } else {
+        word.to_owned()
+    }
 }
 
 /// `YYYY-MM-DD HH:MM` (UTC) of a Unix ms time, `-` for 0.
@@ -229,16 +242,18 @@ pub fn compare(a: &Path, b: &Path) -> Result<String, String> {
     let (ra, rb) = (read_run(a)?, read_run(b)?);
     let mut out = vec![
         format!(
-            "A {} · {} · {}",
+            "A {} · {} · {}{}",
             ra.id,
             date(ra.started_ms),
-            ra.model.as_deref().unwrap_or("-")
+            ra.model.as_deref().unwrap_or("-"),
+            if ra.rehearsal { " · rehearsal" } else { "" }
         ),
         format!(
-            "B {} · {} · {}",
+            "B {} · {} · {}{}",
             rb.id,
             date(rb.started_ms),
-            rb.model.as_deref().unwrap_or("-")
+            rb.model.as_deref().unwrap_or("-"),
+            if rb.rehearsal { " · rehearsal" } else { "" }
         ),
         String::new(),
         format!("{:<16} {:<12} {:<12} change", "target", "A", "B"),
@@ -338,6 +353,39 @@ mod tests {
         assert!(text.contains("r-2") && text.contains("PASSED") && text.contains("chess pass"));
         assert!(text.contains("2026-11-30 00:53"), "{text}");
         assert!(text.contains("chess FAIL"), "{text}");
+    }
+
+    #[test]
+    fn a_run_against_a_loopback_endpoint_is_listed_and_compared_as_a_rehearsal() {
+        let root = tempfile::tempdir().unwrap();
+        run(root.path(), "r-real", 1.0, &[("chess", "pass")], &[]);
+        run(root.path(), "r-rehearsal", 2.0, &[("chess", "pass")], &[]);
+        std::fs::write(
+            root.path().join("r-rehearsal/manifest.json"),
+            json!({"run_id": "r-rehearsal", "started_ms": 2.0,
+                   "agent": {"model": "claude-sonnet-4-5"},
+                   "configuration": {"provider_endpoints": [
+                       {"variable": "ANTHROPIC_BASE_URL", "host": "127.0.0.1", "loopback": true}]}})
+            .to_string(),
+        )
+        .unwrap();
+        let text = render_list(root.path(), &list_runs(root.path()));
+        let line = |id: &str| text.lines().find(|l| l.starts_with(id)).unwrap().to_owned();
+        assert!(line("r-rehearsal").contains("PASSED (rehearsal)"), "{text}");
+        assert!(!line("r-real").contains("rehearsal"), "{text}");
+        let compared = compare(
+            &root.path().join("r-real"),
+            &root.path().join("r-rehearsal"),
+        )
+        .unwrap();
+        assert!(
+            compared.lines().nth(1).unwrap().ends_with("· rehearsal"),
+            "{compared}"
+        );
+        assert!(
+            !compared.lines().next().unwrap().contains("rehearsal"),
+            "{compared}"
+        );
     }
 
     #[test]

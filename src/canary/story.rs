@@ -3,7 +3,6 @@
 //! submission the agent made (from the wire logs: request key, outcome, revision, reasons), and
 //! the diffs of the exported bytes against the expected and the original bytes.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -11,7 +10,6 @@ use similar::TextDiff;
 
 use super::host_run::HOST_OBSERVED;
 use super::{Canary, TargetRow};
-use crate::evidence::WireRecord;
 use crate::fixtures::Fixture;
 
 /// Lines of context around each change in the diffs.
@@ -35,37 +33,30 @@ pub struct Attempt {
     pub reasons: Vec<String>,
 }
 
-/// The JSON-RPC messages of a wire log ([`WireRecord`] lines: the exact bytes of each message),
+/// The JSON-RPC messages of a wire log ([`crate::evidence::WireRecord`] lines: the exact bytes of each message),
 /// in wire order; lines that are not records, or messages that are not JSON, are skipped.
 pub fn wire_messages(log: &str) -> Vec<Value> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<WireRecord>(l).ok())
-        .map(|record| record.message())
-        .filter(Value::is_object)
+    crate::evidence::wire_messages(log)
+        .into_iter()
+        .map(|m| m.message)
         .collect()
 }
 
-/// The submissions to `target` in a wire log, each paired with its result by request id.
+/// The submissions to `target` in a wire log, each paired with its result by (process,
+/// request id) through [`crate::evidence::wire_exchanges`] (issue 22: processes sharing a log
+/// reuse ids).
 pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
-    let messages = wire_messages(log);
-    let mut results: HashMap<String, &Value> = HashMap::new();
-    for m in &messages {
-        if m.get("method").is_none()
-            && let Some(id) = m.get("id")
-        {
-            results.insert(id.to_string(), m);
-        }
-    }
-    messages
-        .iter()
-        .filter(|m| {
+    let messages = crate::evidence::wire_messages(log);
+    crate::evidence::wire_exchanges(&messages)
+        .into_iter()
+        .map(|(m, reply)| (&m.message, reply.map(|r| &r.message)))
+        .filter(|(m, _)| {
             m["method"] == "tools/call"
                 && m["params"]["name"] == "patchdiff_submit_observed_operations"
                 && m["params"]["arguments"]["target"] == target
         })
-        .map(|m| {
+        .map(|(m, reply)| {
             let args = &m["params"]["arguments"];
-            let reply = results.get(&m["id"].to_string());
             let (outcome, revision, reasons) = match reply {
                 None => ("no reply".to_owned(), None, Vec::new()),
                 Some(r) if r.get("error").is_some() => (
@@ -350,6 +341,43 @@ mod tests {
         assert_eq!(attempts[1].reasons, ["OLD_TEXT_NOT_FOUND gone"]);
         let unanswered = attempts_in(&submit(9, "k-9", "chess"), "observed", "chess");
         assert_eq!(unanswered[0].outcome, "no reply");
+    }
+
+    #[test]
+    fn submissions_of_two_processes_sharing_a_log_pair_by_process_and_id() {
+        let of = |pid: u32, message: Value| {
+            json!({"seq": 0, "pid": pid, "mono_ns": 0, "ts_ms": 0.0, "direction": "request",
+                   "raw": message.to_string()})
+            .to_string()
+        };
+        let submit = |pid: u32, key: &str| {
+            of(
+                pid,
+                json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+                "name": "patchdiff_submit_observed_operations",
+                "arguments": {"target": "chess", "request_key": key, "base_revision": 1}}}),
+            )
+        };
+        let reply = |pid: u32, outcome: &str| {
+            of(
+                pid,
+                json!({"jsonrpc": "2.0", "id": 4, "result": {"structuredContent": {
+                "outcome": outcome, "revision": 2}}}),
+            )
+        };
+        let log = [
+            submit(11, "k-a"),
+            submit(22, "k-b"),
+            reply(22, "rejected"),
+            reply(11, "accepted"),
+        ]
+        .join("\n");
+        let attempts = attempts_in(&log, "host-observed", "chess");
+        let seen: Vec<(&str, &str)> = attempts
+            .iter()
+            .map(|a| (a.request_key.as_str(), a.outcome.as_str()))
+            .collect();
+        assert_eq!(seen, [("k-a", "accepted"), ("k-b", "rejected")]);
     }
 
     #[test]

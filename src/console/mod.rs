@@ -66,12 +66,16 @@ pub enum AppEvent {
 pub struct StoreAt {
     pub sqlite: PathBuf,
     pub postgres_url: Option<String>,
+    /// How the SQLite file is opened (a past run's: read-only, immutable; issue 22).
+    pub access: sources::StoreAccess,
 }
 
-/// Data-source tasks; replaced wholesale on `attach`, aborted on drop.
+/// Data-source tasks; replaced wholesale on `attach`, aborted on drop (the store poller's
+/// connection is closed then, synchronously).
 #[derive(Default)]
 pub struct Sources {
     tasks: Vec<JoinHandle<()>>,
+    store: Option<sources::StoreHandle>,
 }
 
 impl Sources {
@@ -105,23 +109,43 @@ impl Sources {
             AppEvent::Source,
             first_batch,
         )];
+        let mut store = None;
         if let Some(db) = database {
-            tasks.push(sources::spawn_store_poller(
+            let (task, handle) = sources::spawn_store_poller(
                 db.sqlite,
                 db.postgres_url,
+                db.access,
                 tx.clone(),
                 AppEvent::Source,
-            ));
+            );
+            tasks.push(task);
+            store = Some(handle);
         }
-        Self { tasks }
+        Self { tasks, store }
+    }
+
+    /// Stops every source and closes the store poller's connection; when this returns the
+    /// console holds no handle on the run's database (issue 22: before `report` seals it).
+    pub fn close(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(store) = &self.store {
+            store.close();
+        }
+    }
+
+    /// Whether the store poller holds a database connection now.
+    pub fn store_open(&self) -> bool {
+        self.store
+            .as_ref()
+            .is_some_and(sources::StoreHandle::is_open)
     }
 }
 
 impl Drop for Sources {
     fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
+        self.close();
     }
 }
 
@@ -404,6 +428,9 @@ impl Drop for TerminalGuard {
 struct Interactive {
     /// The canary task's queue; `None` in attach-only mode.
     commands: Option<mpsc::Sender<Command>>,
+    /// The canary task and the options its run was created with (`new` starts the next run
+    /// with them); `None` in attach-only mode.
+    runner: Option<(runner::RunnerHandle, CanaryOptions)>,
     sources: Sources,
     tx: mpsc::Sender<AppEvent>,
     /// The PostgreSQL store the settings select, for attached stores too (P1).
@@ -429,6 +456,17 @@ impl CommandSink for Interactive {
             Command::Attach { events, database } => {
                 app.queued = app.queued.saturating_sub(1);
                 self.attach(app, &events, database.as_deref());
+            }
+            Command::New => {
+                app.queued = app.queued.saturating_sub(1);
+                self.new_run(app);
+            }
+            // Issue 22: sealed means finished — the console's own handles on the run (the store
+            // poller's connection, the tailers) are closed before `report` checkpoints and
+            // hashes it; a sealed run's report is refused by the canary before anything.
+            Command::Report if !app.canary.as_ref().is_some_and(|c| c.sealed) => {
+                self.sources.close();
+                self.forward(app, Command::Report);
             }
             command => self.forward(app, command),
         }
@@ -496,8 +534,66 @@ impl Interactive {
             return;
         };
         let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
-        self.attach(app, &events, database.as_deref());
+        // Issue 22: truly read-only — the store opens `immutable=1`, nothing is created in the
+        // run (a console killed while it is open leaves the run verifying).
+        attach_with(
+            app,
+            &mut self.sources,
+            &self.tx,
+            &events,
+            database.as_deref(),
+            None,
+            sources::StoreAccess::ReadOnly,
+        );
         app.push_status(true, format!("opened past run {} read-only", run.display()));
+    }
+
+    /// `new` (issue 22): once the run is sealed, starts the next run in this console — a new
+    /// run directory and canary task, the screen's sources and evidence logs switched to it.
+    fn new_run(&mut self, app: &mut App) {
+        let sealed = app.canary.as_ref().is_some_and(|c| c.sealed);
+        let Some((_, options)) = self.runner.as_ref().filter(|_| sealed) else {
+            app.push_status(
+                false,
+                if self.runner.is_none() {
+                    "`new` needs a canary; this console only watches (attach mode)".to_owned()
+                } else {
+                    "`new` starts the next run once this one is sealed: run `report` first"
+                        .to_owned()
+                },
+            );
+            return;
+        };
+        let canary = match Canary::create(options.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                app.push_status(false, format!("cannot start a new run: {e:#}"));
+                return;
+            }
+        };
+        let previous = app.canary.as_ref().map(|c| c.run_id.clone());
+        self.sources.close();
+        self.sources = run_sources(&canary, self.postgres_url.clone(), &self.tx);
+        app.evidence = run_evidence_view(&canary.run);
+        app.evidence.reload();
+        app.monitor = state::Monitor::new();
+        app.store_targets.clear();
+        app.canary = None;
+        let options = canary.options.clone();
+        let run_id = canary.run.run_id.clone();
+        let handle = runner::spawn(canary, self.tx.clone(), AppEvent::Runner);
+        self.commands = Some(handle.commands.clone());
+        if let Some((old, _)) = self.runner.replace((handle, options)) {
+            // The sealed run's processes are already stopped; its task ends in the background.
+            tokio::spawn(old.shutdown());
+        }
+        app.push_status(
+            true,
+            format!(
+                "new run {run_id} (the sealed run {} stays as it is)",
+                previous.unwrap_or_default()
+            ),
+        );
     }
 
     /// Any other command goes to the canary task; attach-only mode has none.
@@ -531,11 +627,35 @@ pub fn attach(
     database: Option<&Path>,
     postgres_url: Option<&str>,
 ) {
+    attach_with(
+        app,
+        sources,
+        tx,
+        events,
+        database,
+        postgres_url,
+        sources::StoreAccess::Live,
+    );
+}
+
+/// [`attach`] opening the store with `access` (a past run's: read-only, issue 22).
+pub fn attach_with(
+    app: &mut App,
+    sources: &mut Sources,
+    tx: &mpsc::Sender<AppEvent>,
+    events: &Path,
+    database: Option<&Path>,
+    postgres_url: Option<&str>,
+    access: sources::StoreAccess,
+) {
+    // The old sources close (and their store connection) before the new ones start.
+    sources.close();
     *sources = Sources::start(
         &[("observed".to_owned(), events.to_path_buf())],
         database.map(|d| StoreAt {
             sqlite: d.to_path_buf(),
             postgres_url: postgres_url.map(str::to_owned),
+            access,
         }),
         tx,
     );
@@ -660,8 +780,41 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
     let postgres_url = sources::postgres_url(&options.settings);
     let canary = Canary::create(options)?;
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
-    let run = canary.run.clone();
-    let sources = Sources::start(
+    let sources = run_sources(&canary, postgres_url.clone(), &tx);
+    let mut app = App::new(color, unix_ms_now());
+    app.evidence = run_evidence_view(&canary.run);
+    let options = canary.options.clone();
+    let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
+    let mut sink = Interactive {
+        commands: Some(handle.commands.clone()),
+        runner: Some((handle, options)),
+        sources,
+        tx: tx.clone(),
+        postgres_url,
+    };
+    let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
+    let runner = sink.runner.take();
+    drop(sink);
+    eprintln!("patchdiff: stopping child processes…");
+    if let Some((handle, _)) = runner {
+        handle.shutdown().await;
+    }
+    let shown = app
+        .canary
+        .as_ref()
+        .map_or_else(String::new, |c| c.run_path.display().to_string());
+    eprintln!("patchdiff: console closed · evidence {shown}");
+    result
+}
+
+/// The data sources of a canary run: its processes' perf events and its store.
+fn run_sources(
+    canary: &Canary,
+    postgres_url: Option<String>,
+    tx: &mpsc::Sender<AppEvent>,
+) -> Sources {
+    let run = &canary.run;
+    Sources::start(
         &[
             ("observed".to_owned(), run.perf_events("observed")),
             ("full".to_owned(), run.perf_events("full")),
@@ -670,12 +823,16 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
         ],
         Some(StoreAt {
             sqlite: canary.database_path(),
-            postgres_url: postgres_url.clone(),
+            postgres_url,
+            access: sources::StoreAccess::Live,
         }),
-        &tx,
-    );
-    let mut app = App::new(color, unix_ms_now());
-    app.evidence = evidence::EvidenceView::new(vec![
+        tx,
+    )
+}
+
+/// The evidence viewer's logs of a canary run.
+fn run_evidence_view(run: &crate::evidence::RunDir) -> evidence::EvidenceView {
+    evidence::EvidenceView::new(vec![
         ("observed requests/results".into(), run.wire_log("observed")),
         ("full requests/results".into(), run.wire_log("full")),
         ("transcript".into(), run.transcript()),
@@ -696,23 +853,7 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
             "worker stderr (observed)".into(),
             run.worker_stderr_log("observed"),
         ),
-    ]);
-    let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
-    let mut sink = Interactive {
-        commands: Some(handle.commands.clone()),
-        sources,
-        tx: tx.clone(),
-        postgres_url,
-    };
-    let result = run_terminal(&mut app, &tx, &mut rx, &mut sink).await;
-    drop(sink);
-    eprintln!("patchdiff: stopping child processes…");
-    handle.shutdown().await;
-    eprintln!(
-        "patchdiff: console closed · evidence {}",
-        run.path.display()
-    );
-    result
+    ])
 }
 
 /// Opens the interactive console in attach mode only (no canary, no child processes): it
@@ -729,6 +870,7 @@ pub async fn run_attach(
     let mut app = App::new(app::color_enabled(settings), unix_ms_now());
     let mut sink = Interactive {
         commands: None,
+        runner: None,
         sources: Sources::default(),
         tx: tx.clone(),
         postgres_url: sources::postgres_url(settings),

@@ -50,6 +50,8 @@ pub struct CanarySnapshot {
     pub host: Option<HostProgress>,
     /// Issue 21 item 3: why the run stopped before the agent acted (`infra_abort`), if it did.
     pub infra_abort: Option<String>,
+    /// Issue 22: `report` sealed the run; steps are refused, `new` starts the next run.
+    pub sealed: bool,
 }
 
 impl CanarySnapshot {
@@ -80,6 +82,7 @@ impl CanarySnapshot {
             steps: canary.steps[skip..].to_vec(),
             host: canary.host_progress.lock().ok().and_then(|p| p.clone()),
             infra_abort: canary.infra_abort(),
+            sealed: canary.is_sealed(),
         }
     }
 }

@@ -109,46 +109,98 @@ pub fn postgres_url(settings: &Settings) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// The store poller's connection, shared with its owner so closing it is synchronous
+/// (issue 22: `report` closes every handle the run holds before it hashes the database).
+#[derive(Default)]
+pub struct PollerStore {
+    store: Option<std::sync::Arc<dyn EditStore>>,
+    closed: bool,
+}
+
+/// A handle on a [`spawn_store_poller`] poller's connection.
+#[derive(Clone, Default)]
+pub struct StoreHandle(std::sync::Arc<std::sync::Mutex<PollerStore>>);
+
+impl StoreHandle {
+    /// Closes the poller's database connection and stops it reopening one. Waits for a read
+    /// under way (reads run under the same lock), so when this returns no connection of the
+    /// poller is open.
+    pub fn close(&self) {
+        let mut slot = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        slot.closed = true;
+        slot.store = None;
+    }
+
+    /// Whether the poller has a database connection open.
+    pub fn is_open(&self) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .store
+            .is_some()
+    }
+}
+
+/// How the store poller opens its database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreAccess {
+    /// A live run's database (the MCP processes write it).
+    Live,
+    /// A past run's SQLite file, opened `immutable=1` read-only: nothing is created or
+    /// changed beside it (issue 22).
+    ReadOnly,
+}
+
 /// Reads the targets every [`STORE_INTERVAL`] from the PostgreSQL database at `postgres_url`
 /// when given (see [`postgres_url`]), else from the SQLite database at `path` once the file
-/// exists.
+/// exists (read-only with [`StoreAccess::ReadOnly`]). The returned [`StoreHandle`] closes its
+/// connection.
 pub fn spawn_store_poller<E: Send + 'static>(
     path: PathBuf,
     postgres_url: Option<String>,
+    access: StoreAccess,
     events: mpsc::Sender<E>,
     wrap: fn(SourceEvent) -> E,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
+) -> (JoinHandle<()>, StoreHandle) {
+    let handle = StoreHandle::default();
+    let slot = handle.clone();
+    let task = tokio::spawn(async move {
         let url = postgres_url;
-        let mut store: Option<std::sync::Arc<dyn EditStore>> = None;
         let mut tick = tokio::time::interval(STORE_INTERVAL);
         loop {
             tick.tick().await;
-            if store.is_none() {
-                if url.is_none() && !path.exists() {
-                    continue;
-                }
-                let (p, u) = (path.clone(), url.clone());
-                match tokio::task::spawn_blocking(move || {
-                    crate::store::open_backend(&p, u.as_deref())
-                })
-                .await
-                {
-                    Ok(Ok(s)) => store = Some(s),
-                    Ok(Err(e)) => {
-                        let _ = events
-                            .send(wrap(SourceEvent::Targets(Err(e.to_string()))))
-                            .await;
-                        continue;
-                    }
-                    Err(_) => continue,
-                }
+            if url.is_none() && !path.exists() {
+                continue;
             }
-            let Some(s) = store.clone() else { continue };
-            let reading = tokio::task::spawn_blocking(move || s.list_targets())
-                .await
-                .map_err(|e| e.to_string())
-                .and_then(|r| r.map_err(|e| e.to_string()));
+            let (p, u, slot) = (path.clone(), url.clone(), slot.clone());
+            // Opening and reading hold the slot's lock, so `close` waits for them.
+            let reading = tokio::task::spawn_blocking(move || {
+                let mut guard = slot.0.lock().unwrap_or_else(|e| e.into_inner());
+                if guard.closed {
+                    return None;
+                }
+                if guard.store.is_none() {
+                    let opened = match (access, u) {
+                        (StoreAccess::ReadOnly, None) => {
+                            crate::store::SqliteStore::open_read_only(&p)
+                                .map(|s| std::sync::Arc::new(s) as std::sync::Arc<dyn EditStore>)
+                        }
+                        (_, u) => crate::store::open_backend(&p, u.as_deref()),
+                    };
+                    match opened {
+                        Ok(s) => guard.store = Some(s),
+                        Err(e) => return Some(Err(e.to_string())),
+                    }
+                }
+                let store = guard.store.as_ref()?;
+                Some(store.list_targets().map_err(|e| e.to_string()))
+            })
+            .await;
+            let reading = match reading {
+                Ok(Some(r)) => r,
+                Ok(None) => return,
+                Err(e) => Err(e.to_string()),
+            };
             if events
                 .send(wrap(SourceEvent::Targets(reading)))
                 .await
@@ -157,7 +209,8 @@ pub fn spawn_store_poller<E: Send + 'static>(
                 return;
             }
         }
-    })
+    });
+    (task, handle)
 }
 
 #[cfg(test)]

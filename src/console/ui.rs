@@ -280,6 +280,11 @@ pub fn draw_pane(frame: &mut Frame, app: &App, pane: Pane, rect: Rect) {
 fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     let what = match (&app.canary, &app.attached) {
         (_, Some(a)) => format!("attached · events {}", a.events.display()),
+        (Some(c), None) if c.sealed => format!(
+            "canary · run {}{} · sealed: `:new` starts the next run",
+            c.run_id,
+            verdict(c)
+        ),
         (Some(c), None) => format!("canary · run {}{}", c.run_id, verdict(c)),
         (None, None) => "canary · starting".into(),
     };

@@ -20,7 +20,7 @@ mod target_lock;
 
 pub use crate::kernel::types::*;
 pub use postgres::{POOL_MAX_CONNECTIONS, PostgresStore, redact_database_url};
-pub use sqlite::{Durability, SqliteStore};
+pub use sqlite::{Durability, SqliteStore, checkpoint_for_seal};
 
 use std::fmt;
 use std::path::{Path, PathBuf};

@@ -397,6 +397,41 @@ impl SqliteStore {
         })
     }
 
+    /// Opens the database at `path` truly read-only (issue 22: a past, sealed run): SQLite's
+    /// `immutable=1` URI with `SQLITE_OPEN_READ_ONLY`, so nothing is created or changed beside
+    /// it (no `-wal`, no `-shm`, no lock files) and every write fails. No migration runs; a
+    /// schema this build cannot read fails on the first query.
+    ///
+    /// Errors: `STORAGE` when the file is missing or cannot be opened.
+    pub fn open_read_only(path: &Path) -> Result<Self, StoreError> {
+        use rusqlite::OpenFlags;
+        let ctx = format!("opening database {} read-only", path.display());
+        if !path.is_file() {
+            return Err(StoreError::new(
+                ErrorCode::Storage,
+                format!("{ctx}: no such database file"),
+            ));
+        }
+        let uri = immutable_uri(path);
+        let open = || {
+            Connection::open_with_flags(
+                &uri,
+                OpenFlags::SQLITE_OPEN_READ_ONLY
+                    | OpenFlags::SQLITE_OPEN_URI
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            )
+            .map_err(|e| StoreError::storage(&ctx, e))
+        };
+        Ok(Self {
+            writer: Mutex::new(open()?),
+            reader: Mutex::new(open()?),
+            cache: ContentCache::default(),
+            target_locks: TargetLocks::new(path),
+            lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
+            path: path.to_owned(),
+        })
+    }
+
     /// The database file this store uses.
     pub fn path(&self) -> &Path {
         &self.path
@@ -967,4 +1002,56 @@ impl EditStore for SqliteStore {
             path: self.path.clone(),
         }
     }
+}
+
+/// `file:` URI for `path` with `immutable=1` (percent-encoding what a URI path may not hold).
+fn immutable_uri(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
+/// Checkpoints the SQLite database at `path` into its main file and truncates its WAL
+/// (`PRAGMA wal_checkpoint(TRUNCATE)`), for sealing a run (issue 22): afterwards the main file
+/// holds every committed transaction and, once the last connection closes, SQLite removes the
+/// `-wal` and `-shm` side files. A missing file is nothing to do.
+///
+/// Errors: `STORAGE` when it cannot be opened, or another connection kept the checkpoint from
+/// completing within the busy timeout (a handle the run still holds).
+pub fn checkpoint_for_seal(path: &Path) -> Result<(), StoreError> {
+    use rusqlite::OpenFlags;
+    if !path.is_file() {
+        return Ok(());
+    }
+    let ctx = format!("checkpointing database {}", path.display());
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(|e| StoreError::storage(&ctx, e))?;
+    conn.busy_timeout(Duration::from_millis(BUSY_TIMEOUT_MS))
+        .map_err(|e| StoreError::storage(&ctx, e))?;
+    let (busy, _log, _done): (i64, i64, i64) = conn
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .map_err(|e| StoreError::storage(&ctx, e))?;
+    if busy != 0 {
+        return Err(StoreError::new(
+            ErrorCode::Storage,
+            format!(
+                "{ctx}: another connection still holds the database, so its WAL could not be \
+                 checkpointed; close every reader of the run before sealing it"
+            ),
+        ));
+    }
+    conn.close().map_err(|(_, e)| StoreError::storage(&ctx, e))
 }
