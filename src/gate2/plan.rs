@@ -14,6 +14,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::power;
+
 /// The gate a comparison plan must name (SPEC C7).
 pub const PLAN_GATE: u8 = 2;
 /// Fewest runs per arm a plan may ask for (GATE2 §4.4).
@@ -247,6 +249,25 @@ pub enum PlanProblem {
         /// `baseline` or `candidate`.
         arm: &'static str,
     },
+    /// An extension whose exact worst-case false-alarm rate exceeds α (GATE2 §4.4).
+    #[error(
+        "extend_to = {extend_to}: testing at {runs} and again at {extend_to} runs per arm \
+         false-alarms up to {sup:.4} (at a true pass rate of {at_rate_pct:.0} %), above alpha = \
+         {alpha}; accepted is an extension whose exact worst case stays within alpha (a nearer \
+         extend_to or a smaller alpha)"
+    )]
+    ExtensionSize {
+        /// The plan's runs.
+        runs: u32,
+        /// The extension.
+        extend_to: u32,
+        /// The plan's α.
+        alpha: f64,
+        /// The exact supremum of the type-I error.
+        sup: f64,
+        /// Where it is reached, in percent.
+        at_rate_pct: f64,
+    },
     /// A configuration or declared name that is not a dotted lower-case identifier.
     #[error(
         "{place} {name:?}: accepted are dotted lower-case names such as agent.model \
@@ -475,6 +496,23 @@ impl Plan {
                 runs: self.runs,
             });
         }
+        let alpha_ok = self.alpha > 0.0 && self.alpha <= MAX_ALPHA;
+        if let Some(extend_to) = self.extend_to
+            && runs_ok
+            && alpha_ok
+            && extend_to > self.runs
+            && extend_to <= MAX_RUNS
+            && let Ok(size) = power::extension_size(self.runs, extend_to, self.alpha)
+            && size.sup > self.alpha
+        {
+            out.push(PlanProblem::ExtensionSize {
+                runs: self.runs,
+                extend_to,
+                alpha: self.alpha,
+                sup: size.sup,
+                at_rate_pct: size.at_rate * 100.0,
+            });
+        }
         let max_concurrency = MAX_CONCURRENCY.min(2 * self.runs.max(1));
         if !(1..=max_concurrency).contains(&self.concurrency) {
             out.push(PlanProblem::Concurrency {
@@ -482,7 +520,7 @@ impl Plan {
                 max: max_concurrency,
             });
         }
-        if !(self.alpha > 0.0 && self.alpha <= MAX_ALPHA) {
+        if !alpha_ok {
             out.push(PlanProblem::Alpha(self.alpha));
         }
         if !(1..=MAX_REJUDGE).contains(&self.rejudge_repeat) {
@@ -850,6 +888,24 @@ configuration = { "agent.model" = "m2" }
             );
         }
         assert!(example().problems().is_empty());
+    }
+
+    #[test]
+    fn an_extension_beyond_alpha_is_refused_at_plan_time() {
+        // 10 → 20 at 0.05 stays at 0.0385 (GATE2 §3.7): accepted.
+        assert!(example().problems().is_empty());
+        let problems = problems_of(|p| {
+            p.alpha = 0.1;
+            p.extend_to = Some(30);
+        });
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].starts_with(
+                "extend_to = 30: testing at 10 and again at 30 runs per arm false-alarms up to 0.11"
+            ),
+            "{problems:?}"
+        );
+        assert!(problems[0].contains("above alpha = 0.1"), "{problems:?}");
     }
 
     #[test]

@@ -212,6 +212,97 @@ pub fn runs_needed(
     Ok(None)
 }
 
+/// The worst-case false-alarm rate of a design with one extension (GATE2 §3.7, §4.4).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct ExtensionSize {
+    /// sup over the common true pass rate of P(flag at the first look, or not then and at the
+    /// second): the exact type-I error of one target, the extension always taken.
+    pub sup: f64,
+    /// The pass rate where the supremum is reached.
+    pub at_rate: f64,
+}
+
+/// Grid points over (0, 1) for [`extension_size`]'s supremum, before local refinement.
+const EXTENSION_GRID: u32 = 200;
+
+/// The exact type-I error of testing one target with one-sided Fisher at level `alpha` after
+/// `runs` per arm and, if not flagged then, again after `extend_to` (GATE2 §3.7 "peeking"),
+/// maximised over the common true pass rate (a 200-point grid, then golden-section
+/// refinement around the best point). 10 → 20 at 0.05 gives 0.0385 at ≈ 0.67. Errors: a
+/// design out of range, or `extend_to` ≤ `runs`.
+pub fn extension_size(runs: u32, extend_to: u32, alpha: f64) -> Result<ExtensionSize, PowerError> {
+    if extend_to <= runs {
+        return Err(PowerError::Runs(extend_to));
+    }
+    let first = RejectionRegion::of(Design::new(runs, alpha)?)?;
+    let second = RejectionRegion::of(Design::new(extend_to, alpha)?)?;
+    let added = extend_to - runs;
+    let size = |rate: f64| -> f64 {
+        let f: Vec<f64> = (0..=runs).map(|k| binomial_pmf(runs, k, rate)).collect();
+        let g: Vec<f64> = (0..=added).map(|k| binomial_pmf(added, k, rate)).collect();
+        let g_cdf = binomial_cdf(added, rate);
+        let mut total = 0.0;
+        for (a1, &fa) in f.iter().enumerate() {
+            let t1 = first.flagged_at[a1];
+            for (b1, &fb) in f.iter().enumerate() {
+                let w = fa * fb;
+                if t1.is_some_and(|t| b1 as u32 <= t) {
+                    total += w;
+                    continue;
+                }
+                let later: f64 = g
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(a2, &ga)| {
+                        let t2 = second.flagged_at[a1 + a2]?;
+                        let room = (t2 as usize).checked_sub(b1)?;
+                        Some(ga * g_cdf[room.min(added as usize)])
+                    })
+                    .sum();
+                total += w * later;
+            }
+        }
+        total
+    };
+    let mut best = ExtensionSize {
+        sup: 0.0,
+        at_rate: 0.5,
+    };
+    for i in 1..EXTENSION_GRID {
+        let rate = f64::from(i) / f64::from(EXTENSION_GRID);
+        let s = size(rate);
+        if s > best.sup {
+            best = ExtensionSize {
+                sup: s,
+                at_rate: rate,
+            };
+        }
+    }
+    let step = 1.0 / f64::from(EXTENSION_GRID);
+    let (mut lo, mut hi) = (
+        (best.at_rate - step).max(1e-6),
+        (best.at_rate + step).min(1.0 - 1e-6),
+    );
+    let phi = (5f64.sqrt() - 1.0) / 2.0;
+    for _ in 0..40 {
+        let (x1, x2) = (hi - phi * (hi - lo), lo + phi * (hi - lo));
+        if size(x1) >= size(x2) {
+            hi = x2;
+        } else {
+            lo = x1;
+        }
+    }
+    let rate = (lo + hi) / 2.0;
+    let s = size(rate);
+    if s > best.sup {
+        best = ExtensionSize {
+            sup: s,
+            at_rate: rate,
+        };
+    }
+    Ok(best)
+}
+
 /// The one-sided 95 % "not worse than" bound when every run of both arms passed: the Newcombe
 /// lower limit of B − A at N/N vs N/N, as a positive proportion (0.213 at N = 10, GATE2 §3.4).
 pub fn not_worse_than(runs: u32) -> Result<f64, StatsError> {
@@ -532,6 +623,14 @@ mod tests {
         // Below GATE2's columns: 4/10 → 0/10 still is (p = 210/4845), 3/10 → 0/10 is not.
         assert_eq!(r.flagged_at[4], Some(0));
         assert_eq!(r.flagged_at[3], None);
+        // README's "Decide between two agents" table: a perfect baseline at N = 20, 30, 50.
+        for (runs, at) in [(20, 15), (30, 25), (50, 45)] {
+            assert_eq!(
+                region(runs).flagged_at[runs as usize],
+                Some(at),
+                "N = {runs}"
+            );
+        }
         // Each threshold is the boundary: c is flagged, c + 1 is not.
         for a in 5..=10u32 {
             let c = r.flagged_at[a as usize].unwrap();
@@ -609,6 +708,19 @@ mod tests {
             assert_eq!(runs_needed(pa, pb, 0.05, 0.8, 100).unwrap(), Some(runs));
         }
         assert_eq!(runs_needed(1.0, 0.99, 0.05, 0.8, 20).unwrap(), None);
+    }
+
+    #[test]
+    fn one_extension_stays_within_alpha_as_gate2_computes() {
+        // GATE2 §3.7: test at 10, if not flagged add 10 and test at 20: sup 0.0385 at p ≈ 0.66,
+        // below α though 1.8× the single look's 0.021.
+        let e = extension_size(10, 20, 0.05).unwrap();
+        close(e.sup, 0.0385, 0.0002);
+        assert!((0.6..0.72).contains(&e.at_rate), "{}", e.at_rate);
+        // 10 → 30 at α 0.1 exceeds α (0.113, checked independently); a plan refuses it.
+        let e = extension_size(10, 30, 0.1).unwrap();
+        assert!(e.sup > 0.1 && e.sup < 0.12, "{}", e.sup);
+        assert!(extension_size(10, 10, 0.05).is_err());
     }
 
     #[test]

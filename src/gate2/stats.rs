@@ -69,7 +69,7 @@ pub enum StatsError {
     },
     /// Too many relabelings to enumerate exactly.
     #[error(
-        "{relabelings} relabelings ({n_a} + {n_b} runs) exceed the exact-enumeration limit of \
+        "{relabelings:.3e} relabelings ({n_a} + {n_b} runs) exceed the exact-enumeration limit of \
          {MAX_ENUMERATED_RELABELINGS}; at most 13 + 13 runs are enumerated"
     )]
     TooManyRelabelings {
@@ -796,6 +796,48 @@ pub fn mean_permutation(
     })
 }
 
+/// A continuous per-run metric (minutes, turns, tool calls, tokens, cache-read share, cost)
+/// compared between arms, all in the metric's unit (GATE2 §4.7.6). Descriptive.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricComparison {
+    /// Median over baseline runs.
+    pub baseline_median: f64,
+    /// Median over candidate runs.
+    pub candidate_median: f64,
+    /// Mean over baseline runs.
+    pub baseline_mean: f64,
+    /// Mean over candidate runs.
+    pub candidate_mean: f64,
+    /// candidate_median − baseline_median.
+    pub median_difference: f64,
+    /// Hodges–Lehmann shift (median of all B − A).
+    pub hodges_lehmann: f64,
+    /// The exact permutation test on the mean; `None` past [`MAX_ENUMERATED_RELABELINGS`].
+    pub permutation: Option<MeanPermutation>,
+}
+
+/// Medians, means, Δ median, Hodges–Lehmann shift and the exact permutation p of one metric.
+/// Errors: an empty arm, a NaN or infinite value (the permutation test past its enumeration
+/// limit is `None`, not an error).
+pub fn compare_metric(baseline: &[f64], candidate: &[f64]) -> Result<MetricComparison, StatsError> {
+    let permutation = match mean_permutation(baseline, candidate) {
+        Ok(p) => Some(p),
+        Err(StatsError::TooManyRelabelings { .. }) => None,
+        Err(e) => return Err(e),
+    };
+    let mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let (baseline_median, candidate_median) = (median(baseline)?, median(candidate)?);
+    Ok(MetricComparison {
+        baseline_median,
+        candidate_median,
+        baseline_mean: mean(baseline),
+        candidate_mean: mean(candidate),
+        median_difference: candidate_median - baseline_median,
+        hodges_lehmann: hodges_lehmann(baseline, candidate)?,
+        permutation,
+    })
+}
+
 /// Calls `visit` with the sum of every size-`pick` subset of `values`.
 fn enumerate_subset_sums(values: &[f64], pick: usize, visit: &mut impl FnMut(f64)) {
     fn go(values: &[f64], start: usize, left: usize, sum: f64, visit: &mut impl FnMut(f64)) {
@@ -803,8 +845,13 @@ fn enumerate_subset_sums(values: &[f64], pick: usize, visit: &mut impl FnMut(f64
             visit(sum);
             return;
         }
-        for i in start..=values.len() - left {
-            go(values, i + 1, left - 1, sum + values[i], visit);
+        for (i, &v) in values
+            .iter()
+            .enumerate()
+            .take(values.len() + 1 - left)
+            .skip(start)
+        {
+            go(values, i + 1, left - 1, sum + v, visit);
         }
     }
     go(values, 0, pick, 0.0, visit);
@@ -1176,6 +1223,22 @@ mod tests {
         ));
         assert!(e.to_string().contains("at most 13 + 13 runs"), "{e}");
         assert!(mean_permutation(&vec![1.0; 13], &vec![2.0; 13]).is_ok());
+    }
+
+    #[test]
+    fn compare_metric_summarises_one_metric_per_arm() {
+        let minutes_a = [10.0, 11.0, 12.0, 30.0];
+        let minutes_b = [12.0, 13.0, 15.0, 14.0];
+        let m = compare_metric(&minutes_a, &minutes_b).unwrap();
+        assert_eq!((m.baseline_median, m.candidate_median), (11.5, 13.5));
+        assert_eq!(m.median_difference, 2.0);
+        close(m.baseline_mean, 15.75, 1e-12);
+        // Differences b − a: 2,1,0,−18, 3,2,1,−17, 5,4,3,−15, 4,3,2,−16 → median 2.
+        assert_eq!(m.hodges_lehmann, 2.0);
+        assert_eq!(m.permutation.unwrap().relabelings, 70);
+        let long = vec![1.0; 14];
+        assert!(compare_metric(&long, &long).unwrap().permutation.is_none());
+        assert!(compare_metric(&[], &long).is_err());
     }
 
     #[test]
