@@ -8,6 +8,7 @@ pub mod console;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
+pub mod gate2;
 pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;

@@ -45,6 +45,30 @@ enum Cmd {
     /// Export the perf events of every process of a run as a Chrome trace-event file that
     /// Perfetto UI (ui.perfetto.dev) and chrome://tracing open.
     Trace(TraceArgs),
+    /// Gate 2 (SPEC C7): compare two agent configurations over many sealed runs. Read-only
+    /// views need no gate.
+    #[command(subcommand)]
+    Compare(CompareCmd),
+}
+
+#[derive(Subcommand)]
+enum CompareCmd {
+    /// What N runs per arm can detect: flag thresholds, exact power, minimum detectable drop
+    /// (one-sided Fisher exact). Runs nothing; needs no gate.
+    Power(PowerArgs),
+}
+
+#[derive(clap::Args)]
+struct PowerArgs {
+    /// Runs per arm (2 to 200).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    runs: u32,
+    /// One-sided level per target (above 0, at most 0.5).
+    #[arg(long, value_name = "A", default_value_t = 0.05)]
+    alpha: f64,
+    /// Print the table as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -190,12 +214,38 @@ fn main() -> ExitCode {
             Some(Cmd::Evaluate(args)) => run_evaluate(args, &settings).await,
             Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
             Some(Cmd::Trace(args)) => run_trace(args),
+            Some(Cmd::Compare(CompareCmd::Power(args))) => run_compare_power(&args),
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an
     // open stdin (an MCP server stopped by SIGTERM while its client keeps the pipe open).
     runtime.shutdown_background();
     ExitCode::from(code as u8)
+}
+
+/// `patchdiff compare power` (issue 24 item 7): the power table for `--runs` at `--alpha`, as
+/// text or JSON on stdout. Exit 0, or [`EXIT_USAGE`] for runs or alpha out of range.
+fn run_compare_power(args: &PowerArgs) -> i32 {
+    use patchdiff::gate2::power::{Design, PowerTable};
+    let table = match Design::new(args.runs, args.alpha).and_then(PowerTable::of) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("patchdiff compare power: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&table) {
+            Ok(json) => println!("{json}"),
+            Err(e) => {
+                eprintln!("patchdiff compare power: {e}");
+                return EXIT_FAILED;
+            }
+        }
+    } else {
+        print!("{}", table.render_text());
+    }
+    0
 }
 
 fn canary_options(args: &ConsoleArgs, settings: Settings) -> Result<CanaryOptions, String> {
