@@ -885,3 +885,32 @@ fn codex_refused_by_its_provider_before_acting_aborts_the_run_too() {
         assert_eq!(t["evaluated"], false, "{t}");
     }
 }
+
+#[test]
+fn scripted_model_documents_its_rehearsals_and_refuses_a_status_that_is_no_error() {
+    let help = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    for option in [
+        "--stall-after-saves",
+        "--fail-status",
+        "--fail-from",
+        "--fail-count",
+        "--after-plan",
+    ] {
+        assert!(help.contains(option), "{option} in:\n{help}");
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
+        .args(["--plan", "x.jsonl", "--fail-status", "200"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--fail-status") && stderr.contains("400..=599"),
+        "{stderr}"
+    );
+}
