@@ -914,3 +914,45 @@ fn scripted_model_documents_its_rehearsals_and_refuses_a_status_that_is_no_error
         "{stderr}"
     );
 }
+
+#[test]
+fn a_host_binary_that_is_missing_aborts_the_run_at_the_agent_step_with_a_report() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let missing = runs.path().join("no-such-claude");
+    let body =
+        "record model=claude-sonnet-4-5\ninit\nagent claude\nexport\ninspect\nevaluate\nreport\n";
+    let output = run_canary(runs.path(), &script(runs.path(), body), &model, &missing);
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["reason"], "host_unavailable", "{stop}");
+    assert_eq!(stop["acted"], false, "{stop}");
+    let summary = step(&report, "agent")["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        summary.contains("PATCHDIFF_CLAUDE_BINARY") && summary.contains("no-such-claude"),
+        "{summary}"
+    );
+    // The manifest, written at init, says the binary did not resolve.
+    let run = the_only_run(runs.path());
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let planned = &manifest["configuration"]["agent_host"];
+    assert_eq!(planned["binary"], Value::Null, "{planned}");
+    assert!(
+        planned["binary_error"]
+            .as_str()
+            .unwrap()
+            .contains("PATCHDIFF_CLAUDE_BINARY"),
+        "{planned}"
+    );
+    assert!(model.statuses().is_empty(), "no host, no model request");
+}

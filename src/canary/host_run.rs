@@ -36,15 +36,24 @@ enum Ending {
 
 impl Canary {
     /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
-    /// Errors as [`host::resolve_binary`].
-    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) -> anyhow::Result<()> {
-        let binary = host::resolve_binary(host, &self.options.settings)?;
-        let version = host::host_version(&binary).await;
+    /// A binary that does not resolve is recorded as `binary: null` with `binary_error` (as
+    /// [`host::resolve_binary`] words it): the `agent` step then fails before the agent acted
+    /// and the run is `infra_abort` (issue 21 item 3), with a report saying so.
+    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
         let model = model.or(self.identity.model.as_deref());
-        self.planned_host = Some(json!({
-            "host": host.as_str(), "binary": binary, "version": version, "requested_model": model,
-        }));
-        Ok(())
+        self.planned_host = Some(match host::resolve_binary(host, &self.options.settings) {
+            Ok(binary) => {
+                let version = host::host_version(&binary).await;
+                json!({
+                    "host": host.as_str(), "binary": binary, "version": version,
+                    "requested_model": model,
+                })
+            }
+            Err(e) => json!({
+                "host": host.as_str(), "binary": null, "binary_error": format!("{e:#}"),
+                "version": null, "requested_model": model,
+            }),
+        });
     }
 
     /// The observed process's environment as the host is to start it: the console's observed
