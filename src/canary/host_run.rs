@@ -105,31 +105,19 @@ impl Canary {
         timeout: Duration,
     ) -> anyhow::Result<String> {
         let name = host.as_str();
-        let model = self.check_host_step(host, model).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(StopReason::NotStarted, format!("{e:#}")));
-        })?;
-        let binary = host::resolve_binary(host, &self.options.settings).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::HostUnavailable,
-                format!("{e:#}"),
-            ));
-        })?;
+        let model = self
+            .check_host_step(host, model)
+            .map_err(|e| self.stopped_before(StopReason::NotStarted, e))?;
+        let binary = host::resolve_binary(host, &self.options.settings)
+            .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // C3 for what the console can check before the host exists: fresh targets.
-        if let Err(e) = self.check_targets_fresh().await {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::PreflightFailed,
-                format!("{e:#}"),
-            ));
-            return Err(e);
-        }
+        let fresh = self.check_targets_fresh().await;
+        fresh.map_err(|e| self.stopped_before(StopReason::PreflightFailed, e))?;
         let version = host::host_version(&binary).await;
         // `home` is removed when dropped, after the host's group is gone.
-        let (paths, home, brief) = self.prepare_host_files(host).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::HostUnavailable,
-                format!("{e:#}"),
-            ));
-        })?;
+        let (paths, home, brief) = self
+            .prepare_host_files(host)
+            .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let run = HostRun {
             host,
             binary,
@@ -141,13 +129,8 @@ impl Canary {
         let started = Instant::now();
         let hosted = self
             .run_host(&run, &paths, &brief, &provider, started)
-            .await
-            .inspect_err(|e| {
-                self.agent_stop = Some(AgentStop::new(
-                    StopReason::HostUnavailable,
-                    format!("{e:#}"),
-                ));
-            })?;
+            .await;
+        let hosted = hosted.map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let Hosted {
             ending,
             state,
@@ -198,6 +181,12 @@ impl Canary {
                 stop.why
             )),
         }
+    }
+
+    /// Records that the agent step stopped before the agent acted, for `reason`; returns `e`.
+    fn stopped_before(&mut self, reason: StopReason, e: anyhow::Error) -> anyhow::Error {
+        self.agent_stop = Some(AgentStop::new(reason, format!("{e:#}")));
+        e
     }
 
     /// Launches the host, keeps its stream (A4, V1: each line exactly as printed, credentials
