@@ -659,6 +659,18 @@ fn a_provider_refusing_the_first_request_aborts_the_run_with_nothing_judged_and_
         !wire.contains("tools/call"),
         "no call reached the observed process"
     );
+    // The aborted run is still a sealed run that verifies (V2), with no credential in it.
+    let verify = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert_no_credential(&b);
 
     // Issue 21 item 4: `runs compare` names the change infra_error, never REGRESSED.
     let compare = root.path().join("compare.canary");
