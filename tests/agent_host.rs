@@ -968,3 +968,26 @@ fn a_host_binary_that_is_missing_aborts_the_run_at_the_agent_step_with_a_report(
     );
     assert!(model.statuses().is_empty(), "no host, no model request");
 }
+
+#[test]
+fn a_provider_that_never_answers_the_first_request_aborts_the_run_at_the_timeout() {
+    // TEST MODEL: never answers a model request (`--stall-after-saves 0`).
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start_with(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--stall-after-saves", "0"],
+    );
+    let output = claude_canary_judged(runs.path(), &model, 10);
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["reason"], "provider_silent", "{stop}");
+    assert_eq!(stop["acted"], false, "{stop}");
+    assert_eq!(report["agent_host"]["timed_out"], true);
+    assert!(!model.statuses().is_empty(), "the host did ask");
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["evaluated"], false, "{t}");
+    }
+}

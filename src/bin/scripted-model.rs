@@ -78,7 +78,8 @@ struct Args {
     #[arg(long, value_enum, default_value = "finish")]
     after_plan: AfterPlan,
     /// Stall (never answer again) once the conversation holds the results of N `patchdiff_save`
-    /// calls: an agent that saved part of the work when the host times out.
+    /// calls: an agent that saved part of the work when the host times out. 0 never answers a
+    /// model request at all (a provider that hangs on the first request).
     #[arg(long, value_name = "N")]
     stall_after_saves: Option<usize>,
     /// Answer model requests with this HTTP status (400–599) and the provider's error body, e.g.
