@@ -5,9 +5,13 @@
 //! observed process it starts from the run's MCP configuration, the worker, the store, the
 //! evaluator.
 //!
-//! Two hosts here are *test hosts*: a wrapper that runs the real CLI with `Bash` left on (a host
-//! that ignores the seal; the only way to produce that fault), and a model that never ends its
-//! turn (a stalled model, for the timeout).
+//! Some hosts and models here are *test* ones, each the only way to produce its fault: a wrapper
+//! that runs the real CLI with `Bash` left on (a host that ignores the seal); models that never
+//! end their turn (`--after-plan stall`), stall after saving two targets
+//! (`--stall-after-saves 2`) or never answer at all (`--stall-after-saves 0`), for the timeout;
+//! and models that answer HTTP errors (`--fail-status 529|500`), for a provider that refuses
+//! the first request or fails after the agent acted (issue 21 item 3). A missing host binary is
+//! a path that does not exist.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
