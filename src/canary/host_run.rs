@@ -706,13 +706,18 @@ fn wire_has_tool_call(wire: &str) -> bool {
         .any(|m| m["method"] == "tools/call")
 }
 
-/// The step's summary when the host succeeded: version, model, turns, tool calls, seal, cost,
-/// seconds.
+/// The step's summary when the host succeeded: version, model, turns, tool calls and errors,
+/// tokens in and out, cost, seal, seconds.
 fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
-    let calls: u64 = record.tool_calls.values().sum();
+    let calls = record.tool_calls_total;
+    let errors: u64 = record.tool_errors.values().flat_map(|c| c.values()).sum();
     let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
+    let tokens = match (record.input_tokens, record.output_tokens) {
+        (Some(i), Some(o)) => format!(" · {i} in / {o} out tokens"),
+        _ => String::new(),
+    };
     format!(
-        "{} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
+        "{} {} · model {} · {} turns · {calls} tool calls ({errors} errors){tokens}{} · {seal} · {:.1} s",
         run.host.as_str(),
         record.version,
         record
