@@ -5,9 +5,13 @@
 //! observed process it starts from the run's MCP configuration, the worker, the store, the
 //! evaluator.
 //!
-//! Two hosts here are *test hosts*: a wrapper that runs the real CLI with `Bash` left on (a host
-//! that ignores the seal; the only way to produce that fault), and a model that never ends its
-//! turn (a stalled model, for the timeout).
+//! Some hosts and models here are *test* ones, each the only way to produce its fault: a wrapper
+//! that runs the real CLI with `Bash` left on (a host that ignores the seal); models that never
+//! end their turn (`--after-plan stall`), stall after saving two targets
+//! (`--stall-after-saves 2`) or never answer at all (`--stall-after-saves 0`), for the timeout;
+//! and models that answer HTTP errors (`--fail-status 529|500`), for a provider that refuses
+//! the first request or fails after the agent acted (issue 21 item 3). A missing host binary is
+//! a path that does not exist.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
@@ -659,6 +663,18 @@ fn a_provider_refusing_the_first_request_aborts_the_run_with_nothing_judged_and_
         !wire.contains("tools/call"),
         "no call reached the observed process"
     );
+    // The aborted run is still a sealed run that verifies (V2), with no credential in it.
+    let verify = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert_no_credential(&b);
 
     // Issue 21 item 4: `runs compare` names the change infra_error, never REGRESSED.
     let compare = root.path().join("compare.canary");
@@ -881,6 +897,100 @@ fn codex_refused_by_its_provider_before_acting_aborts_the_run_too() {
     );
     assert_eq!(report["agent_host"]["turns"], 0, "{report:#}");
     assert!(model.statuses().iter().all(|s| *s == 500));
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["evaluated"], false, "{t}");
+    }
+}
+
+#[test]
+fn scripted_model_documents_its_rehearsals_and_refuses_a_status_that_is_no_error() {
+    let help = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert!(help.status.success());
+    let help = String::from_utf8_lossy(&help.stdout);
+    for option in [
+        "--stall-after-saves",
+        "--fail-status",
+        "--fail-from",
+        "--fail-count",
+        "--after-plan",
+    ] {
+        assert!(help.contains(option), "{option} in:\n{help}");
+    }
+    let refused = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
+        .args(["--plan", "x.jsonl", "--fail-status", "200"])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        stderr.contains("--fail-status") && stderr.contains("400..=599"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_host_binary_that_is_missing_aborts_the_run_at_the_agent_step_with_a_report() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let missing = runs.path().join("no-such-claude");
+    let body =
+        "record model=claude-sonnet-4-5\ninit\nagent claude\nexport\ninspect\nevaluate\nreport\n";
+    let output = run_canary(runs.path(), &script(runs.path(), body), &model, &missing);
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["reason"], "host_unavailable", "{stop}");
+    assert_eq!(stop["acted"], false, "{stop}");
+    let summary = step(&report, "agent")["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        summary.contains("PATCHDIFF_CLAUDE_BINARY") && summary.contains("no-such-claude"),
+        "{summary}"
+    );
+    // The manifest, written at init, says the binary did not resolve.
+    let run = the_only_run(runs.path());
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    let planned = &manifest["configuration"]["agent_host"];
+    assert_eq!(planned["binary"], Value::Null, "{planned}");
+    assert!(
+        planned["binary_error"]
+            .as_str()
+            .unwrap()
+            .contains("PATCHDIFF_CLAUDE_BINARY"),
+        "{planned}"
+    );
+    assert!(model.statuses().is_empty(), "no host, no model request");
+}
+
+#[test]
+fn a_provider_that_never_answers_the_first_request_aborts_the_run_at_the_timeout() {
+    // TEST MODEL: never answers a model request (`--stall-after-saves 0`).
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start_with(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        &["--stall-after-saves", "0"],
+    );
+    let output = claude_canary_judged(runs.path(), &model, 10);
+    let report = report(&output);
+    assert_eq!(output.status.code(), Some(3), "{report:#}");
+    assert_eq!(report["outcome"], "infra_abort", "{report:#}");
+    let stop = &report["agent_stop"];
+    assert_eq!(stop["reason"], "provider_silent", "{stop}");
+    assert_eq!(stop["acted"], false, "{stop}");
+    assert_eq!(report["agent_host"]["timed_out"], true);
+    assert!(!model.statuses().is_empty(), "the host did ask");
     for t in report["targets"].as_array().unwrap() {
         assert_eq!(t["evaluated"], false, "{t}");
     }

@@ -647,7 +647,8 @@ fn preflight_refuses_a_worker_that_is_not_ready() {
         &[],
         &[("PATCHDIFF_WAYMARK_DIR", waymark.to_str().unwrap())],
     );
-    assert_eq!(output.status.code(), Some(1));
+    // A failed preflight stops the run before any agent acted: infra_abort, exit 3 (issue 21).
+    assert_eq!(output.status.code(), Some(3));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let launch = step_line(&stdout, "[1/2] launch");
     assert!(

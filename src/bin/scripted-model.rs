@@ -78,7 +78,8 @@ struct Args {
     #[arg(long, value_enum, default_value = "finish")]
     after_plan: AfterPlan,
     /// Stall (never answer again) once the conversation holds the results of N `patchdiff_save`
-    /// calls: an agent that saved part of the work when the host times out.
+    /// calls: an agent that saved part of the work when the host times out. 0 never answers a
+    /// model request at all (a provider that hangs on the first request).
     #[arg(long, value_name = "N")]
     stall_after_saves: Option<usize>,
     /// Answer model requests with this HTTP status (400–599) and the provider's error body, e.g.
@@ -110,7 +111,7 @@ struct Failure {
 impl Failure {
     /// Whether the `n`-th (1-based) model request fails.
     fn applies(&self, n: u64) -> bool {
-        n >= self.from && (self.count == 0 || n < self.from.saturating_add(self.count))
+        n >= self.from && (self.count == 0 || n - self.from < self.count)
     }
 }
 
@@ -651,4 +652,42 @@ fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
         body.to_string(),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_applies_from_its_first_request_for_its_count_or_forever() {
+        let failure = |from, count| Failure {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            from,
+            count,
+        };
+        let failed = |f: Failure| (1..=6).filter(|n| f.applies(*n)).collect::<Vec<u64>>();
+        assert_eq!(failed(failure(1, 0)), [1, 2, 3, 4, 5, 6]);
+        assert_eq!(failed(failure(4, 1)), [4]);
+        assert_eq!(failed(failure(2, 3)), [2, 3, 4]);
+        assert!(
+            failure(u64::MAX, 5).applies(u64::MAX),
+            "no overflow at the end"
+        );
+    }
+
+    #[test]
+    fn provider_errors_are_named_as_the_messages_api_names_them() {
+        assert_eq!(
+            anthropic_error_type(StatusCode::from_u16(529).unwrap()),
+            "overloaded_error"
+        );
+        assert_eq!(
+            anthropic_error_type(StatusCode::TOO_MANY_REQUESTS),
+            "rate_limit_error"
+        );
+        assert_eq!(anthropic_error_type(StatusCode::BAD_GATEWAY), "api_error");
+        let response = anthropic_error(StatusCode::UNAUTHORIZED);
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(response.headers()["x-should-retry"], "false");
+    }
 }

@@ -1217,10 +1217,8 @@ mod tests {
                     "usage": {"input_tokens": 0, "output_tokens": 0}})
             .to_string(),
         );
-        assert_eq!(
-            state.turns, 0,
-            "the host's own count of 1 is not a model turn"
-        );
+        assert_eq!(state.turns, 0, "the host's own count is not a model turn");
+        assert_eq!(state.host_turns, Some(1));
         assert_eq!(
             state.provider_error.as_deref(),
             Some("HTTP 529 overloaded_error: API Error: 529 Overloaded")

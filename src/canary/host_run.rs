@@ -36,15 +36,24 @@ enum Ending {
 
 impl Canary {
     /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
-    /// Errors as [`host::resolve_binary`].
-    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) -> anyhow::Result<()> {
-        let binary = host::resolve_binary(host, &self.options.settings)?;
-        let version = host::host_version(&binary).await;
+    /// A binary that does not resolve is recorded as `binary: null` with `binary_error` (as
+    /// [`host::resolve_binary`] words it): the `agent` step then fails before the agent acted
+    /// and the run is `infra_abort` (issue 21 item 3), with a report saying so.
+    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
         let model = model.or(self.identity.model.as_deref());
-        self.planned_host = Some(json!({
-            "host": host.as_str(), "binary": binary, "version": version, "requested_model": model,
-        }));
-        Ok(())
+        self.planned_host = Some(match host::resolve_binary(host, &self.options.settings) {
+            Ok(binary) => {
+                let version = host::host_version(&binary).await;
+                json!({
+                    "host": host.as_str(), "binary": binary, "version": version,
+                    "requested_model": model,
+                })
+            }
+            Err(e) => json!({
+                "host": host.as_str(), "binary": null, "binary_error": format!("{e:#}"),
+                "version": null, "requested_model": model,
+            }),
+        });
     }
 
     /// The observed process's environment as the host is to start it: the console's observed
@@ -96,31 +105,19 @@ impl Canary {
         timeout: Duration,
     ) -> anyhow::Result<String> {
         let name = host.as_str();
-        let model = self.check_host_step(host, model).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(StopReason::NotStarted, format!("{e:#}")));
-        })?;
-        let binary = host::resolve_binary(host, &self.options.settings).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::HostUnavailable,
-                format!("{e:#}"),
-            ));
-        })?;
+        let model = self
+            .check_host_step(host, model)
+            .map_err(|e| self.stopped_before(StopReason::NotStarted, e))?;
+        let binary = host::resolve_binary(host, &self.options.settings)
+            .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // C3 for what the console can check before the host exists: fresh targets.
-        if let Err(e) = self.check_targets_fresh().await {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::PreflightFailed,
-                format!("{e:#}"),
-            ));
-            return Err(e);
-        }
+        let fresh = self.check_targets_fresh().await;
+        fresh.map_err(|e| self.stopped_before(StopReason::PreflightFailed, e))?;
         let version = host::host_version(&binary).await;
         // `home` is removed when dropped, after the host's group is gone.
-        let (paths, home, brief) = self.prepare_host_files(host).inspect_err(|e| {
-            self.agent_stop = Some(AgentStop::new(
-                StopReason::HostUnavailable,
-                format!("{e:#}"),
-            ));
-        })?;
+        let (paths, home, brief) = self
+            .prepare_host_files(host)
+            .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let run = HostRun {
             host,
             binary,
@@ -132,13 +129,8 @@ impl Canary {
         let started = Instant::now();
         let hosted = self
             .run_host(&run, &paths, &brief, &provider, started)
-            .await
-            .inspect_err(|e| {
-                self.agent_stop = Some(AgentStop::new(
-                    StopReason::HostUnavailable,
-                    format!("{e:#}"),
-                ));
-            })?;
+            .await;
+        let hosted = hosted.map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let Hosted {
             ending,
             state,
@@ -189,6 +181,12 @@ impl Canary {
                 stop.why
             )),
         }
+    }
+
+    /// Records that the agent step stopped before the agent acted, for `reason`; returns `e`.
+    fn stopped_before(&mut self, reason: StopReason, e: anyhow::Error) -> anyhow::Error {
+        self.agent_stop = Some(AgentStop::new(reason, format!("{e:#}")));
+        e
     }
 
     /// Launches the host, keeps its stream (A4, V1: each line exactly as printed, credentials
@@ -710,13 +708,18 @@ fn wire_has_tool_call(wire: &str) -> bool {
         .any(|m| m["method"] == "tools/call")
 }
 
-/// The step's summary when the host succeeded: version, model, turns, tool calls, seal, cost,
-/// seconds.
+/// The step's summary when the host succeeded: version, model, turns, tool calls and errors,
+/// tokens in and out, cost, seal, seconds.
 fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
-    let calls: u64 = record.tool_calls.values().sum();
+    let calls = record.tool_calls_total;
+    let errors: u64 = record.tool_errors.values().flat_map(|c| c.values()).sum();
     let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
+    let tokens = match (record.input_tokens, record.output_tokens) {
+        (Some(i), Some(o)) => format!(" · {i} in / {o} out tokens"),
+        _ => String::new(),
+    };
     format!(
-        "{} {} · model {} · {} turns · {calls} tool calls{} · {seal} · {:.1} s",
+        "{} {} · model {} · {} turns · {calls} tool calls ({errors} errors){tokens}{} · {seal} · {:.1} s",
         run.host.as_str(),
         record.version,
         record

@@ -583,8 +583,7 @@ impl Report {
         match &self.infra_abort {
             // Issue 21 item 3: nothing was judged, so there is no count of passing targets.
             Some(_) => out.push_str(
-                "
-no target judged: the run stopped before the agent acted (infra_abort); \
+                "\nno target judged: the run stopped before the agent acted (infra_abort); \
                  nothing counts against the agent\n",
             ),
             None => out.push_str(&self.totals_text()),
