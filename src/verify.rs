@@ -357,7 +357,9 @@ fn check_files(ctx: &mut Ctx) {
     }
     fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, &'static str)>) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let Ok(kind) = entry.file_type() else { continue };
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
             let path = entry.path();
             let rel = path
                 .strip_prefix(root)

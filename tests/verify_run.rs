@@ -268,7 +268,12 @@ fn a_resealed_run_missing_its_wire_log_and_a_planted_symlink_are_named() {
         .collect();
     assert_eq!(missing.len(), 1, "{report:#}");
     assert_eq!(missing[0]["file"], "observed.mcp.jsonl");
-    assert!(missing[0]["message"].as_str().unwrap().starts_with("missing"));
+    assert!(
+        missing[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing")
+    );
 
     let copy = copy_of_run(&scratch.path().join("second"));
     std::os::unix::fs::symlink("/etc/passwd", copy.join("export/passwd")).unwrap();
