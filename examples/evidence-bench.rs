@@ -68,12 +68,24 @@ fn main() {
     }
     let shared_us = per_append_us(started, n);
     let audit = patchdiff::evidence::audit_log(&std::fs::read(&shared_path).expect("read"));
-    assert!(audit.changed.is_none() && audit.torn.is_empty(), "{audit:?}");
+    assert!(
+        audit.changed.is_none() && audit.torn.is_empty(),
+        "{audit:?}"
+    );
 
-    println!("evidence-bench: {n} appends of a {}-byte line", chained(CHAIN_GENESIS, &body(0)).len());
+    println!(
+        "evidence-bench: {n} appends of a {}-byte line",
+        chained(CHAIN_GENESIS, &body(0)).len()
+    );
     println!("{:<52} {:>10}", "writer", "µs/append");
-    println!("{:<52} {:>10.2}", "plain O_APPEND, tail in memory (before issue 22)", plain_us);
-    println!("{:<52} {:>10.2}", "ChainWriter, one writer (flock, cached tail)", locked_us);
+    println!(
+        "{:<52} {:>10.2}",
+        "plain O_APPEND, tail in memory (before issue 22)", plain_us
+    );
+    println!(
+        "{:<52} {:>10.2}",
+        "ChainWriter, one writer (flock, cached tail)", locked_us
+    );
     println!(
         "{:<52} {:>10.2}",
         "ChainWriter, two writers alternating (tail re-read)", shared_us

@@ -32,8 +32,11 @@ pub(crate) fn chain_tail(file: &mut File) -> std::io::Result<String> {
     let mut tail: Vec<u8> = Vec::new();
     let mut pos = len;
     let mut first = true;
+    // 4 KiB first (a wire record is usually shorter), doubling to 64 KiB for long lines.
+    let mut chunk_len: u64 = 4 * 1024;
     loop {
-        let step = pos.min(64 * 1024);
+        let step = pos.min(chunk_len);
+        chunk_len = (chunk_len * 2).min(64 * 1024);
         pos -= step;
         let mut chunk = vec![0u8; step as usize];
         file.seek(SeekFrom::Start(pos))?;

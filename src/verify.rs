@@ -127,6 +127,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     };
     check_seal(&mut ctx);
     check_digests(&mut ctx);
+    check_files(&mut ctx);
     check_chains(&mut ctx);
     let manifest = check_fixtures(&mut ctx, options);
     if let Some(fixtures) = &manifest {
@@ -306,6 +307,87 @@ fn check_digests(ctx: &mut Ctx) {
         "digest",
         before,
         format!("{} files against {SUMS_FILE}", listed.len()),
+    );
+}
+
+/// Issue 22 item 7 (in part): the files a sealed run must hold, whatever `SHA256SUMS` lists —
+/// the manifest, the seal, the sums, the reports and the transcript, and the wire log of each
+/// process a successful step used (`init` → `full.mcp.jsonl`, `preflight` → `observed.mcp.jsonl`)
+/// as `report.json`'s steps say — and no symlink or other non-regular entry anywhere in it.
+/// A re-sealed run with a deleted log is named here.
+fn check_files(ctx: &mut Ctx) {
+    let before = ctx.problems.len();
+    let mut required: Vec<&str> = vec![
+        "manifest.json",
+        SUMS_FILE,
+        SEAL_FILE,
+        "report.json",
+        "report.txt",
+        "report.junit.xml",
+        "transcript.jsonl",
+    ];
+    let report: Value = std::fs::read(ctx.root.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    let ran = |name: &str| {
+        report["steps"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["command"] == name && s["ok"] == true))
+    };
+    if ran("init") {
+        required.push("full.mcp.jsonl");
+    }
+    if ran("preflight") {
+        required.push("observed.mcp.jsonl");
+    }
+    for rel in &required {
+        match std::fs::symlink_metadata(ctx.root.join(rel)) {
+            Ok(m) if m.file_type().is_file() => {}
+            Ok(_) => {} // named below as a non-regular entry
+            Err(_) => ctx.problem(
+                "files",
+                rel,
+                None,
+                "missing: a sealed run must hold it (deleted after the run, even if the sums \
+                 were recomputed)"
+                    .into(),
+            ),
+        }
+    }
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, &'static str)>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if kind.is_dir() {
+                walk(root, &path, out);
+            } else if kind.is_symlink() {
+                out.push((rel, "a symlink"));
+            } else if !kind.is_file() {
+                out.push((rel, "not a regular file"));
+            }
+        }
+    }
+    let mut odd = Vec::new();
+    walk(&ctx.root, &ctx.root, &mut odd);
+    for (rel, what) in odd {
+        ctx.problem(
+            "files",
+            &rel,
+            None,
+            format!("{what}: a run holds only regular files and directories"),
+        );
+    }
+    ctx.done(
+        "files",
+        before,
+        format!("{} required files, no symlinks", required.len()),
     );
 }
 

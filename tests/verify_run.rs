@@ -112,6 +112,7 @@ fn an_untouched_run_verifies_including_a_fresh_evaluation() {
         [
             "seal",
             "digest",
+            "files",
             "chain",
             "fixtures",
             "journal",
@@ -239,6 +240,53 @@ fn a_file_added_after_the_seal_is_named() {
     let (output, report) = verify(&copy, &[]);
     assert_eq!(output.status.code(), Some(1));
     assert!(problem_files(&report).contains(&"export/extra.js".to_owned()));
+}
+
+/// Issue 22 item 7 (in part): a run re-sealed after its wire log was deleted (the sums and the
+/// seal recomputed, so every digest holds) still fails, naming the missing log; a symlink
+/// added to a run is named too.
+#[test]
+fn a_resealed_run_missing_its_wire_log_and_a_planted_symlink_are_named() {
+    let scratch = tempfile::tempdir().unwrap();
+    let copy = copy_of_run(scratch.path());
+    std::fs::remove_file(copy.join("observed.mcp.jsonl")).unwrap();
+    std::fs::remove_file(copy.join("SHA256SUMS")).unwrap();
+    std::fs::remove_file(copy.join("manifest.seal")).unwrap();
+    let run_id = copy.file_name().unwrap().to_string_lossy().into_owned();
+    patchdiff::evidence::seal_run(&patchdiff::evidence::RunDir {
+        run_id,
+        path: copy.clone(),
+    })
+    .unwrap();
+    let (output, report) = verify(&copy, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    let missing: Vec<&Value> = report["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["check"] == "files")
+        .collect();
+    assert_eq!(missing.len(), 1, "{report:#}");
+    assert_eq!(missing[0]["file"], "observed.mcp.jsonl");
+    assert!(
+        missing[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing")
+    );
+
+    let copy = copy_of_run(&scratch.path().join("second"));
+    std::os::unix::fs::symlink("/etc/passwd", copy.join("export/passwd")).unwrap();
+    let (output, report) = verify(&copy, &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        report["problems"].as_array().unwrap().iter().any(|p| {
+            p["check"] == "files"
+                && p["file"] == "export/passwd"
+                && p["message"].as_str().unwrap().starts_with("a symlink")
+        }),
+        "{report:#}"
+    );
 }
 
 /// Issue 15 with issue 14 item 2: a run on PostgreSQL has no `store.sqlite`; `verify` replays its

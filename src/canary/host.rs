@@ -1383,7 +1383,10 @@ mod tests {
         // Another process sharing the log: only the named process's answer counts.
         let other = record(3, &["x"]).replace("\"pid\":1", "\"pid\":2");
         let shared = format!("{log}\n{other}");
-        assert_eq!(listed_tools_in_wire_log(&shared, Some(1)).unwrap(), ["a", "b"]);
+        assert_eq!(
+            listed_tools_in_wire_log(&shared, Some(1)).unwrap(),
+            ["a", "b"]
+        );
         assert_eq!(listed_tools_in_wire_log(&shared, Some(2)).unwrap(), ["x"]);
     }
 
