@@ -1222,7 +1222,7 @@ mod tests {
             }
         ));
         assert!(e.to_string().contains("at most 13 + 13 runs"), "{e}");
-        assert!(mean_permutation(&vec![1.0; 13], &vec![2.0; 13]).is_ok());
+        assert!(mean_permutation(&[1.0; 13], &[2.0; 13]).is_ok());
     }
 
     #[test]
