@@ -833,7 +833,8 @@ configuration = { "agent.model" = "m2" }
 
     #[test]
     fn validation_names_field_value_and_what_is_accepted() {
-        let cases: [(fn(&mut Plan), &str); 12] = [
+        type Edit = fn(&mut Plan);
+        let cases: [(Edit, &str); 12] = [
             (
                 |p| p.gate = 1,
                 "gate = 1: a comparison plan needs gate = 2 (SPEC C7)",

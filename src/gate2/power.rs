@@ -413,7 +413,8 @@ impl PowerTable {
                     .filter(|&(_, pb)| pb >= -1e-9)
                     .map(|(drop_pp, pb)| DropPower {
                         drop_pp,
-                        candidate_rate: pb.max(0.0),
+                        // 0.9 − 0.3 is 0.6000000000000001 in f64; the table means 0.6.
+                        candidate_rate: (pb.max(0.0) * 1e6).round() / 1e6,
                         power: region.power(pa, pb),
                     })
                     .collect(),
@@ -534,9 +535,9 @@ impl PowerTable {
         );
         let _ = writeln!(
             out,
-            "zero failures in {n} runs: true failure rate ≤ {:.1} % (one-sided {:.0} %)",
+            "zero failures in {n} runs: true failure rate ≤ {:.1} % (one-sided {} %)",
             self.zero_failure_bound_pct,
-            (1.0 - self.alpha) * 100.0
+            ((1.0 - self.alpha) * 1000.0).round() / 10.0
         );
         out
     }
@@ -774,7 +775,10 @@ mod tests {
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
+        let strict = PowerTable::of(Design::new(10, 0.001).unwrap()).unwrap();
+        assert!(strict.render_text().contains("(one-sided 99.9 %)"));
         let json = serde_json::to_value(&table).unwrap();
+        assert_eq!(json["power"][1]["drops"][2]["candidate_rate"], 0.6);
         assert_eq!(json["runs"], 10);
         assert_eq!(json["flag_thresholds"][0]["flagged_at"], 6);
         assert_eq!(json["power"][0]["drops"][3]["drop_pp"], 40);

@@ -492,6 +492,62 @@ pub fn wilson(tally: Tally, z: f64) -> Result<Interval, StatsError> {
     Ok(Interval { lower, upper })
 }
 
+/// Clopper–Pearson ("exact") interval for a pass rate at two-sided level `alpha` (0.05 → 95 %),
+/// as proportions: the rates p where P(X ≥ k; n, p) = α/2 (lower) and P(X ≤ k; n, p) = α/2
+/// (upper), found by bisection to 1e-12; 0 (1) at k = 0 (k = n). Coverage ≥ 1 − α by
+/// construction, wider than Wilson (GATE2 §3.4) — shown where a guarantee matters, never
+/// used by the verdict. n = 0 gives [0, 1]. Errors: passed > runs, more than
+/// [`MAX_TOTAL_RUNS`] runs.
+pub fn clopper_pearson(tally: Tally, alpha: f64) -> Result<Interval, StatsError> {
+    let t = tally.check("arm")?;
+    if t.runs > MAX_TOTAL_RUNS {
+        return Err(StatsError::TooManyRuns {
+            total: u64::from(t.runs),
+        });
+    }
+    let (n, k) = (t.runs, t.passed);
+    if n == 0 {
+        return Ok(Interval {
+            lower: 0.0,
+            upper: 1.0,
+        });
+    }
+    // P(X ≤ c; n, p), decreasing in p.
+    let cdf = |c: u32, p: f64| -> f64 {
+        (0..=c)
+            .map(|j| {
+                (ln_choose(n, j) + f64::from(j) * p.ln() + f64::from(n - j) * (1.0 - p).ln()).exp()
+            })
+            .sum::<f64>()
+    };
+    // The p in (0, 1) where the decreasing `f` crosses `target`.
+    let solve = |f: &dyn Fn(f64) -> f64, target: f64| -> f64 {
+        let (mut lo, mut hi) = (0.0_f64, 1.0_f64);
+        while hi - lo > 1e-12 {
+            let mid = (lo + hi) / 2.0;
+            if f(mid) > target {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        (lo + hi) / 2.0
+    };
+    let half = alpha / 2.0;
+    // Lower: P(X ≥ k) = 1 − P(X ≤ k − 1) rises with p; solve P(X ≤ k − 1) = 1 − α/2.
+    let lower = if k == 0 {
+        0.0
+    } else {
+        solve(&|p| cdf(k - 1, p), 1.0 - half)
+    };
+    let upper = if k == n {
+        1.0
+    } else {
+        solve(&|p| cdf(k, p), half)
+    };
+    Ok(Interval { lower, upper })
+}
+
 /// Newcombe's hybrid score interval (method 10) for Δ = p̂_B − p̂_A, candidate minus baseline,
 /// as a difference of proportions in [−1, 1] (GATE2 §3.4): with Wilson limits (l, u) per arm,
 /// L = Δ − √((p̂_B − l_B)² + (u_A − p̂_A)²), U = Δ + √((u_B − p̂_B)² + (p̂_A − l_A)²).
@@ -1065,6 +1121,33 @@ mod tests {
     }
 
     #[test]
+    fn clopper_pearson_matches_gate2() {
+        // GATE2 §4.12: 10/10, 9/10, 0/10; §3.4: 8/10, 6/10, 5/10 to three places.
+        let cases = [
+            (t(10, 10), 0.691_502_9, 1.0),
+            (t(9, 10), 0.554_983_9, 0.997_471_4),
+            (t(0, 10), 0.0, 0.308_497_1),
+        ];
+        for (tally, lower, upper) in cases {
+            let ci = clopper_pearson(tally, 0.05).unwrap();
+            close(ci.lower, lower, 1e-7);
+            close(ci.upper, upper, 1e-7);
+        }
+        for (tally, lower, upper) in [
+            (t(8, 10), 0.444, 0.975),
+            (t(6, 10), 0.262, 0.878),
+            (t(5, 10), 0.187, 0.813),
+        ] {
+            let ci = clopper_pearson(tally, 0.05).unwrap();
+            close(ci.lower, lower, 0.0005);
+            close(ci.upper, upper, 0.0005);
+        }
+        // Zero failures: the one-sided bound 1 − 0.05^(1/N) is the two-sided 90 % limit.
+        let ci = clopper_pearson(t(10, 10), 0.10).unwrap();
+        close(1.0 - ci.lower, 1.0 - 0.05_f64.powf(0.1), 1e-9);
+    }
+
+    #[test]
     fn newcombe_difference_matches_gate2() {
         let ci = newcombe_difference(t(10, 10), t(6, 10), Z_95_TWO_SIDED).unwrap();
         close(ci.lower, -0.687_326_2, 1e-7);
@@ -1222,7 +1305,7 @@ mod tests {
             }
         ));
         assert!(e.to_string().contains("at most 13 + 13 runs"), "{e}");
-        assert!(mean_permutation(&vec![1.0; 13], &vec![2.0; 13]).is_ok());
+        assert!(mean_permutation(&[1.0; 13], &[2.0; 13]).is_ok());
     }
 
     #[test]
