@@ -5,6 +5,7 @@ pub mod canary;
 pub mod chain;
 pub mod config;
 pub mod console;
+pub mod display;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;
