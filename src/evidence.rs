@@ -54,14 +54,20 @@ impl JsonlLog {
         &self.path
     }
 
-    /// Appends one record (a JSON object) as a single chained line.
+    /// Appends one record (a JSON object) as a single chained line. Issue 23: the line passes
+    /// this process's redactor ([`crate::redact::process`]) first; the replacement needs no JSON
+    /// escaping, so the line stays valid, and the chain covers the line as written.
     pub fn append(&self, record: &Value) -> std::io::Result<()> {
         let mut chained = self.file.lock().unwrap_or_else(|e| e.into_inner());
         let mut record = record.clone();
         if let Value::Object(map) = &mut record {
             map.insert(CHAIN_FIELD.to_owned(), Value::String(chained.prev.clone()));
         }
-        let mut line = serde_json::to_vec(&record)?;
+        let line = serde_json::to_string(&record)?;
+        let mut line = crate::redact::process()
+            .redact(&line)
+            .into_owned()
+            .into_bytes();
         let digest = line_digest(&line);
         line.push(b'\n');
         chained.file.write_all(&line)?;
@@ -135,6 +141,10 @@ pub fn monotonic_ns() -> u64 {
 /// One process's wire log (E1): assigns the sequence number and timestamps and appends, under
 /// one lock that the stdio tee also holds across the transport write, so the order in the file
 /// is the order on the wire.
+///
+/// Issue 23: every message passes the process's redactor ([`crate::redact::process`]) before
+/// it is written, so a credential the agent echoes (a provider key in a tool argument, an error
+/// that repeats it, a database password) never reaches the file.
 #[derive(Clone)]
 pub struct WireLog {
     log: JsonlLog,
@@ -169,9 +179,10 @@ impl WireLog {
 
     fn record_locked(&self, seq: &mut u64, direction: Direction, bytes: &[u8], unterminated: bool) {
         let mono_ns = monotonic_ns();
-        let (raw, raw_hex) = match std::str::from_utf8(bytes) {
+        let bytes = crate::redact::process().redact_bytes(bytes).into_owned();
+        let (raw, raw_hex) = match std::str::from_utf8(&bytes) {
             Ok(text) => (Some(text.to_owned()), None),
-            Err(_) => (None, Some(hex::encode(bytes))),
+            Err(_) => (None, Some(hex::encode(&bytes))),
         };
         let record = WireRecord {
             seq: *seq,

@@ -12,6 +12,7 @@ pub mod fixtures;
 pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;
+pub mod redact;
 pub mod store;
 pub mod telemetry;
 pub mod trace;

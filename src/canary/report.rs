@@ -573,10 +573,18 @@ fn verdict(evaluated: bool, ok: bool) -> &'static str {
 }
 
 /// Writes `report.txt`, `report.json` and `report.junit.xml` into the run directory (once; E2).
+/// Issue 23: each passes this process's redactor ([`crate::redact::process`]: the console's
+/// environment and the database URL its settings name) first, so a credential a check printed or an error echoed is not sealed into a report; the
+/// replacement needs no escaping, so JSON and XML stay valid.
 pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
-    write_new_private(&run.report("txt"), report.to_text().as_bytes())?;
-    write_new_private(&run.report("json"), &serde_json::to_vec_pretty(report)?)?;
-    write_new_private(&run.report("junit.xml"), report.to_junit().as_bytes())
+    let redactor = crate::redact::process();
+    let redacted = |text: String| redactor.redact(&text).into_owned().into_bytes();
+    write_new_private(&run.report("txt"), &redacted(report.to_text()))?;
+    write_new_private(
+        &run.report("json"),
+        &redacted(serde_json::to_string_pretty(report)?),
+    )?;
+    write_new_private(&run.report("junit.xml"), &redacted(report.to_junit()))
 }
 
 #[cfg(test)]
