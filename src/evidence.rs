@@ -576,8 +576,12 @@ impl RunDir {
 
     /// Writes the run manifest (once; E2).
     pub fn write_manifest(&self, manifest: &RunManifest) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(manifest)?;
-        write_new_private(&self.manifest(), &bytes)
+        // Issue 23: the manifest passes this process's redactor, like every log we write.
+        let text = serde_json::to_string_pretty(manifest)?;
+        write_new_private(
+            &self.manifest(),
+            crate::redact::process().redact(&text).as_bytes(),
+        )
     }
 }
 

@@ -1,9 +1,14 @@
 //! Issue 23: the agent is the party under test, and whatever it writes is data. Through the real
 //! binary: escape sequences the agent put into its code, its request keys and what its code's
 //! check prints reach neither the headless console's stdout nor `report.txt` raw (item 1), while
-//! `report.json` keeps the exact text.
+//! `report.json` keeps the exact text; and no credential — provider keys, the database password
+//! — reaches any file of the run, wherever the agent puts it (item 3).
+
+#[macro_use]
+mod backends;
 
 use std::path::{Path, PathBuf};
+
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
@@ -145,4 +150,109 @@ fn agent_escape_sequences_reach_neither_the_console_nor_report_txt_raw() {
             .contains(&format!("{FAKE_VERDICT}\x1b[8m")),
         "{chess}"
     );
+}
+
+const ANTHROPIC_KEY: &str = "sk-ant-test-KEY-4f9a8b7c6d5e";
+const OPENAI_KEY: &str = "sk-proj-test-1a2b3c4d5e6f";
+const DB_PASSWORD: &str = "pw-Hunter2-7e1d";
+
+/// A plan whose agent puts a provider key into tool arguments (a target name the error echoes,
+/// a request key) and whose code prints the environment's keys and database URL when the check
+/// runs it. (A key written into the target's own text is not redacted: exports and the journal
+/// must stay byte-exact for the evaluator and `verify`, C6/V2.)
+fn leaking_plan() -> String {
+    let first = "        step = 1 if color == WHITE else -1\n";
+    let leak = "        import os; print(\"env\", os.environ.get(\"ANTHROPIC_API_KEY\"), \
+                os.environ.get(\"OPENAI_API_KEY\"), os.environ.get(\"PATCHDIFF_DATABASE_URL\"))\n";
+    let steps = [
+        json!({"step": "read", "tool": "patchdiff_read_target",
+               "args": {"target": ANTHROPIC_KEY}, "expect_error": true}),
+        json!({"step": "obs", "tool": "patchdiff_observe_scope",
+               "args": {"target": "chess", "scope": "Board._pawn_moves"}}),
+        json!({"step": "sub", "tool": "patchdiff_submit_observed_operations",
+               "args": {"target": "chess", "request_key": format!("key-{OPENAI_KEY}"),
+                        "base_revision": "${obs.revision}",
+                        "operations": [{"observation_id": "${obs.observation_id}",
+                                        "old_text": first,
+                                        "new_text": format!("{leak}{first}")}]},
+               "expect": {"outcome": "accepted"}}),
+        json!({"step": "save", "tool": "patchdiff_save", "args": {"target": "chess"}}),
+    ];
+    steps.iter().map(|s| format!("{s}\n")).collect()
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_credential_reaches_any_file_of_the_run() {
+    if !backends::postgres_or_skip("no_credential_reaches_any_file_of_the_run") {
+        return;
+    }
+    let db = backends::fresh_database();
+    // The harness's servers accept any password (trust); the URL carries one all the same.
+    let url = db
+        .url
+        .replacen("://postgres@", &format!("://postgres:{DB_PASSWORD}@"), 1);
+    assert!(url.contains(DB_PASSWORD), "{url}");
+    let runs = tempfile::tempdir().unwrap();
+    let plan = runs.path().join("leaking.plan.jsonl");
+    std::fs::write(&plan, leaking_plan()).unwrap();
+    let script = runs.path().join("leaking.canary");
+    std::fs::write(
+        &script,
+        format!(
+            "record model=scripted-leaking provider=patchdiff reasoning=none\ninit\n\
+             launch observed\npreflight\nagent {}\nexport\nevaluate\ntarget chess\nreport\n",
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let output = run_script(
+        runs.path(),
+        &script,
+        &[
+            ("PATCHDIFF_DATABASE_URL", url.as_str()),
+            ("ANTHROPIC_API_KEY", ANTHROPIC_KEY),
+            ("OPENAI_API_KEY", OPENAI_KEY),
+        ],
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stdout.contains("agent       ok"),
+        "the leaking plan ran:\n{stdout}\n{stderr}"
+    );
+    let run = the_only_run(runs.path());
+    let files = files_under(&run);
+    assert!(
+        files.iter().any(|f| f.ends_with("observed.mcp.jsonl")),
+        "{files:?}"
+    );
+    let mut leaks = Vec::new();
+    for file in &files {
+        let bytes = std::fs::read(file).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for secret in [ANTHROPIC_KEY, OPENAI_KEY, DB_PASSWORD] {
+            if text.contains(secret) {
+                leaks.push(format!("{} holds {secret}", file.display()));
+            }
+        }
+    }
+    assert!(leaks.is_empty(), "{}", leaks.join("\n"));
+    // The agent's arguments were recorded, redacted: the evidence still shows what it did.
+    let wire = std::fs::read_to_string(run.join("observed.mcp.jsonl")).unwrap();
+    assert!(wire.contains("[redacted:ANTHROPIC_API_KEY]"), "{wire}");
+    assert!(wire.contains("key-[redacted:OPENAI_API_KEY]"), "{wire}");
 }

@@ -281,8 +281,7 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
     });
     let wire_log = match &options.wire_log {
         Some(path) => Some(
-            WireLog::open(path)
-                .with_context(|| format!("opening wire log {}", path.display()))?,
+            WireLog::open(path).with_context(|| format!("opening wire log {}", path.display()))?,
         ),
         None => None,
     };
