@@ -940,11 +940,9 @@ impl Inner {
         // start-up backlog, so a burst during start-up waits instead of being refused.
         let startup =
             !lock_holder && self.config.mode == WaymarkMode::Resident && !self.current_ready();
-        if startup {
-            if let Err(e) = self.ensure_resident().await {
-                readiness.finish(Outcome::Failed);
-                return Err(e.into());
-            }
+        if startup && let Err(e) = self.ensure_resident().await {
+            readiness.finish(Outcome::Failed);
+            return Err(e.into());
         }
         let permit = self.admit(ceiling, Some(request), startup).await;
         let permit = match permit {
