@@ -52,6 +52,9 @@ impl JsonlLog {
     /// Appends one record (a JSON object) as a single chained line. A failure is reported on
     /// stderr and recorded as a gap when writing works again ([`ChainWriter`]); callers may
     /// ignore the error without the loss going unseen.
+    /// The line passes this process's redactor ([`crate::redact::process`]) first; the
+    /// replacement needs no JSON escaping, so the line stays valid and the chain covers it as
+    /// written.
     pub fn append(&self, record: &Value) -> std::io::Result<()> {
         self.append_numbered(record, None)
     }
@@ -63,7 +66,9 @@ impl JsonlLog {
         if let Value::Object(map) = &mut record {
             map.remove(CHAIN_FIELD);
         }
-        let body = serde_json::to_string(&record)?;
+        let body = crate::redact::process()
+            .redact(&serde_json::to_string(&record)?)
+            .into_owned();
         let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
         writer.append(&body, seq).map(|_| ())
     }
@@ -207,6 +212,10 @@ pub fn monotonic_ns() -> u64 {
 /// One process's wire log (E1): assigns the sequence number and timestamps and appends, under
 /// one lock that the stdio tee also holds across the transport write, so the order in the file
 /// is the order on the wire.
+///
+/// Issue 23: every message passes the process's redactor ([`crate::redact::process`]) before
+/// it is written, so a credential the agent echoes (a provider key in a tool argument, an error
+/// that repeats it, a database password) never reaches the file.
 #[derive(Clone)]
 pub struct WireLog {
     log: JsonlLog,
@@ -246,9 +255,10 @@ impl WireLog {
 
     fn record_locked(&self, seq: &mut u64, direction: Direction, bytes: &[u8], unterminated: bool) {
         let mono_ns = monotonic_ns();
-        let (raw, raw_hex) = match std::str::from_utf8(bytes) {
+        let bytes = crate::redact::process().redact_bytes(bytes).into_owned();
+        let (raw, raw_hex) = match std::str::from_utf8(&bytes) {
             Ok(text) => (Some(text.to_owned()), None),
-            Err(_) => (None, Some(hex::encode(bytes))),
+            Err(_) => (None, Some(hex::encode(&bytes))),
         };
         let record = WireRecord {
             seq: *seq,
@@ -883,8 +893,12 @@ impl RunDir {
 
     /// Writes the run manifest (once; E2).
     pub fn write_manifest(&self, manifest: &RunManifest) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec_pretty(manifest)?;
-        write_new_private(&self.manifest(), &bytes)
+        // Issue 23: the manifest passes this process's redactor, like every log we write.
+        let text = serde_json::to_string_pretty(manifest)?;
+        write_new_private(
+            &self.manifest(),
+            crate::redact::process().redact(&text).as_bytes(),
+        )
     }
 }
 

@@ -568,7 +568,8 @@ fn print_result<T: serde::Serialize>(
     text: impl FnOnce() -> String,
 ) -> Result<(), i32> {
     if !json {
-        print!("{}", text());
+        // Issue 23: the text names what a run's agent wrote; a terminal gets it visible.
+        print!("{}", patchdiff::display::visible(&text()));
         return Ok(());
     }
     match serde_json::to_string_pretty(result) {

@@ -551,6 +551,9 @@ impl Recorder {
         let Ok(line) = serde_json::to_string(&event) else {
             return;
         };
+        // Issue 23: an event's attributes may echo what the agent sent (a request key holding a
+        // credential); the line passes this process's redactor before it is written.
+        let line = crate::redact::process().redact(&line).into_owned();
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());
         let limits = sink.limits;
         let byte_room = limits.max_bytes.saturating_sub(MARKER_RESERVE);

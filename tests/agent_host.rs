@@ -995,3 +995,43 @@ fn a_provider_that_never_answers_the_first_request_aborts_the_run_at_the_timeout
         assert_eq!(t["evaluated"], false, "{t}");
     }
 }
+     assert!(stream[0].contains("thread.started"));
+     assert_no_credential(&run);
+ }
+
+/// Issue 23: the model puts the provider key into tool arguments — a target name that the
+/// `UNKNOWN_TARGET` error echoes, and a `find_occurrences` text. No file of the run holds it
+/// (before, the sealed `host-observed.mcp.jsonl` held it three times); the wire log shows where
+/// the agent put it, redacted. (The database-password route is `hostile_agent`'s test.)
+#[test]
+fn a_key_the_model_puts_into_tool_arguments_reaches_no_file_of_the_run() {
+    let runs = tempfile::tempdir().unwrap();
+    let plan = runs.path().join("leak.plan.jsonl");
+    let steps = [
+        serde_json::json!({"step": "leak-read", "tool": "patchdiff_read_target",
+                           "args": {"target": SECRET}}),
+        serde_json::json!({"step": "leak-find", "tool": "patchdiff_find_occurrences",
+                           "args": {"target": "chess", "text": SECRET}}),
+    ];
+    std::fs::write(
+        &plan,
+        steps.iter().map(|s| format!("{s}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let model = Model::start(runs.path(), &plan, "finish");
+    let output = run_canary(
+        runs.path(),
+        &repo().join("assets/canary/claude.canary"),
+        &model,
+        &claude(),
+    );
+    let report = report(&output);
+    assert_eq!(step(&report, "agent")["ok"], true, "{report:#}");
+    let run = the_only_run(runs.path());
+    assert_no_credential(&run);
+    let wire = std::fs::read_to_string(run.join("host-observed.mcp.jsonl")).unwrap();
+    assert!(
+        wire.matches("[redacted:ANTHROPIC_API_KEY]").count() >= 3,
+        "two requests and the error that echoes one: {wire}"
+    );
+}

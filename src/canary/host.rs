@@ -163,43 +163,9 @@ pub fn provider_env() -> Vec<(String, String)> {
         .collect()
 }
 
-/// Replaces every credential value (a provider variable whose name says it is a key, token,
-/// secret or password, 6 bytes or longer) in `text` with `[redacted:NAME]` (A4).
-#[derive(Debug, Clone, Default)]
-pub struct Redactor {
-    secrets: Vec<(String, String)>,
-}
-
-impl Redactor {
-    /// Collects the secret values of `env`.
-    pub fn new(env: &[(String, String)]) -> Self {
-        let mut secrets: Vec<(String, String)> = env
-            .iter()
-            .filter(|(k, v)| {
-                let k = k.to_ascii_uppercase();
-                v.len() >= 6
-                    && ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH"]
-                        .iter()
-                        .any(|w| k.contains(w))
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        // Longest first, so a secret containing another is replaced whole.
-        secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-        Self { secrets }
-    }
-
-    /// `text` with every secret value replaced.
-    pub fn redact(&self, text: &str) -> String {
-        let mut out = text.to_owned();
-        for (name, value) in &self.secrets {
-            if out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), &format!("[redacted:{name}]"));
-            }
-        }
-        out
-    }
-}
+/// Replaces every credential value in `text` with `[redacted:NAME]` (A4): the one redactor
+/// of [`crate::redact`] (issue 23), built from the provider variables passed to the host.
+pub use crate::redact::Redactor;
 
 /// The agent-host configuration templates in `config/hosts/` (issue 14), compiled in. The
 /// printer and the host launcher fill in the server's `command` and `env`; everything else is
@@ -286,13 +252,22 @@ pub struct HostRun {
 pub struct HostPaths {
     /// The sealed working directory: holds only `agent-brief.md` (A2).
     pub workdir: PathBuf,
-    /// The MCP configuration the host is given.
+    /// The evidence copy of the MCP configuration the host is given, in the run directory,
+    /// with every credential redacted (issue 23); the host reads [`HostPaths::host_mcp_config`].
     pub mcp_config: PathBuf,
     /// The host settings (tool permissions) the host is given.
     pub settings: PathBuf,
     /// `HOME` and the host's configuration directory: private, outside the evidence, removed
     /// after the run (the host may keep credential-derived state there).
     pub home: PathBuf,
+}
+
+impl HostPaths {
+    /// The MCP configuration the host reads: in its private `home`, never in the evidence,
+    /// because it carries the observed process's real environment (a database password).
+    pub fn host_mcp_config(&self) -> PathBuf {
+        self.home.join("patchdiff.mcp.json")
+    }
 }
 
 /// The command line of a headless sealed host run (A1, A2). `prompt` is the agent brief.
@@ -310,7 +285,7 @@ pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> 
                 // A2: no other MCP server, no native tool, only the six allowed.
                 "--strict-mcp-config".into(),
                 "--mcp-config".into(),
-                paths.mcp_config.display().to_string(),
+                paths.host_mcp_config().display().to_string(),
                 "--settings".into(),
                 paths.settings.display().to_string(),
                 "--setting-sources".into(),
@@ -1447,7 +1422,11 @@ mod tests {
         assert!(args.contains(&"--strict-mcp-config".to_owned()));
         assert_eq!(after("--tools"), "");
         assert_eq!(after("--max-turns"), "7");
-        assert_eq!(after("--mcp-config"), "/r/agent.claude.mcp.json");
+        assert_eq!(
+            after("--mcp-config"),
+            "/tmp/h/patchdiff.mcp.json",
+            "the host reads its configuration from its private home, not the evidence copy"
+        );
         assert_eq!(after("--allowedTools").split(',').count(), 6);
     }
 }

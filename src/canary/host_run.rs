@@ -78,6 +78,13 @@ impl Canary {
                 env.push((k, v));
             }
         }
+        // Issue 23: the observed process knows the provider credentials' values (and never uses
+        // them) so that its wire log redacts a key the model puts into a tool argument.
+        for (k, v) in host::provider_env() {
+            if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
+                env.push((k, v));
+            }
+        }
         // A3: the process holds tool calls until the step has checked the seal.
         env.push((
             crate::mcp::gate::GATE_VARIABLE.into(),
@@ -316,10 +323,14 @@ impl Canary {
     fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
         let exe = self.options.exe.display().to_string();
         let observed_env = self.host_observed_env();
+        // Issue 23: the evidence copies carry no credential (database password, provider key).
+        let redactor = Redactor::new(observed_env.iter().chain(&host::provider_env()));
         match host {
             Host::Claude => {
-                let config = host::claude_mcp_config(&exe, &observed_env);
-                write_new_private(&paths.mcp_config, &serde_json::to_vec_pretty(&config)?)?;
+                let config =
+                    serde_json::to_string_pretty(&host::claude_mcp_config(&exe, &observed_env))?;
+                write_new_private(&paths.host_mcp_config(), config.as_bytes())?;
+                write_new_private(&paths.mcp_config, redactor.redact(&config).as_bytes())?;
                 let settings = serde_json::to_vec_pretty(&host::claude_settings())?;
                 write_new_private(&paths.settings, &settings)?;
             }
@@ -334,7 +345,7 @@ impl Canary {
                     .collect();
                 let body = host::codex_config(&server, &host::provider_env());
                 write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
-                write_new_private(&paths.mcp_config, body.as_bytes())?;
+                write_new_private(&paths.mcp_config, redactor.redact(&body).as_bytes())?;
             }
         }
         Ok(())

@@ -162,6 +162,11 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 impl Canary {
     /// Creates the run directory and loads the fixture manifest. Nothing is started yet.
     pub fn create(options: CanaryOptions) -> anyhow::Result<Self> {
+        // Issue 23: what this process writes never carries the database password, even when
+        // the URL came from a configuration file.
+        if let Ok(Some(url)) = options.settings.text(crate::config::Key::DatabaseUrl) {
+            crate::redact::learn_database_url("PATCHDIFF_DATABASE_URL", url);
+        }
         let manifest = FixtureManifest::load(&options.manifest)?;
         let run = RunDir::create(&options.runs_root, &new_run_id())?;
         let transcript = JsonlLog::open(&run.transcript())?;
@@ -378,6 +383,15 @@ impl Canary {
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
         env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
+        // Issue 23: the observed process knows the provider credentials' values (and never uses
+        // them) so that its wire log redacts a key the agent puts into a tool argument.
+        if kind == ProcessKind::Observed {
+            for (k, v) in host::provider_env() {
+                if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
+                    env.push((k, v));
+                }
+            }
+        }
         LaunchSpec {
             kind,
             exe: self.options.exe.clone(),

@@ -12,14 +12,18 @@ use crate::config::Settings;
 use crate::waymark::WaymarkConfig;
 
 /// A process environment as the manifest shows it: `PATCHDIFF_DATABASE_URL` without its
-/// password (issue 15).
+/// password (issue 15), and every other credential this process's redactor knows replaced
+/// (issue 23: the provider keys an observed process is given so it can redact them).
 pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
+    let redactor = crate::redact::process();
     env.into_iter()
         .map(|(k, v)| {
             let v = if k == crate::store::DATABASE_URL_VARIABLE {
                 crate::store::redact_database_url(&v)
+            } else if crate::redact::is_secret_name(&k) {
+                format!("[redacted:{k}]")
             } else {
-                v
+                redactor.redact(&v).into_owned()
             };
             (k, v)
         })
@@ -39,10 +43,8 @@ pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
         Some(u) if crate::store::is_postgres_url(u) => "postgres",
         _ => "sqlite",
     };
-    let mut shown = vars.clone();
-    if let Some(u) = &database_url {
-        shown.insert(crate::store::DATABASE_URL_VARIABLE, u.as_str());
-    }
+    // Issue 23: no credential in the manifest (the database password, provider keys).
+    let shown = redacted_env(env.iter().cloned());
     let lookup = |name: &str| -> Option<std::ffi::OsString> {
         vars.get(name)
             .map(|v| (*v).into())

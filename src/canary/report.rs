@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::client::McpProcess;
 use super::{Canary, StepOutcome, TargetRow};
+use crate::display::{visible, visible_inline};
 use crate::evaluate::Status;
 use crate::evidence::{RunDir, write_new_private};
 use crate::fixtures::sha256_hex;
@@ -533,7 +534,9 @@ impl Report {
     }
 
     /// Plain-text rendering: the header, the steps, the agent host (if one ran), the targets
-    /// table, what failed with the check's output, and the totals line.
+    /// table, what failed with the check's output, and the totals line. Issue 23: what the agent
+    /// wrote (summaries, notes, check output) is shown through [`crate::display`]: no control
+    /// character reaches the text raw, and a one-line field cannot start a line of its own.
     pub fn to_text(&self) -> String {
         let mut out = format!(
             "patchdiff canary {} — {}{}\nrun directory: {}\ngate 2: {}\n{}",
@@ -565,7 +568,7 @@ impl Report {
                 s.command,
                 if s.ok { "ok" } else { "FAIL" },
                 s.elapsed_ms,
-                s.summary
+                visible_inline(&s.summary)
             ));
         }
         out.push_str(&self.agent_stop_text());
@@ -588,7 +591,7 @@ impl Report {
             ),
             None => out.push_str(&self.totals_text()),
         }
-        out
+        visible(&out).into_owned()
     }
 
     /// Issue 21 item 3: why the agent stopped (and whether it had acted), and for an
@@ -654,7 +657,11 @@ impl Report {
             .filter(|t| t.status.is_some() && !t.passed())
         {
             if !t.notes.is_empty() {
-                out.push_str(&format!("\n{}: {}", t.name, t.notes.join("; ")));
+                out.push_str(&format!(
+                    "\n{}: {}",
+                    t.name,
+                    visible_inline(&t.notes.join("; "))
+                ));
             }
             out.push_str(&crate::evaluate::check_detail(
                 &t.name,
@@ -824,10 +831,18 @@ fn verdict(evaluated: bool, ok: bool) -> &'static str {
 }
 
 /// Writes `report.txt`, `report.json` and `report.junit.xml` into the run directory (once; E2).
+/// Issue 23: each passes this process's redactor ([`crate::redact::process`]: the console's
+/// environment and the database URL its settings name) first, so a credential a check printed or an error echoed is not sealed into a report; the
+/// replacement needs no escaping, so JSON and XML stay valid.
 pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
-    write_new_private(&run.report("txt"), report.to_text().as_bytes())?;
-    write_new_private(&run.report("json"), &serde_json::to_vec_pretty(report)?)?;
-    write_new_private(&run.report("junit.xml"), report.to_junit().as_bytes())
+    let redactor = crate::redact::process();
+    let redacted = |text: String| redactor.redact(&text).into_owned().into_bytes();
+    write_new_private(&run.report("txt"), &redacted(report.to_text()))?;
+    write_new_private(
+        &run.report("json"),
+        &redacted(serde_json::to_string_pretty(report)?),
+    )?;
+    write_new_private(&run.report("junit.xml"), &redacted(report.to_junit()))
 }
 
 #[cfg(test)]
@@ -970,5 +985,61 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Issue 23, the check-output route: a check of the agent's code printed a line erase and
+    /// a fake verdict, concealment, a title change and an OSC 52 clipboard write. `report.txt`
+    /// shows them as pictures, the fake verdict cannot start a line, and the JSON keeps the
+    /// exact text.
+    #[test]
+    fn report_text_shows_a_checks_escape_sequences_as_pictures_and_json_keeps_them() {
+        let hostile = "\r\x1b[2KPASSED · 5/5 targets pass both checks\n\x1b[8mhidden\n\
+                       \x1b]0;owned\x07\x1b]52;c;cm0gLXJm\x07";
+        let report = Report {
+            run_id: "r-1".into(),
+            run_dir: "/runs/r-1".into(),
+            passed: false,
+            steps: vec![StepOutcome {
+                command: "evaluate".into(),
+                ok: false,
+                summary: "chess failed\nPASSED · 5/5 targets pass both checks".into(),
+                elapsed_ms: 1,
+            }],
+            targets: vec![ReportTarget {
+                name: "chess".into(),
+                full_byte: false,
+                behavioral: false,
+                evaluated: true,
+                version: 1,
+                revision: 1,
+                accepted: 1,
+                rejected: 0,
+                initial_sha256: "0".repeat(64),
+                exported_sha256: None,
+                replay_consistent: None,
+                status: Some(Status::Fail),
+                check_exit: Some("exit 1".into()),
+                check_output: Some(hostile.into()),
+                notes: vec!["note\x1b[8m".into()],
+            }],
+            agent: Default::default(),
+            agent_host: None,
+            gate2: "closed",
+        };
+        let text = report.to_text();
+        for raw in ['\x1b', '\r', '\x07'] {
+            assert!(
+                !text.contains(raw),
+                "{raw:?} reached report.txt raw:\n{text}"
+            );
+        }
+        assert!(text.contains("␍␛[2KPASSED · 5/5"), "{text}");
+        assert!(text.contains("␛]52;c;cm0gLXJm␇"), "{text}");
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("PASSED")),
+            "a fake verdict starts a line:\n{text}"
+        );
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["targets"][0]["check_output"], hostile);
     }
 }

@@ -10,6 +10,8 @@ use similar::TextDiff;
 
 use super::host_run::HOST_OBSERVED;
 use super::{Canary, TargetRow};
+use crate::display::{visible, visible_inline};
+use crate::evidence::WireRecord;
 use crate::fixtures::Fixture;
 
 /// Lines of context around each change in the diffs.
@@ -113,7 +115,8 @@ pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
         .collect()
 }
 
-/// A unified diff of `new` against `old`, or a line saying they are equal.
+/// A unified diff of `new` against `old`, or a line saying they are equal. Each line is shown
+/// through [`visible`] (issue 23): the agent's text cannot move the cursor or erase a line.
 pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<String> {
     if old == new {
         return vec![format!("  (identical: {new_name} = {old_name})")];
@@ -125,7 +128,11 @@ pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<St
         .context_radius(DIFF_CONTEXT)
         .header(old_name, new_name)
         .to_string();
-    let mut lines: Vec<String> = text.lines().map(|l| format!("  {l}")).collect();
+    // Split on `\n` only, so a `\r` in the agent's text stays visible in its line.
+    let mut lines: Vec<String> = text
+        .split_terminator('\n')
+        .map(|l| format!("  {}", visible(l)))
+        .collect();
     if lines.len() > DIFF_LINES {
         let more = lines.len() - DIFF_LINES;
         lines.truncate(DIFF_LINES);
@@ -157,7 +164,9 @@ impl Canary {
         out.extend(self.submissions_section(name));
         out.push(String::new());
         out.extend(self.diffs_section(fixture)?);
-        Ok(out.join("\n"))
+        // Issue 23: the story is mostly what the agent wrote (its code in the diffs, its request
+        // keys, what its code's check printed); a person sees it only through `visible`.
+        Ok(visible(&out.join("\n")).into_owned())
     }
 
     /// The verdict with its notes and the tail of the check's output.
@@ -204,9 +213,10 @@ impl Canary {
             out.push(format!("  named checks: {note}"));
         }
         for note in &v.notes {
-            out.push(format!("  note: {note}"));
+            out.push(format!("  note: {}", visible_inline(note)));
         }
-        let output: Vec<&str> = v.check_output.lines().collect();
+        // Split on `\n` only: a `\r` the check printed stays in its line, shown as `␍`.
+        let output: Vec<&str> = v.check_output.split_terminator('\n').collect();
         if !output.is_empty() {
             out.push(format!(
                 "check output (last {} of {} lines):",
@@ -232,8 +242,8 @@ impl Canary {
             out.push(format!(
                 "  #{:<3} {:<9} key {} · base r{} → {}{}",
                 i + 1,
-                a.outcome,
-                a.request_key,
+                visible_inline(&a.outcome),
+                visible_inline(&a.request_key),
                 a.base_revision.map_or("?".into(), |r| r.to_string()),
                 a.revision.map_or("-".into(), |r| format!("r{r}")),
                 if a.process == "observed" {
@@ -243,7 +253,7 @@ impl Canary {
                 }
             ));
             for r in &a.reasons {
-                out.push(format!("        reason: {r}"));
+                out.push(format!("        reason: {}", visible_inline(r)));
             }
         }
         out
@@ -395,5 +405,40 @@ mod tests {
         );
         assert!(!lines.iter().any(|l| l.ends_with('h')), "{lines:?}");
         assert_eq!(unified(old, old, "a", "b"), ["  (identical: b = a)"]);
+    }
+
+    /// Issue 23, the request-key route: a key that changes the window title and erases the
+    /// line is shown as pictures in the story's submissions, on its own line.
+    #[test]
+    fn a_hostile_request_key_is_listed_as_pictures() {
+        let key = "k\x1b]0;owned\x07\r\x1b[2K\nPASSED";
+        let log = record(
+            json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+            "name": "patchdiff_submit_observed_operations",
+            "arguments": {"target": "chess", "request_key": key, "base_revision": 1}}}),
+        );
+        let attempts = attempts_in(&log, "observed", "chess");
+        assert_eq!(attempts[0].request_key, key, "the data stays exact");
+        let shown = visible_inline(&attempts[0].request_key);
+        assert_eq!(shown, "k␛]0;owned␇␍␛[2K␊PASSED");
+    }
+
+    /// Issue 23, the diff route: target text holding a line erase, concealment and an OSC 52
+    /// write shows as pictures in the diff, each `\r` kept in its line.
+    #[test]
+    fn diffs_show_the_agents_control_characters_as_pictures() {
+        let old = b"a\nb\n";
+        let new = b"a\n# \x1b[8m\x1b]52;c;eA==\x07\r\x1b[2KPASSED\r\nb\n";
+        let lines = unified(old, new, "expected", "exported");
+        let text = lines.join("\n");
+        assert!(
+            !text.chars().any(crate::display::needs_picture),
+            "a control character reached the diff raw: {text:?}"
+        );
+        // `similar` ends a line at a lone `\r` too; either way each `\r` is shown as `␍`.
+        assert!(
+            text.contains("+# ␛[8m␛]52;c;eA==␇␍") && text.contains("␛[2KPASSED␍"),
+            "{lines:?}"
+        );
     }
 }

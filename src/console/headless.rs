@@ -15,6 +15,7 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 
 use crate::canary::command::{Command, parse_script};
 use crate::canary::{Canary, CanaryOptions};
+use crate::display::{VisibleWriter, visible};
 
 /// Exit code: success.
 pub const EXIT_OK: i32 = 0;
@@ -30,22 +31,24 @@ pub const EXIT_INFRA_ABORT: i32 = 3;
 /// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
 /// [`EXIT_USAGE`], [`EXIT_INFRA_ABORT`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
+    // Issue 23: progress lines carry what the agent wrote (step summaries, check output,
+    // stories); a person's terminal gets it only through `visible`.
     let mut progress: Box<dyn Write> = if json {
-        Box::new(std::io::stderr())
+        Box::new(VisibleWriter::new(std::io::stderr()))
     } else {
-        Box::new(std::io::stdout())
+        Box::new(VisibleWriter::new(std::io::stdout()))
     };
     let commands = match load_script(script) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("patchdiff: {e}");
+            eprintln!("patchdiff: {}", visible(&e));
             return EXIT_USAGE;
         }
     };
     let mut canary = match start_canary(options, &commands).await {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("patchdiff: {e}");
+            eprintln!("patchdiff: {}", visible(&e));
             return EXIT_USAGE;
         }
     };

@@ -121,6 +121,7 @@ struct Served {
 /// the resident prewarm in the background, outside any target transaction; a failed prewarm is
 /// logged and does not stop request-key recovery.
 fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
+    learn_secrets(options);
     let (recorder, telemetry) = Recorder::from_settings(&options.settings);
     // T3: telemetry stays off and transactions are unchanged, but the operator hears of it.
     if let Some(detail) = &telemetry.invalid_detail {
@@ -332,5 +333,13 @@ fn stdin_is_pipe() -> bool {
             kind == SFlag::S_IFIFO || kind == SFlag::S_IFSOCK
         }
         Err(_) => false,
+    }
+}
+
+/// Issue 23: the wire log's redactor ([`crate::redact::process`]) also learns the password of
+/// the database URL the resolved settings name (which may come from a file).
+fn learn_secrets(options: &McpOptions) {
+    if let Some(url) = &options.postgres_url {
+        crate::redact::learn_database_url("PATCHDIFF_DATABASE_URL", url);
     }
 }

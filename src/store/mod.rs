@@ -19,7 +19,9 @@ mod sqlite;
 mod target_lock;
 
 pub use crate::kernel::types::*;
-pub use postgres::{POOL_MAX_CONNECTIONS, PostgresStore, redact_database_url};
+pub use postgres::{
+    CONNECT_TIMEOUT, POOL_MAX_CONNECTIONS, PostgresStore, STATEMENT_BUDGET, redact_database_url,
+};
 pub use sqlite::{Durability, SqliteStore, checkpoint_for_seal};
 
 use std::fmt;

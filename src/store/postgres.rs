@@ -41,8 +41,54 @@ use crate::kernel::{EditShape, ObservationRecord, sha256_hex, validate_submissio
 
 /// Connections the pool opens at most per `PostgresStore` (per process): 16.
 pub const POOL_MAX_CONNECTIONS: usize = 16;
-/// How long connecting to the server may take before `connect` fails: 10 s.
+/// How long connecting to the server may take before `connect` fails: 10 s. Also how long a
+/// call waits for a free pooled connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+// Issue 23 item 6: every call to the server has a deadline, derived from the documented
+// ceilings. The numbers, and why:
+//
+// - a statement that waits for no lock (reads, inserts, the commit) needs at most
+//   [`STATEMENT_BUDGET`] (5 s: whole-content reads of the largest target, 32 MiB, take well
+//   under a second on the networks this backend is for);
+// - a write waits for its target's boundary (`pg_advisory_xact_lock`) or a row lock at most
+//   `lock_timeout` = the busy timeout ([`BUSY_TIMEOUT_MS`], 10 s by default; MCP processes set
+//   it above the outer discovery allowance, W6: 28 s by default, so a submission queued behind
+//   another's validation waits for it);
+// - a write transaction is idle on the server only while its caller validates the planned
+//   content under the boundary, which W6 bounds by the outer discovery allowance, itself below
+//   the busy timeout.
+//
+// Hence, on the server (so a frozen *client* releases what it holds):
+//   `statement_timeout` = STATEMENT_BUDGET for reads, lock_timeout + STATEMENT_BUDGET in writes
+//   (a lock wait ends as a lock wait, `LOCK_NOT_AVAILABLE`, before the statement timeout);
+//   `idle_in_transaction_session_timeout` = lock_timeout + STATEMENT_BUDGET;
+// and on the client (so a frozen *server* — SIGSTOP, a hung host — cannot hang a call; a
+// stopped server's kernel still acknowledges TCP, so only a client-side deadline sees it):
+//   read call  ≤ CONNECT_TIMEOUT + STATEMENT_BUDGET                       (15 s by default);
+//   write call ≤ CONNECT_TIMEOUT + 2 × lock_timeout + STATEMENT_BUDGET    (35 s by default:
+//                connection, boundary wait, validation under it, statements and commit);
+// and TCP keepalive probes after [`KEEPALIVE_IDLE`] of silence, every [`KEEPALIVE_INTERVAL`],
+// [`KEEPALIVE_RETRIES`] times, so a vanished host is noticed within 10 s of silence.
+
+/// The longest one statement that waits for no lock may run: 5 s (issue 23 item 6).
+pub const STATEMENT_BUDGET: Duration = Duration::from_secs(5);
+/// TCP keepalive: first probe after 5 s of silence (issue 23 item 6).
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
+/// TCP keepalive: probe interval, 1 s.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
+/// TCP keepalive: unanswered probes before the connection is dropped, 5.
+pub const KEEPALIVE_RETRIES: u32 = 5;
+
+/// Which deadline a call runs under (see the derivation above).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    /// Waits for no lock: `CONNECT_TIMEOUT + STATEMENT_BUDGET`.
+    Read,
+    /// May wait for a lock and hold it through validation:
+    /// `CONNECT_TIMEOUT + 2 × lock_timeout + STATEMENT_BUDGET`.
+    Write,
+}
 /// Schema version this build writes (`schema_migrations`).
 pub const PG_SCHEMA_VERSION: i32 = 1;
 /// Advisory lock key serializing migrations across concurrent `connect`s.
@@ -521,6 +567,20 @@ impl PostgresStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
+        // Issue 23 item 6: session defaults on the server and TCP keepalive (see the
+        // derivation at `STATEMENT_BUDGET`); writes set their own per transaction.
+        let mut options = config.get_options().unwrap_or_default().to_owned();
+        options.push_str(&format!(
+            " -c statement_timeout={} -c idle_in_transaction_session_timeout={}",
+            STATEMENT_BUDGET.as_millis(),
+            u128::from(BUSY_TIMEOUT_MS) + STATEMENT_BUDGET.as_millis()
+        ));
+        config
+            .options(options.trim_start())
+            .keepalives(true)
+            .keepalives_idle(KEEPALIVE_IDLE)
+            .keepalives_interval(KEEPALIVE_INTERVAL)
+            .keepalives_retries(KEEPALIVE_RETRIES);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("patchdiff-pg")
@@ -540,6 +600,8 @@ impl PostgresStore {
                 .max_size(POOL_MAX_CONNECTIONS)
                 .runtime(deadpool_postgres::Runtime::Tokio1)
                 .create_timeout(Some(CONNECT_TIMEOUT))
+                .wait_timeout(Some(CONNECT_TIMEOUT))
+                .recycle_timeout(Some(STATEMENT_BUDGET))
                 .build()
                 .map_err(|e| StoreError::storage(&ctx, e))?
         };
@@ -551,7 +613,7 @@ impl PostgresStore {
             lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
         };
         store
-            .run(store.migrate())
+            .run(Call::Write, store.migrate())
             .map_err(|e| StoreError::new(e.code, format!("{ctx}: {}", e.message)))?;
         Ok(store)
     }
@@ -562,11 +624,56 @@ impl PostgresStore {
     }
 
     /// Runs `fut` to completion on the calling thread with the store's runtime entered (its
-    /// workers drive the connections).
-    fn run<T>(&self, fut: impl Future<Output = T>) -> T {
+    /// workers drive the connections), within the deadline of its kind of [`Call`] (issue 23
+    /// item 6). Past it: `STORAGE` saying the server did not answer in time; the transaction is
+    /// abandoned (the server rolls it back, or commits it whole if its `COMMIT` had already
+    /// arrived — never half), so a retry with the same request key is always safe.
+    fn run<T>(
+        &self,
+        call: Call,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
         let runtime = self.runtime.as_ref().expect("runtime lives until drop");
         let _entered = runtime.enter();
-        futures::executor::block_on(fut)
+        let deadline = self.deadline(call);
+        futures::executor::block_on(async {
+            match tokio::time::timeout(deadline, fut).await {
+                Ok(result) => result,
+                Err(_) => Err(StoreError::new(
+                    ErrorCode::Storage,
+                    format!(
+                        "PostgreSQL at {} did not answer within {} ms (the {} deadline: connect \
+                         {} ms + {}); nothing was acknowledged — retry the same request: an edit \
+                         that did commit is returned by its request key",
+                        self.redacted_url,
+                        deadline.as_millis(),
+                        match call {
+                            Call::Read => "read",
+                            Call::Write => "write",
+                        },
+                        CONNECT_TIMEOUT.as_millis(),
+                        match call {
+                            Call::Read => format!("statement {} ms", STATEMENT_BUDGET.as_millis()),
+                            Call::Write => format!(
+                                "2 × lock wait {} ms + statement {} ms",
+                                self.lock_timeout(),
+                                STATEMENT_BUDGET.as_millis()
+                            ),
+                        }
+                    ),
+                )),
+            }
+        })
+    }
+
+    /// The client-side deadline of a [`Call`] (derivation at [`STATEMENT_BUDGET`]).
+    fn deadline(&self, call: Call) -> Duration {
+        match call {
+            Call::Read => CONNECT_TIMEOUT + STATEMENT_BUDGET,
+            Call::Write => {
+                CONNECT_TIMEOUT + 2 * Duration::from_millis(self.lock_timeout()) + STATEMENT_BUDGET
+            }
+        }
     }
 
     async fn client(&self) -> Result<Object, StoreError> {
@@ -627,8 +734,15 @@ impl PostgresStore {
     /// A write transaction whose lock waits end after the busy timeout.
     async fn write_tx<'c>(&self, client: &'c mut Object) -> Result<Transaction<'c>, StoreError> {
         let tx = client.transaction().await?;
-        tx.batch_execute(&format!("SET LOCAL lock_timeout = {}", self.lock_timeout()))
-            .await?;
+        // Issue 23 item 6: a lock wait ends as a lock wait, before the statement timeout; the
+        // transaction idles only while its caller validates (≤ the lock wait, W6).
+        let lock = self.lock_timeout();
+        let bound = u128::from(lock) + STATEMENT_BUDGET.as_millis();
+        tx.batch_execute(&format!(
+            "SET LOCAL lock_timeout = {lock}; SET LOCAL statement_timeout = {bound}; \
+             SET LOCAL idle_in_transaction_session_timeout = {bound}"
+        ))
+        .await?;
         Ok(tx)
     }
 
@@ -1087,14 +1201,17 @@ impl EditStore for PostgresStore {
     ) -> Result<TargetState, StoreError> {
         let (text, actual) = shared::check_init(name, language, content, expected_sha256)?;
         let (id, incarnation) = self
-            .run(self.init_async(name, language, text, &actual, reset))
+            .run(
+                Call::Write,
+                self.init_async(name, language, text, &actual, reset),
+            )
             .map_err(|e| self.busy(name, e))?;
         self.cache.reset(id, incarnation, text.into());
         Ok(shared::initial_state(name, language, text, actual))
     }
 
     fn read_target(&self, name: &str) -> Result<TargetState, StoreError> {
-        self.run(async {
+        self.run(Call::Read, async {
             let mut client = self.client().await?;
             let tx = Self::read_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
@@ -1110,7 +1227,7 @@ impl EditStore for PostgresStore {
         range: ObserveRange,
     ) -> Result<Observation, StoreError> {
         shared::check_observe(&range)?;
-        self.run(self.observe_async(name, at_revision, range))
+        self.run(Call::Write, self.observe_async(name, at_revision, range))
             .map_err(|e| self.busy(name, e))
     }
 
@@ -1123,12 +1240,15 @@ impl EditStore for PostgresStore {
     ) -> Result<Receipt, StoreError> {
         let submission_sha = submission_sha256(submission)?;
         // K4 first: recovery needs no lock, no validation and no discovery.
-        if let Some(r) = self.run(self.recover(name, submission, &submission_sha))? {
+        if let Some(r) = self.run(Call::Read, self.recover(name, submission, &submission_sha))? {
             return Ok(r);
         }
         validate_submission(submission)?;
-        self.run(self.submit_locked(name, submission, &submission_sha, strict, validator))
-            .map_err(|e| self.busy(name, e))
+        self.run(
+            Call::Write,
+            self.submit_locked(name, submission, &submission_sha, strict, validator),
+        )
+        .map_err(|e| self.busy(name, e))
     }
 
     fn recover_receipt(
@@ -1137,11 +1257,11 @@ impl EditStore for PostgresStore {
         submission: &Submission,
     ) -> Result<Option<Receipt>, StoreError> {
         let submission_sha = submission_sha256(submission)?;
-        self.run(self.recover(name, submission, &submission_sha))
+        self.run(Call::Read, self.recover(name, submission, &submission_sha))
     }
 
     fn stored_receipt(&self, name: &str, request_key: &str) -> Result<Option<String>, StoreError> {
-        self.run(async {
+        self.run(Call::Read, async {
             let mut client = self.client().await?;
             let tx = Self::read_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
@@ -1156,12 +1276,12 @@ impl EditStore for PostgresStore {
     }
 
     fn save(&self, name: &str) -> Result<SaveResult, StoreError> {
-        self.run(self.save_async(name))
+        self.run(Call::Write, self.save_async(name))
             .map_err(|e| self.busy(name, e))
     }
 
     fn saved(&self, name: &str) -> Result<SavedContent, StoreError> {
-        self.run(async {
+        self.run(Call::Read, async {
             let mut client = self.client().await?;
             let tx = Self::read_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
@@ -1170,7 +1290,7 @@ impl EditStore for PostgresStore {
     }
 
     fn saved_version(&self, name: &str, version: u64) -> Result<SavedContent, StoreError> {
-        self.run(async {
+        self.run(Call::Read, async {
             let mut client = self.client().await?;
             let tx = Self::read_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
@@ -1185,16 +1305,16 @@ impl EditStore for PostgresStore {
         limit: Option<u32>,
     ) -> Result<ReplayPage, StoreError> {
         let (after_id, limit) = shared::replay_args(after, limit)?;
-        self.run(self.replay_async(name, after, after_id, limit))
+        self.run(Call::Read, self.replay_async(name, after, after_id, limit))
     }
 
     fn audit(&self, name: &str) -> Result<Audit, StoreError> {
-        self.run(self.audit_async(name))
+        self.run(Call::Read, self.audit_async(name))
     }
 
     fn record_worker_error(&self, name: &str, code: &str, message: &str) -> Result<(), StoreError> {
         let message = shared::check_worker_error(code, message)?;
-        self.run(async {
+        self.run(Call::Write, async {
             let mut client = self.client().await?;
             let tx = self.write_tx(&mut client).await?;
             let t = target_row(&tx, name).await?;
@@ -1209,7 +1329,7 @@ impl EditStore for PostgresStore {
     }
 
     fn list_targets(&self) -> Result<Vec<TargetSummary>, StoreError> {
-        self.run(self.list_async())
+        self.run(Call::Read, self.list_async())
     }
 
     fn set_busy_timeout(&self, timeout: Duration) -> Result<(), StoreError> {

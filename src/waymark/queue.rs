@@ -2,6 +2,13 @@
 //! FIFO. A waiter that is not admitted within its ceiling (2 s ordinary, 250 ms for lock holders)
 //! leaves the queue with [`AdmissionError::Expired`]. A dropped waiter leaves the queue at once,
 //! and a slot handed to a waiter that is already gone passes to the next one.
+//!
+//! Issue 23 item 5: callers that waited for a *starting* worker did so holding no descriptor;
+//! when it is ready they arrive together. [`AdmissionQueue::admit_after_startup`] puts them in a
+//! backlog, in arrival order, from which the queue moves each into the FIFO as soon as one of its
+//! eight waiting places frees up, so a start-up burst waits instead of being refused. The eight
+//! places stay what W5 counts: requests for a ready worker. While a backlog exists every place is
+//! spoken for, so an ordinary caller arriving then is refused `Full` as before.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -33,7 +40,32 @@ struct Inner {
     active: bool,
     closed: bool,
     waiting: VecDeque<(u64, oneshot::Sender<()>)>,
+    /// Start-up callers not yet in `waiting`, in arrival order (see module docs).
+    backlog: VecDeque<(u64, oneshot::Sender<()>)>,
     next_ticket: u64,
+}
+
+impl Inner {
+    /// Moves backlogged callers into free waiting places, first come first.
+    fn promote(&mut self, max_waiting: usize) {
+        while self.waiting.len() < max_waiting {
+            match self.backlog.pop_front() {
+                Some(entry) => self.waiting.push_back(entry),
+                None => break,
+            }
+        }
+    }
+
+    /// Removes `ticket` from the waiting places or the backlog; false when it is in neither
+    /// (it was handed the slot).
+    fn remove(&mut self, ticket: u64, max_waiting: usize) -> bool {
+        let before = self.waiting.len() + self.backlog.len();
+        self.waiting.retain(|(t, _)| *t != ticket);
+        self.backlog.retain(|(t, _)| *t != ticket);
+        let removed = self.waiting.len() + self.backlog.len() != before;
+        self.promote(max_waiting);
+        removed
+    }
 }
 
 /// FIFO admission with one active slot (see module docs).
@@ -67,12 +99,10 @@ impl Drop for WaitGuard<'_> {
         if !self.armed {
             return;
         }
-        let removed = {
-            let mut inner = self.queue.lock();
-            let before = inner.waiting.len();
-            inner.waiting.retain(|(t, _)| *t != self.ticket);
-            inner.waiting.len() != before
-        };
+        let removed = self
+            .queue
+            .lock()
+            .remove(self.ticket, self.queue.max_waiting);
         if removed {
             self.queue.notify();
         } else {
@@ -91,6 +121,7 @@ impl AdmissionQueue {
                 active: false,
                 closed: false,
                 waiting: VecDeque::new(),
+                backlog: VecDeque::new(),
                 next_ticket: 0,
             })),
             max_waiting,
@@ -116,8 +147,22 @@ impl AdmissionQueue {
         (self.listener)(depth);
     }
 
-    /// Waits (FIFO) for the active slot, at most `ceiling`.
+    /// Waits (FIFO) for the active slot, at most `ceiling`. Errors: `Full` when eight already
+    /// wait (or a start-up backlog has claimed every place), `Expired` after `ceiling`, `Closed`.
     pub async fn admit(&self, ceiling: Duration) -> Result<Permit, AdmissionError> {
+        self.enter(ceiling, false).await
+    }
+
+    /// Issue 23 item 5: admission for a caller that waited for a starting worker (holding no
+    /// descriptor). Never `Full`: with every waiting place taken it waits in the backlog, in
+    /// arrival order, and enters the FIFO when a place frees. `ceiling` counts from this call and
+    /// covers backlog and FIFO (the supervisor passes the 2 s admission ceiling, W6); errors:
+    /// `Expired`, `Closed`.
+    pub async fn admit_after_startup(&self, ceiling: Duration) -> Result<Permit, AdmissionError> {
+        self.enter(ceiling, true).await
+    }
+
+    async fn enter(&self, ceiling: Duration, backlog: bool) -> Result<Permit, AdmissionError> {
         let (ticket, rx) = {
             let mut inner = self.lock();
             if inner.closed {
@@ -131,7 +176,8 @@ impl AdmissionQueue {
                     queue: self.clone(),
                 });
             }
-            if inner.waiting.len() >= self.max_waiting {
+            let full = inner.waiting.len() >= self.max_waiting;
+            if full && !backlog {
                 return Err(AdmissionError::Full {
                     waiting: inner.waiting.len(),
                 });
@@ -139,7 +185,11 @@ impl AdmissionQueue {
             let (tx, rx) = oneshot::channel();
             let ticket = inner.next_ticket;
             inner.next_ticket += 1;
-            inner.waiting.push_back((ticket, tx));
+            if full {
+                inner.backlog.push_back((ticket, tx));
+            } else {
+                inner.waiting.push_back((ticket, tx));
+            }
             (ticket, rx)
         };
         self.notify();
@@ -161,12 +211,7 @@ impl AdmissionQueue {
                 Err(AdmissionError::Closed)
             }
             Err(_) => {
-                let handed = {
-                    let mut inner = self.lock();
-                    let before = inner.waiting.len();
-                    inner.waiting.retain(|(t, _)| *t != ticket);
-                    inner.waiting.len() == before
-                };
+                let handed = !self.lock().remove(ticket, self.max_waiting);
                 guard.armed = false;
                 if handed {
                     // Admitted at the deadline: the handoff happened before we looked.
@@ -185,6 +230,7 @@ impl AdmissionQueue {
         {
             let mut inner = self.lock();
             loop {
+                inner.promote(self.max_waiting);
                 match inner.waiting.pop_front() {
                     Some((_, tx)) => {
                         if tx.send(()).is_ok() {
@@ -197,6 +243,7 @@ impl AdmissionQueue {
                     }
                 }
             }
+            inner.promote(self.max_waiting);
         }
         self.notify();
     }
@@ -207,7 +254,9 @@ impl AdmissionQueue {
         let drained: Vec<_> = {
             let mut inner = self.lock();
             inner.closed = true;
-            inner.waiting.drain(..).collect()
+            let mut drained: Vec<_> = inner.waiting.drain(..).collect();
+            drained.extend(inner.backlog.drain(..));
+            drained
         };
         drop(drained);
         self.notify();
@@ -264,6 +313,77 @@ mod tests {
             q.admit(Duration::from_secs(2)).await.err(),
             Some(AdmissionError::Full { waiting: 8 })
         );
+    }
+
+    /// Issue 23 item 5: 40 callers that waited for a starting worker arrive at once; all are
+    /// admitted, first come first, though only eight may wait in the FIFO. While their backlog
+    /// lasts an ordinary caller is refused `Full`, and afterwards the queue is as W5 says.
+    #[tokio::test(start_paused = true)]
+    async fn a_startup_burst_of_forty_is_admitted_in_order_and_never_refused() {
+        let q = queue();
+        let active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut tasks = Vec::new();
+        for i in 0..40 {
+            let (q2, order) = (q.clone(), order.clone());
+            tasks.push(tokio::spawn(async move {
+                let p = q2
+                    .admit_after_startup(Duration::from_secs(2))
+                    .await
+                    .expect("a start-up caller is admitted");
+                order.lock().expect("lock").push(i);
+                // Each validation takes a few ms of the worker's time.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                drop(p);
+            }));
+            tokio::task::yield_now().await;
+        }
+        while q.depth().waiting < 8 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            q.depth(),
+            QueueDepth {
+                active: 1,
+                waiting: 8
+            },
+            "the backlog holds no waiting place"
+        );
+        assert_eq!(
+            q.admit(Duration::from_secs(2)).await.err(),
+            Some(AdmissionError::Full { waiting: 8 })
+        );
+        drop(active);
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(*order.lock().expect("lock"), (0..40).collect::<Vec<_>>());
+        assert_eq!(
+            q.depth(),
+            QueueDepth {
+                active: 0,
+                waiting: 0
+            }
+        );
+        assert!(q.admit(Duration::from_secs(2)).await.is_ok());
+    }
+
+    /// A backlogged start-up caller still expires at its ceiling and leaves no trace.
+    #[tokio::test(start_paused = true)]
+    async fn a_backlogged_caller_expires_at_its_ceiling() {
+        let q = queue();
+        let _active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let (_order, _waiters) = queue_waiters(&q, 8).await;
+        let started = tokio::time::Instant::now();
+        let err = q.admit_after_startup(Duration::from_secs(2)).await.err();
+        assert_eq!(
+            err,
+            Some(AdmissionError::Expired {
+                ceiling: Duration::from_secs(2)
+            })
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(2));
+        assert_eq!(q.lock().backlog.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

@@ -314,6 +314,10 @@ struct Inner {
     next_request: AtomicU64,
     own: Option<ProcessIdentity>,
     this: Weak<Inner>,
+    /// Held only while deciding which resident generation to wait for (and launching it when
+    /// there is none), never across the readiness wait: concurrent callers share one launch
+    /// (issue 23 item 5).
+    launching: tokio::sync::Mutex<()>,
 }
 
 /// The Waymark worker handle (W1–W13). Cheap to clone (an `Arc` inside); `Send + Sync`.
@@ -365,6 +369,7 @@ impl Waymark {
             next_request: AtomicU64::new(1),
             own: ProcessIdentity::current(),
             this: this.clone(),
+            launching: tokio::sync::Mutex::new(()),
         });
         Self { inner }
     }
@@ -374,9 +379,12 @@ impl Waymark {
         &self.inner.config
     }
 
-    /// W13: resident mode starts the child and waits until it is ready (admission 2 s, readiness
-    /// 7 s). Oneshot mode only runs the stale-root sweep. Errors: `QUEUE_*`, `RESTART_LIMIT`,
-    /// `SPAWN`, `STARTUP_TIMEOUT`, `PROTOCOL` (died before ready), `CANCELLED` (shut down).
+    /// W13: resident mode starts the child and waits until it is ready (readiness 7 s, W6).
+    /// Issue 23 item 5: the wait holds no queue descriptor, so any number of callers (a burst of
+    /// submissions making sure a worker is ready before taking their locks) wait on the same
+    /// starting generation and none is refused `QUEUE_FULL`. Oneshot mode only runs the
+    /// stale-root sweep. Errors: `RESTART_LIMIT`, `SPAWN`, `STARTUP_TIMEOUT`, `PROTOCOL` (died
+    /// before ready), `CANCELLED` (shut down).
     pub async fn prewarm(&self) -> Result<(), WorkerError> {
         let inner = &self.inner;
         inner.check_open()?;
@@ -384,7 +392,6 @@ impl Waymark {
         if inner.config.mode == WaymarkMode::Oneshot {
             return Ok(());
         }
-        let _permit = inner.admit(inner.config.limits.admission, None).await?;
         let mut span = inner.span(EventKind::PhaseReadiness.as_str(), None);
         span.attr(attr::CEILING_MS, ms(inner.config.limits.readiness))
             .attr(attr::PREWARM, true);
@@ -776,15 +783,22 @@ impl Inner {
         }
     }
 
-    /// Admission (W5–W7), recorded as `phase_admission` for `request`.
+    /// Admission (W5–W7), recorded as `phase_admission` for `request`; `after_startup`: the
+    /// caller waited for a starting worker and enters through the queue's start-up backlog
+    /// ([`AdmissionQueue::admit_after_startup`], never `QUEUE_FULL`).
     async fn admit(
         &self,
         ceiling: Duration,
         request: Option<u64>,
+        after_startup: bool,
     ) -> Result<super::queue::Permit, WorkerError> {
         let mut span = self.span(EventKind::PhaseAdmission.as_str(), request);
         span.attr(attr::CEILING_MS, ms(ceiling));
-        let result = self.queue.admit(ceiling).await;
+        let result = if after_startup {
+            self.queue.admit_after_startup(ceiling).await
+        } else {
+            self.queue.admit(ceiling).await
+        };
         let mapped = result.map_err(|e| match e {
             AdmissionError::Full { waiting } => WorkerError::new(
                 WorkerErrorCode::QueueFull,
@@ -919,10 +933,25 @@ impl Inner {
             return Err(not_ready().into());
         }
         let ceiling = parts.lock_wait.unwrap_or(self.config.limits.admission);
-        let permit = self.admit(ceiling, Some(request)).await?;
-
         let mut readiness = self.span(EventKind::PhaseReadiness.as_str(), Some(request));
         readiness.attr(attr::CEILING_MS, ms(self.config.limits.readiness));
+        // Issue 23 item 5: a caller arriving while the resident worker starts waits on its
+        // readiness (W6, 7 s) holding no queue descriptor, then enters the FIFO through the
+        // start-up backlog, so a burst during start-up waits instead of being refused.
+        let startup =
+            !lock_holder && self.config.mode == WaymarkMode::Resident && !self.current_ready();
+        if startup && let Err(e) = self.ensure_resident().await {
+            readiness.finish(Outcome::Failed);
+            return Err(e.into());
+        }
+        let permit = self.admit(ceiling, Some(request), startup).await;
+        let permit = match permit {
+            Ok(p) => p,
+            Err(e) => {
+                readiness.finish(Outcome::Failed);
+                return Err(e.into());
+            }
+        };
         let ready = if lock_holder {
             lock(&self.state)
                 .current
@@ -975,24 +1004,33 @@ impl Inner {
     }
 
     /// Resident: the current generation, ready; launches one when there is none (W10 limits).
+    /// The launch decision is serialized by `launching`, so concurrent callers share one
+    /// generation; the readiness wait (W6, 7 s) holds neither that lock nor a queue descriptor.
     async fn ensure_resident(&self) -> Result<Arc<Generation>, WorkerError> {
-        let existing = lock(&self.state).current.clone();
-        if let Some(worker) = existing {
-            if self.age(&worker) >= self.config.limits.max_age {
-                self.retire(
-                    &worker,
-                    reason::AGE_LIMIT,
-                    "generation reached its maximum age",
-                    true,
-                );
-            } else if !worker.is_retired() {
-                self.wait_ready(&worker).await?;
-                return Ok(worker);
+        let worker = {
+            let _launching = self.launching.lock().await;
+            match self.usable_resident() {
+                Some(worker) => worker,
+                None => self.launch(None).await?,
             }
-        }
-        let worker = self.launch(None).await?;
+        };
         self.wait_ready(&worker).await?;
         Ok(worker)
+    }
+
+    /// The current resident generation when it may take requests (retiring it at its W10 age).
+    fn usable_resident(&self) -> Option<Arc<Generation>> {
+        let worker = lock(&self.state).current.clone()?;
+        if self.age(&worker) >= self.config.limits.max_age {
+            self.retire(
+                &worker,
+                reason::AGE_LIMIT,
+                "generation reached its maximum age",
+                true,
+            );
+            return None;
+        }
+        (!worker.is_retired()).then_some(worker)
     }
 
     async fn start_oneshot(&self, language: Language) -> Result<Arc<Generation>, WorkerError> {
@@ -1699,7 +1737,7 @@ async fn retire_at_age(this: Weak<Inner>, worker: Arc<Generation>) {
     let Some(inner) = this.upgrade() else { return };
     let permit = tokio::select! {
         () = worker.cancel.cancelled() => return,
-        permit = inner.admit(admission, None) => permit,
+        permit = inner.admit(admission, None, false) => permit,
     };
     if let Ok(_permit) = permit {
         inner.retire(
