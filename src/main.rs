@@ -22,7 +22,8 @@ struct Cli {
 
 const AFTER_HELP: &str = "\
 Quick start:
-  patchdiff console --script assets/canary/demo.canary   run the bundled demo canary headless
+  patchdiff console --script demo                        run the bundled demo canary headless
+  patchdiff doctor                                       can this installation run a canary?
   patchdiff console                                      open the interactive console
   patchdiff mcp --print-host-config claude              agent-host configuration for the observed process
 
@@ -45,6 +46,18 @@ enum Cmd {
     /// Export the perf events of every process of a run as a Chrome trace-event file that
     /// Perfetto UI (ui.perfetto.dev) and chrome://tracing open.
     Trace(TraceArgs),
+    /// Check that this installation can run a canary: Node, the worker reaching readiness with
+    /// each grammar, the database, the data/state/runs directories, agent host CLIs, the
+    /// bundled fixture suite and the evaluator's controls. One ok/FAIL line each, with what to
+    /// do; exit 0 only if every check holds.
+    Doctor(DoctorArgs),
+}
+
+#[derive(clap::Args)]
+struct DoctorArgs {
+    /// Print the checks as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(clap::Args)]
@@ -77,12 +90,15 @@ struct VerifyArgs {
 struct ConsoleArgs {
     /// Run this script of console commands headless (one command per line; `#` comments) and
     /// exit: 0 every step succeeded, 1 a step failed (a target failing its checks fails `evaluate`), 2 invalid script or options.
-    #[arg(long, value_name = "FILE")]
+    /// A bare name that is not a file names a script the binary carries: `demo` (the bundled
+    /// demo canary, scripted agent), `wrong`, `claude`, `codex`.
+    #[arg(long, value_name = "FILE|NAME")]
     script: Option<PathBuf>,
     /// With --script: print the final report as JSON on stdout (progress goes to stderr).
     #[arg(long, requires = "script")]
     json: bool,
-    /// Fixture manifest to authenticate and evaluate against.
+    /// Fixture manifest to authenticate and evaluate against (default: the bundled suite the
+    /// binary carries).
     #[arg(long, value_name = "PATH")]
     manifest: Option<PathBuf>,
     /// Directory for run evidence (default: <data dir>/runs).
@@ -168,6 +184,7 @@ fn main() -> ExitCode {
             Some(Cmd::Evaluate(args)) => run_evaluate(args).await,
             Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
             Some(Cmd::Trace(args)) => run_trace(args),
+            Some(Cmd::Doctor(args)) => patchdiff::doctor::run(&settings, args.json).await,
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an
@@ -187,12 +204,14 @@ fn canary_options(args: &ConsoleArgs, settings: Settings) -> Result<CanaryOption
         None => None,
     };
     let paths = &settings.paths;
+    let manifest = match &args.manifest {
+        Some(m) => m.clone(),
+        None => patchdiff::fixtures::bundled_manifest_path()
+            .map_err(|e| format!("{e}; or name a suite with --manifest PATH"))?,
+    };
     Ok(CanaryOptions {
         exe,
-        manifest: args
-            .manifest
-            .clone()
-            .unwrap_or_else(patchdiff::fixtures::bundled_manifest_path),
+        manifest,
         runs_root: args.runs_dir.clone().unwrap_or_else(|| paths.runs_root()),
         database_url,
         settings,
@@ -235,7 +254,15 @@ async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
         };
     }
     match &args.script {
-        Some(script) => patchdiff::console::headless::run_script(options, script, args.json).await,
+        Some(script) => match patchdiff::assets::resolve_script(script) {
+            Ok(script) => {
+                patchdiff::console::headless::run_script(options, &script, args.json).await
+            }
+            Err(e) => {
+                eprintln!("patchdiff console: {e}");
+                EXIT_USAGE
+            }
+        },
         None => match patchdiff::console::run_interactive(options).await {
             Ok(()) => 0,
             Err(e) => {

@@ -410,9 +410,12 @@ impl Canary {
             return Ok(false);
         }
         let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
-        Ok(host::newest_pid(&perf).is_some_and(|pid| {
-            matches!(worker_readiness(&perf, pid), WorkerReadiness::Ready { .. })
-        }))
+        match host::newest_pid(&perf).map(|pid| worker_readiness(&perf, pid)) {
+            Some(WorkerReadiness::Ready { .. }) => Ok(true),
+            // Issue 26: a failed launch is reported at once, with its cause.
+            Some(failed @ WorkerReadiness::LaunchFailed { .. }) => Err(failed.describe()),
+            _ => Ok(false),
+        }
     }
 
     fn host_observed_state(&self) -> String {
