@@ -145,10 +145,7 @@ impl Bundle {
         };
         let existed = std::fs::symlink_metadata(&dir).is_ok();
         remove_leftover_temporaries(cache_root, &name);
-        let tmp = cache_root.join(format!(
-            ".tmp-{name}-{}",
-            uuid::Uuid::new_v4().simple()
-        ));
+        let tmp = cache_root.join(format!(".tmp-{name}-{}", uuid::Uuid::new_v4().simple()));
         if let Err(e) = unpack(&tmp) {
             let _ = std::fs::remove_dir_all(&tmp);
             return Err(fail("write", &e));
@@ -423,7 +420,11 @@ fn remove_leftover_temporaries(cache_root: &Path, name: &str) {
         return;
     };
     for entry in entries.flatten() {
-        if entry.file_name().to_str().is_some_and(|n| n.starts_with(&prefix)) {
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(&prefix))
+        {
             let _ = remove_any(&entry.path());
         }
     }
@@ -457,7 +458,11 @@ mod tests {
             assert!(paths.contains(&"waymark/node_modules/web-tree-sitter/tree-sitter.wasm"));
             assert!(paths.iter().any(|p| p.ends_with("tree-sitter-go.wasm")));
             // Only what the worker loads: no source maps, no debug build, no native bindings.
-            assert!(!paths.iter().any(|p| p.ends_with(".map") || p.contains("/debug/")));
+            assert!(
+                !paths
+                    .iter()
+                    .any(|p| p.ends_with(".map") || p.contains("/debug/"))
+            );
         }
         assert!(bundled_scripts().contains(&"demo"));
     }
@@ -523,7 +528,10 @@ mod tests {
         ];
         for (what, damage) in damages {
             damage(&victim, bundle.root());
-            assert!(verify(bundle.root()).is_err(), "{what}: verification passed");
+            assert!(
+                verify(bundle.root()).is_err(),
+                "{what}: verification passed"
+            );
             let again = Bundle::open_in(cache.path()).unwrap();
             assert_eq!(again.provenance(), Provenance::Replaced, "{what}");
             assert!(again.replaced_because().is_some(), "{what}");

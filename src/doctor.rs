@@ -84,7 +84,12 @@ impl Check {
 
     /// `ok   node       /usr/bin/node v20.19.2`, with ` → do: …` after a failure.
     pub fn line(&self) -> String {
-        let mut line = format!("{:<4} {:<10} {}", self.verdict.label(), self.name, self.detail);
+        let mut line = format!(
+            "{:<4} {:<10} {}",
+            self.verdict.label(),
+            self.name,
+            self.detail
+        );
         if let Some(fix) = &self.fix {
             line.push_str(" → ");
             line.push_str(fix);
@@ -153,7 +158,10 @@ pub async fn diagnose(settings: &Settings) -> Report {
     let (fixtures, manifest) = check_fixtures();
     checks.push(fixtures);
     checks.push(match (manifest, node_ok) {
-        (None, _) => Check::skip("controls", "needs the fixture suite (see the fixtures line)"),
+        (None, _) => Check::skip(
+            "controls",
+            "needs the fixture suite (see the fixtures line)",
+        ),
         (Some(_), false) => Check::skip("controls", "needs Node (see the node line)"),
         (Some(m), true) => check_controls(&m).await,
     });
@@ -239,7 +247,11 @@ fn check_bundle(settings: &Settings) -> (Check, Option<PathBuf>) {
     }
     match crate::assets::Bundle::get() {
         Err(e) => (
-            Check::fail("bundle", e.to_string(), "see the message; then run doctor again"),
+            Check::fail(
+                "bundle",
+                e.to_string(),
+                "see the message; then run doctor again",
+            ),
             None,
         ),
         Ok(bundle) => {
@@ -330,10 +342,7 @@ async fn check_worker(settings: &Settings, script_dir: &Path) -> Check {
                 t.elapsed().as_millis()
             ));
         }
-        Ok::<_, String>(format!(
-            "ready in {ready_ms} ms · {}",
-            timings.join(" · ")
-        ))
+        Ok::<_, String>(format!("ready in {ready_ms} ms · {}", timings.join(" · ")))
     }
     .await;
     waymark.shutdown().await;

@@ -997,7 +997,9 @@ impl WorkerReadiness {
             Self::Starting => "a generation is starting".into(),
             Self::Ready { readiness_ms } => format!("ready in {readiness_ms} ms"),
             Self::Retired { reason } => format!("the last generation retired: {reason}"),
-            Self::LaunchFailed { code, error } => format!("the worker could not start: {code}: {error}"),
+            Self::LaunchFailed { code, error } => {
+                format!("the worker could not start: {code}: {error}")
+            }
         }
     }
 }
@@ -1017,7 +1019,10 @@ pub fn worker_readiness(perf_events: &str, pid: u32) -> WorkerReadiness {
         state = match EventKind::parse(&ev.name) {
             Some(EventKind::WorkerLaunch) => WorkerReadiness::Starting,
             Some(EventKind::WorkerLaunchFailed) => WorkerReadiness::LaunchFailed {
-                code: ev.attrs[attr::CODE].as_str().unwrap_or("unknown").to_owned(),
+                code: ev.attrs[attr::CODE]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
                 error: ev.attrs[attr::ERROR].as_str().unwrap_or("").to_owned(),
             },
             Some(EventKind::WorkerReady) => WorkerReadiness::Ready {
