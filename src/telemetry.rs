@@ -717,6 +717,7 @@ mod tests {
         // T5: the names docs/perf-events.md documents, written as the spec spells them.
         let documented = [
             "worker_launch",
+            "worker_launch_failed",
             "worker_ready",
             "worker_retired",
             "worker_rss",
