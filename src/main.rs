@@ -360,6 +360,14 @@ fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::
     let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
     let mut env =
         patchdiff::canary::client::host_env(&options.database, &perf, &wire_log, node.as_deref());
+    // Issue 26: a worker directory set for this process is the one the host's server must use
+    // too (unset, both use the bundle this binary carries).
+    if let Some(dir) = settings.path(Key::WaymarkDir) {
+        env.push((
+            Key::WaymarkDir.variable().to_owned(),
+            dir.display().to_string(),
+        ));
+    }
     // Issue 15: a PostgreSQL store is named by its URL, as configured.
     if let Some(url) = &options.postgres_url {
         for (k, v) in env.iter_mut() {

@@ -290,3 +290,32 @@ fn a_missing_worker_directory_fails_preflight_at_once_with_the_spawn_cause() {
         "{preflight}"
     );
 }
+
+#[test]
+fn the_printed_host_configuration_carries_an_explicit_worker_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let waymark = Path::new(CHECKOUT).join("integrations/waymark");
+    let output = Command::new(EXE)
+        .args(["mcp", "--print-host-config", "claude"])
+        .env_clear()
+        .env("PATH", minimal_path())
+        .env("HOME", dir.path())
+        .env("PATCHDIFF_WAYMARK_DIR", &waymark)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let json_start = stdout.find('{').unwrap_or_else(|| panic!("{stdout}"));
+    // The configuration is the first JSON value; the host's notes may follow it.
+    let config: serde_json::Value = serde_json::Deserializer::from_str(&stdout[json_start..])
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| panic!("no JSON: {stdout}"))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    let env = &config["mcpServers"]["patchdiff"]["env"];
+    assert_eq!(
+        env["PATCHDIFF_WAYMARK_DIR"].as_str(),
+        Some(waymark.to_str().unwrap()),
+        "{config}"
+    );
+}
