@@ -110,9 +110,13 @@ async fn main() -> anyhow::Result<()> {
     if !exe.is_file() {
         bail!("{} not found: build it first", exe.display());
     }
-    let waymark = patchdiff::waymark::WaymarkConfig::default_script_dir(
-        &patchdiff::config::Settings::from_env(),
-    );
+    // The checkout's worker directory: the stalling worker below needs its test-only
+    // `test-fixtures/`, which the bundle an installed binary unpacks does not carry.
+    let waymark = std::env::var_os("PATCHDIFF_WAYMARK_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark"))
+        });
     let dir = tempfile::tempdir()?;
     let p = dir.path();
     let mut vars = BTreeMap::new();

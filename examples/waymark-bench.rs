@@ -85,7 +85,7 @@ fn config(mode: WaymarkMode, work_root: &std::path::Path) -> Result<WaymarkConfi
     let settings = patchdiff::config::Settings::from_env();
     let mut c = WaymarkConfig::from_settings(
         &settings,
-        WaymarkConfig::default_script_dir(&settings),
+        WaymarkConfig::default_script_dir(&settings).map_err(|e| e.to_string())?,
         work_root.to_path_buf(),
     )
     .map_err(|e| e.to_string())?;

@@ -35,11 +35,9 @@ async fn main() -> std::process::ExitCode {
         }
     };
     let settings = patchdiff::config::Settings::from_env();
-    let mut config = match WaymarkConfig::from_settings(
-        &settings,
-        WaymarkConfig::default_script_dir(&settings),
-        work_root,
-    ) {
+    let mut config = match WaymarkConfig::default_script_dir(&settings)
+        .and_then(|dir| WaymarkConfig::from_settings(&settings, dir, work_root))
+    {
         Ok(c) => c,
         Err(e) => {
             eprintln!("waymark-probe: {e}");

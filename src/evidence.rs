@@ -639,7 +639,7 @@ pub struct RunManifest {
     pub run_id: String,
     pub started_ms: f64,
     pub written_ms: f64,
-    /// `git rev-parse HEAD` of the executed checkout, else the SHA embedded at build time.
+    /// The SHA embedded at build time (`build.rs`), else `unknown` ([`source_sha`]).
     pub source_sha: String,
     pub source_sha_origin: String,
     /// Requested model/provider identity and effective reasoning setting, as recorded by the
@@ -670,26 +670,17 @@ pub struct InitialTarget {
 }
 
 /// The executed source SHA and where it came from (E1): the SHA embedded at build time
-/// (`PATCHDIFF_BUILD_SHA`, see `build.rs`: the commit the binary was built from), else the git
-/// checkout that holds the binary's sources (`git rev-parse HEAD`), else `unknown`. When both
-/// exist and differ, the origin says so (the checkout moved after the build).
+/// (`PATCHDIFF_BUILD_SHA`, see `build.rs`: the commit the binary was built from, or the value the
+/// release build was given), else `unknown`. Never read from a checkout at run time (issue 26):
+/// the binary runs where no checkout is, and a checkout that moved after the build would name
+/// sources that were not executed.
 pub fn source_sha() -> (String, String) {
-    let checkout = std::process::Command::new("git")
-        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .filter(|sha| !sha.is_empty());
-    match (option_env!("PATCHDIFF_BUILD_SHA"), checkout) {
-        (Some(built), Some(now)) if built != now => (
-            built.to_owned(),
-            format!("embedded at build; the checkout is now at {now}"),
+    match option_env!("PATCHDIFF_BUILD_SHA") {
+        Some(built) => (built.to_owned(), "embedded at build".to_owned()),
+        None => (
+            "unknown".to_owned(),
+            "not embedded: built without git and without PATCHDIFF_BUILD_SHA".to_owned(),
         ),
-        (Some(built), _) => (built.to_owned(), "embedded at build".to_owned()),
-        (None, Some(now)) => (now, "git rev-parse HEAD".to_owned()),
-        (None, None) => ("unknown".to_owned(), "unavailable".to_owned()),
     }
 }
 

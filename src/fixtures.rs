@@ -369,12 +369,11 @@ pub fn read_pinned(target: &str, path: &Path, expected: &str) -> Result<Vec<u8>,
     Ok(bytes)
 }
 
-/// The bundled fixtures directory of this checkout (`assets/fixtures`), used as the default.
-pub fn bundled_manifest_path() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/assets/fixtures/manifest.json"
-    ))
+/// The bundled fixture suite's manifest, the default suite (issue 26): `fixtures/manifest.json`
+/// in the bundle the binary carries, unpacked and verified in the cache (`crate::assets`) —
+/// never a path of the build machine. Errors when the bundle cannot be unpacked.
+pub fn bundled_manifest_path() -> Result<PathBuf, crate::assets::AssetError> {
+    crate::assets::Bundle::get().map(|b| b.fixture_manifest())
 }
 
 #[cfg(test)]

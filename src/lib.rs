@@ -1,11 +1,13 @@
 //! patchdiff: an observed-edit backend for AI coding agents, plus the operator console that runs
 //! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
 
+pub mod assets;
 pub mod canary;
 pub mod chain;
 pub mod config;
 pub mod console;
 pub mod display;
+pub mod doctor;
 pub mod evaluate;
 pub mod evidence;
 pub mod fixtures;

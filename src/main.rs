@@ -22,7 +22,8 @@ struct Cli {
 
 const AFTER_HELP: &str = "\
 Quick start:
-  patchdiff console --script assets/canary/demo.canary   run the bundled demo canary headless
+  patchdiff console --script demo                        run the bundled demo canary headless
+  patchdiff doctor                                       can this installation run a canary?
   patchdiff console                                      open the interactive console
   patchdiff mcp --print-host-config claude              agent-host configuration for the observed process
 
@@ -49,6 +50,11 @@ enum Cmd {
     /// views need no gate.
     #[command(subcommand)]
     Compare(CompareCmd),
+    /// Check that this installation can run a canary: Node, the worker reaching readiness with
+    /// each grammar, the database, the data/state/runs directories, agent host CLIs, the
+    /// bundled fixture suite and the evaluator's controls. One ok/FAIL line each, with what to
+    /// do; exit 0 only if every check holds.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Subcommand)]
@@ -67,6 +73,13 @@ struct PowerArgs {
     #[arg(long, value_name = "A", default_value_t = 0.05)]
     alpha: f64,
     /// Print the table as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct DoctorArgs {
+    /// Print the checks as JSON.
     #[arg(long)]
     json: bool,
 }
@@ -102,12 +115,15 @@ struct ConsoleArgs {
     /// Run this script of console commands headless (one command per line; `#` comments) and
     /// exit: 0 every step succeeded, 1 a step failed (a target failing its checks fails `evaluate`), 2 invalid script or options,
     /// 3 infra_abort (the run stopped before the agent acted: nothing judged).
-    #[arg(long, value_name = "FILE")]
+    /// A bare name that is not a file names a script the binary carries: `demo` (the bundled
+    /// demo canary, scripted agent), `wrong`, `claude`, `codex`.
+    #[arg(long, value_name = "FILE|NAME")]
     script: Option<PathBuf>,
     /// With --script: print the final report as JSON on stdout (progress goes to stderr).
     #[arg(long, requires = "script")]
     json: bool,
-    /// Fixture manifest to authenticate and evaluate against.
+    /// Fixture manifest to authenticate and evaluate against (default: the bundled suite the
+    /// binary carries).
     #[arg(long, value_name = "PATH")]
     manifest: Option<PathBuf>,
     /// Directory for run evidence (default: <data dir>/runs).
@@ -215,6 +231,7 @@ fn main() -> ExitCode {
             Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
             Some(Cmd::Trace(args)) => run_trace(args),
             Some(Cmd::Compare(CompareCmd::Power(args))) => run_compare_power(&args),
+            Some(Cmd::Doctor(args)) => patchdiff::doctor::run(&settings, args.json).await,
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an
@@ -259,12 +276,14 @@ fn canary_options(args: &ConsoleArgs, settings: Settings) -> Result<CanaryOption
         None => None,
     };
     let paths = &settings.paths;
+    let manifest = match &args.manifest {
+        Some(m) => m.clone(),
+        None => patchdiff::fixtures::bundled_manifest_path()
+            .map_err(|e| format!("{e}; or name a suite with --manifest PATH"))?,
+    };
     Ok(CanaryOptions {
         exe,
-        manifest: args
-            .manifest
-            .clone()
-            .unwrap_or_else(patchdiff::fixtures::bundled_manifest_path),
+        manifest,
         runs_root: args.runs_dir.clone().unwrap_or_else(|| paths.runs_root()),
         database_url,
         settings,
@@ -307,7 +326,15 @@ async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
         };
     }
     match &args.script {
-        Some(script) => patchdiff::console::headless::run_script(options, script, args.json).await,
+        Some(script) => match patchdiff::assets::resolve_script(script) {
+            Ok(script) => {
+                patchdiff::console::headless::run_script(options, &script, args.json).await
+            }
+            Err(e) => {
+                eprintln!("patchdiff console: {e}");
+                EXIT_USAGE
+            }
+        },
         None => match patchdiff::console::run_interactive(options).await {
             Ok(()) => 0,
             Err(e) => {
@@ -405,6 +432,14 @@ fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::
     let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
     let mut env =
         patchdiff::canary::client::host_env(&options.database, &perf, &wire_log, node.as_deref());
+    // Issue 26: a worker directory set for this process is the one the host's server must use
+    // too (unset, both use the bundle this binary carries).
+    if let Some(dir) = settings.path(Key::WaymarkDir) {
+        env.push((
+            Key::WaymarkDir.variable().to_owned(),
+            dir.display().to_string(),
+        ));
+    }
     // Issue 15: a PostgreSQL store is named by its URL, as configured.
     if let Some(url) = &options.postgres_url {
         for (k, v) in env.iter_mut() {

@@ -78,6 +78,10 @@ pub enum EventKind {
     /// Point: a generation was spawned (`generation` id; `pid`, `mode`,
     /// `launches_in_window`, `script`).
     WorkerLaunch,
+    /// Point, `failed`: a generation could not be started (`generation`; `code` — e.g.
+    /// `WAYMARK_WORKER_SPAWN` —, `error` with the cause, `script`). Recorded the moment the
+    /// launch fails, so a preflight reports the cause at once (issue 26).
+    WorkerLaunchFailed,
     /// Point: a generation reported readiness (`generation`; `pid`, `warmup_ms`, `mode`,
     /// `engine`).
     WorkerReady,
@@ -109,8 +113,9 @@ pub enum EventKind {
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 13] = [
+    pub const ALL: [EventKind; 14] = [
         Self::WorkerLaunch,
+        Self::WorkerLaunchFailed,
         Self::WorkerReady,
         Self::WorkerRetired,
         Self::WorkerRss,
@@ -129,6 +134,7 @@ impl EventKind {
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::WorkerLaunch => "worker_launch",
+            Self::WorkerLaunchFailed => "worker_launch_failed",
             Self::WorkerReady => "worker_ready",
             Self::WorkerRetired => "worker_retired",
             Self::WorkerRss => "worker_rss",
@@ -687,6 +693,7 @@ mod tests {
         // T5: the names docs/perf-events.md documents, written as the spec spells them.
         let documented = [
             "worker_launch",
+            "worker_launch_failed",
             "worker_ready",
             "worker_retired",
             "worker_rss",

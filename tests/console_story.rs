@@ -38,7 +38,7 @@ fn text(app: &App, w: u16, h: u16) -> String {
 async fn wrong_canary_story(runs: &Path) -> String {
     let mut canary = Canary::create(CanaryOptions {
         exe: PathBuf::from(env!("CARGO_BIN_EXE_patchdiff")),
-        manifest: patchdiff::fixtures::bundled_manifest_path(),
+        manifest: patchdiff::fixtures::bundled_manifest_path().unwrap(),
         runs_root: runs.to_owned(),
         database_url: None,
         settings: patchdiff::config::Settings::from_env(),

@@ -113,7 +113,7 @@ async fn observed_profile_refuses_full_profile_tools_at_the_boundary() {
 
 /// Initializes the bundled `calendar` fixture through a full-profile process.
 async fn init_calendar(full: &McpProcess) -> serde_json::Value {
-    let manifest = FixtureManifest::load(&bundled_manifest_path()).unwrap();
+    let manifest = FixtureManifest::load(&bundled_manifest_path().unwrap()).unwrap();
     let fixture = manifest.fixture("calendar").unwrap();
     full.call_ok(
         "patchdiff_init_target",

@@ -474,9 +474,12 @@ impl Canary {
         } else {
             return Ok(false);
         }
-        Ok(pid.is_some_and(|pid| {
-            matches!(worker_readiness(&perf, pid), WorkerReadiness::Ready { .. })
-        }))
+        match pid.map(|pid| worker_readiness(&perf, pid)) {
+            Some(WorkerReadiness::Ready { .. }) => Ok(true),
+            // A failed launch is reported at once, with its cause.
+            Some(failed @ WorkerReadiness::LaunchFailed { .. }) => Err(failed.describe()),
+            _ => Ok(false),
+        }
     }
 
     fn host_observed_state(&self) -> String {

@@ -524,9 +524,8 @@ impl Canary {
                     "full": record::process_record(&full.env, &self.options.settings),
                 },
                 "node": record::node_record(&observed.env, &self.options.settings),
-                "waymark_packages": record::waymark_packages(
-                    &crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
-                ),
+                "waymark_packages": crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
+                    .map_or_else(|e| json!({ "error": e.to_string() }), |dir| record::waymark_packages(&dir)),
                 "console": record::console_record(),
                 "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
                     .unwrap_or_else(|_| self.options.manifest.clone()),
@@ -618,6 +617,18 @@ impl Canary {
             let state = worker_readiness(&text, pid);
             if let WorkerReadiness::Ready { readiness_ms } = state {
                 return Ok(readiness_ms);
+            }
+            // Issue 26: a failed launch or a generation retired before readiness will not become
+            // ready (nothing relaunches it before a request); say why now, not at the deadline.
+            if matches!(
+                state,
+                WorkerReadiness::LaunchFailed { .. } | WorkerReadiness::Retired { .. }
+            ) {
+                anyhow::bail!(
+                    "the observed process's worker is not ready ({}; see {})",
+                    state.describe(),
+                    self.run.stderr_log("observed").display()
+                );
             }
             if Instant::now() >= deadline {
                 anyhow::bail!(
@@ -1248,6 +1259,9 @@ pub enum WorkerReadiness {
     Ready { readiness_ms: u64 },
     /// The last generation retired (and no new one is ready).
     Retired { reason: String },
+    /// The last launch failed before a child ran (`code`, e.g. `WAYMARK_WORKER_SPAWN`, and its
+    /// cause): nothing will become ready without another launch.
+    LaunchFailed { code: String, error: String },
 }
 
 impl WorkerReadiness {
@@ -1257,6 +1271,9 @@ impl WorkerReadiness {
             Self::Starting => "a generation is starting".into(),
             Self::Ready { readiness_ms } => format!("ready in {readiness_ms} ms"),
             Self::Retired { reason } => format!("the last generation retired: {reason}"),
+            Self::LaunchFailed { code, error } => {
+                format!("the worker could not start: {code}: {error}")
+            }
         }
     }
 }
@@ -1275,6 +1292,13 @@ pub fn worker_readiness(perf_events: &str, pid: u32) -> WorkerReadiness {
         use crate::telemetry::{EventKind, attr};
         state = match EventKind::parse(&ev.name) {
             Some(EventKind::WorkerLaunch) => WorkerReadiness::Starting,
+            Some(EventKind::WorkerLaunchFailed) => WorkerReadiness::LaunchFailed {
+                code: ev.attrs[attr::CODE]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_owned(),
+                error: ev.attrs[attr::ERROR].as_str().unwrap_or("").to_owned(),
+            },
             Some(EventKind::WorkerReady) => WorkerReadiness::Ready {
                 readiness_ms: ev.duration_ms.round() as u64,
             },

@@ -50,11 +50,8 @@ pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
             .map(|v| (*v).into())
             .or_else(|| settings.lookup(name))
     };
-    let waymark = WaymarkConfig::from_lookup(
-        WaymarkConfig::default_script_dir(settings),
-        std::env::temp_dir(),
-        lookup,
-    );
+    let waymark = WaymarkConfig::default_script_dir(settings)
+        .and_then(|dir| WaymarkConfig::from_lookup(dir, std::env::temp_dir(), lookup));
     let waymark = match waymark {
         Ok(c) => json!({
             "mode": c.mode,
@@ -86,11 +83,9 @@ pub fn node_record(env: &[(String, String)], settings: &Settings) -> Value {
             .map(|v| (*v).into())
             .or_else(|| settings.lookup(name))
     };
-    match WaymarkConfig::from_lookup(
-        WaymarkConfig::default_script_dir(settings),
-        std::env::temp_dir(),
-        lookup,
-    ) {
+    match WaymarkConfig::default_script_dir(settings)
+        .and_then(|dir| WaymarkConfig::from_lookup(dir, std::env::temp_dir(), lookup))
+    {
         Ok(c) => {
             let version = std::process::Command::new(&c.node_binary)
                 .arg("--version")
@@ -164,9 +159,9 @@ mod tests {
 
     #[test]
     fn lockfile_versions_include_the_engine_and_every_grammar() {
-        let record = waymark_packages(&WaymarkConfig::default_script_dir(&Settings::from_lookup(
-            |_| None,
-        )));
+        let record = waymark_packages(
+            &WaymarkConfig::default_script_dir(&Settings::from_lookup(|_| None)).unwrap(),
+        );
         let packages = record["packages"].as_object().unwrap();
         assert_eq!(
             packages["node_modules/web-tree-sitter"]["version"],

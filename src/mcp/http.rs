@@ -348,6 +348,98 @@ async fn wire_layer(
     Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
+/// The health endpoint's path (W13, issue 26).
+pub const HEALTH_ENDPOINT: &str = "/healthz";
+
+#[derive(Clone)]
+struct Health {
+    server: PatchdiffServer,
+    origins: Arc<Vec<String>>,
+}
+
+/// The worker state `/healthz` reports, from [`crate::waymark::WorkerStatus`] alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HealthWorker {
+    /// The profile has no worker (workspace, M4).
+    None,
+    /// One-shot mode: a child per discovery, none between them (W1).
+    Oneshot,
+    /// Resident mode, no generation launched yet.
+    NotStarted,
+    /// Resident mode, a generation launched and not ready yet.
+    Starting,
+    /// Resident mode, the current generation is ready.
+    Ready,
+    /// Resident mode, the last generation retired and none is current.
+    Retired,
+}
+
+impl HealthWorker {
+    /// Classifies a status; `None` when the profile has no worker.
+    pub fn of(status: Option<&crate::waymark::WorkerStatus>) -> Self {
+        match status {
+            None => Self::None,
+            Some(s) if s.mode == crate::waymark::WaymarkMode::Oneshot => Self::Oneshot,
+            Some(s) if s.ready => Self::Ready,
+            Some(s) if s.generation.is_some() => Self::Starting,
+            Some(s) if s.launches_total == 0 => Self::NotStarted,
+            Some(_) => Self::Retired,
+        }
+    }
+
+    /// Whether a process with this worker can take every tool call now: only a resident worker
+    /// that is not ready makes it unready.
+    pub fn process_ready(self) -> bool {
+        matches!(self, Self::None | Self::Oneshot | Self::Ready)
+    }
+}
+
+/// `Host` names `/healthz` answers: the loopback names, with or without a port (DNS
+/// rebinding: a foreign name pointed at 127.0.0.1 gets nothing).
+fn loopback_host(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or("", |(n, _)| n),
+        None => host.split(':').next().unwrap_or(""),
+    };
+    matches!(name, "127.0.0.1" | "localhost" | "::1")
+}
+
+/// `GET /healthz` (W13, issue 26): no token, loopback only (a non-loopback `Host` or a foreign
+/// `Origin` gets 403), never starts a worker (it reads the supervisor's state only). 200 when
+/// the process can take every tool call now, 503 while its resident worker is not ready; the
+/// body is only `{"ready": bool, "worker": "none"|"oneshot"|"not_started"|"starting"|"ready"|
+/// "retired"}` — no path, pid, version or configuration.
+async fn healthz(State(health): State<Health>, headers: HeaderMap) -> Response {
+    let foreign_origin = headers.get(header::ORIGIN).is_some_and(|o| {
+        !o.to_str()
+            .is_ok_and(|o| health.origins.iter().any(|allowed| allowed == o))
+    });
+    if foreign_origin || !loopback_host(&headers) {
+        return (StatusCode::FORBIDDEN, "loopback only").into_response();
+    }
+    let worker = HealthWorker::of(health.server.worker_status().as_ref());
+    let ready = worker.process_ready();
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({ "ready": ready, "worker": worker }).to_string();
+    (
+        status,
+        [
+            (header::CONTENT_TYPE, "application/json"),
+            (header::CACHE_CONTROL, "no-store"),
+        ],
+        body,
+    )
+        .into_response()
+}
+
 /// Largest HTTP request body (bytes, 64 MiB), for rmcp and the wire layer alike.
 const MAX_LOGGED_BODY: usize = 64 * 1024 * 1024;
 
@@ -404,6 +496,7 @@ impl HttpListener {
             .with_max_request_body_bytes(MAX_LOGGED_BODY)
             .with_cancellation_token(shutdown.child_token());
         let sessions = Arc::new(LocalSessionManager::default());
+        let health_server = server.clone();
         let service =
             StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
         let protocol = Protocol {
@@ -427,6 +520,16 @@ impl HttpListener {
         }
         // The guard wraps everything: refused requests reach neither MCP nor the wire log.
         let app = app.layer(axum::middleware::from_fn_with_state(guard, guard_layer));
+        // W13: the health route is added after the guard's layer, so it needs no token; it
+        // has its own loopback checks and reads state only.
+        let health = Health {
+            server: health_server,
+            origins: Arc::new(allowed_origins(self.local_addr.port())),
+        };
+        let app = app.route(
+            HEALTH_ENDPOINT,
+            axum::routing::get(healthz).with_state(health),
+        );
         accept_loop(self.listener, app, self.limits, shutdown).await
     }
 }

@@ -76,7 +76,7 @@ impl McpOptions {
         let waymark = if profile.uses_worker() {
             Some(WaymarkConfig::from_settings(
                 settings,
-                WaymarkConfig::default_script_dir(settings),
+                WaymarkConfig::default_script_dir(settings)?,
                 paths.worker_root(),
             )?)
         } else {

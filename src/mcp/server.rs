@@ -215,6 +215,14 @@ async fn answer<T: Serialize>(
 }
 
 impl PatchdiffServer {
+    /// The worker's status as it is now (`None` in the workspace profile); reads state only and
+    /// never starts a child (W13: the health endpoint uses it).
+    pub fn worker_status(&self) -> Option<crate::waymark::WorkerStatus> {
+        self.waymark.as_ref().map(|w| w.status())
+    }
+}
+
+impl PatchdiffServer {
     /// Builds a server for `profile`. Tools outside the profile are removed from the router, so
     /// they are neither listed nor callable (M2).
     pub fn new(

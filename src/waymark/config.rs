@@ -281,12 +281,24 @@ impl WaymarkConfig {
         Ok((mode, active_timeout))
     }
 
-    /// `PATCHDIFF_WAYMARK_DIR` if set, else this checkout's `integrations/waymark`.
-    pub fn default_script_dir(settings: &Settings) -> PathBuf {
-        match settings.path(Key::WaymarkDir) {
-            Some(dir) => dir,
-            None => PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark")),
+    /// The worker directory: `PATCHDIFF_WAYMARK_DIR` if set, else the bundled worker unpacked
+    /// and verified in the cache (`crate::assets`, issue 26) — never a path of the build
+    /// machine. Errors (as `PATCHDIFF_WAYMARK_DIR`, P2) when the bundle cannot be unpacked or
+    /// the binary was built without the engine (`node_modules`).
+    pub fn default_script_dir(settings: &Settings) -> Result<PathBuf, ConfigError> {
+        if let Some(dir) = settings.path(Key::WaymarkDir) {
+            return Ok(dir);
         }
+        crate::assets::Bundle::get()
+            .and_then(|b| b.waymark_dir())
+            .map_err(|e| {
+                ConfigError::new(
+                    Key::WaymarkDir.variable(),
+                    "(unset)",
+                    "a directory holding waymark_worker.mjs and its npm-installed node_modules",
+                )
+                .with_problem(e.to_string())
+            })
     }
 
     /// `PATCHDIFF_WAYMARK_WORK_ROOT` if set, else `<temp dir>/patchdiff-waymark-<uid>`.

@@ -94,7 +94,7 @@ pub fn shared() -> Result<Waymark, ConfigError> {
 fn from_settings(settings: &Settings) -> Result<Waymark, ConfigError> {
     let config = WaymarkConfig::from_settings(
         settings,
-        WaymarkConfig::default_script_dir(settings),
+        WaymarkConfig::default_script_dir(settings)?,
         WaymarkConfig::default_work_root(settings),
     )?;
     Ok(Waymark::new(config, Recorder::from_settings(settings).0))

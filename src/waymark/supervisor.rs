@@ -16,6 +16,7 @@
 //! | event | kind | ids | attrs |
 //! |---|---|---|---|
 //! | `worker_launch` | point | generation | pid, mode, launches_in_window, script |
+//! | `worker_launch_failed` | point, failed, the moment a launch fails | generation | code, error, script |
 //! | `worker_ready` | spawn → ready frame | generation | pid, warmup_ms, mode, engine |
 //! | `worker_queue_depth` | point, on every change | – | active (0/1), waiting (0..8) |
 //! | `phase_admission` | span | request | ceiling_ms, code (on failure) |
@@ -1093,9 +1094,34 @@ impl Inner {
         self.sweep_once();
         let now = self.config.clock.now();
         let id = self.reserve_generation(language.is_none(), now)?;
-        let (root, mut manifest) = self.create_root(id)?;
         let script = self.config.entry_script();
-        let mut cmd = self.worker_command(id, &root, language, &script);
+        self.spawn_generation(id, now, language, &script)
+            .await
+            .inspect_err(|e| {
+                // Issue 26: say why at once (a preflight reads this), not only in a log.
+                if e.code != WorkerErrorCode::Cancelled {
+                    self.recorder.record(
+                        PerfEvent::point(EventKind::WorkerLaunchFailed.as_str())
+                            .id(attr::GENERATION, id)
+                            .outcome(Outcome::Failed)
+                            .attr(attr::CODE, e.code.as_str())
+                            .attr(attr::ERROR, e.message.as_str())
+                            .attr(attr::SCRIPT, script.display().to_string()),
+                    );
+                }
+            })
+    }
+
+    /// [`Self::launch`] after the generation id is reserved.
+    async fn spawn_generation(
+        &self,
+        id: u64,
+        now: Instant,
+        language: Option<Language>,
+        script: &Path,
+    ) -> Result<Arc<Generation>, WorkerError> {
+        let (root, mut manifest) = self.create_root(id)?;
+        let mut cmd = self.worker_command(id, &root, language, script);
         let spawned_wall = std::time::Instant::now();
         let mut child = match cmd.spawn() {
             Ok(c) => c,
@@ -1147,7 +1173,7 @@ impl Inner {
             cleaned: watch::Sender::new(false),
             last_rss: AtomicU64::new(0),
         });
-        let shut_down = self.register(&worker, &script);
+        let shut_down = self.register(&worker, script);
         self.start_tasks(&worker, stdout, stderr);
         if shut_down {
             // Shutdown raced this launch: it saw no such generation, so retire it here.
