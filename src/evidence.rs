@@ -410,7 +410,7 @@ pub fn source_sha() -> (String, String) {
         .filter(|out| out.status.success())
         .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
         .filter(|sha| !sha.is_empty());
-    match (option_env!("PATCHDIFF_BUILD_SHA"), checkout) {
+    match (crate::config::BUILD_SHA, checkout) {
         (Some(built), Some(now)) if built != now => (
             built.to_owned(),
             format!("embedded at build; the checkout is now at {now}"),

@@ -302,22 +302,22 @@ impl Canary {
             // The trusted process only initializes, exports and audits: it needs no resident
             // worker, so it runs discovery one-shot if ever asked.
             ProcessKind::Full => vec![
-                ("PATCHDIFF_MCP_PROFILE".into(), "full".into()),
-                ("PATCHDIFF_WAYMARK_MODE".into(), "oneshot".into()),
+                (crate::config::Key::McpProfile.variable().into(), "full".into()),
+                (crate::config::Key::WaymarkMode.variable().into(), "oneshot".into()),
                 (
-                    "PATCHDIFF_PERF_EVENTS".into(),
+                    crate::config::Key::PerfEvents.variable().into(),
                     self.run.perf_events("full").display().to_string(),
                 ),
             ],
         };
-        env.retain(|(k, _)| k != "PATCHDIFF_DATABASE_URL");
-        env.push(("PATCHDIFF_DATABASE_URL".into(), self.database_url()));
+        env.retain(|(k, _)| k != crate::config::Key::DatabaseUrl.variable());
+        env.push((crate::config::Key::DatabaseUrl.variable().into(), self.database_url()));
         env.push((
-            "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+            crate::config::Key::EvidenceWireLog.variable().into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
         ));
         env.push((
-            crate::waymark::config::ENV_WORKER_STDERR_LOG.into(),
+            crate::config::Key::WorkerStderrLog.variable().into(),
             self.run
                 .worker_stderr_log(kind.as_str())
                 .display()
@@ -328,7 +328,7 @@ impl Canary {
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
-        env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
+        env.push((crate::config::Key::Config.variable().into(), "/dev/null".into()));
         LaunchSpec {
             kind,
             exe: self.options.exe.clone(),
@@ -890,7 +890,7 @@ impl Canary {
         );
         // The operator's database (PostgreSQL too), as the console's own processes use.
         for (k, v) in env.iter_mut() {
-            if k == "PATCHDIFF_DATABASE_URL" {
+            if k == crate::config::Key::DatabaseUrl.variable() {
                 *v = self.database_url();
             }
         }
@@ -1099,15 +1099,15 @@ mod tests {
         let server = &parsed["mcp_servers"]["patchdiff"];
         assert_eq!(server["command"].as_str(), Some("/usr/bin/patchdiff"));
         assert_eq!(
-            server["env"]["PATCHDIFF_MCP_PROFILE"].as_str(),
+            server["env"][crate::config::Key::McpProfile.variable()].as_str(),
             Some("observed")
         );
         assert_eq!(
-            server["env"]["PATCHDIFF_STRICT_OBSERVATION_MODE"].as_str(),
+            server["env"][crate::config::Key::StrictObservationMode.variable()].as_str(),
             Some("1")
         );
         assert_eq!(
-            server["env"]["PATCHDIFF_WAYMARK_MODE"].as_str(),
+            server["env"][crate::config::Key::WaymarkMode.variable()].as_str(),
             Some("resident")
         );
     }

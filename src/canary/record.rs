@@ -66,11 +66,11 @@ pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
     };
     json!({
         "environment": shown,
-        "profile": vars.get("PATCHDIFF_MCP_PROFILE"),
+        "profile": vars.get(crate::config::Key::McpProfile.variable()),
         "store_backend": backend,
         "database_url": database_url,
-        "perf_events": vars.get("PATCHDIFF_PERF_EVENTS"),
-        "wire_log": vars.get("PATCHDIFF_EVIDENCE_WIRE_LOG"),
+        "perf_events": vars.get(crate::config::Key::PerfEvents.variable()),
+        "wire_log": vars.get(crate::config::Key::EvidenceWireLog.variable()),
         "waymark": waymark,
     })
 }
@@ -148,7 +148,7 @@ pub fn console_record() -> Value {
     let (sha, origin) = crate::evidence::source_sha();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "build_sha": option_env!("PATCHDIFF_BUILD_SHA"),
+        "build_sha": crate::config::BUILD_SHA,
         "source_sha": sha,
         "source_sha_origin": origin,
         "executable": std::env::current_exe().ok(),

@@ -135,7 +135,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
             // end-to-end test can check the terminal is restored on panic (U4).
             #[cfg(debug_assertions)]
             if key.code == crossterm::event::KeyCode::F(12)
-                && std::env::var_os("PATCHDIFF_CONSOLE_TEST_PANIC").is_some()
+                && std::env::var_os(crate::config::Key::ConsoleTestPanic.variable()).is_some()
             {
                 panic!("test panic requested (F12 with PATCHDIFF_CONSOLE_TEST_PANIC set)");
             }

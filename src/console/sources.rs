@@ -170,7 +170,7 @@ mod tests {
     fn the_store_poller_reads_postgresql_only_when_the_settings_name_it() {
         let with = |url: Option<&str>| {
             postgres_url(&Settings::from_lookup(|k| {
-                (k == "PATCHDIFF_DATABASE_URL")
+                (k == Key::DatabaseUrl.variable())
                     .then_some(url)
                     .flatten()
                     .map(Into::into)

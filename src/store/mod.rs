@@ -219,7 +219,7 @@ pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
 
 /// The variable selecting the store (P1): `postgres://…`/`postgresql://…` for PostgreSQL,
 /// `sqlite:///absolute/path` (or unset: the default file) for SQLite.
-pub const DATABASE_URL_VARIABLE: &str = "PATCHDIFF_DATABASE_URL";
+pub const DATABASE_URL_VARIABLE: &str = crate::config::Key::DatabaseUrl.variable();
 
 /// Whether `url` names a PostgreSQL database (`postgres://` or `postgresql://`).
 pub fn is_postgres_url(url: &str) -> bool {
