@@ -41,6 +41,11 @@ fn examples(kind: &str) -> Vec<PathBuf> {
 /// Runs `patchdiff mcp --print-host-config claude` with `file` (its example root rewritten into
 /// a private directory) as the config file, from inside that directory.
 fn run_with(file: &Path) -> Output {
+    run_with_env(file, &[])
+}
+
+/// [`run_with`] with `extra` variables set too.
+fn run_with_env(file: &Path, extra: &[(&str, &str)]) -> Output {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path();
     let text = std::fs::read_to_string(file).expect("read example");
@@ -64,6 +69,7 @@ fn run_with(file: &Path) -> Output {
         .env("XDG_STATE_HOME", root.join("xdg/state"))
         .env("XDG_CACHE_HOME", root.join("xdg/cache"))
         .env("PATCHDIFF_CONFIG", &copy)
+        .envs(extra.iter().copied())
         .output()
         .expect("run patchdiff")
 }
@@ -164,6 +170,7 @@ fn variables_named(text: &str) -> BTreeSet<String> {
                 .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
                 .collect::<String>()
         })
+        .filter(|name| name.len() > VARIABLE_PREFIX.len())
         .collect()
 }
 
@@ -338,4 +345,30 @@ fn the_commented_out_defaults_are_accepted_by_the_binary_where_they_need_no_mach
         "{portable:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn an_unknown_gate2_value_refuses_to_start_naming_variable_value_and_accepted_values() {
+    // C7: gate 2 stays closed unless the environment says exactly `open`; a near miss is not
+    // taken for either.
+    let file = config_dir().join("patchdiff.toml");
+    let out = run_with_env(&file, &[(Key::Gate2.variable(), "Open")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_USAGE), "{stderr}");
+    assert!(out.stdout.is_empty(), "printed a configuration");
+    assert!(
+        stderr.contains(
+            "invalid PATCHDIFF_GATE2=\"Open\": accepted values are `closed` (the default) or `open`"
+        ),
+        "{stderr}"
+    );
+    for value in ["closed", "open"] {
+        let out = run_with_env(&file, &[(Key::Gate2.variable(), value)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{value}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -201,7 +201,7 @@ impl Redactor {
     }
 }
 
-/// The agent-host configuration templates in `config/hosts/` (issue 14), compiled in. The
+/// The agent-host configuration templates in `config/hosts/`, compiled in. The
 /// printer and the host launcher fill in the server's `command` and `env`; everything else is
 /// printed as written there. Each parses and names exactly the six observed tools (tested).
 pub mod templates {

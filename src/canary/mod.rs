@@ -879,7 +879,7 @@ impl Canary {
         })
     }
 
-    /// The agent-host configuration for the observed process (SPEC C4, issue 5).
+    /// The agent-host configuration for the observed process (SPEC C4, A5).
     pub fn host_config(&self, host: Option<Host>) -> String {
         let node = resolved_node_binary(&self.options.settings);
         let mut env = client::host_env(

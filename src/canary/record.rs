@@ -1,4 +1,4 @@
-//! The run record (SPEC E1, issue 10 item 2): what the run manifest states about the software
+//! The run record (SPEC E1): what the run manifest states about the software
 //! and configuration that produced the run — every process's resolved configuration, the Node
 //! binary and its `--version`, the parser engine and grammar versions pinned by the Waymark
 //! lockfile, and the console's own version and build.
@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::waymark::WaymarkConfig;
 
 /// A process environment as the manifest shows it: `PATCHDIFF_DATABASE_URL` without its
-/// password (issue 15).
+/// password (a run directory is shared; a credential must not be).
 pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
     env.into_iter()
         .map(|(k, v)| {

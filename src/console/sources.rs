@@ -20,7 +20,7 @@ pub const TAIL_INTERVAL: Duration = Duration::from_millis(100);
 pub const TAIL_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// The first batch read from a file (bytes): small, so a file with history (a past run, an
 /// attached process that ran for hours) shows on screen within a frame; each further batch
-/// doubles up to [`TAIL_BATCH_BYTES`] (issue 13: opening a run with 200,000 events).
+/// doubles up to [`TAIL_BATCH_BYTES`] (a run of 200,000 events opens without a stall).
 pub const FIRST_BATCH_BYTES: usize = 256 * 1024;
 /// How often the store is read for the targets pane.
 pub const STORE_INTERVAL: Duration = Duration::from_millis(1000);

@@ -1,7 +1,7 @@
 //! Store: the [`EditStore`] contract and its two backends, SQLite and PostgreSQL (SPEC K3–K8).
 //!
 //! [`EditStore`] is the backend-neutral interface; [`SqliteStore`] (the embedded default) and
-//! [`PostgresStore`] (many processes on many machines, issue 15) implement it, sharing their
+//! [`PostgresStore`] (many processes on many machines, S1) implement it, sharing their
 //! decisions through `shared`; [`open_backend`] picks one from `PATCHDIFF_DATABASE_URL`
 //! as resolved by `config::Settings`. SQLite: Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
 //! database with a busy timeout; a submission additionally holds its target's lock (a per-target
