@@ -863,8 +863,8 @@ mod tests {
         let config_dir = dir.path().to_str().unwrap();
         assert!(Settings::resolve(env(&[(Key::ConfigDir.variable(), config_dir)])).is_ok());
         let missing = dir.path().join("absent.toml");
-        let err =
-            Settings::resolve(env(&[(Key::Config.variable(), missing.to_str().unwrap())])).unwrap_err();
+        let err = Settings::resolve(env(&[(Key::Config.variable(), missing.to_str().unwrap())]))
+            .unwrap_err();
         assert_eq!(err.variable, Key::Config.variable());
         assert_eq!(err.value, missing.display().to_string());
         assert!(err.accepted.starts_with("a readable TOML file"), "{err}");
@@ -948,6 +948,7 @@ mod tests {
     }
 
     #[test]
+    /// C7: gate 2 stays closed unless the environment opens it.
     fn gate2_is_closed_unless_the_environment_opens_it() {
         let closed = Settings::resolve(env(&[])).unwrap().gate2().unwrap();
         assert_eq!(closed.value, Gate2::Closed);
@@ -966,6 +967,7 @@ mod tests {
     }
 
     #[test]
+    /// C7, P2: only `closed` and `open`; a near miss is refused, not taken for either.
     fn gate2_refuses_any_other_value_at_startup_naming_variable_value_and_accepted_values() {
         for bad in ["Open", "1", "yes", "", " open"] {
             let err = Settings::resolve(env(&[(Key::Gate2.variable(), bad)])).unwrap_err();
@@ -980,6 +982,7 @@ mod tests {
     }
 
     #[test]
+    /// C7: a committed config file cannot open gate 2: the key is refused.
     fn a_config_file_cannot_open_gate2_it_is_refused_as_environment_only() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("p.toml");
@@ -989,9 +992,10 @@ mod tests {
         assert_eq!(err.variable, Key::Config.variable());
         assert_eq!(err.value, format!("{}: key `gate2`", file.display()));
         assert!(
-            err.to_string()
-                .ends_with("; PATCHDIFF_GATE2 is environment-only: set it in the environment, \
-                           not the config file"),
+            err.to_string().ends_with(
+                "; PATCHDIFF_GATE2 is environment-only: set it in the environment, \
+                           not the config file"
+            ),
             "{err}"
         );
     }
@@ -1015,7 +1019,10 @@ mod tests {
         ]));
         assert_eq!(
             settings.child_env(&[Key::NodeBinary, Key::WaymarkDir]),
-            vec![(Key::NodeBinary.variable().to_owned(), "/opt/node".to_owned())]
+            vec![(
+                Key::NodeBinary.variable().to_owned(),
+                "/opt/node".to_owned()
+            )]
         );
     }
 }

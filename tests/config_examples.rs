@@ -322,7 +322,10 @@ fn the_readme_settings_table_agrees_with_the_settings_table() {
         .difference(&known)
         .cloned()
         .collect();
-    assert!(unknown.is_empty(), "README.md names what is no setting: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "README.md names what is no setting: {unknown:?}"
+    );
 }
 
 #[test]

@@ -36,13 +36,37 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The requirement ids in `text`: a family letter and one or two digits (no leading zero),
-/// standing alone (not part of a longer word, nor a path segment like `IpAddr::V4`).
+/// standing alone (not part of a longer word, nor a path segment like `IpAddr::V4`). A range
+/// (`C1–C7`, `K3-K8`) cites every id in it.
 fn ids_in(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let single = single_ids_in(text);
+    for (at, id) in &single {
+        out.insert(id.clone());
+        let rest = &text[at + id.len()..];
+        let Some(rest) = rest.strip_prefix('–').or_else(|| rest.strip_prefix('-')) else {
+            continue;
+        };
+        if let Some((_, last)) = single
+            .iter()
+            .find(|(a, _)| text.len() - a == rest.len())
+            .filter(|(_, last)| last.as_bytes()[0] == id.as_bytes()[0])
+        {
+            let (from, to): (u32, u32) = (id[1..].parse().unwrap(), last[1..].parse().unwrap());
+            out.extend((from..=to).map(|n| format!("{}{n}", &id[..1])));
+        }
+    }
+    out
+}
+
+/// [`ids_in`] without ranges: each id with its byte offset.
+fn single_ids_in(text: &str) -> Vec<(usize, String)> {
     let bytes = text.as_bytes();
     let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     for (i, &b) in bytes.iter().enumerate() {
-        if !FAMILIES.as_bytes().contains(&b) || (i > 0 && (word(bytes[i - 1]) || bytes[i - 1] == b':'))
+        if !FAMILIES.as_bytes().contains(&b)
+            || (i > 0 && (word(bytes[i - 1]) || bytes[i - 1] == b':'))
         {
             continue;
         }
@@ -55,7 +79,7 @@ fn ids_in(text: &str) -> BTreeSet<String> {
             && bytes[i + 1] != b'0'
             && bytes.get(end).is_none_or(|&n| !word(n))
         {
-            out.insert(text[i..end].to_owned());
+            out.push((i, text[i..end].to_owned()));
         }
     }
     out
@@ -82,8 +106,11 @@ fn tests_and_their_text() -> BTreeMap<String, String> {
         };
         // Functions registered through `backend_tests!(a, b, …)` are tests too.
         let mut registered = BTreeSet::new();
-        for (at, _) in text.match_indices("backend_tests!(") {
-            let list = &text[at + "backend_tests!(".len()..];
+        for (at, m) in text
+            .match_indices("backend_tests!(")
+            .chain(text.match_indices("backend_tokio_tests!("))
+        {
+            let list = &text[at + m.len()..];
             let list = &list[..list.find(')').unwrap_or(list.len())];
             registered.extend(
                 list.split(',')
@@ -188,9 +215,12 @@ fn every_requirement_id_src_cites_has_an_entry() {
     for file in rust_files(&root().join("src")) {
         let text = std::fs::read_to_string(&file).expect("read source");
         for id in ids_in(&text).difference(&documented) {
-            missing
-                .entry(id.clone())
-                .or_insert_with(|| file.strip_prefix(root()).unwrap_or(&file).display().to_string());
+            missing.entry(id.clone()).or_insert_with(|| {
+                file.strip_prefix(root())
+                    .unwrap_or(&file)
+                    .display()
+                    .to_string()
+            });
         }
     }
     assert!(
@@ -226,16 +256,22 @@ fn every_entry_lists_tests_that_exist_and_name_its_id() {
             }
         }
     }
-    assert!(problems.is_empty(), "docs/requirements.md:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "docs/requirements.md:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
 fn ids_are_told_apart_from_other_words() {
     assert_eq!(
-        ids_in("W7: 250 ms; K6, A3 (P1–P4) IpAddr::V4 F12 W07 KW3 W123 C7."),
-        ["A3", "C7", "K6", "P1", "P4", "W7"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+        ids_in("W7: 250 ms; K6, A3 (P1–P4) IpAddr::V4 F12 W07 KW3 W123 C7, M2-M3, U1–K2."),
+        [
+            "A3", "C7", "K2", "K6", "M2", "M3", "P1", "P2", "P3", "P4", "U1", "W7"
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
     );
 }

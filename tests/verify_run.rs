@@ -241,7 +241,7 @@ fn a_file_added_after_the_seal_is_named() {
     assert!(problem_files(&report).contains(&"export/extra.js".to_owned()));
 }
 
-/// Issue 15 with issue 14 item 2: a run on PostgreSQL has no `store.sqlite`; `verify` replays its
+/// S1: a run on PostgreSQL has no `store.sqlite`; `verify` replays its
 /// journal from the database the resolved settings name — here only the TOML config file names
 /// it, so a verify reading the environment alone could not find it. Without that setting the
 /// journal check fails saying what to set.

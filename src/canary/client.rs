@@ -220,7 +220,10 @@ pub fn host_env(
         wire_log.display().to_string(),
     ));
     if let Some(node) = node_binary {
-        env.push((crate::config::Key::NodeBinary.variable().into(), node.display().to_string()));
+        env.push((
+            crate::config::Key::NodeBinary.variable().into(),
+            node.display().to_string(),
+        ));
     }
     env
 }
@@ -228,9 +231,18 @@ pub fn host_env(
 /// The command-line an agent host should run for the observed process, with its environment.
 pub fn observed_env(database: &Path, perf_events: &Path) -> Vec<(String, String)> {
     vec![
-        (crate::config::Key::McpProfile.variable().into(), "observed".into()),
-        (crate::config::Key::WaymarkMode.variable().into(), "resident".into()),
-        (crate::config::Key::StrictObservationMode.variable().into(), "1".into()),
+        (
+            crate::config::Key::McpProfile.variable().into(),
+            "observed".into(),
+        ),
+        (
+            crate::config::Key::WaymarkMode.variable().into(),
+            "resident".into(),
+        ),
+        (
+            crate::config::Key::StrictObservationMode.variable().into(),
+            "1".into(),
+        ),
         (
             crate::config::Key::DatabaseUrl.variable().into(),
             format!("sqlite://{}", database.display()),

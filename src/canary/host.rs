@@ -892,7 +892,10 @@ mod tests {
             let server = &servers["patchdiff"];
             assert_eq!(server["command"], "/opt/pd");
             assert_eq!(server["args"], json!(["mcp"]));
-            assert_eq!(server["env"], json!({(Key::McpProfile.variable()): "observed"}));
+            assert_eq!(
+                server["env"],
+                json!({(Key::McpProfile.variable()): "observed"})
+            );
             assert_eq!(server.get("type") == Some(&json!("stdio")), typed);
         }
     }

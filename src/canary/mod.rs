@@ -302,8 +302,14 @@ impl Canary {
             // The trusted process only initializes, exports and audits: it needs no resident
             // worker, so it runs discovery one-shot if ever asked.
             ProcessKind::Full => vec![
-                (crate::config::Key::McpProfile.variable().into(), "full".into()),
-                (crate::config::Key::WaymarkMode.variable().into(), "oneshot".into()),
+                (
+                    crate::config::Key::McpProfile.variable().into(),
+                    "full".into(),
+                ),
+                (
+                    crate::config::Key::WaymarkMode.variable().into(),
+                    "oneshot".into(),
+                ),
                 (
                     crate::config::Key::PerfEvents.variable().into(),
                     self.run.perf_events("full").display().to_string(),
@@ -311,7 +317,10 @@ impl Canary {
             ],
         };
         env.retain(|(k, _)| k != crate::config::Key::DatabaseUrl.variable());
-        env.push((crate::config::Key::DatabaseUrl.variable().into(), self.database_url()));
+        env.push((
+            crate::config::Key::DatabaseUrl.variable().into(),
+            self.database_url(),
+        ));
         env.push((
             crate::config::Key::EvidenceWireLog.variable().into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
@@ -328,7 +337,10 @@ impl Canary {
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
-        env.push((crate::config::Key::Config.variable().into(), "/dev/null".into()));
+        env.push((
+            crate::config::Key::Config.variable().into(),
+            "/dev/null".into(),
+        ));
         LaunchSpec {
             kind,
             exe: self.options.exe.clone(),

@@ -308,10 +308,14 @@ pub const MAX_ACTIVE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 /// (24 h); zero, `0.5`, negative, NaN, infinite and anything over 24 h are refused.
 pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
     const ACCEPTED: &str = Key::WaymarkActiveTimeoutMs.spec().accepted;
-    let ms: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| invalid(Key::WaymarkActiveTimeoutMs.variable(), value, ACCEPTED, "not a number"))?;
+    let ms: f64 = value.trim().parse().map_err(|_| {
+        invalid(
+            Key::WaymarkActiveTimeoutMs.variable(),
+            value,
+            ACCEPTED,
+            "not a number",
+        )
+    })?;
     if !ms.is_finite() || ms <= 0.0 {
         return Err(invalid(
             Key::WaymarkActiveTimeoutMs.variable(),
@@ -320,8 +324,14 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
             "must be positive and finite",
         ));
     }
-    let timeout = Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| invalid(Key::WaymarkActiveTimeoutMs.variable(), value, ACCEPTED, "out of range"))?;
+    let timeout = Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| {
+        invalid(
+            Key::WaymarkActiveTimeoutMs.variable(),
+            value,
+            ACCEPTED,
+            "out of range",
+        )
+    })?;
     if timeout < MIN_ACTIVE_TIMEOUT {
         return Err(invalid(
             Key::WaymarkActiveTimeoutMs.variable(),
@@ -453,7 +463,9 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains(Key::WaymarkMode.variable()) && text.contains("resident, oneshot"));
         assert_eq!(
-            load(&[(Key::WaymarkMode.variable(), "oneshot")]).expect("oneshot").mode,
+            load(&[(Key::WaymarkMode.variable(), "oneshot")])
+                .expect("oneshot")
+                .mode,
             WaymarkMode::Oneshot
         );
     }
@@ -502,7 +514,8 @@ mod tests {
         assert_eq!(e.value, shown);
         let missing = dir.path().join("missing").to_string_lossy().into_owned();
         assert!(load(&[(Key::NodeBinary.variable(), &missing)]).is_err());
-        let e = load(&[(Key::NodeBinary.variable(), "definitely-not-a-node-binary")]).expect_err("absent");
+        let e = load(&[(Key::NodeBinary.variable(), "definitely-not-a-node-binary")])
+            .expect_err("absent");
         assert!(e.problem.as_deref().unwrap_or_default().contains("PATH"));
         let dir_path = dir.path().to_string_lossy().into_owned();
         assert!(load(&[(Key::NodeBinary.variable(), &dir_path)]).is_err());
@@ -525,7 +538,8 @@ mod tests {
         let data = dir.path().join("data-with-x-bit");
         std::fs::write(&data, "just text\n").expect("write");
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let e = load(&[(Key::NodeBinary.variable(), &data.to_string_lossy())]).expect_err("no format");
+        let e =
+            load(&[(Key::NodeBinary.variable(), &data.to_string_lossy())]).expect_err("no format");
         assert_eq!(e.variable, Key::NodeBinary.variable());
         let script = dir.path().join("node-wrapper");
         std::fs::write(&script, "#!/bin/sh\nexec node \"$@\"\n").expect("write");
