@@ -1,5 +1,6 @@
 //! Startup configuration (SPEC P1–P4): every `PATCHDIFF_*` variable, the optional TOML config
-//! file, and platform paths, resolved once into [`Settings`] in `main` and passed down.
+//! file, and platform paths, resolved once into [`Settings`] in `main` and passed down. Each
+//! setting is declared once, as a row of [`SETTINGS`]; no other file spells a variable's name.
 //! Configuration never comes from an MCP argument, and nothing here writes the process
 //! environment.
 //!
