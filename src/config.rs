@@ -1,5 +1,6 @@
 //! Startup configuration (SPEC P1–P4): every `PATCHDIFF_*` variable, the optional TOML config
-//! file, and platform paths, resolved once into [`Settings`] in `main` and passed down.
+//! file, and platform paths, resolved once into [`Settings`] in `main` and passed down. Each
+//! setting is declared once, as a row of [`SETTINGS`]; no other file spells a variable's name.
 //! Configuration never comes from an MCP argument, and nothing here writes the process
 //! environment.
 //!
@@ -49,135 +50,318 @@ impl ConfigError {
     }
 }
 
-/// One setting [`Settings`] holds: its TOML key (when the config file may set it) and its
-/// environment variable. A misspelt setting is a compile error, not a silent `None`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Key {
-    WaymarkMode,
-    NodeBinary,
-    WaymarkWorkers,
-    WaymarkActiveTimeoutMs,
-    /// The store's URL (P1). The PostgreSQL store reads this one key (`database_url`).
-    DatabaseUrl,
-    McpProfile,
-    StrictObservationMode,
-    PerfEvents,
-    PerfMemory,
-    EvidenceWireLog,
-    WorkerStderrLog,
-    WaymarkDir,
-    WaymarkWorkRoot,
-    DataDir,
-    StateDir,
-    McpHttp,
-    // Environment only: never read from the config file.
-    /// The config file itself.
-    Config,
-    ConfigDir,
-    McpHttpTokenFile,
-    AgentGate,
-    ClaudeBinary,
-    CodexBinary,
-    CursorBinary,
-    /// The diagnostics filter (`tracing` env-filter syntax).
-    Log,
-    /// `PATH` (not ours): where bare executable names are looked up.
-    SearchPath,
-    /// `NO_COLOR` (not ours, no-color.org): set and non-empty, the console paints no colour
-    /// (U4); unset or empty, it does.
-    NoColor,
+/// One setting's declaration: everything else about a setting ([`Key`], its variable, its file
+/// key, what it accepts, its default) derives from its row in [`SETTINGS`] (P1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingSpec {
+    /// The typed name code uses.
+    pub key: Key,
+    /// The environment variable (`PATCHDIFF_` + the upper-cased file key, or `PATH`,
+    /// `NO_COLOR`).
+    pub variable: &'static str,
+    /// The key the TOML config file sets it by; `None`: environment only.
+    pub file_key: Option<&'static str>,
+    /// The exact values accepted when they are a fixed set (empty: free-form, see `accepted`).
+    /// `["1", "0"]` makes it an on/off switch, the only kind a TOML boolean may set.
+    pub choices: &'static [&'static str],
+    /// The value that applies when unset, when that is one literal value (`None`: unset means
+    /// "off", or the default is derived, e.g. from the platform directories).
+    pub default: Option<&'static str>,
+    /// What is accepted, in the words of the errors and the documentation.
+    pub accepted: &'static str,
 }
 
-impl Key {
-    /// Every key, in the order the config file documents them.
-    pub const ALL: [Key; 26] = [
-        Key::WaymarkMode,
-        Key::NodeBinary,
-        Key::WaymarkWorkers,
-        Key::WaymarkActiveTimeoutMs,
-        Key::DatabaseUrl,
-        Key::McpProfile,
-        Key::StrictObservationMode,
-        Key::PerfEvents,
-        Key::PerfMemory,
-        Key::EvidenceWireLog,
-        Key::WorkerStderrLog,
-        Key::WaymarkDir,
-        Key::WaymarkWorkRoot,
-        Key::DataDir,
-        Key::StateDir,
-        Key::McpHttp,
-        Key::Config,
-        Key::ConfigDir,
-        Key::McpHttpTokenFile,
-        Key::AgentGate,
-        Key::ClaudeBinary,
-        Key::CodexBinary,
-        Key::CursorBinary,
-        Key::Log,
-        Key::SearchPath,
-        Key::NoColor,
-    ];
+impl SettingSpec {
+    /// Whether a TOML boolean may set it (`true` → `1`, `false` → `0`): for any other key a
+    /// boolean would become a number (`waymark_active_timeout_ms = true` a 1 ms timeout).
+    pub fn is_switch(&self) -> bool {
+        matches!(self.choices, ["1", "0"])
+    }
+}
 
-    /// The environment variable (`PATCHDIFF_` + the upper-cased key, or `PATH`, `NO_COLOR`).
-    pub const fn variable(self) -> &'static str {
-        match self {
-            Key::WaymarkMode => "PATCHDIFF_WAYMARK_MODE",
-            Key::NodeBinary => "PATCHDIFF_NODE_BINARY",
-            Key::WaymarkWorkers => "PATCHDIFF_WAYMARK_WORKERS",
-            Key::WaymarkActiveTimeoutMs => "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS",
-            Key::DatabaseUrl => "PATCHDIFF_DATABASE_URL",
-            Key::McpProfile => "PATCHDIFF_MCP_PROFILE",
-            Key::StrictObservationMode => "PATCHDIFF_STRICT_OBSERVATION_MODE",
-            Key::PerfEvents => "PATCHDIFF_PERF_EVENTS",
-            Key::PerfMemory => "PATCHDIFF_PERF_MEMORY",
-            Key::EvidenceWireLog => "PATCHDIFF_EVIDENCE_WIRE_LOG",
-            Key::WorkerStderrLog => "PATCHDIFF_WORKER_STDERR_LOG",
-            Key::WaymarkDir => "PATCHDIFF_WAYMARK_DIR",
-            Key::WaymarkWorkRoot => "PATCHDIFF_WAYMARK_WORK_ROOT",
-            Key::DataDir => "PATCHDIFF_DATA_DIR",
-            Key::StateDir => "PATCHDIFF_STATE_DIR",
-            Key::McpHttp => "PATCHDIFF_MCP_HTTP",
-            Key::Config => "PATCHDIFF_CONFIG",
-            Key::ConfigDir => "PATCHDIFF_CONFIG_DIR",
-            Key::McpHttpTokenFile => "PATCHDIFF_MCP_HTTP_TOKEN_FILE",
-            Key::AgentGate => "PATCHDIFF_AGENT_GATE",
-            Key::ClaudeBinary => "PATCHDIFF_CLAUDE_BINARY",
-            Key::CodexBinary => "PATCHDIFF_CODEX_BINARY",
-            Key::CursorBinary => "PATCHDIFF_CURSOR_BINARY",
-            Key::Log => "PATCHDIFF_LOG",
-            Key::SearchPath => "PATH",
-            Key::NoColor => "NO_COLOR",
+/// Declares every setting once: `Key` and [`SETTINGS`] come from the same rows, in the same
+/// order (so `SETTINGS[key as usize].key == key`).
+macro_rules! settings {
+    ($(
+        $(#[$doc:meta])*
+        $key:ident = $variable:literal {
+            file: $file:expr,
+            choices: [$($choice:literal),*],
+            default: $default:expr,
+            accepted: $accepted:expr $(,)?
         }
+    )*) => {
+        /// One setting [`Settings`] holds, declared by its row in [`SETTINGS`]. A misspelt
+        /// setting is a compile error, not a silent `None`.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Key {
+            $( $(#[$doc])* $key, )*
+        }
+
+        /// P1: every setting, in the order the config file documents them; the one place a
+        /// variable's name is spelt.
+        pub const SETTINGS: &[SettingSpec] = &[
+            $(
+                SettingSpec {
+                    key: Key::$key,
+                    variable: $variable,
+                    file_key: $file,
+                    choices: &[$($choice),*],
+                    default: $default,
+                    accepted: $accepted,
+                },
+            )*
+        ];
+    };
+}
+
+settings! {
+    /// W1: `resident` keeps one Node child; `oneshot` starts one per discovery.
+    WaymarkMode = "PATCHDIFF_WAYMARK_MODE" {
+        file: Some("waymark_mode"),
+        choices: ["resident", "oneshot"],
+        default: Some("resident"),
+        accepted: "resident, oneshot",
+    }
+    /// P1: the trusted Node executable, resolved once to an absolute path.
+    NodeBinary = "PATCHDIFF_NODE_BINARY" {
+        file: Some("node_binary"),
+        choices: [],
+        default: Some("node"),
+        accepted: "an executable regular file (an ELF binary or a `#!` script): a path, or a \
+                   name looked up on PATH",
+    }
+    /// P1: the number of Waymark workers; only one is supported.
+    WaymarkWorkers = "PATCHDIFF_WAYMARK_WORKERS" {
+        file: Some("waymark_workers"),
+        choices: ["1"],
+        default: Some("1"),
+        accepted: "1",
+    }
+    /// W6: the active discovery ceiling in milliseconds.
+    WaymarkActiveTimeoutMs = "PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS" {
+        file: Some("waymark_active_timeout_ms"),
+        choices: [],
+        default: Some("15000"),
+        accepted: "a number of milliseconds from 1 to 86400000 (24 h), default 15000",
+    }
+    /// The store's URL (P1). The PostgreSQL store reads this one key (`database_url`).
+    DatabaseUrl = "PATCHDIFF_DATABASE_URL" {
+        file: Some("database_url"),
+        choices: [],
+        default: None,
+        accepted: "`sqlite://` followed by an absolute path without `?`, `#`, `%` or `..` \
+                   components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (or \
+                   postgres://USER@HOST:PORT/DATABASE for PostgreSQL)",
+    }
+    /// M2–M4: the MCP tool profile.
+    McpProfile = "PATCHDIFF_MCP_PROFILE" {
+        file: Some("mcp_profile"),
+        choices: ["observed", "full", "workspace"],
+        default: Some("observed"),
+        accepted: "`observed`, `full`, `workspace`",
+    }
+    /// K2: strict observation mode.
+    StrictObservationMode = "PATCHDIFF_STRICT_OBSERVATION_MODE" {
+        file: Some("strict_observation_mode"),
+        choices: ["1", "0"],
+        default: Some("0"),
+        accepted: "`1` (on) or `0` (off, the default)",
+    }
+    /// T1: the perf-events JSONL file (unset: no recording).
+    PerfEvents = "PATCHDIFF_PERF_EVENTS" {
+        file: Some("perf_events"),
+        choices: [],
+        default: None,
+        accepted: "an absolute file path",
+    }
+    /// T2: RSS samples beside the perf events.
+    PerfMemory = "PATCHDIFF_PERF_MEMORY" {
+        file: Some("perf_memory"),
+        choices: ["1", "0"],
+        default: Some("1"),
+        accepted: "`1` (sample RSS, the default) or `0` (timing events only)",
+    }
+    /// E1: the MCP wire log (unset: none).
+    EvidenceWireLog = "PATCHDIFF_EVIDENCE_WIRE_LOG" {
+        file: Some("evidence_wire_log"),
+        choices: [],
+        default: None,
+        accepted: "an absolute file path",
+    }
+    /// E1: where retired generations' captured stderr is appended (unset: memory only).
+    WorkerStderrLog = "PATCHDIFF_WORKER_STDERR_LOG" {
+        file: Some("worker_stderr_log"),
+        choices: [],
+        default: None,
+        accepted: "an absolute file path",
+    }
+    /// The directory holding `discovery_core.mjs` (unset: this checkout's).
+    WaymarkDir = "PATCHDIFF_WAYMARK_DIR" {
+        file: Some("waymark_dir"),
+        choices: [],
+        default: None,
+        accepted: "a directory path",
+    }
+    /// Where the in-process worker owner keeps generation roots.
+    WaymarkWorkRoot = "PATCHDIFF_WAYMARK_WORK_ROOT" {
+        file: Some("waymark_work_root"),
+        choices: [],
+        default: None,
+        accepted: "a directory path",
+    }
+    /// P4: the data directory (databases, runs).
+    DataDir = "PATCHDIFF_DATA_DIR" {
+        file: Some("data_dir"),
+        choices: [],
+        default: None,
+        accepted: "an absolute path",
+    }
+    /// P4: the state directory (logs, worker roots).
+    StateDir = "PATCHDIFF_STATE_DIR" {
+        file: Some("state_dir"),
+        choices: [],
+        default: None,
+        accepted: "an absolute path",
+    }
+    /// M1: serve Streamable HTTP on a loopback address instead of stdio.
+    McpHttp = "PATCHDIFF_MCP_HTTP" {
+        file: Some("mcp_http"),
+        choices: [],
+        default: None,
+        accepted: "a loopback address: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT",
+    }
+    // Environment only: never read from the config file.
+    /// The config file itself.
+    Config = "PATCHDIFF_CONFIG" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "a readable TOML file",
+    }
+    /// P4: the config directory (where `patchdiff.toml` is looked for).
+    ConfigDir = "PATCHDIFF_CONFIG_DIR" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "a directory path",
+    }
+    /// M1: where the HTTP bearer token is written (0600, must not exist).
+    McpHttpTokenFile = "PATCHDIFF_MCP_HTTP_TOKEN_FILE" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "an absolute file path that does not exist",
+    }
+    /// A3: the admission gate file the console sets for an agent host's observed process.
+    AgentGate = "PATCHDIFF_AGENT_GATE" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "an absolute file path (the console creates it to admit the agent)",
+    }
+    /// C7: gate 2, the comparative run (baseline vs candidate). Environment only, so a
+    /// committed config file cannot open it; read through [`Settings::gate2`].
+    Gate2 = "PATCHDIFF_GATE2" {
+        file: None,
+        choices: ["closed", "open"],
+        default: Some("closed"),
+        accepted: "`closed` (the default) or `open`",
+    }
+    /// A1: the Claude Code CLI.
+    ClaudeBinary = "PATCHDIFF_CLAUDE_BINARY" {
+        file: None,
+        choices: [],
+        default: Some("claude"),
+        accepted: "an executable path, or a name looked up on PATH",
+    }
+    /// A1: the Codex CLI.
+    CodexBinary = "PATCHDIFF_CODEX_BINARY" {
+        file: None,
+        choices: [],
+        default: Some("codex"),
+        accepted: "an executable path, or a name looked up on PATH",
+    }
+    /// A1: the Cursor agent CLI.
+    CursorBinary = "PATCHDIFF_CURSOR_BINARY" {
+        file: None,
+        choices: [],
+        default: Some("cursor-agent"),
+        accepted: "an executable path, or a name looked up on PATH",
+    }
+    /// The diagnostics filter (`tracing` env-filter syntax).
+    Log = "PATCHDIFF_LOG" {
+        file: None,
+        choices: [],
+        default: Some("warn,rmcp=error"),
+        accepted: "a tracing EnvFilter directive",
+    }
+    /// U4, debug builds only: set, F12 panics, so tests can check that the terminal is
+    /// restored on panic.
+    ConsoleTestPanic = "PATCHDIFF_CONSOLE_TEST_PANIC" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "any value (debug builds only)",
+    }
+    /// `PATH` (not ours): where bare executable names are looked up.
+    SearchPath = "PATH" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "a search path",
+    }
+    /// `NO_COLOR` (not ours, no-color.org): set and non-empty, the console paints no colour
+    /// (U4); unset or empty, it does.
+    NoColor = "NO_COLOR" {
+        file: None,
+        choices: [],
+        default: None,
+        accepted: "any value; set and non-empty turns colour off",
+    }
+}
+
+/// The prefix of every variable of ours: a child process is started with none of the
+/// operator's, only those its launcher passes (P1).
+pub const VARIABLE_PREFIX: &str = "PATCHDIFF_";
+
+/// The commit a build was made from, when the build environment gave one (`PATCHDIFF_BUILD_SHA`
+/// at compile time; E1 records it in run manifests). Not a setting: it is fixed at build time.
+pub const BUILD_SHA: Option<&str> = option_env!("PATCHDIFF_BUILD_SHA");
+
+impl Key {
+    /// This key's row in [`SETTINGS`].
+    pub const fn spec(self) -> &'static SettingSpec {
+        &SETTINGS[self as usize]
+    }
+
+    /// Every key, in the order of [`SETTINGS`].
+    pub fn all() -> impl Iterator<Item = Key> {
+        SETTINGS.iter().map(|s| s.key)
+    }
+
+    /// The environment variable.
+    pub const fn variable(self) -> &'static str {
+        self.spec().variable
     }
 
     /// The key the TOML config file sets it by, or `None` for environment-only settings.
     pub const fn file_key(self) -> Option<&'static str> {
-        Some(match self {
-            Key::WaymarkMode => "waymark_mode",
-            Key::NodeBinary => "node_binary",
-            Key::WaymarkWorkers => "waymark_workers",
-            Key::WaymarkActiveTimeoutMs => "waymark_active_timeout_ms",
-            Key::DatabaseUrl => "database_url",
-            Key::McpProfile => "mcp_profile",
-            Key::StrictObservationMode => "strict_observation_mode",
-            Key::PerfEvents => "perf_events",
-            Key::PerfMemory => "perf_memory",
-            Key::EvidenceWireLog => "evidence_wire_log",
-            Key::WorkerStderrLog => "worker_stderr_log",
-            Key::WaymarkDir => "waymark_dir",
-            Key::WaymarkWorkRoot => "waymark_work_root",
-            Key::DataDir => "data_dir",
-            Key::StateDir => "state_dir",
-            Key::McpHttp => "mcp_http",
-            _ => return None,
-        })
+        self.spec().file_key
     }
 
     /// The key whose environment variable is `name`, if it is one of ours.
     pub fn from_variable(name: &str) -> Option<Key> {
-        Key::ALL.into_iter().find(|k| k.variable() == name)
+        SETTINGS.iter().find(|s| s.variable == name).map(|s| s.key)
+    }
+
+    /// The key whose config-file key is `name`, if the file may set it.
+    pub fn from_file_key(name: &str) -> Option<Key> {
+        SETTINGS
+            .iter()
+            .find(|s| s.file_key == Some(name))
+            .map(|s| s.key)
     }
 }
 
@@ -220,8 +404,7 @@ impl Settings {
 
     /// Settings from an arbitrary variable lookup, no config file (tests pass a map).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<OsString>) -> Self {
-        let values: BTreeMap<Key, (OsString, Source)> = Key::ALL
-            .into_iter()
+        let values: BTreeMap<Key, (OsString, Source)> = Key::all()
             .filter_map(|k| lookup(k.variable()).map(|v| (k, (v, Source::Environment))))
             .collect();
         let paths = Paths::from_values(&values);
@@ -231,8 +414,11 @@ impl Settings {
     /// [`Settings::load`] over an arbitrary environment. A missing default file is not an
     /// error; a missing or unreadable explicit file, invalid TOML, an unknown key or a value
     /// of the wrong type is, naming `PATCHDIFF_CONFIG`, the file and key, and what is accepted.
+    ///
+    /// An invalid `PATCHDIFF_GATE2` is refused here, so no process starts with it (C7, P2).
     pub fn resolve(env: impl Fn(&str) -> Option<OsString>) -> Result<Self, ConfigError> {
         let mut settings = Self::from_lookup(&env);
+        settings.gate2()?;
         let (path, explicit) = match settings.path(Key::Config) {
             Some(p) => (p, true),
             None => (settings.paths.config_dir.join("patchdiff.toml"), false),
@@ -298,6 +484,21 @@ impl Settings {
         self
     }
 
+    /// C7: whether gate 2 (the comparative run) is open, and where that came from (`None`:
+    /// unset, so the default, closed). Only the environment can set it: the config file
+    /// refuses the key. Errors: any value but `closed` or `open`, naming `PATCHDIFF_GATE2`, the
+    /// value and the accepted values.
+    pub fn gate2(&self) -> Result<Sourced<Gate2>, ConfigError> {
+        let value = match self.text(Key::Gate2)? {
+            None => Gate2::Closed,
+            Some(v) => Gate2::parse(v)?,
+        };
+        Ok(Sourced {
+            value,
+            source: self.source(Key::Gate2),
+        })
+    }
+
     /// `(variable, value)` pairs for a child process, for the keys given that are set: how the
     /// console hands its resolved configuration to the processes it launches (P1, P3).
     pub fn child_env(&self, keys: &[Key]) -> Vec<(String, String)> {
@@ -334,7 +535,7 @@ impl Profile {
             other => Err(ConfigError::new(
                 Self::VARIABLE,
                 other,
-                "`observed`, `full`, `workspace`",
+                Key::McpProfile.spec().accepted,
             )),
         }
     }
@@ -353,15 +554,57 @@ impl Profile {
     }
 }
 
+/// A typed setting and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Sourced<T> {
+    pub value: T,
+    /// `None`: unset, the default applies.
+    pub source: Option<Source>,
+}
+
+/// C7: gate 2, the comparative run (baseline vs candidate), from `PATCHDIFF_GATE2`. This
+/// configuration runs one owner-initiated canary, so it is closed unless the operator's
+/// environment opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Gate2 {
+    /// The default: no comparative run.
+    Closed,
+    /// A comparative run may be started.
+    Open,
+}
+
+impl Gate2 {
+    /// Parses `closed` or `open` (exactly; P2 names the variable, value and accepted values).
+    pub fn parse(value: &str) -> Result<Self, ConfigError> {
+        match value {
+            "closed" => Ok(Self::Closed),
+            "open" => Ok(Self::Open),
+            other => Err(ConfigError::new(
+                Key::Gate2.variable(),
+                other,
+                Key::Gate2.spec().accepted,
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+        }
+    }
+}
+
 /// Reads `PATCHDIFF_STRICT_OBSERVATION_MODE`: `1` on, `0` or unset off (P1, K2).
 pub fn strict_observation_from(value: Option<&str>) -> Result<bool, ConfigError> {
     match value {
         None | Some("0") => Ok(false),
         Some("1") => Ok(true),
         Some(other) => Err(ConfigError::new(
-            "PATCHDIFF_STRICT_OBSERVATION_MODE",
+            Key::StrictObservationMode.variable(),
             other,
-            "`1` (on) or `0` (off, the default)",
+            Key::StrictObservationMode.spec().accepted,
         )),
     }
 }
@@ -370,12 +613,10 @@ pub fn strict_observation_from(value: Option<&str>) -> Result<bool, ConfigError>
 /// a `#fragment`, a `%` escape or a `..` component would be taken literally as part of the file
 /// name (or climb out of the directory the operator named), so each is refused, not guessed at.
 pub fn parse_database_url(value: &str) -> Result<PathBuf, ConfigError> {
-    let accepted = "`sqlite://` followed by an absolute path without `?`, `#`, `%` or `..` \
-                    components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (or \
-                    postgres://USER@HOST:PORT/DATABASE for PostgreSQL)";
+    let accepted = Key::DatabaseUrl.spec().accepted;
     let refused = |why: &str| {
         ConfigError::new(
-            "PATCHDIFF_DATABASE_URL",
+            Key::DatabaseUrl.variable(),
             value,
             &format!("{accepted}; this value {why}"),
         )
@@ -452,31 +693,24 @@ impl Paths {
     }
 }
 
-/// Keys the TOML config file may set; each maps to the `PATCHDIFF_*` variable of the same name
-/// upper-cased (e.g. `waymark_mode` → `PATCHDIFF_WAYMARK_MODE`). The same list as
-/// [`Key::file_key`] (a unit test holds them equal).
-pub const FILE_KEYS: &[&str] = &[
-    "waymark_mode",
-    "node_binary",
-    "waymark_workers",
-    "waymark_active_timeout_ms",
-    "database_url",
-    "mcp_profile",
-    "strict_observation_mode",
-    "perf_events",
-    "perf_memory",
-    "evidence_wire_log",
-    "worker_stderr_log",
-    "waymark_dir",
-    "waymark_work_root",
-    "data_dir",
-    "state_dir",
-    "mcp_http",
-];
+/// The keys the TOML config file may set, comma-separated (for errors).
+fn file_keys_text() -> String {
+    SETTINGS
+        .iter()
+        .filter_map(|s| s.file_key)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
-/// The on/off keys, the only ones a TOML boolean may set (`true` → `1`, `false` → `0`): for any
-/// other key a boolean would become a number (`waymark_active_timeout_ms = true` a 1 ms timeout).
-pub const SWITCH_KEYS: &[&str] = &["strict_observation_mode", "perf_memory"];
+/// The on/off keys, the only ones a TOML boolean may set, comma-separated (for errors).
+fn switch_keys_text() -> String {
+    SETTINGS
+        .iter()
+        .filter(|s| s.is_switch())
+        .filter_map(|s| s.file_key)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Parses the config file's text into `(key, value)` pairs, values as the environment would
 /// spell them (`true` → `1`). Errors name `PATCHDIFF_CONFIG`, the file and key, and what is
@@ -492,21 +726,28 @@ fn parse_config_file(path: &Path, text: &str) -> Result<Vec<(Key, String)>, Conf
     })?;
     let mut out = Vec::new();
     for (name, value) in table {
-        let Some(key) = Key::ALL
-            .into_iter()
-            .find(|k| k.file_key() == Some(name.as_str()))
-        else {
-            return Err(ConfigError::new(
+        let Some(key) = Key::from_file_key(&name) else {
+            let refused = ConfigError::new(
                 Key::Config.variable(),
                 &format!("{shown}: key `{name}`"),
-                &FILE_KEYS.join(", "),
-            ));
+                &file_keys_text(),
+            );
+            // An environment-only setting spelt as a file key: say so, since that is on
+            // purpose (a committed file must not open gate 2, C7), not a typo.
+            let variable = format!("{VARIABLE_PREFIX}{}", name.to_ascii_uppercase());
+            return Err(match Key::from_variable(&variable) {
+                Some(k) => refused.with_problem(format!(
+                    "{} is environment-only: set it in the environment, not the config file",
+                    k.variable()
+                )),
+                None => refused,
+            });
         };
         let value = match value {
             toml::Value::String(s) => s,
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => f.to_string(),
-            toml::Value::Boolean(b) if SWITCH_KEYS.contains(&name.as_str()) => {
+            toml::Value::Boolean(b) if key.spec().is_switch() => {
                 if b { "1" } else { "0" }.to_owned()
             }
             other => {
@@ -515,7 +756,7 @@ fn parse_config_file(path: &Path, text: &str) -> Result<Vec<(Key, String)>, Conf
                     &format!("{shown}: {name} = {other}"),
                     &format!(
                         "a string or number (true/false only for {})",
-                        SWITCH_KEYS.join(", ")
+                        switch_keys_text()
                     ),
                 ));
             }
@@ -532,7 +773,7 @@ mod tests {
     #[test]
     fn profile_rejects_unknown_names_listing_accepted_ones() {
         let err = Profile::parse("admin").unwrap_err();
-        assert_eq!(err.variable, "PATCHDIFF_MCP_PROFILE");
+        assert_eq!(err.variable, Key::McpProfile.variable());
         assert!(err.to_string().contains("`observed`, `full`, `workspace`"));
     }
 
@@ -557,7 +798,7 @@ mod tests {
             "sqlite:///tmp/pd\n.sqlite",
         ] {
             let err = parse_database_url(url).expect_err(url);
-            assert_eq!(err.variable, "PATCHDIFF_DATABASE_URL", "{url}");
+            assert_eq!(err.variable, Key::DatabaseUrl.variable(), "{url}");
             assert!(err.to_string().contains("this value"), "{err}");
         }
         assert!(parse_database_url("sqlite:///tmp/a..b/pd.sqlite").is_ok());
@@ -588,8 +829,8 @@ mod tests {
         )
         .unwrap();
         let settings = Settings::resolve(env(&[
-            ("PATCHDIFF_CONFIG", file.to_str().unwrap()),
-            ("PATCHDIFF_MCP_PROFILE", "workspace"),
+            (Key::Config.variable(), file.to_str().unwrap()),
+            (Key::McpProfile.variable(), "workspace"),
         ]))
         .unwrap();
         assert_eq!(settings.text(Key::McpProfile).unwrap(), Some("workspace"));
@@ -597,7 +838,7 @@ mod tests {
         assert_eq!(settings.text(Key::WaymarkMode).unwrap(), Some("oneshot"));
         assert_eq!(settings.source(Key::WaymarkMode), Some(Source::File));
         assert_eq!(
-            settings.lookup("PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS"),
+            settings.lookup(Key::WaymarkActiveTimeoutMs.variable()),
             Some("5000".into())
         );
         assert_eq!(settings.get(Key::NodeBinary), None);
@@ -609,8 +850,8 @@ mod tests {
         let file = dir.path().join("p.toml");
         std::fs::write(&file, "data_dir = \"/srv/pd-data\"\n").unwrap();
         let settings = Settings::resolve(env(&[
-            ("PATCHDIFF_CONFIG", file.to_str().unwrap()),
-            ("PATCHDIFF_STATE_DIR", "/srv/pd-state"),
+            (Key::Config.variable(), file.to_str().unwrap()),
+            (Key::StateDir.variable(), "/srv/pd-state"),
         ]))
         .unwrap();
         assert_eq!(settings.paths.data_dir, PathBuf::from("/srv/pd-data"));
@@ -621,11 +862,11 @@ mod tests {
     fn a_missing_default_file_is_no_error_but_a_missing_explicit_one_is() {
         let dir = tempfile::tempdir().unwrap();
         let config_dir = dir.path().to_str().unwrap();
-        assert!(Settings::resolve(env(&[("PATCHDIFF_CONFIG_DIR", config_dir)])).is_ok());
+        assert!(Settings::resolve(env(&[(Key::ConfigDir.variable(), config_dir)])).is_ok());
         let missing = dir.path().join("absent.toml");
-        let err =
-            Settings::resolve(env(&[("PATCHDIFF_CONFIG", missing.to_str().unwrap())])).unwrap_err();
-        assert_eq!(err.variable, "PATCHDIFF_CONFIG");
+        let err = Settings::resolve(env(&[(Key::Config.variable(), missing.to_str().unwrap())]))
+            .unwrap_err();
+        assert_eq!(err.variable, Key::Config.variable());
         assert_eq!(err.value, missing.display().to_string());
         assert!(err.accepted.starts_with("a readable TOML file"), "{err}");
     }
@@ -662,40 +903,127 @@ mod tests {
     }
 
     #[test]
-    fn file_keys_are_exactly_the_keys_with_a_file_spelling() {
-        let from_keys: Vec<&str> = Key::ALL.into_iter().filter_map(Key::file_key).collect();
-        assert_eq!(from_keys, FILE_KEYS);
-        for key in Key::ALL {
-            assert_eq!(Key::from_variable(key.variable()), Some(key));
-            if let Some(name) = key.file_key() {
+    fn each_row_of_the_settings_table_is_its_keys_row_and_names_agree() {
+        for (i, spec) in SETTINGS.iter().enumerate() {
+            assert_eq!(spec.key as usize, i, "{spec:?}");
+            assert_eq!(Key::from_variable(spec.variable), Some(spec.key));
+            if let Some(name) = spec.file_key {
+                assert_eq!(Key::from_file_key(name), Some(spec.key));
                 assert_eq!(
-                    key.variable(),
-                    format!("PATCHDIFF_{}", name.to_ascii_uppercase())
+                    spec.variable,
+                    format!("{VARIABLE_PREFIX}{}", name.to_ascii_uppercase())
                 );
             }
+            if let Some(default) = spec.default
+                && !spec.choices.is_empty()
+            {
+                assert!(spec.choices.contains(&default), "{spec:?}");
+            }
+            for choice in spec.choices {
+                assert!(spec.accepted.contains(choice), "{spec:?}: {choice}");
+            }
         }
+        let switches: Vec<&str> = SETTINGS
+            .iter()
+            .filter(|s| s.is_switch())
+            .filter_map(|s| s.file_key)
+            .collect();
+        assert_eq!(switches, ["strict_observation_mode", "perf_memory"]);
+    }
+
+    #[test]
+    fn the_parsers_apply_the_tables_defaults_when_unset() {
+        let default = |k: Key| k.spec().default.expect("a literal default");
+        assert_eq!(
+            strict_observation_from(None),
+            strict_observation_from(Some(default(Key::StrictObservationMode)))
+        );
+        assert_eq!(
+            Profile::parse(default(Key::McpProfile)),
+            Ok(Profile::Observed)
+        );
+        assert_eq!(
+            Gate2::parse(default(Key::Gate2)),
+            Ok(Settings::from_lookup(|_| None).gate2().unwrap().value)
+        );
+    }
+
+    #[test]
+    /// C7: gate 2 stays closed unless the environment opens it.
+    fn gate2_is_closed_unless_the_environment_opens_it() {
+        let closed = Settings::resolve(env(&[])).unwrap().gate2().unwrap();
+        assert_eq!(closed.value, Gate2::Closed);
+        assert_eq!(closed.source, None);
+        let open = Settings::resolve(env(&[(Key::Gate2.variable(), "open")]))
+            .unwrap()
+            .gate2()
+            .unwrap();
+        assert_eq!(
+            open,
+            Sourced {
+                value: Gate2::Open,
+                source: Some(Source::Environment)
+            }
+        );
+    }
+
+    #[test]
+    /// C7, P2: only `closed` and `open`; a near miss is refused, not taken for either.
+    fn gate2_refuses_any_other_value_at_startup_naming_variable_value_and_accepted_values() {
+        for bad in ["Open", "1", "yes", "", " open"] {
+            let err = Settings::resolve(env(&[(Key::Gate2.variable(), bad)])).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!(
+                    "invalid PATCHDIFF_GATE2={bad:?}: accepted values are `closed` (the \
+                     default) or `open`"
+                )
+            );
+        }
+    }
+
+    #[test]
+    /// C7: a committed config file cannot open gate 2: the key is refused.
+    fn a_config_file_cannot_open_gate2_it_is_refused_as_environment_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("p.toml");
+        std::fs::write(&file, "gate2 = \"open\"\n").unwrap();
+        let err = Settings::resolve(env(&[(Key::Config.variable(), file.to_str().unwrap())]))
+            .unwrap_err();
+        assert_eq!(err.variable, Key::Config.variable());
+        assert_eq!(err.value, format!("{}: key `gate2`", file.display()));
+        assert!(
+            err.to_string().ends_with(
+                "; PATCHDIFF_GATE2 is environment-only: set it in the environment, \
+                           not the config file"
+            ),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_non_utf8_value_is_refused_naming_its_variable() {
         use std::os::unix::ffi::OsStringExt;
         let settings = Settings::from_lookup(|k| {
-            (k == "PATCHDIFF_MCP_PROFILE").then(|| OsString::from_vec(vec![0x66, 0xff]))
+            (k == Key::McpProfile.variable()).then(|| OsString::from_vec(vec![0x66, 0xff]))
         });
         let err = settings.text(Key::McpProfile).unwrap_err();
-        assert_eq!(err.variable, "PATCHDIFF_MCP_PROFILE");
+        assert_eq!(err.variable, Key::McpProfile.variable());
         assert_eq!(err.accepted, "UTF-8 text");
     }
 
     #[test]
     fn child_env_forwards_only_the_keys_asked_for_that_are_set() {
         let settings = Settings::from_lookup(env(&[
-            ("PATCHDIFF_NODE_BINARY", "/opt/node"),
-            ("PATCHDIFF_MCP_PROFILE", "full"),
+            (Key::NodeBinary.variable(), "/opt/node"),
+            (Key::McpProfile.variable(), "full"),
         ]));
         assert_eq!(
             settings.child_env(&[Key::NodeBinary, Key::WaymarkDir]),
-            vec![("PATCHDIFF_NODE_BINARY".to_owned(), "/opt/node".to_owned())]
+            vec![(
+                Key::NodeBinary.variable().to_owned(),
+                "/opt/node".to_owned()
+            )]
         );
     }
 }

@@ -675,7 +675,7 @@ pub struct InitialTarget {
 /// the binary runs where no checkout is, and a checkout that moved after the build would name
 /// sources that were not executed.
 pub fn source_sha() -> (String, String) {
-    match option_env!("PATCHDIFF_BUILD_SHA") {
+    match crate::config::BUILD_SHA {
         Some(built) => (built.to_owned(), "embedded at build".to_owned()),
         None => (
             "unknown".to_owned(),

@@ -1,4 +1,4 @@
-//! Files and directories this process owns (E1, T1; issue 12: never touch a file we do not own).
+//! Files and directories this process owns (E1, T1: never touch a file we do not own).
 //!
 //! Every private file — perf events, memory samples, evidence logs, the database — is opened
 //! with `O_NOFOLLOW | O_NONBLOCK` and checked with `fstat`: it must be a regular file owned by
@@ -310,7 +310,7 @@ pub fn create_owned_dir(path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Reads a fixture (C1; issue 12): `path` must name a regular file of at most `cap` bytes. The
+/// Reads a fixture (C1; never a device or an unbounded read): `path` must name a regular file of at most `cap` bytes. The
 /// open never blocks (`O_NONBLOCK`: a FIFO with no writer is refused, not waited on), FIFOs,
 /// devices and sockets — `/dev/stdin`, `/proc/self/fd/0` included — are refused, and the read
 /// stops at `cap + 1` bytes even if the file grows meanwhile. Blocking: call it from

@@ -374,8 +374,9 @@ fn memory_sampling(memory: Option<&str>, events: &Path) -> Result<bool, Box<Tele
             let status = TelemetryStatus::invalid(
                 "invalid_memory_configuration",
                 format!(
-                    "PATCHDIFF_PERF_MEMORY={other:?} is not accepted; use `1` (sample \
-                     RSS, the default) or `0` (timing events only)"
+                    "{}={other:?} is not accepted; use `1` (sample \
+                     RSS, the default) or `0` (timing events only)",
+                    crate::config::Key::PerfMemory.variable()
                 ),
                 Some(events.to_path_buf()),
             );
@@ -481,7 +482,8 @@ impl Recorder {
                 TelemetryStatus::invalid(
                     "relative_events_path",
                     format!(
-                        "PATCHDIFF_PERF_EVENTS={:?} is relative; give an absolute path",
+                        "{}={:?} is relative; give an absolute path",
+                        crate::config::Key::PerfEvents.variable(),
                         events.display()
                     ),
                     Some(events.to_path_buf()),

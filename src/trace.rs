@@ -1,4 +1,4 @@
-//! `patchdiff trace RUN_DIR -o trace.json` (issue 10 item 6): the perf events of every process of
+//! `patchdiff trace RUN_DIR -o trace.json`: the perf events of every process of
 //! a run as a Chrome trace-event file (the JSON object format), which Perfetto UI and
 //! `chrome://tracing` open.
 //!

@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use patchdiff::config::{FILE_KEYS, SWITCH_KEYS};
+use patchdiff::config::{Key, SETTINGS, VARIABLE_PREFIX};
 
 const EXE: &str = env!("CARGO_BIN_EXE_patchdiff");
 /// Absolute paths in the examples live under this prefix; the test points it at a private
@@ -41,6 +41,11 @@ fn examples(kind: &str) -> Vec<PathBuf> {
 /// Runs `patchdiff mcp --print-host-config claude` with `file` (its example root rewritten into
 /// a private directory) as the config file, from inside that directory.
 fn run_with(file: &Path) -> Output {
+    run_with_env(file, &[])
+}
+
+/// [`run_with`] with `extra` variables set too.
+fn run_with_env(file: &Path, extra: &[(&str, &str)]) -> Output {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path();
     let text = std::fs::read_to_string(file).expect("read example");
@@ -64,6 +69,7 @@ fn run_with(file: &Path) -> Output {
         .env("XDG_STATE_HOME", root.join("xdg/state"))
         .env("XDG_CACHE_HOME", root.join("xdg/cache"))
         .env("PATCHDIFF_CONFIG", &copy)
+        .envs(extra.iter().copied())
         .output()
         .expect("run patchdiff")
 }
@@ -155,6 +161,26 @@ fn commented_assignments(text: &str) -> toml::Table {
         .expect("the commented-out defaults are valid TOML")
 }
 
+/// The `PATCHDIFF_*` names in `text`.
+fn variables_named(text: &str) -> BTreeSet<String> {
+    text.match_indices(VARIABLE_PREFIX)
+        .map(|(i, _)| {
+            text[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|name| name.len() > VARIABLE_PREFIX.len())
+        .collect()
+}
+
+/// Our variables that only the environment sets.
+fn environment_only() -> impl Iterator<Item = &'static patchdiff::config::SettingSpec> {
+    SETTINGS
+        .iter()
+        .filter(|s| s.file_key.is_none() && s.variable.starts_with(VARIABLE_PREFIX))
+}
+
 #[test]
 fn the_documented_file_lists_exactly_the_accepted_keys() {
     let text = std::fs::read_to_string(config_dir().join("patchdiff.toml")).expect("read");
@@ -163,36 +189,143 @@ fn the_documented_file_lists_exactly_the_accepted_keys() {
     assert!(live.is_empty(), "keys set as shipped: {live:?}");
     let documented = commented_assignments(&text);
     let documented_keys: BTreeSet<&str> = documented.keys().map(String::as_str).collect();
-    let accepted: BTreeSet<&str> = FILE_KEYS.iter().copied().collect();
+    let accepted: BTreeSet<&str> = SETTINGS.iter().filter_map(|s| s.file_key).collect();
     assert_eq!(
         documented_keys, accepted,
         "config/patchdiff.toml must document every key the config file accepts, and no other"
     );
     for (key, value) in &documented {
+        let spec = Key::from_file_key(key).expect("a file key").spec();
         assert!(
-            value.is_str()
-                || value.is_integer()
-                || (value.is_bool() && SWITCH_KEYS.contains(&key.as_str())),
+            value.is_str() || value.is_integer() || (value.is_bool() && spec.is_switch()),
             "{key} = {value}: not a kind of value the config file accepts"
         );
     }
     // Environment-only variables are named, but not as keys.
-    for variable in [
-        "PATCHDIFF_CONFIG_DIR",
-        "PATCHDIFF_MCP_HTTP_TOKEN_FILE",
-        "PATCHDIFF_CLAUDE_BINARY",
-        "PATCHDIFF_CODEX_BINARY",
-        "PATCHDIFF_CURSOR_BINARY",
-    ] {
-        assert!(text.contains(variable), "{variable} is not mentioned");
-        let key = variable
-            .trim_start_matches("PATCHDIFF_")
-            .to_ascii_lowercase();
+    for spec in environment_only() {
         assert!(
-            !accepted.contains(key.as_str()),
-            "{key} is accepted: document it as a key"
+            text.contains(spec.variable),
+            "{} is not mentioned",
+            spec.variable
         );
     }
+    // And nothing else is named.
+    let known: BTreeSet<String> = SETTINGS.iter().map(|s| s.variable.to_owned()).collect();
+    let unknown: Vec<String> = variables_named(&text).difference(&known).cloned().collect();
+    assert!(unknown.is_empty(), "not settings: {unknown:?}");
+}
+
+#[test]
+fn the_documented_file_states_each_keys_accepted_values_and_default_as_the_table_does() {
+    let text = std::fs::read_to_string(config_dir().join("patchdiff.toml")).expect("read");
+    // A block: the comment lines between blank lines, ending with `# key = value` lines.
+    for block in text.split("\n\n") {
+        for spec in SETTINGS.iter().filter(|s| s.file_key.is_some()) {
+            let key = spec.file_key.expect("file key");
+            if !block.contains(&format!("\n# {key} = ")) {
+                continue;
+            }
+            let accepted = block
+                .split("# default:")
+                .next()
+                .expect("text before the default");
+            for choice in spec.choices {
+                assert!(
+                    accepted.contains(&format!("\"{choice}\"")) || accepted.contains(choice),
+                    "{key}: accepted value {choice:?} is not documented:\n{block}"
+                );
+            }
+            if let Some(default) = spec.default {
+                let line = block
+                    .lines()
+                    .find(|l| l.starts_with("# default:"))
+                    .unwrap_or_else(|| panic!("{key}: no `# default:` line:\n{block}"));
+                let shown = line.trim_start_matches("# default:").trim();
+                assert!(
+                    shown == default
+                        || shown.starts_with(&format!("{default} "))
+                        || shown.starts_with(&format!("\"{default}\"")),
+                    "{key}: default {default:?}, documented as {shown:?}"
+                );
+            }
+        }
+    }
+}
+
+/// The README's `## Configuration` section.
+fn readme_configuration() -> String {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+        .expect("read README.md");
+    let start = readme
+        .find("\n## Configuration\n")
+        .expect("a Configuration section");
+    let rest = &readme[start + 1..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    rest[..end].to_owned()
+}
+
+#[test]
+fn the_readme_settings_table_agrees_with_the_settings_table() {
+    let section = readme_configuration();
+    let rows: Vec<(&str, &str)> = section
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .filter_map(|l| {
+            let mut cells = l.trim_matches('|').splitn(2, " | ");
+            Some((cells.next()?, cells.next()?))
+        })
+        .collect();
+    for spec in SETTINGS.iter().filter(|s| s.file_key.is_some()) {
+        let name = format!("`{}`", spec.variable);
+        let (_, values) = rows
+            .iter()
+            .find(|(names, _)| names.contains(&name))
+            .unwrap_or_else(|| panic!("{name} has no row in README.md's settings table"));
+        for choice in spec.choices {
+            assert!(
+                values.contains(&format!("`{choice}`")),
+                "README.md: {name} does not list `{choice}`: {values}"
+            );
+        }
+        if let Some(default) = spec.default {
+            let shown = if spec.choices.is_empty() {
+                default.to_owned()
+            } else {
+                format!("`{default}`")
+            };
+            assert!(
+                values.contains(&shown) && (spec.choices.len() == 1 || values.contains("default")),
+                "README.md: {name}'s default {default:?} is not shown: {values}"
+            );
+        }
+    }
+    let paragraph = section
+        .split("\n\n")
+        .find(|p| p.starts_with("Environment only"))
+        .expect("an `Environment only` paragraph");
+    for spec in environment_only() {
+        assert!(
+            paragraph.contains(&format!("`{}`", spec.variable)),
+            "README.md's environment-only list lacks {}",
+            spec.variable
+        );
+        for choice in spec.choices {
+            assert!(
+                paragraph.contains(&format!("`{choice}`")),
+                "README.md: {} does not list `{choice}`",
+                spec.variable
+            );
+        }
+    }
+    let known: BTreeSet<String> = SETTINGS.iter().map(|s| s.variable.to_owned()).collect();
+    let unknown: Vec<String> = variables_named(&section)
+        .difference(&known)
+        .cloned()
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "README.md names what is no setting: {unknown:?}"
+    );
 }
 
 #[test]
@@ -215,4 +348,30 @@ fn the_commented_out_defaults_are_accepted_by_the_binary_where_they_need_no_mach
         "{portable:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+#[test]
+fn an_unknown_gate2_value_refuses_to_start_naming_variable_value_and_accepted_values() {
+    // C7: gate 2 stays closed unless the environment says exactly `open`; a near miss is not
+    // taken for either.
+    let file = config_dir().join("patchdiff.toml");
+    let out = run_with_env(&file, &[(Key::Gate2.variable(), "Open")]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(EXIT_USAGE), "{stderr}");
+    assert!(out.stdout.is_empty(), "printed a configuration");
+    assert!(
+        stderr.contains(
+            "invalid PATCHDIFF_GATE2=\"Open\": accepted values are `closed` (the default) or `open`"
+        ),
+        "{stderr}"
+    );
+    for value in ["closed", "open"] {
+        let out = run_with_env(&file, &[(Key::Gate2.variable(), value)]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{value}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! SPEC M5, M6: the tool contract of the real `patchdiff mcp` binary — input schemas an agent can
 //! act on, structured content with a text copy, domain failures as `isError` results with
 //! recovery advice, protocol misuse as JSON-RPC errors. Every test runs on SQLite and PostgreSQL
-//! (issue 15; `tests/backends`).
+//! (S1; `tests/backends`).
 
 #[macro_use]
 mod backends;

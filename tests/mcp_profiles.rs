@@ -202,6 +202,7 @@ async fn workspace_profile_never_starts_the_worker() {
     observed.stop().await;
 }
 
+/// K2: with strict observation mode on, an operation in no observed scope is rejected.
 #[tokio::test]
 async fn strict_observation_mode_is_honoured() {
     let env = TestEnv::new();

@@ -10,6 +10,7 @@ use common::*;
 use patchdiff::kernel::sha256_hex;
 use patchdiff::store::*;
 
+/// K1: a new target is at version 0 with the fixture's bytes and their SHA-256.
 fn init_installs_fixture_at_version_zero_revision_zero(b: Backend) {
     let (_s, store) = fresh(b);
     let t = init(&store, "cal", "abc\n");

@@ -1,6 +1,6 @@
 //! Regressions modelled on the replica-sync review (`seeds/replica-sync-review.txt`): saves
 //! racing submissions (K5), replay after a mid-step save (K6), storage-safe records (K7), and
-//! a second OS process sharing the database — on SQLite and PostgreSQL (issue 15). K7's chunk
+//! a second OS process sharing the database — on SQLite and PostgreSQL (S1). K7's chunk
 //! rows and the periodic snapshots are SQLite's storage layout; those checks stay SQLite-only.
 
 #[macro_use]

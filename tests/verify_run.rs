@@ -242,7 +242,7 @@ fn a_file_added_after_the_seal_is_named() {
     assert!(problem_files(&report).contains(&"export/extra.js".to_owned()));
 }
 
-/// Issue 22 item 7 (in part): a run re-sealed after its wire log was deleted (the sums and the
+/// A run re-sealed after its wire log was deleted (the sums and the
 /// seal recomputed, so every digest holds) still fails, naming the missing log; a symlink
 /// added to a run is named too.
 #[test]
@@ -289,7 +289,7 @@ fn a_resealed_run_missing_its_wire_log_and_a_planted_symlink_are_named() {
     );
 }
 
-/// Issue 15 with issue 14 item 2: a run on PostgreSQL has no `store.sqlite`; `verify` replays its
+/// S1: a run on PostgreSQL has no `store.sqlite`; `verify` replays its
 /// journal from the database the resolved settings name — here only the TOML config file names
 /// it, so a verify reading the environment alone could not find it. Without that setting the
 /// journal check fails saying what to set.

@@ -118,6 +118,7 @@ async fn parent_sigkill_kills_a_stopped_worker() {
     support::wait_gone(child, Duration::from_secs(5)).await;
 }
 
+/// W12: a root is removed only on a valid manifest whose owner is dead or whose pid was reused.
 #[tokio::test]
 async fn stale_roots_dead_owner_and_reused_pid_are_removed_ambiguous_kept() {
     let work = tempfile::tempdir().expect("tempdir");

@@ -1,7 +1,7 @@
 //! scripted-model: a model server on loopback that speaks the Anthropic Messages API (streaming
 //! SSE and plain JSON) and the OpenAI Responses API (streaming SSE) and plays a canary plan as
 //! tool calls, so a real agent host CLI (Claude Code, Codex) can run a canary with no network
-//! and no model (SPEC A1, issue 9).
+//! and no model (SPEC A1: real hosts tested offline).
 //!
 //! Not a user tool; tests and offline demos run it.
 //!

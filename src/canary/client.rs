@@ -86,7 +86,7 @@ impl McpProcess {
         // The child sees only what we give it plus the basic environment: configuration is
         // explicit (P1), never inherited by accident from the operator's shell.
         for (k, _) in std::env::vars() {
-            if k.starts_with("PATCHDIFF_") {
+            if k.starts_with(crate::config::VARIABLE_PREFIX) {
                 cmd.env_remove(&k);
             }
         }
@@ -216,11 +216,14 @@ pub fn host_env(
 ) -> Vec<(String, String)> {
     let mut env = observed_env(database, perf_events);
     env.push((
-        "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+        crate::config::Key::EvidenceWireLog.variable().into(),
         wire_log.display().to_string(),
     ));
     if let Some(node) = node_binary {
-        env.push(("PATCHDIFF_NODE_BINARY".into(), node.display().to_string()));
+        env.push((
+            crate::config::Key::NodeBinary.variable().into(),
+            node.display().to_string(),
+        ));
     }
     env
 }
@@ -228,15 +231,24 @@ pub fn host_env(
 /// The command-line an agent host should run for the observed process, with its environment.
 pub fn observed_env(database: &Path, perf_events: &Path) -> Vec<(String, String)> {
     vec![
-        ("PATCHDIFF_MCP_PROFILE".into(), "observed".into()),
-        ("PATCHDIFF_WAYMARK_MODE".into(), "resident".into()),
-        ("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "1".into()),
         (
-            "PATCHDIFF_DATABASE_URL".into(),
+            crate::config::Key::McpProfile.variable().into(),
+            "observed".into(),
+        ),
+        (
+            crate::config::Key::WaymarkMode.variable().into(),
+            "resident".into(),
+        ),
+        (
+            crate::config::Key::StrictObservationMode.variable().into(),
+            "1".into(),
+        ),
+        (
+            crate::config::Key::DatabaseUrl.variable().into(),
             format!("sqlite://{}", database.display()),
         ),
         (
-            "PATCHDIFF_PERF_EVENTS".into(),
+            crate::config::Key::PerfEvents.variable().into(),
             perf_events.display().to_string(),
         ),
     ]

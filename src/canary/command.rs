@@ -807,6 +807,7 @@ pub fn complete(prefix: &str) -> Vec<&'static str> {
 mod tests {
     use super::*;
 
+    /// U3: every command of the table parses from a command line.
     #[test]
     fn parses_every_command_in_the_table() {
         for spec in COMMANDS {

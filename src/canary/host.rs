@@ -167,7 +167,7 @@ pub fn provider_env() -> Vec<(String, String)> {
 /// of [`crate::redact`] (issue 23), built from the provider variables passed to the host.
 pub use crate::redact::Redactor;
 
-/// The agent-host configuration templates in `config/hosts/` (issue 14), compiled in. The
+/// The agent-host configuration templates in `config/hosts/`, compiled in. The
 /// printer and the host launcher fill in the server's `command` and `env`; everything else is
 /// printed as written there. Each parses and names exactly the six observed tools (tested).
 pub mod templates {
@@ -1023,7 +1023,7 @@ mod tests {
 
     #[test]
     fn the_claude_and_cursor_templates_are_filled_with_the_command_and_env_only() {
-        let env = [("PATCHDIFF_MCP_PROFILE".to_owned(), "observed".to_owned())];
+        let env = [(Key::McpProfile.variable().to_owned(), "observed".to_owned())];
         for (config, typed) in [
             (claude_mcp_config("/opt/pd", &env), true),
             (cursor_mcp_config("/opt/pd", &env), false),
@@ -1033,7 +1033,10 @@ mod tests {
             let server = &servers["patchdiff"];
             assert_eq!(server["command"], "/opt/pd");
             assert_eq!(server["args"], json!(["mcp"]));
-            assert_eq!(server["env"], json!({"PATCHDIFF_MCP_PROFILE": "observed"}));
+            assert_eq!(
+                server["env"],
+                json!({(Key::McpProfile.variable()): "observed"})
+            );
             assert_eq!(server.get("type") == Some(&json!("stdio")), typed);
         }
     }
@@ -1053,7 +1056,7 @@ mod tests {
     #[test]
     fn the_codex_template_is_sealed_to_the_six_and_takes_the_command_and_env() {
         let env = [(
-            "PATCHDIFF_DATABASE".to_owned(),
+            Key::DatabaseUrl.variable().to_owned(),
             "/tmp/a \"b\".sqlite".to_owned(),
         )];
         let text = codex_server_config("/opt/p d/patchdiff", &env);
@@ -1069,7 +1072,7 @@ mod tests {
             .collect();
         assert_eq!(tools, SIX);
         assert_eq!(
-            server["env"]["PATCHDIFF_DATABASE"].as_str(),
+            server["env"][Key::DatabaseUrl.variable()].as_str(),
             Some("/tmp/a \"b\".sqlite")
         );
     }

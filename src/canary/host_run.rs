@@ -62,9 +62,9 @@ impl Canary {
     pub(super) fn host_observed_env(&self) -> Vec<(String, String)> {
         let mut env = self.launch_spec(ProcessKind::Observed).env;
         env.retain(|(k, _)| {
-            k != "PATCHDIFF_PERF_EVENTS"
-                && k != "PATCHDIFF_EVIDENCE_WIRE_LOG"
-                && k != "PATCHDIFF_NODE_BINARY"
+            k != crate::config::Key::PerfEvents.variable()
+                && k != crate::config::Key::EvidenceWireLog.variable()
+                && k != crate::config::Key::NodeBinary.variable()
         });
         let node = super::resolved_node_binary(&self.options.settings);
         let extra = client::host_env(

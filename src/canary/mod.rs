@@ -356,22 +356,31 @@ impl Canary {
             // The trusted process only initializes, exports and audits: it needs no resident
             // worker, so it runs discovery one-shot if ever asked.
             ProcessKind::Full => vec![
-                ("PATCHDIFF_MCP_PROFILE".into(), "full".into()),
-                ("PATCHDIFF_WAYMARK_MODE".into(), "oneshot".into()),
                 (
-                    "PATCHDIFF_PERF_EVENTS".into(),
+                    crate::config::Key::McpProfile.variable().into(),
+                    "full".into(),
+                ),
+                (
+                    crate::config::Key::WaymarkMode.variable().into(),
+                    "oneshot".into(),
+                ),
+                (
+                    crate::config::Key::PerfEvents.variable().into(),
                     self.run.perf_events("full").display().to_string(),
                 ),
             ],
         };
-        env.retain(|(k, _)| k != "PATCHDIFF_DATABASE_URL");
-        env.push(("PATCHDIFF_DATABASE_URL".into(), self.database_url()));
+        env.retain(|(k, _)| k != crate::config::Key::DatabaseUrl.variable());
         env.push((
-            "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+            crate::config::Key::DatabaseUrl.variable().into(),
+            self.database_url(),
+        ));
+        env.push((
+            crate::config::Key::EvidenceWireLog.variable().into(),
             self.run.wire_log(kind.as_str()).display().to_string(),
         ));
         env.push((
-            crate::waymark::config::ENV_WORKER_STDERR_LOG.into(),
+            crate::config::Key::WorkerStderrLog.variable().into(),
             self.run
                 .worker_stderr_log(kind.as_str())
                 .display()
@@ -382,9 +391,12 @@ impl Canary {
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
-        env.push(("PATCHDIFF_CONFIG".into(), "/dev/null".into()));
-        // Issue 23: the observed process knows the provider credentials' values (and never uses
-        // them) so that its wire log redacts a key the agent puts into a tool argument.
+        env.push((
+            crate::config::Key::Config.variable().into(),
+            "/dev/null".into(),
+        ));
+        // The observed process knows the provider credentials' values (and never uses them) so
+        // that its wire log redacts a key the agent puts into a tool argument.
         if kind == ProcessKind::Observed {
             for (k, v) in host::provider_env() {
                 if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
@@ -1164,7 +1176,7 @@ impl Canary {
         })
     }
 
-    /// The agent-host configuration for the observed process (SPEC C4, issue 5).
+    /// The agent-host configuration for the observed process (SPEC C4, A5).
     pub fn host_config(&self, host: Option<Host>) -> String {
         let node = resolved_node_binary(&self.options.settings);
         let mut env = client::host_env(
@@ -1175,7 +1187,7 @@ impl Canary {
         );
         // The operator's database (PostgreSQL too), as the console's own processes use.
         for (k, v) in env.iter_mut() {
-            if k == "PATCHDIFF_DATABASE_URL" {
+            if k == crate::config::Key::DatabaseUrl.variable() {
                 *v = self.database_url();
             }
         }
@@ -1397,15 +1409,15 @@ mod tests {
         let server = &parsed["mcp_servers"]["patchdiff"];
         assert_eq!(server["command"].as_str(), Some("/usr/bin/patchdiff"));
         assert_eq!(
-            server["env"]["PATCHDIFF_MCP_PROFILE"].as_str(),
+            server["env"][crate::config::Key::McpProfile.variable()].as_str(),
             Some("observed")
         );
         assert_eq!(
-            server["env"]["PATCHDIFF_STRICT_OBSERVATION_MODE"].as_str(),
+            server["env"][crate::config::Key::StrictObservationMode.variable()].as_str(),
             Some("1")
         );
         assert_eq!(
-            server["env"]["PATCHDIFF_WAYMARK_MODE"].as_str(),
+            server["env"][crate::config::Key::WaymarkMode.variable()].as_str(),
             Some("resident")
         );
     }

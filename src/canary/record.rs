@@ -1,4 +1,4 @@
-//! The run record (SPEC E1, issue 10 item 2): what the run manifest states about the software
+//! The run record (SPEC E1): what the run manifest states about the software
 //! and configuration that produced the run — every process's resolved configuration, the Node
 //! binary and its `--version`, the parser engine and grammar versions pinned by the Waymark
 //! lockfile, and the console's own version and build.
@@ -12,8 +12,9 @@ use crate::config::Settings;
 use crate::waymark::WaymarkConfig;
 
 /// A process environment as the manifest shows it: `PATCHDIFF_DATABASE_URL` without its
-/// password (issue 15), and every other credential this process's redactor knows replaced
-/// (issue 23: the provider keys an observed process is given so it can redact them).
+/// password (a run directory is shared; a credential must not be), and every other credential
+/// this process's redactor knows replaced (the provider keys an observed process is given so it
+/// can redact them).
 pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap<String, String> {
     let redactor = crate::redact::process();
     env.into_iter()
@@ -65,11 +66,11 @@ pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
     };
     json!({
         "environment": shown,
-        "profile": vars.get("PATCHDIFF_MCP_PROFILE"),
+        "profile": vars.get(crate::config::Key::McpProfile.variable()),
         "store_backend": backend,
         "database_url": database_url,
-        "perf_events": vars.get("PATCHDIFF_PERF_EVENTS"),
-        "wire_log": vars.get("PATCHDIFF_EVIDENCE_WIRE_LOG"),
+        "perf_events": vars.get(crate::config::Key::PerfEvents.variable()),
+        "wire_log": vars.get(crate::config::Key::EvidenceWireLog.variable()),
         "waymark": waymark,
     })
 }
@@ -145,7 +146,7 @@ pub fn console_record() -> Value {
     let (sha, origin) = crate::evidence::source_sha();
     json!({
         "version": env!("CARGO_PKG_VERSION"),
-        "build_sha": option_env!("PATCHDIFF_BUILD_SHA"),
+        "build_sha": crate::config::BUILD_SHA,
         "source_sha": sha,
         "source_sha_origin": origin,
         "executable": std::env::current_exe().ok(),

@@ -1,4 +1,4 @@
-//! Runs over time (issue 13): past run directories read back from their own files — the
+//! Runs over time (U2): past run directories read back from their own files — the
 //! manifest (date, agent identity, agent host), the JSON report (verdict per target) and the
 //! perf events (phase percentiles) — listed newest first, and two runs compared side by side.
 //! Nothing here writes: a past run is evidence.

@@ -1,4 +1,4 @@
-//! A target's story (issue 13): what an operator opens first after a FAIL. One text with the
+//! A target's story (U2): what an operator opens first after a FAIL. One text with the
 //! target's counters and hashes, the evaluator's verdicts with the check's output, every
 //! submission the agent made (from the wire logs: request key, outcome, revision, reasons), and
 //! the diffs of the exported bytes against the expected and the original bytes.

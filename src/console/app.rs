@@ -118,7 +118,7 @@ pub enum Input {
     },
 }
 
-/// What the processes pane can do to one process (issue 13).
+/// What the processes pane can do to one process (U1).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProcessAction {
     /// SIGKILL the process (for an agent host: its whole process group). Confirmed first.
@@ -281,7 +281,7 @@ impl App {
 
     /// Why the screen cannot switch to another run now, if it cannot: a live canary (an MCP
     /// process or an agent host running) keeps the screen, so two runs are never mixed on it
-    /// (issue 13). Stop the canary's processes (`stop`) first, or attach from another console.
+    /// (U1). Stop the canary's processes (`stop`) first, or attach from another console.
     pub fn attach_refusal(&self) -> Option<String> {
         let c = self.canary.as_ref().filter(|_| self.attached.is_none())?;
         let mut live: Vec<String> = c

@@ -520,7 +520,7 @@ pub struct EvidenceView {
     pub tool_filter: Option<String>,
     /// Tools of the current log (every tool once the log was indexed for the filter).
     pub tools_seen: BTreeSet<String>,
-    /// Per log (by path): request keys → tools, and the tools seen (issue 10: one map shared by
+    /// Per log (by path): request keys → tools, and the tools seen (one map shared by
     /// all logs mislabelled results).
     indexes: HashMap<PathBuf, LogIndex>,
     pub last_search: Option<String>,

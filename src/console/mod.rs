@@ -45,7 +45,7 @@ pub const TICK: Duration = Duration::from_millis(100);
 pub const IDLE_REDRAW: Duration = Duration::from_millis(500);
 /// `/proc` is sampled this often for process states.
 pub const PROC_SAMPLE: Duration = Duration::from_millis(1000);
-/// The longest the loop spends applying queued events before it draws (issue 13): a file
+/// The longest the loop spends applying queued events before it draws (it stays live): a file
 /// with a long history (a past run of 200,000 events) reaches the screen batch by batch
 /// instead of after the whole file; keys keep being answered under a flood.
 pub const DRAIN_BUDGET: Duration = Duration::from_millis(50);
@@ -159,7 +159,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
             // end-to-end test can check the terminal is restored on panic (U4).
             #[cfg(debug_assertions)]
             if key.code == crossterm::event::KeyCode::F(12)
-                && std::env::var_os("PATCHDIFF_CONSOLE_TEST_PANIC").is_some()
+                && std::env::var_os(crate::config::Key::ConsoleTestPanic.variable()).is_some()
             {
                 panic!("test panic requested (F12 with PATCHDIFF_CONSOLE_TEST_PANIC set)");
             }

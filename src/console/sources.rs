@@ -20,7 +20,7 @@ pub const TAIL_INTERVAL: Duration = Duration::from_millis(100);
 pub const TAIL_BATCH_BYTES: usize = 8 * 1024 * 1024;
 /// The first batch read from a file (bytes): small, so a file with history (a past run, an
 /// attached process that ran for hours) shows on screen within a frame; each further batch
-/// doubles up to [`TAIL_BATCH_BYTES`] (issue 13: opening a run with 200,000 events).
+/// doubles up to [`TAIL_BATCH_BYTES`] (a run of 200,000 events opens without a stall).
 pub const FIRST_BATCH_BYTES: usize = 256 * 1024;
 /// How often the store is read for the targets pane.
 pub const STORE_INTERVAL: Duration = Duration::from_millis(1000);
@@ -223,7 +223,7 @@ mod tests {
     fn the_store_poller_reads_postgresql_only_when_the_settings_name_it() {
         let with = |url: Option<&str>| {
             postgres_url(&Settings::from_lookup(|k| {
-                (k == "PATCHDIFF_DATABASE_URL")
+                (k == Key::DatabaseUrl.variable())
                     .then_some(url)
                     .flatten()
                     .map(Into::into)

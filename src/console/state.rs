@@ -277,7 +277,7 @@ impl WorkerView {
 pub struct Retirement {
     pub ts_ms: f64,
     /// The MCP process that recorded it (`PerfEvent::pid`), so `gen 1` of two processes that
-    /// shared an events file can be told apart (issue 13).
+    /// shared an events file can be told apart (U2).
     pub pid: Option<u64>,
     pub generation: Option<u64>,
     pub reason: String,
@@ -298,7 +298,7 @@ pub struct EventStats {
 
 /// What an event's percentiles measure: durations in ms, or a gauge in its own unit
 /// (`worker_rss` bytes, `worker_queue_depth` requests) — a point event's duration is 0 and says
-/// nothing (issue 13).
+/// nothing (U2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Unit {
     #[default]
@@ -385,7 +385,7 @@ pub struct Monitor {
     /// W5 queue: active (0/1) and waiting (0..=8) requests.
     pub queue_active: u64,
     pub queue_waiting: u64,
-    /// Queue saturation over the run (issue 13): the most requests seen waiting, and the
+    /// Queue saturation over the run (U2): the most requests seen waiting, and the
     /// requests refused for a full queue or expired in it (from `discovery_total` codes).
     pub queue_peak_waiting: u64,
     pub queue_full: u64,
@@ -402,12 +402,12 @@ pub struct Monitor {
     /// RSS limit (bytes) as reported by `worker_rss`, else W9's 1 GiB.
     pub rss_limit: u64,
     /// Per source, per event name: statistics of that source's current process only (a new
-    /// pid on a source starts them afresh, issue 13).
+    /// pid on a source starts them afresh, as a restart is a new process).
     stats: BTreeMap<String, BTreeMap<String, EventStats>>,
     /// The source whose worker the worker pane shows (the last to launch one).
     pub worker_source: Option<String>,
     /// Sessions seen: one per (source, pid) — a process that appended to a file another
-    /// process wrote before starts a new one (issue 13: attach done right).
+    /// process wrote before starts a new one (a restart is a new process).
     pub sessions: u64,
     /// Percentile table, recomputed by [`Monitor::refresh`] (not while drawing).
     pub stat_rows: Vec<StatRow>,
@@ -747,7 +747,7 @@ impl Monitor {
         self.stats_dirty = true;
         if self.worker_source.as_deref().is_none_or(|s| s == source) {
             // The live queue restarts; its saturation (peak, QUEUE_FULL/QUEUE_EXPIRED counts,
-            // the depth sparkline) is remembered over the run (issue 13 item 4).
+            // the depth sparkline) is remembered over the run (U2).
             self.queue_active = 0;
             self.queue_waiting = 0;
             self.phases = Phase::ALL.map(PhaseTimer::new);

@@ -359,7 +359,7 @@ pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
 }
 
 /// A process state in transition or needing a look (starting, stopped, no events yet). `▲`
-/// is kept for one meaning only: a figure past 75 % of its ceiling (issue 13).
+/// is kept for one meaning only: a figure past 75 % of its ceiling (so the colour means one thing).
 pub const PENDING: &str = "◐";
 /// A process or worker that ended as expected (a clean exit, an expected retirement).
 pub const GONE: &str = "○";
@@ -392,7 +392,7 @@ fn lock_holder_note(t: &crate::console::state::PhaseTimer, live: bool) -> String
 
 /// The attached process's symbol, level and word. We are not its parent, so its exit status
 /// is unknown; a process that is gone after its worker retired for `shutdown` ended cleanly
-/// (its host closed it) and is not shown as a failure (issue 13).
+/// (its host closed it) and is not shown as a failure (closing is normal for a host).
 fn attached_word(app: &App, pid: u64) -> (&'static str, Level, String) {
     let (level, word) = proc_word(app, Some(pid));
     if level != Level::Limit {
@@ -502,7 +502,7 @@ fn processes_rows<'a>(app: &'a App, theme: &Theme) -> Vec<Line<'a>> {
 /// An MCP process's row: the canary's child with pid, uptime and state; the attached process
 /// (we are not its parent); or one that is not running, with its exit when known.
 fn mcp_process_line<'a>(app: &App, kind: &str, theme: &Theme) -> Line<'a> {
-    // Attached, the screen shows only the attached process: never the canary's (issue 13).
+    // Attached, the screen shows only the attached process: never the canary's.
     let snap = app
         .canary
         .as_ref()
@@ -591,7 +591,7 @@ fn worker_process_line<'a>(app: &App, theme: &Theme) -> Line<'a> {
 
 /// The targets pane's lines fitted to `height` rows: the header stays, and the rows scroll so
 /// the selected target is always on screen (at 40×12 the pane shows two or three targets; j/k
-/// reach every one, issue 13). Trailing lines (a store error) stay below the rows.
+/// reach every one). Trailing lines (a store error) stay below the rows.
 fn scrolled_targets<'a>(mut lines: Vec<Line<'a>>, app: &App, height: u16) -> Vec<Line<'a>> {
     let height = height as usize;
     let rows = app.target_names().len().min(lines.len().saturating_sub(1));
@@ -620,7 +620,7 @@ fn targets<'a>(app: &'a App, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         ),
         theme.dim(),
     )];
-    // Attached, the targets are the attached store's only (never the canary's, issue 13).
+    // Attached, the targets are the attached store's only (never the canary's).
     let rows = app
         .canary
         .as_ref()

@@ -5,7 +5,7 @@
 //! check `Origin` unless configured; this module configures both and adds the bearer guard in
 //! front of it, so an unauthenticated request never reaches the MCP session machinery.
 //!
-//! Hostile clients (issue 12): the accept loop caps open connections ([`HttpLimits`]) and closes
+//! Hostile clients: the accept loop caps open connections ([`HttpLimits`]) and closes
 //! a connection whose request head does not arrive in time (idle keep-alive included); a body
 //! must arrive in time too. A body that is not JSON gets 400 with a JSON-RPC `-32700` (rmcp
 //! says 415 in plain text); a body with bad params or envelope, or a batch, gets 400 with the
@@ -275,7 +275,7 @@ async fn read_body(
     }
 }
 
-/// Bounds of the HTTP transport against slow or idle clients (issue 12).
+/// Bounds of the HTTP transport against slow or idle clients (one must not starve the others).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
     /// A request head (and, on a keep-alive connection, the next one) must arrive within this.

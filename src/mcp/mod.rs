@@ -30,7 +30,7 @@ pub struct McpOptions {
     /// SQLite database file (from `PATCHDIFF_DATABASE_URL` or the data directory); unused when
     /// `postgres_url` is set.
     pub database: PathBuf,
-    /// `PATCHDIFF_DATABASE_URL` when it names PostgreSQL (`postgres://…`, issue 15).
+    /// `PATCHDIFF_DATABASE_URL` when it names PostgreSQL (`postgres://…`, S1).
     pub postgres_url: Option<String>,
     /// `None` for the workspace profile (W13).
     pub waymark: Option<WaymarkConfig>,
@@ -174,7 +174,7 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
     Ok(Served { server, waymark })
 }
 
-/// Opens the database without touching a file that is not ours (E1; issue 12): a missing file
+/// Opens the database without touching a file that is not ours (E1; never a planted link): a missing file
 /// is created exclusively (0600, its parent directories 0700); an existing one must be a regular
 /// file owned by the effective uid and is changed only after SQLite accepted it as a database —
 /// then tightened to 0600 (its WAL and shared-memory files inherit the mode).

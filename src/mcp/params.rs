@@ -143,7 +143,7 @@ pub struct NoArgs {}
 /// Checks `arguments` against the argument type of `tool` before dispatch, so that malformed
 /// arguments (wrong types, missing required fields, unknown fields) are refused before any
 /// handler runs — as an `isError` result with code `INVALID_ARGUMENTS` the model can correct
-/// itself from (MCP 2025-11-25, SEP-1303; issue 12). Returns the
+/// itself from (MCP 2025-11-25, SEP-1303). Returns the
 /// deserialization message (field and expected type) on failure. Unknown tools pass (the
 /// profile boundary handles them).
 pub fn validate(

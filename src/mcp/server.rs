@@ -848,7 +848,7 @@ impl PatchdiffServer {
                 .parse::<Language>()
                 .map_err(|e| DomainError::new(DomainCode::UnsupportedLanguage, format!("{e}; nothing was initialized")))?;
             // A regular file within the content cap, read off the async runtime: a FIFO or our
-            // own stdin must not block a runtime thread or swallow the MCP stream (issue 12).
+            // own stdin must not block a runtime thread or swallow the MCP stream.
             let fixture = PathBuf::from(&args.fixture);
             let bytes = file_io(
                 "fixture read",
@@ -953,7 +953,7 @@ fn submission_of(args: SubmitArgs) -> Submission {
 }
 
 /// Runs file I/O on a blocking thread, never on the runtime (a FIFO or our own stdin must not
-/// stall it, issue 12). A failed task is `INTERNAL` ("`task` task failed: …"); an I/O error is
+/// stall it). A failed task is `INTERNAL` ("`task` task failed: …"); an I/O error is
 /// whatever `refused` makes of it.
 async fn file_io<T: Send + 'static>(
     task: &str,
@@ -978,7 +978,7 @@ fn write_export(dest: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// (and deleted as) a hot journal.
 const SIDECAR_SUFFIXES: [&str; 3] = ["-journal", "-wal", "-shm"];
 
-/// An export never lands in the store's own directory nor under a sidecar-like name (issue 12:
+/// An export never lands in the store's own directory nor under a sidecar-like name (a hostile `dest`:
 /// SQLite deleted such an export).
 fn refuse_store_paths(dest: &Path, database: &Path) -> Result<(), DomainError> {
     let name = dest.file_name().map(|n| n.to_string_lossy().into_owned());

@@ -1,4 +1,4 @@
-//! The stdio transport of `patchdiff mcp` (M1, M5, K8; issue 12: every request gets an answer).
+//! The stdio transport of `patchdiff mcp` (M1, M5, K8: every request gets an answer).
 //!
 //! rmcp 3.11's own stdio transport drops a line that is not JSON (no reply), drops a line over
 //! 16 MiB (a log line on stderr, no reply) although a legal submission carries up to 32 MiB of
@@ -284,7 +284,7 @@ fn deliver(obj: Map<String, Value>, id: Option<Value>, method: Option<String>) -
     }
 }
 
-/// Streamable HTTP (issue 12): screens one POSTed JSON body as a stdio line is screened, without
+/// Streamable HTTP: screens one POSTed JSON body as a stdio line is screened, without
 /// the session rule. `Ok` is the body to pass on to rmcp (rewritten when an `initialize` asked
 /// for 2025-03-26); `Err` is the JSON answer to send instead (`None`: nothing to answer).
 pub(crate) fn screen_http_body(value: Value) -> Result<Value, Option<Vec<u8>>> {

@@ -1,7 +1,7 @@
 //! Store: the [`EditStore`] contract and its two backends, SQLite and PostgreSQL (SPEC K3–K8).
 //!
 //! [`EditStore`] is the backend-neutral interface; [`SqliteStore`] (the embedded default) and
-//! [`PostgresStore`] (many processes on many machines, issue 15) implement it, sharing their
+//! [`PostgresStore`] (many processes on many machines, S1) implement it, sharing their
 //! decisions through `shared`; [`open_backend`] picks one from `PATCHDIFF_DATABASE_URL`
 //! as resolved by `config::Settings`. SQLite: Every write is a short `BEGIN IMMEDIATE` transaction on a WAL
 //! database with a busy timeout; a submission additionally holds its target's lock (a per-target
@@ -221,7 +221,7 @@ pub type Validator<'a> = &'a (dyn Fn(&str, &str) -> Validation + Sync);
 
 /// The variable selecting the store (P1): `postgres://…`/`postgresql://…` for PostgreSQL,
 /// `sqlite:///absolute/path` (or unset: the default file) for SQLite.
-pub const DATABASE_URL_VARIABLE: &str = "PATCHDIFF_DATABASE_URL";
+pub const DATABASE_URL_VARIABLE: &str = crate::config::Key::DatabaseUrl.variable();
 
 /// Whether `url` names a PostgreSQL database (`postgres://` or `postgresql://`).
 pub fn is_postgres_url(url: &str) -> bool {

@@ -1,4 +1,4 @@
-//! PostgreSQL implementation of [`EditStore`] (issue 15; K3–K8) for many agents on many
+//! PostgreSQL implementation of [`EditStore`] (S1; K3–K8) for many agents on many
 //! machines sharing targets.
 //!
 //! Driver and pool: `tokio-postgres` + `deadpool-postgres` (at most [`POOL_MAX_CONNECTIONS`]

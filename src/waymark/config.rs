@@ -11,24 +11,6 @@ use serde::Serialize;
 
 use super::clock::Clock;
 
-/// `PATCHDIFF_WAYMARK_MODE`: `resident` (default) or `oneshot` (P1, W1).
-pub const ENV_MODE: &str = Key::WaymarkMode.variable();
-/// `PATCHDIFF_NODE_BINARY`: the trusted Node executable (default `node` on `PATH`).
-pub const ENV_NODE_BINARY: &str = Key::NodeBinary.variable();
-/// `PATCHDIFF_WAYMARK_WORKERS`: only `1` is accepted.
-pub const ENV_WORKERS: &str = Key::WaymarkWorkers.variable();
-/// `PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS`: active discovery timeout in milliseconds (W6; default
-/// 15000; positive and finite).
-pub const ENV_ACTIVE_TIMEOUT_MS: &str = Key::WaymarkActiveTimeoutMs.variable();
-/// `PATCHDIFF_WAYMARK_DIR`: the `integrations/waymark` directory holding the worker scripts.
-pub const ENV_SCRIPT_DIR: &str = Key::WaymarkDir.variable();
-/// `PATCHDIFF_WAYMARK_WORK_ROOT`: where generation roots and request files live (default: a
-/// per-user directory under the system temp dir).
-pub const ENV_WORK_ROOT: &str = Key::WaymarkWorkRoot.variable();
-/// E1: absolute path of a private log receiving each retired generation's captured stderr
-/// (first 64 KiB) and its exit status; unset: kept in memory only (W3).
-pub const ENV_WORKER_STDERR_LOG: &str = Key::WorkerStderrLog.variable();
-
 /// W6: default active discovery timeout (15 s).
 pub const DEFAULT_ACTIVE_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -201,16 +183,16 @@ impl WaymarkConfig {
         lookup: impl Fn(&str) -> Option<OsString>,
     ) -> Result<Self, ConfigError> {
         let (mode, active_timeout) = Self::settings_from_lookup(&lookup)?;
-        let node_value = lookup(ENV_NODE_BINARY);
-        let path_var = lookup("PATH");
+        let node_value = lookup(Key::NodeBinary.variable());
+        let path_var = lookup(Key::SearchPath.variable());
         let node_binary = resolve_node_binary(node_value.as_deref(), path_var.as_deref())?;
         let mut config = Self::new(mode, node_binary, script_dir, work_root);
         config.active_timeout = active_timeout;
-        if let Some(log) = lookup(ENV_WORKER_STDERR_LOG) {
+        if let Some(log) = lookup(Key::WorkerStderrLog.variable()) {
             let path = PathBuf::from(&log);
             if !path.is_absolute() {
                 return Err(invalid(
-                    ENV_WORKER_STDERR_LOG,
+                    Key::WorkerStderrLog.variable(),
                     &log.to_string_lossy(),
                     "an absolute file path",
                     "a relative evidence path would depend on the working directory",
@@ -252,29 +234,29 @@ impl WaymarkConfig {
                 }),
             }
         };
-        let mode = match text(ENV_MODE)?.as_deref() {
+        let mode = match text(Key::WaymarkMode.variable())?.as_deref() {
             None | Some("resident") => WaymarkMode::Resident,
             Some("oneshot") => WaymarkMode::Oneshot,
             Some(other) => {
                 return Err(invalid(
-                    ENV_MODE,
+                    Key::WaymarkMode.variable(),
                     other,
-                    "resident, oneshot",
+                    Key::WaymarkMode.spec().accepted,
                     "unknown Waymark mode",
                 ));
             }
         };
-        if let Some(workers) = text(ENV_WORKERS)?
+        if let Some(workers) = text(Key::WaymarkWorkers.variable())?
             && workers != "1"
         {
             return Err(invalid(
-                ENV_WORKERS,
+                Key::WaymarkWorkers.variable(),
                 &workers,
-                "1",
+                Key::WaymarkWorkers.spec().accepted,
                 "exactly one Waymark worker is supported",
             ));
         }
-        let active_timeout = match text(ENV_ACTIVE_TIMEOUT_MS)? {
+        let active_timeout = match text(Key::WaymarkActiveTimeoutMs.variable())? {
             None => DEFAULT_ACTIVE_TIMEOUT,
             Some(v) => parse_active_timeout_ms(&v)?,
         };
@@ -337,24 +319,34 @@ pub const MAX_ACTIVE_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
 /// W6: parses an active timeout in milliseconds. Accepted: a finite number from 1 to 86400000
 /// (24 h); zero, `0.5`, negative, NaN, infinite and anything over 24 h are refused.
 pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
-    const ACCEPTED: &str = "a number of milliseconds from 1 to 86400000 (24 h), default 15000";
-    let ms: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| invalid(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "not a number"))?;
+    const ACCEPTED: &str = Key::WaymarkActiveTimeoutMs.spec().accepted;
+    let ms: f64 = value.trim().parse().map_err(|_| {
+        invalid(
+            Key::WaymarkActiveTimeoutMs.variable(),
+            value,
+            ACCEPTED,
+            "not a number",
+        )
+    })?;
     if !ms.is_finite() || ms <= 0.0 {
         return Err(invalid(
-            ENV_ACTIVE_TIMEOUT_MS,
+            Key::WaymarkActiveTimeoutMs.variable(),
             value,
             ACCEPTED,
             "must be positive and finite",
         ));
     }
-    let timeout = Duration::try_from_secs_f64(ms / 1000.0)
-        .map_err(|_| invalid(ENV_ACTIVE_TIMEOUT_MS, value, ACCEPTED, "out of range"))?;
+    let timeout = Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| {
+        invalid(
+            Key::WaymarkActiveTimeoutMs.variable(),
+            value,
+            ACCEPTED,
+            "out of range",
+        )
+    })?;
     if timeout < MIN_ACTIVE_TIMEOUT {
         return Err(invalid(
-            ENV_ACTIVE_TIMEOUT_MS,
+            Key::WaymarkActiveTimeoutMs.variable(),
             value,
             ACCEPTED,
             "under 1 ms, every discovery would time out",
@@ -362,7 +354,7 @@ pub fn parse_active_timeout_ms(value: &str) -> Result<Duration, ConfigError> {
     }
     if timeout > MAX_ACTIVE_TIMEOUT {
         return Err(invalid(
-            ENV_ACTIVE_TIMEOUT_MS,
+            Key::WaymarkActiveTimeoutMs.variable(),
             value,
             ACCEPTED,
             "over 24 hours",
@@ -392,7 +384,7 @@ pub fn resolve_node_binary(
     };
     let Some(path) = found else {
         return Err(invalid(
-            ENV_NODE_BINARY,
+            Key::NodeBinary.variable(),
             &shown,
             ACCEPTED,
             "not found on PATH",
@@ -400,7 +392,7 @@ pub fn resolve_node_binary(
     };
     let absolute = std::fs::canonicalize(&path).map_err(|e| {
         invalid(
-            ENV_NODE_BINARY,
+            Key::NodeBinary.variable(),
             &shown,
             ACCEPTED,
             format!("cannot resolve: {e}"),
@@ -408,7 +400,7 @@ pub fn resolve_node_binary(
     })?;
     if !is_executable_file(&absolute) {
         return Err(invalid(
-            ENV_NODE_BINARY,
+            Key::NodeBinary.variable(),
             &shown,
             ACCEPTED,
             "not an executable regular file",
@@ -477,13 +469,15 @@ mod tests {
 
     #[test]
     fn unknown_mode_refuses_startup_naming_variable_value_and_accepted() {
-        let e = load(&[(ENV_MODE, "turbo")]).expect_err("refused");
-        assert_eq!(e.variable, ENV_MODE);
+        let e = load(&[(Key::WaymarkMode.variable(), "turbo")]).expect_err("refused");
+        assert_eq!(e.variable, Key::WaymarkMode.variable());
         assert_eq!(e.value, "turbo");
         let text = e.to_string();
-        assert!(text.contains("PATCHDIFF_WAYMARK_MODE") && text.contains("resident, oneshot"));
+        assert!(text.contains(Key::WaymarkMode.variable()) && text.contains("resident, oneshot"));
         assert_eq!(
-            load(&[(ENV_MODE, "oneshot")]).expect("oneshot").mode,
+            load(&[(Key::WaymarkMode.variable(), "oneshot")])
+                .expect("oneshot")
+                .mode,
             WaymarkMode::Oneshot
         );
     }
@@ -491,10 +485,10 @@ mod tests {
     #[test]
     fn workers_other_than_one_refuse_startup() {
         for v in ["0", "2", "", "one"] {
-            let e = load(&[(ENV_WORKERS, v)]).expect_err("refused");
-            assert_eq!(e.variable, ENV_WORKERS);
+            let e = load(&[(Key::WaymarkWorkers.variable(), v)]).expect_err("refused");
+            assert_eq!(e.variable, Key::WaymarkWorkers.variable());
         }
-        assert!(load(&[(ENV_WORKERS, "1")]).is_ok());
+        assert!(load(&[(Key::WaymarkWorkers.variable(), "1")]).is_ok());
     }
 
     #[test]
@@ -513,10 +507,10 @@ mod tests {
             "2147468648",
             "1e12",
         ] {
-            let e = load(&[(ENV_ACTIVE_TIMEOUT_MS, v)]).expect_err(v);
-            assert_eq!(e.variable, ENV_ACTIVE_TIMEOUT_MS, "{v}");
+            let e = load(&[(Key::WaymarkActiveTimeoutMs.variable(), v)]).expect_err(v);
+            assert_eq!(e.variable, Key::WaymarkActiveTimeoutMs.variable(), "{v}");
         }
-        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "2500")]).expect("ok");
+        let c = load(&[(Key::WaymarkActiveTimeoutMs.variable(), "2500")]).expect("ok");
         assert_eq!(c.active_timeout, Duration::from_millis(2500));
         assert_eq!(c.outer_allowance(), Duration::from_millis(15_500));
     }
@@ -527,24 +521,25 @@ mod tests {
         let plain = dir.path().join("not-exec");
         std::fs::write(&plain, "x").expect("write");
         let shown = plain.to_string_lossy().into_owned();
-        let e = load(&[(ENV_NODE_BINARY, &shown)]).expect_err("not executable");
-        assert_eq!(e.variable, ENV_NODE_BINARY);
+        let e = load(&[(Key::NodeBinary.variable(), &shown)]).expect_err("not executable");
+        assert_eq!(e.variable, Key::NodeBinary.variable());
         assert_eq!(e.value, shown);
         let missing = dir.path().join("missing").to_string_lossy().into_owned();
-        assert!(load(&[(ENV_NODE_BINARY, &missing)]).is_err());
-        let e = load(&[(ENV_NODE_BINARY, "definitely-not-a-node-binary")]).expect_err("absent");
+        assert!(load(&[(Key::NodeBinary.variable(), &missing)]).is_err());
+        let e = load(&[(Key::NodeBinary.variable(), "definitely-not-a-node-binary")])
+            .expect_err("absent");
         assert!(e.problem.as_deref().unwrap_or_default().contains("PATH"));
         let dir_path = dir.path().to_string_lossy().into_owned();
-        assert!(load(&[(ENV_NODE_BINARY, &dir_path)]).is_err());
+        assert!(load(&[(Key::NodeBinary.variable(), &dir_path)]).is_err());
     }
 
     #[test]
     fn active_timeout_bounds_are_one_millisecond_and_a_day() {
-        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "1")]).expect("1 ms");
+        let c = load(&[(Key::WaymarkActiveTimeoutMs.variable(), "1")]).expect("1 ms");
         assert_eq!(c.active_timeout, MIN_ACTIVE_TIMEOUT);
-        let c = load(&[(ENV_ACTIVE_TIMEOUT_MS, "86400000")]).expect("24 h");
+        let c = load(&[(Key::WaymarkActiveTimeoutMs.variable(), "86400000")]).expect("24 h");
         assert_eq!(c.active_timeout, MAX_ACTIVE_TIMEOUT);
-        let e = load(&[(ENV_ACTIVE_TIMEOUT_MS, "0.5")]).expect_err("0.5");
+        let e = load(&[(Key::WaymarkActiveTimeoutMs.variable(), "0.5")]).expect_err("0.5");
         assert!(e.to_string().contains("from 1 to 86400000"), "{e}");
     }
 
@@ -555,11 +550,12 @@ mod tests {
         let data = dir.path().join("data-with-x-bit");
         std::fs::write(&data, "just text\n").expect("write");
         std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        let e = load(&[(ENV_NODE_BINARY, &data.to_string_lossy())]).expect_err("no format");
-        assert_eq!(e.variable, ENV_NODE_BINARY);
+        let e =
+            load(&[(Key::NodeBinary.variable(), &data.to_string_lossy())]).expect_err("no format");
+        assert_eq!(e.variable, Key::NodeBinary.variable());
         let script = dir.path().join("node-wrapper");
         std::fs::write(&script, "#!/bin/sh\nexec node \"$@\"\n").expect("write");
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-        assert!(load(&[(ENV_NODE_BINARY, &script.to_string_lossy())]).is_ok());
+        assert!(load(&[(Key::NodeBinary.variable(), &script.to_string_lossy())]).is_ok());
     }
 }

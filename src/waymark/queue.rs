@@ -295,6 +295,7 @@ mod tests {
         (order, tasks)
     }
 
+    /// W5: one active, eight waiting; the ninth is refused at once.
     #[tokio::test(start_paused = true)]
     async fn queue_rejects_ninth_waiting_request() {
         let q = queue();

@@ -34,7 +34,7 @@ pub struct Manifest {
 
 /// Creates `dir` (and parents) with mode 0700 and checks it is ours: a work root under `/tmp`
 /// that another user created first (or a symlink planted there) is refused, not written into
-/// (issue 12; see [`crate::owned_fs::create_owned_dir`]).
+/// (never another user's directory; see [`crate::owned_fs::create_owned_dir`]).
 pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     crate::owned_fs::create_owned_dir(dir)
 }
