@@ -495,7 +495,7 @@ fn check_fixtures() -> (Check, Option<crate::fixtures::FixtureManifest>) {
 /// V3 on the bundled suite: each check passes on the expected bytes and fails on the original.
 async fn check_controls(manifest: &crate::fixtures::FixtureManifest) -> Check {
     let started = Instant::now();
-    match crate::evaluate::evaluate_controls(manifest).await {
+    match crate::evaluate::evaluate_controls(manifest, &crate::evaluate::EvaluateOptions::default()).await {
         Ok(report) if report.hold => Check::ok(
             "controls",
             format!(

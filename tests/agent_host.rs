@@ -995,11 +995,8 @@ fn a_provider_that_never_answers_the_first_request_aborts_the_run_at_the_timeout
         assert_eq!(t["evaluated"], false, "{t}");
     }
 }
-     assert!(stream[0].contains("thread.started"));
-     assert_no_credential(&run);
- }
 
-/// Issue 23: the model puts the provider key into tool arguments — a target name that the
+/// The model puts the provider key into tool arguments — a target name that the
 /// `UNKNOWN_TARGET` error echoes, and a `find_occurrences` text. No file of the run holds it
 /// (before, the sealed `host-observed.mcp.jsonl` held it three times); the wire log shows where
 /// the agent put it, redacted. (The database-password route is `hostile_agent`'s test.)

@@ -1008,6 +1008,12 @@ mod tests {
             targets: vec![ReportTarget {
                 name: "chess".into(),
                 full_byte: false,
+                first_difference: None,
+                require: None,
+                checks: Vec::new(),
+                failing_checks: Vec::new(),
+                checks_note: None,
+                controls: None,
                 behavioral: false,
                 evaluated: true,
                 version: 1,
@@ -1024,7 +1030,14 @@ mod tests {
             }],
             agent: Default::default(),
             agent_host: None,
+            require: None,
+            rule: String::new(),
+            outcome: crate::canary::outcome::RunOutcome::Failed,
+            infra_abort: None,
+            agent_stop: None,
             gate2: "closed",
+            evidence_incomplete: Vec::new(),
+            rehearsal: Vec::new(),
         };
         let text = report.to_text();
         for raw in ['\x1b', '\r', '\x07'] {

@@ -11,7 +11,6 @@ use similar::TextDiff;
 use super::host_run::HOST_OBSERVED;
 use super::{Canary, TargetRow};
 use crate::display::{visible, visible_inline};
-use crate::evidence::WireRecord;
 use crate::fixtures::Fixture;
 
 /// Lines of context around each change in the diffs.
