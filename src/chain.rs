@@ -254,12 +254,15 @@ impl ChainWriter {
             prev = line_digest(&line.as_bytes()[..line.len() - 1]);
             self.known_end = Some((end, prev.clone()));
             self.pending = None;
+            let what = if gap.records == 0 {
+                "a torn line was ended and".to_owned()
+            } else {
+                format!("{} lost record(s) are", gap.records)
+            };
             let _ = writeln!(
                 std::io::stderr(),
-                "patchdiff: evidence writes to {} work again; {} lost record(s) are named by a gap \
-                 record",
+                "patchdiff: evidence writes to {} work again; {what} named by a gap record",
                 self.path.display(),
-                gap.records
             );
         }
         let line = chained(&prev, body);

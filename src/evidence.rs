@@ -896,6 +896,7 @@ impl RunDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -1084,6 +1085,60 @@ mod tests {
         assert_eq!(prev(lines[0]), CHAIN_GENESIS);
         assert_eq!(prev(lines[1]), line_digest(lines[0].as_bytes()));
         assert_eq!(prev(lines[2]), line_digest(lines[1].as_bytes()));
+    }
+
+    #[test]
+    fn a_line_torn_by_an_earlier_write_is_ended_and_named_torn_not_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let log = JsonlLog::open(&path).unwrap();
+        log.append(&serde_json::json!({"n": 1})).unwrap();
+        // A write another process's crash cut short: no newline.
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        f.write_all(b"{\"prev_sha256\":\"00").unwrap();
+        drop(f);
+        JsonlLog::open(&path)
+            .unwrap()
+            .append(&serde_json::json!({"n": 2}))
+            .unwrap();
+        let audit = audit_log(&std::fs::read(&path).unwrap());
+        assert_eq!(audit.lines, 4, "{audit:?}");
+        assert_eq!(audit.torn, [2]);
+        assert!(audit.changed.is_none(), "{audit:?}");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.lines().nth(2).unwrap().contains(GAP_FIELD), "{text}");
+    }
+
+    #[test]
+    fn a_failed_append_is_counted_with_its_seq_until_a_gap_record_names_it() {
+        // /dev/full: every write fails with ENOSPC (a real fault, no root needed).
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut writer = ChainWriter::new(Path::new("/dev/full"), file);
+        for seq in [16, 17, 18] {
+            let err = writer.append("{\"seq\":1}", Some(seq)).unwrap_err();
+            assert_eq!(err.raw_os_error(), Some(28));
+        }
+        let gap = writer.pending_gap().unwrap();
+        assert_eq!((gap.records, gap.seqs), (3, Some((16, 18))));
+        assert!(gap.error.contains("No space left"), "{}", gap.error);
+        let gap = LogGap {
+            line: 9,
+            pid: Some(7),
+            records: 3,
+            seqs: Some((16, 18)),
+            error: Some("No space left on device (os error 28)".into()),
+        };
+        assert_eq!(
+            gap.describe(),
+            "records 16–18 of pid 7 missing (a failed write: No space left on device (os error \
+             28); gap record at line 9)"
+        );
     }
 
     #[test]
