@@ -294,12 +294,13 @@ fn a_broken_sub_test_is_named_with_its_message_in_text_and_json() {
 #[test]
 fn a_check_gets_a_cleared_environment_without_the_evaluators_secrets() {
     let dir = tempfile::tempdir().unwrap();
-    // A check that prints its environment, then runs the real tests (so its controls hold).
+    // A check that runs the real tests (so its controls hold), then prints its environment
+    // last on stderr (the report keeps the output's tail).
     let manifest = fixtures_with(dir.path(), |m| {
         fixture_mut(m, "chess")["check"]["command"] = serde_json::json!([
             "sh",
             "-c",
-            "echo \"key=[$ANTHROPIC_API_KEY] home=[$HOME] tmp=[$TMPDIR] lang=[$LC_ALL]\"; env | cut -d= -f1 | sort | tr '\\n' ' '; echo; python3 -m unittest -v"
+            "python3 -m unittest -v; rc=$?; { echo \"key=[$ANTHROPIC_API_KEY] home=[$HOME] tmp=[$TMPDIR] lang=[$LC_ALL]\"; env | cut -d= -f1 | sort | tr '\\n' ' '; echo; } >&2; exit $rc"
         ]);
     });
     let original = std::fs::read_to_string(repo().join("assets/fixtures/chess/original.py")).unwrap();
@@ -330,7 +331,11 @@ fn a_check_gets_a_cleared_environment_without_the_evaluators_secrets() {
     assert!(home.ends_with("/home") && home.contains("patchdiff-eval-chess-"), "{out}");
     let tmp = out.split("tmp=[").nth(1).unwrap().split(']').next().unwrap();
     assert!(tmp.ends_with("/tmp") && tmp.contains("patchdiff-eval-chess-"), "{out}");
-    let names_line = out.lines().nth(1).unwrap();
+    let names_line = out
+        .lines()
+        .skip_while(|l| !l.starts_with("key=["))
+        .nth(1)
+        .unwrap();
     let names: Vec<&str> = names_line.split_whitespace().collect();
     assert!(!names.contains(&"PATCHDIFF_SECRET_PROBE"), "{names_line}");
     for name in &names {
