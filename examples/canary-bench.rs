@@ -31,7 +31,10 @@ fn patchdiff_exe() -> anyhow::Result<PathBuf> {
             return Ok(exe);
         }
     }
-    bail!("the patchdiff binary was not found next to {}: build it first", me.display())
+    bail!(
+        "the patchdiff binary was not found next to {}: build it first",
+        me.display()
+    )
 }
 
 /// Runs the demo canary once with `data` as its data directory; returns each step's ms.
@@ -41,7 +44,10 @@ fn run_demo(exe: &Path, data: &Path, fresh_controls: bool) -> anyhow::Result<Vec
     let plan = repo.join("assets/canary/demo.plan.jsonl");
     let mut script = demo.replace("demo.plan.jsonl", &plan.display().to_string());
     if fresh_controls {
-        script = script.replace("evaluate require=full-byte", "evaluate require=full-byte fresh_controls");
+        script = script.replace(
+            "evaluate require=full-byte",
+            "evaluate require=full-byte fresh_controls",
+        );
     }
     let dir = tempfile::tempdir()?;
     let script_path = dir.path().join("bench.canary");
@@ -128,7 +134,10 @@ fn main() -> anyhow::Result<()> {
     let (cold_steps, cold_total) = summarize(&cold);
     let (warm_steps, warm_total) = summarize(&warm);
     println!("demo canary, p50 over {runs} runs (ms)");
-    println!("{:<12} {:>14} {:>14}", "step", "no cache", "cached controls");
+    println!(
+        "{:<12} {:>14} {:>14}",
+        "step", "no cache", "cached controls"
+    );
     for (step, ms) in &cold_steps {
         println!(
             "{step:<12} {ms:>14} {:>14}",

@@ -76,7 +76,8 @@ fn expected_chess() -> String {
 
 /// The case: castling rule 2 written with `or` instead of the reference's `any(…)`.
 fn chess_with_or_form() -> String {
-    let reference = "if any(self.is_attacked(x, rank, opponent(color)) for x in (crossed, target)):";
+    let reference =
+        "if any(self.is_attacked(x, rank, opponent(color)) for x in (crossed, target)):";
     let or_form = "if self.is_attacked(crossed, rank, opponent(color)) or self.is_attacked(target, rank, opponent(color)):";
     let expected = expected_chess();
     assert!(expected.contains(reference), "the reference line moved");
@@ -149,7 +150,10 @@ fn a_behaviourally_right_edit_in_other_words_passes_unless_full_byte_is_required
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(text.starts_with("decided by: behaviour"), "{text}");
     let row = text.lines().find(|l| l.starts_with("chess")).unwrap();
-    assert!(row.contains("pass") && row.contains("identical to the reference: no"), "{text}");
+    assert!(
+        row.contains("pass") && row.contains("identical to the reference: no"),
+        "{text}"
+    );
     assert!(text.contains("first difference: at byte"), "{text}");
 
     // The same bytes where exact bytes are the point.
@@ -237,7 +241,8 @@ fn a_fixture_may_require_full_byte_and_a_schema_1_manifest_always_does() {
 fn a_broken_sub_test_is_named_with_its_message_in_text_and_json() {
     let dir = tempfile::tempdir().unwrap();
     // Rule 1 of the chess task undone: a pawn may jump a piece on its double push again.
-    let fixed = "if r == start_rank and self.piece_at(*one) is None and self.piece_at(*two) is None:";
+    let fixed =
+        "if r == start_rank and self.piece_at(*one) is None and self.piece_at(*two) is None:";
     let broken = "if r == start_rank and self.piece_at(*two) is None:";
     let chess = expected_chess();
     assert!(chess.contains(fixed));
@@ -303,7 +308,8 @@ fn a_check_gets_a_cleared_environment_without_the_evaluators_secrets() {
             "python3 -m unittest -v; rc=$?; { echo \"key=[$ANTHROPIC_API_KEY] home=[$HOME] tmp=[$TMPDIR] lang=[$LC_ALL]\"; env | cut -d= -f1 | sort | tr '\\n' ' '; echo; } >&2; exit $rc"
         ]);
     });
-    let original = std::fs::read_to_string(repo().join("assets/fixtures/chess/original.py")).unwrap();
+    let original =
+        std::fs::read_to_string(repo().join("assets/fixtures/chess/original.py")).unwrap();
     let exports = exports_with_chess(dir.path(), &original);
     let secret = "sk-ant-api03-not-for-checks-7f3a";
     let output = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
@@ -320,17 +326,38 @@ fn a_check_gets_a_cleared_environment_without_the_evaluators_secrets() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(!stdout.contains(secret), "the key reached the report: {stdout}");
+    assert!(
+        !stdout.contains(secret),
+        "the key reached the report: {stdout}"
+    );
     let evaluation: Value = serde_json::from_slice(&output.stdout).unwrap();
     let chess = target(&evaluation, "chess");
     assert_eq!(chess["status"], "fail", "{chess:#}");
     let out = chess["check_output"].as_str().unwrap();
     assert!(out.contains("key=[]"), "{out}");
     assert!(out.contains("lang=[C.UTF-8]"), "{out}");
-    let home = out.split("home=[").nth(1).unwrap().split(']').next().unwrap();
-    assert!(home.ends_with("/home") && home.contains("patchdiff-eval-chess-"), "{out}");
-    let tmp = out.split("tmp=[").nth(1).unwrap().split(']').next().unwrap();
-    assert!(tmp.ends_with("/tmp") && tmp.contains("patchdiff-eval-chess-"), "{out}");
+    let home = out
+        .split("home=[")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    assert!(
+        home.ends_with("/home") && home.contains("patchdiff-eval-chess-"),
+        "{out}"
+    );
+    let tmp = out
+        .split("tmp=[")
+        .nth(1)
+        .unwrap()
+        .split(']')
+        .next()
+        .unwrap();
+    assert!(
+        tmp.ends_with("/tmp") && tmp.contains("patchdiff-eval-chess-"),
+        "{out}"
+    );
     let names_line = out
         .lines()
         .skip_while(|l| !l.starts_with("key=["))
@@ -340,7 +367,10 @@ fn a_check_gets_a_cleared_environment_without_the_evaluators_secrets() {
     assert!(!names.contains(&"PATCHDIFF_SECRET_PROBE"), "{names_line}");
     for name in &names {
         assert!(
-            ["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PWD", "SHLVL", "_", "OLDPWD"].contains(name),
+            [
+                "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PWD", "SHLVL", "_", "OLDPWD"
+            ]
+            .contains(name),
             "undeclared variable `{name}` reached the check: {names_line}"
         );
     }
@@ -380,7 +410,10 @@ fn controls_are_reused_by_digest_and_fresh_controls_runs_them() {
         target(&changed, "chess")["controls_source"]["digest"],
         target(&first, "chess")["controls_source"]["digest"]
     );
-    assert_eq!(target(&changed, "calendar")["controls_source"]["how"], "reused");
+    assert_eq!(
+        target(&changed, "calendar")["controls_source"]["how"],
+        "reused"
+    );
 }
 
 #[test]

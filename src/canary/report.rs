@@ -844,7 +844,10 @@ mod tests {
         match &named_cases[1].status {
             quick_junit::TestCaseStatus::NonSuccess { message, .. } => {
                 assert_eq!(named_cases[1].name.as_str(), "t.B.broken");
-                assert_eq!(message.as_deref(), Some("AssertionError: True is not false"));
+                assert_eq!(
+                    message.as_deref(),
+                    Some("AssertionError: True is not false")
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -865,7 +868,10 @@ mod tests {
         let text = report.to_text();
         assert!(text.contains("decided by: behaviour"), "{text}");
         assert!(text.contains("failing checks: t.B.broken"), "{text}");
-        assert!(text.contains("first difference: at byte 9 (line 254)"), "{text}");
+        assert!(
+            text.contains("first difference: at byte 9 (line 254)"),
+            "{text}"
+        );
     }
 
     #[test]

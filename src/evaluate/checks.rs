@@ -358,8 +358,8 @@ fn parse_libtest(output: &str) -> Vec<NamedCheck> {
 /// `time` (seconds) as the duration.
 fn parse_junit(xml: &str) -> Result<Vec<NamedCheck>, String> {
     use quick_xml::Reader;
-    use quick_xml::events::{BytesStart, Event};
     use quick_xml::escape::{resolve_xml_entity, unescape_with};
+    use quick_xml::events::{BytesStart, Event};
     fn attr(e: &BytesStart<'_>, key: &[u8]) -> Option<String> {
         e.attributes()
             .flatten()
