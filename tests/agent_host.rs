@@ -339,7 +339,7 @@ fn claude_with_a_wrong_plan_fails_naming_chess() {
     );
     // Issue 21 item 2: the broken sub-test is named in JSON, text and JUnit (one test case per
     // named check, read back with a JUnit reader).
-    let broken = "test_chess.Castling.test_king_may_not_cross_an_attacked_square";
+    let broken = "test_chess.Castling.test_kingside_castling_when_clear";
     let chess = report["targets"]
         .as_array()
         .unwrap()
