@@ -374,6 +374,107 @@ fn claude_with_a_wrong_plan_fails_naming_chess() {
             .unwrap()
             .contains("chess")
     );
+    // Issue 21 item 2: the broken sub-test is named in JSON, text and JUnit (one test case per
+    // named check, read back with a JUnit reader).
+    let broken = "test_chess.Castling.test_kingside_castling_when_clear";
+    let chess = report["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "chess")
+        .unwrap();
+    let failing_in_json: Vec<&str> = chess["failing_checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(failing_in_json.contains(&broken), "{chess:#}");
+    let run = the_only_run(_runs.path());
+    let text = std::fs::read_to_string(run.join("report.txt")).unwrap();
+    assert!(
+        text.contains(&format!("failing checks: {}", failing_in_json.join(", "))),
+        "{text}"
+    );
+    let junit = std::fs::read_to_string(run.join("report.junit.xml")).unwrap();
+    let parsed = quick_junit::Report::deserialize_from_str(&junit).expect("valid JUnit XML");
+    let named: Vec<&quick_junit::TestCase> = parsed.test_suites[0]
+        .test_cases
+        .iter()
+        .filter(|c| c.classname.as_deref() == Some("check.chess"))
+        .collect();
+    let named_in_json = chess["checks"].as_array().unwrap().len();
+    assert_eq!(
+        named.len(),
+        named_in_json,
+        "one test case per named check: {junit}"
+    );
+    let failing: Vec<&str> = named
+        .iter()
+        .filter(|c| matches!(c.status, quick_junit::TestCaseStatus::NonSuccess { .. }))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(failing, failing_in_json, "{junit}");
+}
+
+/// Issue 21 item 1 through the real CLI: the model fixes chess's castling rule with `or`
+/// instead of the reference's `any(…)` — right behaviour, other bytes. Behaviour decides: the
+/// target passes, `identical to the reference: no`; the same run with `evaluate
+/// require=full-byte` fails it.
+#[test]
+fn claude_with_an_edit_in_other_words_passes_by_behaviour_and_fails_full_byte() {
+    let claude = claude();
+    let reference = "any(self.is_attacked(x, rank, opponent(color)) for x in (crossed, target))";
+    let or_form = "self.is_attacked(crossed, rank, opponent(color)) or self.is_attacked(target, rank, opponent(color))";
+    let demo = std::fs::read_to_string(repo().join("assets/canary/demo.plan.jsonl")).unwrap();
+    assert!(
+        demo.contains(reference),
+        "the demo plan's castling edit moved"
+    );
+    let bundled = std::fs::read_to_string(repo().join("assets/canary/claude.canary")).unwrap();
+    for (evaluate, status, exit) in [
+        ("evaluate", "pass", 0),
+        ("evaluate require=full-byte", "fail", 1),
+    ] {
+        let runs = tempfile::tempdir().unwrap();
+        let plan = runs.path().join("or-form.plan.jsonl");
+        std::fs::write(&plan, demo.replace(reference, or_form)).unwrap();
+        let model = Model::start(runs.path(), &plan, "finish");
+        let body = bundled.replace("\nevaluate\n", &format!("\n{evaluate}\n"));
+        assert!(body.contains(evaluate));
+        let output = run_canary(runs.path(), &script(runs.path(), &body), &model, &claude);
+        let report = report(&output);
+        assert_eq!(output.status.code(), Some(exit), "{evaluate}: {report:#}");
+        assert_eq!(step(&report, "agent")["ok"], true, "{report:#}");
+        let chess = report["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "chess")
+            .unwrap();
+        assert_eq!(chess["status"], status, "{evaluate}: {chess:#}");
+        assert_eq!(chess["full_byte"], false, "{chess:#}");
+        assert_eq!(chess["behavioral"], true, "{chess:#}");
+        assert!(chess["first_difference"].is_string(), "{chess:#}");
+        let text = std::fs::read_to_string(the_only_run(runs.path()).join("report.txt")).unwrap();
+        let row = text
+            .lines()
+            .find(|l| l.trim_start().starts_with("chess"))
+            .unwrap();
+        assert!(
+            row.contains(if status == "pass" { "pass" } else { "FAIL" }),
+            "{text}"
+        );
+        assert!(text.contains("first difference: at byte"), "{text}");
+        assert!(
+            text.contains(if exit == 0 {
+                "decided by: behaviour"
+            } else {
+                "decided by: full-byte"
+            }),
+            "{text}"
+        );
+    }
 }
 
 #[test]

@@ -210,7 +210,9 @@ fn wrong_agent_fails_the_run_the_report_names_the_target_and_its_story_shows_why
     // The story runs after the failed evaluation and shows the wrong line against the expected.
     assert!(progress.contains("target      ok"), "{progress}");
     assert!(
-        progress.contains("verdict: full-byte FAIL · behavioral FAIL"),
+        progress.contains(
+            "verdict: FAIL (full-byte) · identical to the reference: no · behavioral FAIL"
+        ),
         "{progress}"
     );
     assert!(progress.contains("submissions (2):"), "{progress}");

@@ -64,6 +64,7 @@ fn live_app(color: bool) -> App {
             exported_sha256: (i == 0).then(|| "0bbbbbbbbbbbbbbbb".into()),
             full_byte: (i == 0).then_some(true),
             behavioral: (i == 0).then_some(true),
+            status: (i == 0).then_some(patchdiff::evaluate::Status::Pass),
             ..TargetRow::default()
         })
         .collect();
@@ -246,6 +247,32 @@ fn targets_pane_shows_a_broken_check_as_infra_error_not_fail() {
     assert!(row("limiter").contains("infra_error"), "{t}");
     assert!(!row("limiter").contains("FAIL"), "{t}");
     assert!(row("chess").contains("flaky"), "{t}");
+}
+
+/// Issue 21: behaviour decides, and the TARGETS pane says whether the bytes are the
+/// reference's; a failing target names its first failing check.
+#[test]
+fn targets_pane_shows_identity_beside_a_pass_and_names_a_failing_check() {
+    let mut app = live_app(true);
+    if let Some(c) = app.canary.as_mut() {
+        let chess = c.targets.iter_mut().find(|t| t.name == "chess").unwrap();
+        chess.full_byte = Some(false);
+        chess.behavioral = Some(true);
+        chess.status = Some(patchdiff::evaluate::Status::Pass);
+        let limiter = c.targets.iter_mut().find(|t| t.name == "limiter").unwrap();
+        limiter.full_byte = Some(false);
+        limiter.behavioral = Some(false);
+        limiter.status = Some(patchdiff::evaluate::Status::Fail);
+        limiter.failing_checks = vec!["partial_refill_is_capped".into(), "keyed".into()];
+    }
+    let t = text(&render_pane(&app, Pane::Targets, 100, 9));
+    let row = |name: &str| t.lines().find(|l| l.contains(name)).unwrap().to_owned();
+    assert!(row("chess").contains("✔ pass · ≠ reference"), "{t}");
+    assert!(row("calendar").contains("✔ pass · identical"), "{t}");
+    assert!(
+        row("limiter").contains("✖ FAIL partial_refill_is_capped +1"),
+        "{t}"
+    );
 }
 
 #[test]
@@ -734,7 +761,7 @@ fn after_report_the_header_carries_the_verdict() {
         elapsed_ms: 1,
     });
     app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot.clone())));
-    // In the fixture only calendar has passed both checks.
+    // In the fixture only calendar has passed.
     assert!(
         header(&app).contains("FAILED 1/5 (chess, incidents, worker-logs, limiter)"),
         "{}",
@@ -743,6 +770,7 @@ fn after_report_the_header_carries_the_verdict() {
     for t in &mut snapshot.targets {
         t.full_byte = Some(true);
         t.behavioral = Some(true);
+        t.status = Some(patchdiff::evaluate::Status::Pass);
     }
     snapshot.steps.last_mut().unwrap().ok = true;
     app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot.clone())));

@@ -595,7 +595,10 @@ fn after_the_wrong_canary_enter_on_a_target_opens_its_diff() {
         s.contains("diff: expected → exported")
     });
     assert!(screen.contains("chess (python)"), "{screen}");
-    assert!(screen.contains("verdict: full-byte FAIL"), "{screen}");
+    assert!(
+        screen.contains("verdict: FAIL (behavioral) · identical to the reference: no"),
+        "{screen}"
+    );
     // The wrong edit tests attacks by the mover's own colour: page down to that diff line.
     let wrong_line = |s: &str| {
         s.lines()

@@ -198,7 +198,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "evaluate",
         key: Some('v'),
-        help: "run the independent evaluator (controls, behavioral check K times; require=full-byte: bytes too)",
+        help: "independent evaluator: repeat=K require=full-byte check_timeout=S fresh_controls",
     },
     CommandSpec {
         name: "report",
@@ -389,11 +389,7 @@ enum Cli {
     Export,
     Inspect,
     Evaluate {
-        #[arg(
-            num_args = 0..,
-            allow_hyphen_values = true,
-            value_names = ["repeat=K", "require=RULE", "check_timeout=S", "fresh_controls"]
-        )]
+        #[arg(value_name = "k=v…", allow_hyphen_values = true)]
         options: Vec<String>,
     },
     Report,
@@ -965,7 +961,7 @@ mod tests {
                 "wait ready|saved [SECONDS]",
                 "export",
                 "inspect",
-                "evaluate [repeat=K] [require=RULE] [check_timeout=S] [fresh_controls]",
+                "evaluate [k=v…]",
                 "report",
                 "stop [full|observed]",
                 "host-config [claude|codex|cursor [FILE]]",

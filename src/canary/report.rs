@@ -945,6 +945,99 @@ mod tests {
         }
     }
 
+    /// Issue 21 item 2: one JUnit test case per named check (classname `check.<target>`), the
+    /// failing one a `<failure>` with its message; identity with the reference fails its case
+    /// only where full-byte was required.
+    #[test]
+    fn junit_has_one_case_per_named_check_and_reports_bytes_beside_the_verdict() {
+        let named = |name: &str, passed: bool| crate::evaluate::NamedCheck {
+            name: name.into(),
+            passed,
+            duration_ms: Some(1.5),
+            message: (!passed).then(|| "Traceback\nAssertionError: True is not false".into()),
+        };
+        let target = ReportTarget {
+            name: "chess".into(),
+            full_byte: false,
+            first_difference: Some("at byte 9 (line 254)".into()),
+            require: Some(crate::evaluate::Require::Behavioral),
+            checks: vec![named("t.A.ok_one", true), named("t.B.broken", false)],
+            failing_checks: vec!["t.B.broken".into()],
+            checks_note: None,
+            controls: Some("reused (digest 0123456789ab)".into()),
+            behavioral: false,
+            evaluated: true,
+            version: 1,
+            revision: 1,
+            accepted: 1,
+            rejected: 0,
+            initial_sha256: String::new(),
+            exported_sha256: None,
+            replay_consistent: Some(true),
+            status: Some(Status::Fail),
+            check_exit: Some("exit 1".into()),
+            check_output: Some("FAILED".into()),
+            notes: vec!["behavioral check failed".into()],
+        };
+        let report = Report {
+            run_id: "r-1".into(),
+            run_dir: "/runs/r-1".into(),
+            passed: false,
+            steps: Vec::new(),
+            targets: vec![target],
+            agent: Default::default(),
+            agent_host: None,
+            require: Some(crate::evaluate::Require::Behavioral),
+            rule: "decided by: behaviour".into(),
+            gate2: "closed",
+        };
+        let parsed = quick_junit::Report::deserialize_from_str(&report.to_junit()).unwrap();
+        let cases = &parsed.test_suites[0].test_cases;
+        let of_class = |class: &str| -> Vec<&quick_junit::TestCase> {
+            cases
+                .iter()
+                .filter(|c| c.classname.as_deref() == Some(class))
+                .collect()
+        };
+        let named_cases = of_class("check.chess");
+        assert_eq!(named_cases.len(), 2);
+        assert!(matches!(
+            named_cases[0].status,
+            quick_junit::TestCaseStatus::Success { .. }
+        ));
+        match &named_cases[1].status {
+            quick_junit::TestCaseStatus::NonSuccess { message, .. } => {
+                assert_eq!(named_cases[1].name.as_str(), "t.B.broken");
+                assert_eq!(
+                    message.as_deref(),
+                    Some("AssertionError: True is not false")
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Behaviour decided: different bytes are reported, not failed.
+        let bytes = of_class("canary.full_byte");
+        assert!(matches!(
+            bytes[0].status,
+            quick_junit::TestCaseStatus::Success { .. }
+        ));
+        assert!(
+            bytes[0]
+                .system_out
+                .as_deref()
+                .is_some_and(|o| o.contains("identical to the reference: no")),
+            "{:?}",
+            bytes[0].system_out
+        );
+        let text = report.to_text();
+        assert!(text.contains("decided by: behaviour"), "{text}");
+        assert!(text.contains("failing checks: t.B.broken"), "{text}");
+        assert!(
+            text.contains("first difference: at byte 9 (line 254)"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn junit_keeps_markup_and_drops_terminal_escapes() {
         let summary = "a<b & \"c\"> \u{1b}[31mred\u{1b}[0m";

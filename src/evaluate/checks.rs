@@ -1,6 +1,6 @@
 //! Named checks (issue 21 item 2): a check's own output parsed into its sub-tests, one
 //! [`NamedCheck`] each, by the report format its manifest entry declares (`check.report`):
-//! TAP (Node's `--test`), JUnit XML (a file the check writes, read with `quick-junit`), Python
+//! TAP (Node's `--test`), JUnit XML (a file the check writes, read with `quick-xml`), Python
 //! `unittest -v` and Rust libtest. Output that does not parse gives no named checks and a note;
 //! the check's exit status still decides.
 //!
@@ -261,8 +261,13 @@ fn parse_unittest(output: &str) -> Vec<NamedCheck> {
             .and_then(unittest_id);
         i += 1;
         let Some(id) = id else { continue };
-        if lines.get(i).is_some_and(|l| l.starts_with("---")) {
-            i += 1;
+        // A docstring line may come before the rule line that starts the traceback.
+        if let Some(rule) = lines[i..]
+            .iter()
+            .take(4)
+            .position(|l| l.starts_with("-----"))
+        {
+            i += rule + 1;
         }
         let start = i;
         while i < lines.len() && !lines[i].starts_with("=====") && !lines[i].starts_with("-----") {
@@ -346,54 +351,115 @@ fn parse_libtest(output: &str) -> Vec<NamedCheck> {
     checks
 }
 
-/// JUnit XML through `quick-junit`: one named check per `<testcase>` (`classname.name` when a
-/// class name is given), its failure or error message and text, its time.
+/// JUnit XML read with `quick-xml` (lenient about the attributes writers leave out: Node's
+/// `--test-reporter=junit` puts `<testcase>`s straight under an unnamed `<testsuites>`): one
+/// named check per `<testcase>` (`classname.name` when a class name is given), `<failure>` /
+/// `<error>` making it fail with their `message` and text, `<skipped>` a pass saying so, its
+/// `time` (seconds) as the duration.
 fn parse_junit(xml: &str) -> Result<Vec<NamedCheck>, String> {
-    use quick_junit::TestCaseStatus;
-    let report = quick_junit::Report::deserialize_from_str(xml).map_err(|e| e.to_string())?;
-    let mut checks = Vec::new();
-    for suite in &report.test_suites {
-        for case in &suite.test_cases {
-            let name = match &case.classname {
-                Some(class) if !class.is_empty() => {
-                    format!("{}.{}", class.as_str(), case.name.as_str())
+    use quick_xml::Reader;
+    use quick_xml::escape::{resolve_xml_entity, unescape_with};
+    use quick_xml::events::{BytesStart, Event};
+    fn attr(e: &BytesStart<'_>, key: &[u8]) -> Option<String> {
+        e.attributes()
+            .flatten()
+            .find(|a| a.key.as_ref() == key)
+            .and_then(|a| a.unescape_value().ok().map(|v| v.into_owned()))
+    }
+    let mut reader = Reader::from_str(xml);
+    let mut checks: Vec<NamedCheck> = Vec::new();
+    // The open test case, and the text of its open <failure>/<error>, if any.
+    let mut case: Option<NamedCheck> = None;
+    let mut problem_text: Option<String> = None;
+    let mut saw_root = false;
+    loop {
+        let event = reader
+            .read_event()
+            .map_err(|e| format!("at byte {}: {e}", reader.buffer_position()))?;
+        match event {
+            Event::Start(ref e) | Event::Empty(ref e) => {
+                let empty = matches!(event, Event::Empty(_));
+                match e.local_name().as_ref() {
+                    b"testsuites" | b"testsuite" => saw_root = true,
+                    b"testcase" => {
+                        let name = attr(e, b"name").unwrap_or_default();
+                        let name = match attr(e, b"classname") {
+                            Some(class) if !class.is_empty() => format!("{class}.{name}"),
+                            _ => name,
+                        };
+                        let check = NamedCheck {
+                            name,
+                            passed: true,
+                            duration_ms: attr(e, b"time")
+                                .and_then(|t| t.parse::<f64>().ok())
+                                .map(|s| s * 1000.0),
+                            message: None,
+                        };
+                        if empty {
+                            checks.push(check);
+                        } else {
+                            case = Some(check);
+                        }
+                    }
+                    b"failure" | b"error" if case.is_some() => {
+                        let c = case.as_mut().expect("checked");
+                        c.passed = false;
+                        c.message = attr(e, b"message");
+                        if !empty {
+                            problem_text = Some(String::new());
+                        }
+                    }
+                    b"skipped" if case.is_some() => {
+                        let c = case.as_mut().expect("checked");
+                        c.message = Some(match attr(e, b"message") {
+                            Some(m) if !m.is_empty() => format!("skipped: {m}"),
+                            _ => "skipped".to_owned(),
+                        });
+                    }
+                    _ => {}
                 }
-                _ => case.name.as_str().to_owned(),
-            };
-            let (passed, message) = match &case.status {
-                TestCaseStatus::Success { .. } => (true, None),
-                TestCaseStatus::NonSuccess {
-                    message,
-                    description,
-                    ..
-                } => {
-                    let text = [message.as_deref(), description.as_deref()]
-                        .into_iter()
-                        .flatten()
-                        .map(str::trim)
-                        .filter(|s| !s.is_empty())
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    (false, Some(bounded(&text)))
+            }
+            Event::Text(ref t) => {
+                if let Some(text) = problem_text.as_mut() {
+                    let raw = std::str::from_utf8(t.as_ref()).map_err(|e| e.to_string())?;
+                    let unescaped =
+                        unescape_with(raw, resolve_xml_entity).map_err(|e| e.to_string())?;
+                    text.push_str(&unescaped);
                 }
-                TestCaseStatus::Skipped { message, .. } => (
-                    true,
-                    Some(format!(
-                        "skipped{}",
-                        message
-                            .as_deref()
-                            .map(|m| format!(": {m}"))
-                            .unwrap_or_default()
-                    )),
-                ),
-            };
-            checks.push(NamedCheck {
-                name,
-                passed,
-                duration_ms: case.time.map(|t| t.as_secs_f64() * 1000.0),
-                message,
-            });
+            }
+            Event::CData(ref t) => {
+                if let Some(text) = problem_text.as_mut() {
+                    text.push_str(&String::from_utf8_lossy(t.as_ref()));
+                }
+            }
+            Event::GeneralRef(ref r) => {
+                if let Some(text) = problem_text.as_mut() {
+                    let name = std::str::from_utf8(r.as_ref()).map_err(|e| e.to_string())?;
+                    text.push_str(resolve_xml_entity(name).unwrap_or(""));
+                }
+            }
+            Event::End(ref e) => match e.local_name().as_ref() {
+                b"failure" | b"error" => {
+                    if let (Some(c), Some(text)) = (case.as_mut(), problem_text.take()) {
+                        let joined = [c.message.as_deref(), Some(text.as_str())]
+                            .into_iter()
+                            .flatten()
+                            .map(str::trim)
+                            .filter(|s| !s.is_empty())
+                            .collect::<Vec<_>>()
+                            .join("\n");
+                        c.message = Some(bounded(&joined));
+                    }
+                }
+                b"testcase" => checks.extend(case.take()),
+                _ => {}
+            },
+            Event::Eof => break,
+            _ => {}
         }
+    }
+    if !saw_root {
+        return Err("no <testsuites> or <testsuite> element".to_owned());
     }
     Ok(checks)
 }
