@@ -177,6 +177,9 @@ fn engine_files(waymark: &Path) -> Result<Vec<String>, String> {
     files.sort();
     files.dedup();
     let modules = waymark.join("node_modules");
+    if !modules.is_dir() {
+        return Err(format!("{} is missing", modules.display()));
+    }
     // A package without a LICENSE file is fine; a missing wasm or manifest is not.
     files.retain(|f| !f.ends_with("/LICENSE") || modules.join(f).is_file());
     match files.iter().find(|f| !modules.join(f).is_file()) {
