@@ -1,4 +1,4 @@
-//! The bundle: files an installed binary needs beside Node (issue 26 item 1), compiled in by
+//! The bundle: files an installed binary needs beside Node, compiled in by
 //! `build.rs` and unpacked once into a versioned cache directory.
 //!
 //! The bundle holds the Waymark worker's scripts with the engine files it loads

@@ -2,7 +2,7 @@
 //! line before it. Used by `evidence` (wire logs, transcripts) and `telemetry` (perf events,
 //! memory samples); it uses nothing of the crate, so neither needs the other for it.
 //! [`ChainWriter`] is the one writer of such logs: cross-process `flock` around
-//! read-tail-and-append, and failed appends recorded as gap records (issue 22).
+//! read-tail-and-append, and failed appends recorded as gap records.
 
 use std::fs::File;
 use std::path::Path;
@@ -61,7 +61,7 @@ pub(crate) fn chain_tail(file: &mut File) -> std::io::Result<String> {
 }
 
 /// The key of a gap record: the line a [`ChainWriter`] appends when writing works again after
-/// failed appends (issue 22), so a lost record is never silent. Its value is an object:
+/// failed appends, so a lost record is never silent. Its value is an object:
 /// `log` (file name), `pid` (the writing process), `records` (how many records were lost),
 /// `first_seq`/`last_seq` (their wire-log `seq` range, when the log numbers its records),
 /// `error` (the first failure's text), `first_failed_ms`/`last_failed_ms` (Unix ms).
@@ -90,7 +90,7 @@ fn now_ms() -> u64 {
 /// The one writer of hash-chained JSONL logs (V1; wire logs, transcripts, host streams, perf
 /// events and memory samples all append through it).
 ///
-/// - **Several writers, one chain (issue 22).** Every append takes an exclusive `flock(2)` on
+/// - **Several writers, one chain.** Every append takes an exclusive `flock(2)` on
 ///   the file, reads the chain's tail *from the file* (cached while nobody else appended: the
 ///   file still ends where this writer left it), writes the line and unlocks, so two processes
 ///   started from one printed configuration interleave whole, correctly chained lines.

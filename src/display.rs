@@ -1,4 +1,4 @@
-//! Text shown to a person (issue 23 item 1): the agent is the party under test, so every byte it
+//! Text shown to a person: the agent is the party under test, so every byte it
 //! wrote — its code, request keys, what its code's checks print, the errors that echo it — is
 //! data, never a terminal instruction. [`visible`] is the one function that turns such text into
 //! something a terminal shows as written: control characters become visible pictures, so no

@@ -1,4 +1,4 @@
-//! `patchdiff doctor` (issue 26 item 2): can this installation run a canary? One line per
+//! `patchdiff doctor`: can this installation run a canary? One line per
 //! check — `ok`, `FAIL` (with what to do) or `skip` (optional, or not checkable because a check
 //! it needs failed) — and exit 0 only when no check fails.
 //!
@@ -227,7 +227,10 @@ fn check_bundle(settings: &Settings) -> (Check, Option<PathBuf>) {
         let script = dir.join("waymark_worker.mjs");
         return if script.is_file() {
             (
-                Check::ok("bundle", format!("PATCHDIFF_WAYMARK_DIR={}", dir.display())),
+                Check::ok(
+                    "bundle",
+                    format!("{}={}", Key::WaymarkDir.variable(), dir.display()),
+                ),
                 Some(dir),
             )
         } else {
@@ -235,7 +238,8 @@ fn check_bundle(settings: &Settings) -> (Check, Option<PathBuf>) {
                 Check::fail(
                     "bundle",
                     format!(
-                        "PATCHDIFF_WAYMARK_DIR={}: no waymark_worker.mjs there",
+                        "{}={}: no waymark_worker.mjs there",
+                        Key::WaymarkDir.variable(),
                         dir.display()
                     ),
                     "unset PATCHDIFF_WAYMARK_DIR to use the worker this binary carries, or \
@@ -495,7 +499,9 @@ fn check_fixtures() -> (Check, Option<crate::fixtures::FixtureManifest>) {
 /// V3 on the bundled suite: each check passes on the expected bytes and fails on the original.
 async fn check_controls(manifest: &crate::fixtures::FixtureManifest) -> Check {
     let started = Instant::now();
-    match crate::evaluate::evaluate_controls(manifest, &crate::evaluate::EvaluateOptions::default()).await {
+    match crate::evaluate::evaluate_controls(manifest, &crate::evaluate::EvaluateOptions::default())
+        .await
+    {
         Ok(report) if report.hold => Check::ok(
             "controls",
             format!(

@@ -3,7 +3,7 @@
 //! and the fixture manifest — never the database — so it can be run on its own
 //! (`patchdiff evaluate`) by someone who trusts nothing else in the run.
 //!
-//! **Behaviour decides** (issue 21 item 1): a target is [`Status::Pass`] when its check passes on
+//! **Behaviour decides**: a target is [`Status::Pass`] when its check passes on
 //! the export on every repeat with its controls holding. Whether the export is identical to the
 //! reference bytes is reported beside it (`full_byte`, with the first difference), and decides
 //! only where the run asks for it ([`Require::FullByte`]: `--require full-byte`, the canary's
@@ -14,11 +14,11 @@
 //! on the fixture's expected bytes (it must pass) and on the original bytes (it must fail). A
 //! control that does not hold means the check or its environment is broken (a missing toolchain,
 //! a command that cannot start), so the target is [`Status::InfraError`] — never the agent's
-//! [`Status::Fail`]. Controls that hold are cached under their inputs' digest ([`cache`],
-//! issue 21 item 6). With `repeat` > 1 the check on the export runs that many times; verdicts
+//! [`Status::Fail`]. Controls that hold are cached under their inputs' digest ([`cache`]).
+//! With `repeat` > 1 the check on the export runs that many times; verdicts
 //! that differ make the target [`Status::Flaky`].
 //!
-//! Every check runs hermetically (issue 23 item 2): its own process group in a scratch
+//! Every check runs hermetically: its own process group in a scratch
 //! directory, a cleared environment (`PATH`, a private `HOME` and `TMPDIR`, `C.UTF-8`, and only
 //! the variables its manifest entry declares), killed with everything it started at its
 //! timeout and when the evaluator dies. Its output is parsed into named checks ([`checks`]).
@@ -50,12 +50,12 @@ pub const CHECK_OUTPUT_TAIL_BYTES: usize = 4096;
 pub const MAX_REPEAT: u32 = 100;
 /// Upper bound of `--jobs` (checks of different targets run side by side).
 pub const MAX_JOBS: usize = 16;
-/// The locale every check runs under (issue 23 item 2).
+/// The locale every check runs under.
 pub const CHECK_LOCALE: &str = "C.UTF-8";
 /// `PATH` a check gets when the evaluator has none.
 pub const DEFAULT_CHECK_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// Which rule decides a target's verdict (issue 21 item 1).
+/// Which rule decides a target's verdict.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub enum Require {
     /// The check on the export decides; identical bytes are reported beside it.
@@ -133,7 +133,7 @@ pub struct CheckRun {
     pub output: String,
     pub ms: u64,
     /// Its named sub-tests, parsed from the whole output by the manifest's `check.report`
-    /// (issue 21 item 2); empty without one or when nothing parsed.
+    ///; empty without one or when nothing parsed.
     #[serde(default)]
     pub checks: Vec<NamedCheck>,
     /// Why named checks are missing (unparseable output), if they are.
@@ -223,7 +223,7 @@ pub struct TargetVerdict {
     pub behavioral: bool,
     /// Verdict of each run of the check on the export (`--repeat`); empty when it did not run.
     pub behavioral_runs: Vec<bool>,
-    /// Each run of the check on the export, with its named checks (issue 21 item 2).
+    /// Each run of the check on the export, with its named checks.
     #[serde(default)]
     pub repeats: Vec<RepeatResult>,
     /// The named checks of the run that explains the verdict (the first failing run, else the
@@ -294,7 +294,7 @@ fn one() -> u32 {
     1
 }
 
-/// Reports written before issue 21 were judged by full-byte equality too.
+/// Reports written before the rule was recorded were judged by full-byte equality too.
 fn full_byte_rule() -> Require {
     Require::FullByte
 }
@@ -325,7 +325,7 @@ pub fn rule_sentence(require: Require, fixture_full_byte: &[String]) -> String {
     }
 }
 
-/// How one evaluation runs (issue 21 items 1 and 6, issue 23 item 2).
+/// How one evaluation runs.
 #[derive(Debug, Clone)]
 pub struct EvaluateOptions {
     /// Runs of each check on the export, 1 to [`MAX_REPEAT`].
@@ -917,7 +917,7 @@ struct ChildOutput {
     timed_out: bool,
 }
 
-/// Runs `command` in `dirs.work` with the check's hermetic environment (issue 23 item 2): the
+/// Runs `command` in `dirs.work` with the check's hermetic environment: the
 /// environment cleared, then `PATH`, `HOME` = `dirs.home`, `TMPDIR` = `dirs.tmp`, `LANG` and
 /// `LC_ALL` = [`CHECK_LOCALE`] and the declared variables. Its own process group, killed whole
 /// at `timeout`; it dies with the evaluator (kill on drop, `PR_SET_PDEATHSIG`). `extra_file`:
@@ -1245,7 +1245,7 @@ mod tests {
     }
 
     /// V3's verdict table over the check's runs on the export (controls held), under both
-    /// rules (issue 21 item 1): behaviour decides unless full-byte is required.
+    /// rules: behaviour decides unless full-byte is required.
     #[test]
     fn judge_runs_decides_the_status_from_the_runs_the_bytes_and_the_rule() {
         use Require::{Behavioral, FullByte};

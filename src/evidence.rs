@@ -27,7 +27,7 @@ pub use crate::chain::{
 /// as one line carrying [`CHAIN_FIELD`], the SHA-256 of the line before it, so changing any
 /// line breaks the chain at the next one. Appends go through [`ChainWriter`]: several processes
 /// may append to one log (an advisory lock around read-tail-and-append keeps one chain), and a
-/// failed append is reported on stderr and later recorded as a gap record (issue 22).
+/// failed append is reported on stderr and later recorded as a gap record.
 #[derive(Clone)]
 pub struct JsonlLog {
     path: PathBuf,
@@ -73,7 +73,7 @@ impl JsonlLog {
         writer.append(&body, seq).map(|_| ())
     }
 
-    /// Failed appends of this process not yet recorded in the file (issue 22): the run that
+    /// Failed appends of this process not yet recorded in the file: the run that
     /// suffered them cannot pass.
     pub fn pending_gap(&self) -> Option<PendingGap> {
         self.writer
@@ -138,7 +138,7 @@ impl WireRecord {
     }
 }
 
-/// One JSON-RPC message of a wire log, with the process that logged it (issue 22: several
+/// One JSON-RPC message of a wire log, with the process that logged it (several
 /// processes may append to one log, and each numbers its JSON-RPC ids on its own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WireMessage {
@@ -213,7 +213,7 @@ pub fn monotonic_ns() -> u64 {
 /// one lock that the stdio tee also holds across the transport write, so the order in the file
 /// is the order on the wire.
 ///
-/// Issue 23: every message passes the process's redactor ([`crate::redact::process`]) before
+/// Every message passes the process's redactor ([`crate::redact::process`]) before
 /// it is written, so a credential the agent echoes (a provider key in a tool argument, an error
 /// that repeats it, a database password) never reaches the file.
 #[derive(Clone)]
@@ -238,7 +238,7 @@ impl WireLog {
         self.log.path()
     }
 
-    /// Failed appends of this process not yet recorded in the file (issue 22).
+    /// Failed appends of this process not yet recorded in the file.
     pub fn pending_gap(&self) -> Option<PendingGap> {
         self.log.pending_gap()
     }
@@ -272,7 +272,7 @@ impl WireLog {
         };
         *seq += 1;
         if let Ok(v) = serde_json::to_value(&record) {
-            // A failure is reported and later recorded as a gap by the log itself (issue 22).
+            // A failure is reported and later recorded as a gap by the log itself.
             let _ = self.log.append_numbered(&v, Some(record.seq));
         }
     }
@@ -449,7 +449,7 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for TeeWriter<W> {
     }
 }
 
-/// Lost records one chained log shows (issue 22): a gap record a writer left, or a jump in one
+/// Lost records one chained log shows: a gap record a writer left, or a jump in one
 /// process's wire-log `seq` that no gap record names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LogGap {
@@ -486,7 +486,7 @@ impl LogGap {
     }
 }
 
-/// What reading one hash-chained evidence log found (V1, issue 22): the one reading of the
+/// What reading one hash-chained evidence log found (V1): the one reading of the
 /// chain, the torn lines and the gaps, shared by `verify` and the canary's `report`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LogAudit {
@@ -671,7 +671,7 @@ pub struct InitialTarget {
 
 /// The executed source SHA and where it came from (E1): the SHA embedded at build time
 /// (`PATCHDIFF_BUILD_SHA`, see `build.rs`: the commit the binary was built from, or the value the
-/// release build was given), else `unknown`. Never read from a checkout at run time (issue 26):
+/// release build was given), else `unknown`. Never read from a checkout at run time :
 /// the binary runs where no checkout is, and a checkout that moved after the build would name
 /// sources that were not executed.
 pub fn source_sha() -> (String, String) {
@@ -712,7 +712,7 @@ pub fn file_digest(path: &Path) -> std::io::Result<String> {
 }
 
 /// SQLite's volatile side files of a database (`X.sqlite-wal`, `-shm`, `-journal`): never
-/// sealed (issue 22). The seal checkpoints the database first, so its content is in the main
+/// sealed. The seal checkpoints the database first, so its content is in the main
 /// file; `verify` names a non-empty WAL as writes after the seal and never replays it.
 pub fn is_volatile_side_file(rel: &str) -> bool {
     [".sqlite-wal", ".sqlite-shm", ".sqlite-journal"]
@@ -758,7 +758,7 @@ pub fn is_chained(rel: &str) -> bool {
     rel.ends_with(".jsonl")
 }
 
-/// The sealed run directory `path` would be written into, if any (issue 22: no command of ours
+/// The sealed run directory `path` would be written into, if any (no command of ours
 /// writes into a sealed run): the nearest ancestor of `path` holding [`SEAL_FILE`]. `path`
 /// need not exist; relative paths are taken from the current directory.
 pub fn sealed_run_containing(path: &Path) -> Option<PathBuf> {
@@ -884,7 +884,7 @@ impl RunDir {
 
     /// Writes the run manifest (once; E2).
     pub fn write_manifest(&self, manifest: &RunManifest) -> std::io::Result<()> {
-        // Issue 23: the manifest passes this process's redactor, like every log we write.
+        // The manifest passes this process's redactor, like every log we write.
         let text = serde_json::to_string_pretty(manifest)?;
         write_new_private(
             &self.manifest(),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Newest manifest schema this build reads (issue 21). Schema 1 still loads: it has no
+/// Newest manifest schema this build reads. Schema 1 still loads: it has no
 /// `require_full_byte`, `report`, `junit_file`, `env`, `timeout_s` or `toolchain`, and every
 /// fixture of it requires full-byte equality, as schema 1 always meant.
 pub const MANIFEST_SCHEMA: u32 = 2;
@@ -52,7 +52,7 @@ pub struct Fixture {
     pub task: PathBuf,
     /// The behavioral check (C6).
     pub check: CheckSpec,
-    /// Schema 2: the export must also equal `expected` byte for byte to pass (issue 21 item 1).
+    /// Schema 2: the export must also equal `expected` byte for byte to pass.
     /// Absent means behaviour alone decides; in a schema-1 manifest every fixture is `true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_full_byte: Option<bool>,
@@ -65,7 +65,7 @@ impl Fixture {
     }
 }
 
-/// How a check reports its sub-tests (schema 2, issue 21 item 2), parsed into named checks.
+/// How a check reports its sub-tests (schema 2), parsed into named checks.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum CheckReport {
@@ -93,7 +93,7 @@ impl CheckReport {
 /// A behavioral check: `command` runs with cwd = a fresh directory holding the files of `dir`
 /// plus the exported target saved as `module_file`. Exit status 0 means pass.
 ///
-/// The check runs hermetically (issue 23 item 2): a cleared environment holding only `PATH`,
+/// The check runs hermetically: a cleared environment holding only `PATH`,
 /// a private `HOME` and `TMPDIR` in its scratch directory, `LANG`/`LC_ALL` = `C.UTF-8`, and the
 /// variables `env` names. Unknown fields are refused, naming them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,7 +118,7 @@ pub struct CheckSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<u64>,
     /// Schema 2: the command whose output identifies the toolchain for the control cache
-    /// (issue 21 item 6); absent = `[command[0], "--version"]`.
+    ///; absent = `[command[0], "--version"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolchain: Option<Vec<String>>,
 }
@@ -369,7 +369,7 @@ pub fn read_pinned(target: &str, path: &Path, expected: &str) -> Result<Vec<u8>,
     Ok(bytes)
 }
 
-/// The bundled fixture suite's manifest, the default suite (issue 26): `fixtures/manifest.json`
+/// The bundled fixture suite's manifest, the default suite: `fixtures/manifest.json`
 /// in the bundle the binary carries, unpacked and verified in the cache (`crate::assets`) —
 /// never a path of the build machine. Errors when the bundle cannot be unpacked.
 pub fn bundled_manifest_path() -> Result<PathBuf, crate::assets::AssetError> {

@@ -240,7 +240,7 @@ fn main() -> ExitCode {
     ExitCode::from(code as u8)
 }
 
-/// `patchdiff compare power` (issue 24 item 7): the power table for `--runs` at `--alpha`, as
+/// `patchdiff compare power`: the power table for `--runs` at `--alpha`, as
 /// text or JSON on stdout. Exit 0, or [`EXIT_USAGE`] for runs or alpha out of range.
 fn run_compare_power(args: &PowerArgs) -> i32 {
     use patchdiff::gate2::power::{Design, PowerTable};
@@ -432,7 +432,7 @@ fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::
     let node = options.waymark.as_ref().map(|c| c.node_binary.clone());
     let mut env =
         patchdiff::canary::client::host_env(&options.database, &perf, &wire_log, node.as_deref());
-    // Issue 26: a worker directory set for this process is the one the host's server must use
+    // A worker directory set for this process is the one the host's server must use
     // too (unset, both use the bundle this binary carries).
     if let Some(dir) = settings.path(Key::WaymarkDir) {
         env.push((
@@ -440,7 +440,7 @@ fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::
             dir.display().to_string(),
         ));
     }
-    // Issue 15: a PostgreSQL store is named by its URL, as configured.
+    // A PostgreSQL store is named by its URL, as configured.
     if let Some(url) = &options.postgres_url {
         for (k, v) in env.iter_mut() {
             if k == patchdiff::store::DATABASE_URL_VARIABLE {
@@ -526,7 +526,7 @@ fn init_tracing(settings: &Settings) -> Option<()> {
 }
 
 fn run_trace(args: TraceArgs) -> i32 {
-    // Issue 22: no command of ours writes into a sealed run.
+    // No command of ours writes into a sealed run.
     if let Err(why) = patchdiff::evidence::refuse_sealed_destination(&args.output) {
         eprintln!("patchdiff trace: {why}");
         return EXIT_USAGE;
@@ -567,7 +567,7 @@ fn run_trace(args: TraceArgs) -> i32 {
 }
 
 async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
-    // Issue 15: a run on PostgreSQL replays from the database the settings name.
+    // A run on PostgreSQL replays from the database the settings name.
     let database_url = match settings.text(Key::DatabaseUrl) {
         Ok(url) => url.filter(|u| !u.is_empty()).map(str::to_owned),
         Err(e) => {
@@ -603,7 +603,7 @@ fn print_result<T: serde::Serialize>(
     text: impl FnOnce() -> String,
 ) -> Result<(), i32> {
     if !json {
-        // Issue 23: the text names what a run's agent wrote; a terminal gets it visible.
+        // The text names what a run's agent wrote; a terminal gets it visible.
         print!("{}", patchdiff::display::visible(&text()));
         return Ok(());
     }

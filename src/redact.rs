@@ -1,4 +1,4 @@
-//! The one redactor for files we write (issue 23 item 3 of the issue, item 2 of the slice):
+//! The one redactor for files we write:
 //! provider keys, database passwords and the value of any variable the redactor knows are
 //! replaced by `[redacted:NAME]` wherever they appear — tool arguments, errors that echo them,
 //! check output, host configuration copies, logs, reports.
@@ -281,13 +281,16 @@ mod tests {
     #[test]
     fn database_passwords_are_redacted_as_written_decoded_and_escaped() {
         let r = Redactor::new(&[(
-            "PATCHDIFF_DATABASE_URL",
+            crate::config::Key::DatabaseUrl.variable(),
             "postgres://agent:p%40ss\"w0rd@127.0.0.1:5432/pd?sslmode=disable",
         )]);
         let url = "postgres://agent:p%40ss\"w0rd@127.0.0.1:5432/pd";
         assert_eq!(
             r.redact(url),
-            "postgres://agent:[redacted:PATCHDIFF_DATABASE_URL]@127.0.0.1:5432/pd"
+            format!(
+                "postgres://agent:[redacted:{}]@127.0.0.1:5432/pd",
+                crate::config::Key::DatabaseUrl.variable()
+            )
         );
         assert_eq!(
             r.redact("password p@ss\"w0rd"),

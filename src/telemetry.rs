@@ -80,7 +80,7 @@ pub enum EventKind {
     WorkerLaunch,
     /// Point, `failed`: a generation could not be started (`generation`; `code` — e.g.
     /// `WAYMARK_WORKER_SPAWN` —, `error` with the cause, `script`). Recorded the moment the
-    /// launch fails, so a preflight reports the cause at once (issue 26).
+    /// launch fails, so a preflight reports the cause at once.
     WorkerLaunchFailed,
     /// Point: a generation reported readiness (`generation`; `pid`, `warmup_ms`, `mode`,
     /// `engine`).
@@ -355,7 +355,7 @@ impl TelemetryStatus {
 }
 
 struct Sink {
-    /// V1 and issue 22: chained, locked appends; a failed one is reported and later recorded
+    /// V1: chained, locked appends; a failed one is reported and later recorded
     /// as a gap record by the writer.
     events: ChainWriter,
     memory: Option<ChainWriter>,
@@ -559,7 +559,7 @@ impl Recorder {
         let Ok(line) = serde_json::to_string(&event) else {
             return;
         };
-        // Issue 23: an event's attributes may echo what the agent sent (a request key holding a
+        // An event's attributes may echo what the agent sent (a request key holding a
         // credential); the line passes this process's redactor before it is written.
         let line = crate::redact::process().redact(&line).into_owned();
         let mut sink = sink.lock().unwrap_or_else(|e| e.into_inner());

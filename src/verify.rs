@@ -310,7 +310,7 @@ fn check_digests(ctx: &mut Ctx) {
     );
 }
 
-/// Issue 22 item 7 (in part): the files a sealed run must hold, whatever `SHA256SUMS` lists —
+/// The files a sealed run must hold, whatever `SHA256SUMS` lists —
 /// the manifest, the seal, the sums, the reports and the transcript, and the wire log of each
 /// process a successful step used (`init` → `full.mcp.jsonl`, `preflight` → `observed.mcp.jsonl`)
 /// as `report.json`'s steps say — and no symlink or other non-regular entry anywhere in it.
@@ -420,7 +420,7 @@ fn torn_message(n: usize, lines: usize) -> String {
 }
 
 /// Every chained log: its links (a broken one is a change), its torn lines and its gaps
-/// (issue 22: records a failed write lost, or a jump in a process's `seq`), each named as such.
+/// (records a failed write lost, or a jump in a process's `seq`), each named as such.
 fn check_chains(ctx: &mut Ctx) {
     let before = ctx.problems.len();
     let files: Vec<String> = evidence_files(&ctx.root)
@@ -563,7 +563,7 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option
     const DB: &str = "store.sqlite";
     let db = ctx.root.join(DB);
     if !db.is_file() {
-        // Issue 15: a run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
+        // A run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
         match database_url.filter(|u| crate::store::is_postgres_url(u)) {
             Some(url) => match PostgresStore::connect(url) {
                 Ok(store) => replay_all(ctx, fixtures, &store, before, store.redacted_url()),
@@ -595,7 +595,7 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option
         }
     };
     let copy = scratch.path().join(DB);
-    // Issue 22: the seal checkpoints the database, so its WAL is empty or gone; SQLite's side
+    // The seal checkpoints the database, so its WAL is empty or gone; SQLite's side
     // files are not sealed, so a WAL holding frames is something written after the seal and is
     // never replayed.
     let wal = ctx.root.join(format!("{DB}-wal"));
@@ -775,7 +775,7 @@ async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             return;
         }
     };
-    // The rule the run was judged by (issue 21); reports from before it was recorded used
+    // The rule the run was judged by; reports from before it was recorded used
     // full-byte.
     let options = crate::evaluate::EvaluateOptions {
         require: report["require"]

@@ -82,7 +82,7 @@ pub enum Command {
     /// C5: SAVE/replay consistency and the audit summary.
     Inspect,
     /// C6: run the independent evaluator; each behavioral check runs `repeat` times (V3),
-    /// judged by `require` (issue 21: `full-byte` where exact bytes are the point; default
+    /// judged by `require` (`full-byte` where exact bytes are the point; default
     /// behavioral), each check run killed after `check_timeout` seconds (default: the
     /// fixture's, else 120 s), controls re-run when `fresh_controls` (else reused from the
     /// control cache).
@@ -120,7 +120,7 @@ pub enum Command {
         database: Option<PathBuf>,
     },
     /// Interactive console only: start the next run in this console once the current one is
-    /// sealed (issue 22).
+    /// sealed.
     New,
 }
 
@@ -263,7 +263,7 @@ impl Command {
         }
     }
 
-    /// Issue 22: whether the command may follow `report` on the same run — the views, which
+    /// Whether the command may follow `report` on the same run — the views, which
     /// write nothing into it (`target`, `runs`), and `new`, which starts another run.
     pub fn allowed_after_seal(&self) -> bool {
         matches!(self, Self::Target { .. } | Self::Runs { .. } | Self::New)
@@ -750,7 +750,7 @@ pub fn parse_script(text: &str) -> Result<Vec<(usize, Command)>, String> {
             Err(e) => errors.push(format!("line {}: {e}", i + 1)),
         }
     }
-    // Issue 22: a script is one run, and `report` seals it: a step after it would write into a
+    // A script is one run, and `report` seals it: a step after it would write into a
     // sealed run, and `new` (another run) is the interactive console's.
     let sealed_at = commands
         .iter()

@@ -164,7 +164,7 @@ pub fn provider_env() -> Vec<(String, String)> {
 }
 
 /// Replaces every credential value in `text` with `[redacted:NAME]` (A4): the one redactor
-/// of [`crate::redact`] (issue 23), built from the provider variables passed to the host.
+/// of [`crate::redact`], built from the provider variables passed to the host.
 pub use crate::redact::Redactor;
 
 /// The agent-host configuration templates in `config/hosts/`, compiled in. The
@@ -253,7 +253,7 @@ pub struct HostPaths {
     /// The sealed working directory: holds only `agent-brief.md` (A2).
     pub workdir: PathBuf,
     /// The evidence copy of the MCP configuration the host is given, in the run directory,
-    /// with every credential redacted (issue 23); the host reads [`HostPaths::host_mcp_config`].
+    /// with every credential redacted; the host reads [`HostPaths::host_mcp_config`].
     pub mcp_config: PathBuf,
     /// The host settings (tool permissions) the host is given.
     pub settings: PathBuf,
@@ -452,7 +452,7 @@ pub struct HostRecord {
     pub timeout_s: u64,
     pub session_id: Option<String>,
     pub seal: SealReport,
-    /// Issue 21 item 5, the same for every host: the model's own answers as the host's stream
+    /// The model's own answers as the host's stream
     /// shows them (Claude Code: assistant messages by id, not the `<synthetic>` ones it writes
     /// for an API error; Codex: each tool call and message item). Zero means the agent never
     /// acted (item 3).
@@ -462,13 +462,13 @@ pub struct HostRecord {
     pub host_turns: Option<u64>,
     /// Tool calls the model made, by tool (the six's names without the host's prefix).
     pub tool_calls: BTreeMap<String, u64>,
-    /// Issue 21 item 5: the sum of `tool_calls`.
+    /// The sum of `tool_calls`.
     pub tool_calls_total: u64,
-    /// Issue 21 item 5: tool calls that failed, by tool and reason code, from the observed
+    /// Tool calls that failed, by tool and reason code, from the observed
     /// process's wire log (rejected receipts' `reason_codes`, `isError` results' `error.code`,
     /// JSON-RPC errors); see [`super::outcome::tool_errors_in_wire_log`].
     pub tool_errors: BTreeMap<String, BTreeMap<String, u64>>,
-    /// Issue 21 item 5, the same for every host: every input token the model was sent, cached
+    /// Every input token the model was sent, cached
     /// or not (Claude Code: `input_tokens` + `cache_creation_input_tokens` +
     /// `cache_read_input_tokens`; Codex: `input_tokens`); `None` when the host reported none.
     pub input_tokens: Option<u64>,
@@ -494,7 +494,7 @@ pub struct HostRecord {
     pub host_duration_ms: Option<u64>,
     /// Wall-clock duration of the step's host run.
     pub duration_ms: u64,
-    /// Issue 21 item 5: `duration_ms` in minutes.
+    /// `duration_ms` in minutes.
     pub minutes: f64,
     /// The provider's error the host reported (Claude Code: `api_error_status` and the
     /// message; Codex: a failed turn's message), if any.
@@ -722,7 +722,7 @@ impl StreamState {
 }
 
 impl StreamState {
-    /// Issue 21 item 5: the host's token figures normalised (see [`HostRecord::input_tokens`])
+    /// The host's token figures normalised (see [`HostRecord::input_tokens`])
     /// with their source, and the raw figures they came from.
     pub fn normalized_usage(&self) -> NormalizedUsage {
         let (raw, source) = match self.host {
@@ -771,7 +771,7 @@ impl StreamState {
     }
 }
 
-/// A host's token figures in the same terms for every host (issue 21 item 5).
+/// A host's token figures in the same terms for every host.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct NormalizedUsage {
     pub input_tokens: Option<u64>,
@@ -883,7 +883,7 @@ fn join(items: &[&String]) -> String {
 
 /// The tools the newest `tools/list` result in an MCP wire log offered (C3 on the process the
 /// host started), or `None` before there is one. With `pid`, only that process's messages
-/// count (issue 22: several processes may share the log the printed configuration names).
+/// count (several processes may share the log the printed configuration names).
 pub fn listed_tools_in_wire_log(log: &str, pid: Option<u32>) -> Option<Vec<String>> {
     crate::evidence::wire_messages(log)
         .iter()
@@ -1167,7 +1167,7 @@ mod tests {
                     "modelUsage": {"claude-y": {}}})
             .to_string(),
         );
-        // The model answered twice; the host's own count stays beside it (issue 21 item 5).
+        // The model answered twice; the host's own count stays beside it.
         assert_eq!(state.turns, 2);
         assert_eq!(state.host_turns, Some(3));
         assert_eq!(state.result.as_deref(), Some("success"));

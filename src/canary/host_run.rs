@@ -38,7 +38,7 @@ impl Canary {
     /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
     /// A binary that does not resolve is recorded as `binary: null` with `binary_error` (as
     /// [`host::resolve_binary`] words it): the `agent` step then fails before the agent acted
-    /// and the run is `infra_abort` (issue 21 item 3), with a report saying so.
+    /// and the run is `infra_abort`, with a report saying so.
     pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
         let model = model.or(self.identity.model.as_deref());
         self.planned_host = Some(match host::resolve_binary(host, &self.options.settings) {
@@ -78,7 +78,7 @@ impl Canary {
                 env.push((k, v));
             }
         }
-        // Issue 23: the observed process knows the provider credentials' values (and never uses
+        // The observed process knows the provider credentials' values (and never uses
         // them) so that its wire log redacts a key the model puts into a tool argument.
         for (k, v) in host::provider_env() {
             if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
@@ -101,7 +101,7 @@ impl Canary {
     /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
     /// working directory and configuration, launches the host, follows its stream to its end,
     /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
-    /// Records how the agent stopped ([`Canary::agent_stop`], issue 21 item 3): a failure before
+    /// Records how the agent stopped ([`Canary::agent_stop`]): a failure before
     /// the host's first model turn is a reason before acting (the run is `infra_abort`).
     /// Returns the step's summary; errors say why the host was refused, failed or timed out.
     pub(super) async fn agent_host(
@@ -167,7 +167,7 @@ impl Canary {
             &serde_json::to_vec_pretty(&record)?,
         )?;
         let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
-        // Issue 21 item 3: the agent acted once the model answered or a call reached the
+        // The agent acted once the model answered or a call reached the
         // observed process; before that, every failure is the infrastructure's.
         let acted = state.turns > 0 || wire_has_tool_call(&wire);
         let stop = agent_stop(&ending, &verdict, timed_out, &state, acted);
@@ -323,7 +323,7 @@ impl Canary {
     fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
         let exe = self.options.exe.display().to_string();
         let observed_env = self.host_observed_env();
-        // Issue 23: the evidence copies carry no credential (database password, provider key).
+        // The evidence copies carry no credential (database password, provider key).
         let redactor = Redactor::new(observed_env.iter().chain(&host::provider_env()));
         match host {
             Host::Claude => {
@@ -455,7 +455,7 @@ impl Canary {
     fn host_observed_preflight(&self) -> Result<bool, String> {
         let wire = std::fs::read_to_string(self.run.wire_log(HOST_OBSERVED)).unwrap_or_default();
         let perf = std::fs::read_to_string(self.run.perf_events(HOST_OBSERVED)).unwrap_or_default();
-        // Issue 22: the process the host started (the newest), never another one sharing the log.
+        // The process the host started (the newest), never another one sharing the log.
         let pid = host::newest_pid(&perf);
         if let Some(mut tools) = host::listed_tools_in_wire_log(&wire, pid) {
             tools.sort();
@@ -676,7 +676,7 @@ fn judge_host(
     }
 }
 
-/// How the agent stopped (issue 21 item 3), from how the host run ended, the step's verdict,
+/// How the agent stopped, from how the host run ended, the step's verdict,
 /// whether it ran into the timeout, its stream, and whether the agent `acted` (the model
 /// answered, or a tool call reached the observed process). Before acting, a refusal keeps its
 /// reason, a provider error is `ProviderRefused`, a timeout `ProviderSilent`, any other end
@@ -823,7 +823,7 @@ mod tests {
         state
     }
 
-    /// Issue 21 item 3: every way a host run ends maps to one reason, before or after acting.
+    /// Every way a host run ends maps to one reason, before or after acting.
     #[test]
     fn every_ending_of_a_host_run_is_told_apart_before_and_after_the_agent_acted() {
         let failed: Result<(), String> = Err("ended with exit status: 1".into());

@@ -61,17 +61,17 @@ pub struct TargetRow {
     pub check_exit: Option<String>,
     pub check_output: Option<String>,
     pub notes: Vec<String>,
-    /// The rule that decided this target (issue 21 item 1).
+    /// The rule that decided this target.
     pub require: Option<crate::evaluate::Require>,
     /// Where the export first differs from the reference; null when identical or unevaluated.
     pub first_difference: Option<String>,
-    /// The named checks of the run that explains the verdict (issue 21 item 2).
+    /// The named checks of the run that explains the verdict.
     pub checks: Vec<crate::evaluate::NamedCheck>,
     /// Names of the named checks that failed in any run on the export.
     pub failing_checks: Vec<String>,
     /// Why the check's output gave no named checks, if it did not.
     pub checks_note: Option<String>,
-    /// `run (digest …)` or `reused (digest …)`: where the controls came from (issue 21 item 6).
+    /// `run (digest …)` or `reused (digest …)`: where the controls came from.
     pub controls: Option<String>,
 }
 
@@ -117,14 +117,14 @@ pub struct Canary {
     pub host_progress: host::SharedProgress,
     /// A4: the record of the agent host run, once it ended.
     pub host_record: Option<host::HostRecord>,
-    /// Issue 21 item 3: how the agent step (scripted or a host) ended, once it ran.
+    /// How the agent step (scripted or a host) ended, once it ran.
     pub agent_stop: Option<outcome::AgentStop>,
     /// Whether this run is meant to hand over to an agent (a script with an `agent` step): a
     /// step failing before the agent acted then aborts the run (`infra_abort`).
     pub agent_planned: bool,
-    /// Issue 22: `report` sealed the run; every step that would write to it is refused.
+    /// `report` sealed the run; every step that would write to it is refused.
     sealed: bool,
-    /// Issue 22 item 5: [`record::provider_endpoints`] of the provider variables this console
+    /// [`record::provider_endpoints`] of the provider variables this console
     /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
     pub provider_endpoints: Value,
 }
@@ -162,10 +162,10 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 impl Canary {
     /// Creates the run directory and loads the fixture manifest. Nothing is started yet.
     pub fn create(options: CanaryOptions) -> anyhow::Result<Self> {
-        // Issue 23: what this process writes never carries the database password, even when
+        // What this process writes never carries the database password, even when
         // the URL came from a configuration file.
         if let Ok(Some(url)) = options.settings.text(crate::config::Key::DatabaseUrl) {
-            crate::redact::learn_database_url("PATCHDIFF_DATABASE_URL", url);
+            crate::redact::learn_database_url(crate::config::Key::DatabaseUrl.variable(), url);
         }
         let manifest = FixtureManifest::load(&options.manifest)?;
         let run = RunDir::create(&options.runs_root, &new_run_id())?;
@@ -225,7 +225,7 @@ impl Canary {
     pub async fn execute(&mut self, command: &Command) -> StepOutcome {
         let started = Instant::now();
         if self.sealed && !command.allowed_after_seal() {
-            // Issue 22: a refused step is not a step of the sealed run (its report is written).
+            // A refused step is not a step of the sealed run (its report is written).
             return StepOutcome {
                 command: command.name().to_owned(),
                 ok: false,
@@ -544,7 +544,7 @@ impl Canary {
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
                 "agent_host": self.planned_host,
-                // Issue 22 item 5: which provider endpoints the agent host would talk to (host
+                // Which provider endpoints the agent host would talk to (host
                 // and whether it is loopback, never a URL's secrets).
                 "provider_endpoints": self.provider_endpoints,
                 // A1: the observed process an agent host starts from its MCP configuration.
@@ -630,7 +630,7 @@ impl Canary {
             if let WorkerReadiness::Ready { readiness_ms } = state {
                 return Ok(readiness_ms);
             }
-            // Issue 26: a failed launch or a generation retired before readiness will not become
+            // A failed launch or a generation retired before readiness will not become
             // ready (nothing relaunches it before a request); say why now, not at the deadline.
             if matches!(
                 state,
@@ -834,7 +834,7 @@ impl Canary {
         ))
     }
 
-    /// Where the evaluator caches controls that hold (issue 21 item 6): the data directory's
+    /// Where the evaluator caches controls that hold: the data directory's
     /// `control-cache`.
     pub fn control_cache_dir(&self) -> PathBuf {
         self.options.settings.paths.data_dir.join("control-cache")
@@ -938,7 +938,7 @@ impl Canary {
         }
     }
 
-    /// Issue 22 item 5: each target row's version, revision, accepted/rejected counts and
+    /// Each target row's version, revision, accepted/rejected counts and
     /// current hash from the store (the run's SQLite file or the operator's database), when it
     /// can be read; the connection is closed again before returning. Unreadable: rows stay.
     async fn refresh_rows_from_store(&mut self) {
@@ -962,12 +962,12 @@ impl Canary {
         }
     }
 
-    /// Whether `report` sealed this run (issue 22).
+    /// Whether `report` sealed this run.
     pub fn is_sealed(&self) -> bool {
         self.sealed
     }
 
-    /// Why `command` is refused on this sealed run (issue 22).
+    /// Why `command` is refused on this sealed run.
     pub fn sealed_refusal(&self, command: &Command) -> String {
         format!(
             "`{}` refused: run {} is sealed (its `report` wrote {} and {}) and nothing may write \
@@ -979,7 +979,7 @@ impl Canary {
         )
     }
 
-    /// Issue 22: what the run's chained evidence logs lost, one line per log and fault (the log,
+    /// What the run's chained evidence logs lost, one line per log and fault (the log,
     /// how many records, which): gap records, `seq` jumps, torn lines, broken links, and this
     /// process's own failed appends not yet recorded in a file.
     pub fn evidence_incomplete(&self) -> Vec<String> {
@@ -1024,10 +1024,10 @@ impl Canary {
 
     async fn report(&mut self) -> anyhow::Result<String> {
         report::stop_for_seal(self).await;
-        // Issue 22 item 5: the report's target rows come from the store whenever it is
+        // The report's target rows come from the store whenever it is
         // readable, whatever step failed.
         self.refresh_rows_from_store().await;
-        // Issue 22: sealed means finished — the run's own database is checkpointed into its
+        // Sealed means finished — the run's own database is checkpointed into its
         // main file (its -wal/-shm are never sealed) before anything is hashed.
         let database = self.database_path();
         if database.starts_with(&self.run.path) {
@@ -1081,7 +1081,7 @@ impl Canary {
         report::Report::build(self)
     }
 
-    /// Issue 21 item 3: why the run is `infra_abort` (a step failed before the agent acted),
+    /// Why the run is `infra_abort` (a step failed before the agent acted),
     /// or `None` (see [`outcome::decide`]).
     pub fn infra_abort(&self) -> Option<String> {
         let failed = self
@@ -1092,7 +1092,7 @@ impl Canary {
         outcome::decide(failed, false, self.agent_stop.as_ref(), self.agent_planned).1
     }
 
-    /// Issue 21 item 3: whether `command` still runs after a step failed. Views and `report`
+    /// Whether `command` still runs after a step failed. Views and `report`
     /// always do; once the agent acted, `export`, `inspect` and `evaluate` judge what it saved
     /// even when its step failed (timeout, turn limit, crash, provider error) — unless a step
     /// other than the agent's failed too.

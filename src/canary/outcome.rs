@@ -1,4 +1,4 @@
-//! How the agent step ended and what the run's outcome is (issue 21 item 3): partial work is
+//! How the agent step ended and what the run's outcome is: partial work is
 //! judged, and failures are told apart. A failure *before the agent acted* (the host could not
 //! start, its seal was refused, the provider refused or never answered its first request, the
 //! preflight failed) is the infrastructure's: the run is [`RunOutcome::InfraAbort`], no target
@@ -7,7 +7,7 @@
 //! says why it stopped ([`AgentStop`]).
 //!
 //! Also here: the tool errors an agent met, counted from the observed process's wire log
-//! ([`tool_errors_in_wire_log`], issue 21 item 5).
+//! ([`tool_errors_in_wire_log`]).
 
 use std::collections::BTreeMap;
 
@@ -86,7 +86,7 @@ impl StopReason {
     }
 }
 
-/// How the agent step ended (issue 21 item 3), in `report.json` as `agent_stop`.
+/// How the agent step ended, in `report.json` as `agent_stop`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentStop {
     /// The agent made at least one model turn or tool call: what follows is its outcome.
@@ -162,7 +162,7 @@ pub fn decide(
     }
 }
 
-/// The tool errors in an MCP wire log (issue 21 item 5), by tool and reason code: a rejected
+/// The tool errors in an MCP wire log, by tool and reason code: a rejected
 /// receipt counts each of its `reason_codes` (`REJECTED` when it names none); another `isError`
 /// result its `error.code` (`IS_ERROR` when it has none); a JSON-RPC error its `data.code`
 /// (`JSONRPC_<code>` when it has none). Calls are paired with results by request id; lines that

@@ -36,7 +36,7 @@ pub fn redacted_env(env: impl IntoIterator<Item = (String, String)>) -> BTreeMap
 /// process itself would refuse to start with (P2).
 pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
     let vars: BTreeMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
-    // Issue 15: the store's backend, and its URL never with a password.
+    // The store's backend, and its URL never with a password.
     let database_url = vars
         .get(crate::store::DATABASE_URL_VARIABLE)
         .map(|u| crate::store::redact_database_url(u));
@@ -44,7 +44,7 @@ pub fn process_record(env: &[(String, String)], settings: &Settings) -> Value {
         Some(u) if crate::store::is_postgres_url(u) => "postgres",
         _ => "sqlite",
     };
-    // Issue 23: no credential in the manifest (the database password, provider keys).
+    // No credential in the manifest (the database password, provider keys).
     let shown = redacted_env(env.iter().cloned());
     let lookup = |name: &str| -> Option<std::ffi::OsString> {
         vars.get(name)
@@ -173,7 +173,7 @@ mod tests {
     }
 }
 
-/// Issue 22 item 5: where the agent's provider requests go, never a secret: for each provider
+/// Where the agent's provider requests go, never a secret: for each provider
 /// `*_BASE_URL` variable in `env` (e.g. `ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`), its
 /// `variable`, the URL's `host` (no scheme, credentials, path or query), `port` when given,
 /// and `loopback` (`localhost`, `*.localhost`, or a loopback IP address). Sorted by variable.

@@ -301,7 +301,7 @@ pub struct Report {
     pub run_dir: String,
     /// Every step succeeded and every target passed both checks.
     pub passed: bool,
-    /// Issue 21 item 3: `passed`, `failed` (the agent's outcome, or a step after it), or
+    /// `passed`, `failed` (the agent's outcome, or a step after it), or
     /// `infra_abort` (the run stopped before the agent acted: nothing judged, nothing counts
     /// against the agent; `console --script` exits 3).
     pub outcome: super::outcome::RunOutcome,
@@ -315,17 +315,17 @@ pub struct Report {
     pub agent: crate::evidence::AgentIdentity,
     /// A4: the agent host run (CLI, version, models, turns, tool calls, usage, seal), if any.
     pub agent_host: Option<super::host::HostRecord>,
-    /// The rule the evaluation used (issue 21 item 1): `behavioral` or `full-byte`; null
+    /// The rule the evaluation used: `behavioral` or `full-byte`; null
     /// before `evaluate`.
     pub require: Option<crate::evaluate::Require>,
     /// The header sentence saying which rule decided; empty before `evaluate`.
     pub rule: String,
     /// C7: comparative runs are a separate mode, closed here.
     pub gate2: &'static str,
-    /// Issue 22: what the run's evidence logs lost (each names the log and how many records);
+    /// What the run's evidence logs lost (each names the log and how many records);
     /// a run with any cannot pass.
     pub evidence_incomplete: Vec<String>,
-    /// Issue 22 item 5: the loopback provider endpoints the agent host was pointed at
+    /// The loopback provider endpoints the agent host was pointed at
     /// (`VARIABLE host`); non-empty marks the run a rehearsal, never a real model run.
     pub rehearsal: Vec<String>,
 }
@@ -340,7 +340,7 @@ pub struct ReportTarget {
     pub first_difference: Option<String>,
     /// The rule that decided this target.
     pub require: Option<crate::evaluate::Require>,
-    /// The named checks of the run that explains the verdict (issue 21 item 2).
+    /// The named checks of the run that explains the verdict.
     pub checks: Vec<crate::evaluate::NamedCheck>,
     /// Names of the named checks that failed.
     pub failing_checks: Vec<String>,
@@ -534,7 +534,7 @@ impl Report {
     }
 
     /// Plain-text rendering: the header, the steps, the agent host (if one ran), the targets
-    /// table, what failed with the check's output, and the totals line. Issue 23: what the agent
+    /// table, what failed with the check's output, and the totals line. What the agent
     /// wrote (summaries, notes, check output) is shown through [`crate::display`]: no control
     /// character reaches the text raw, and a one-line field cannot start a line of its own.
     pub fn to_text(&self) -> String {
@@ -584,7 +584,7 @@ impl Report {
         out.push_str(&self.targets_text());
         out.push_str(&self.failures_text());
         match &self.infra_abort {
-            // Issue 21 item 3: nothing was judged, so there is no count of passing targets.
+            // Nothing was judged, so there is no count of passing targets.
             Some(_) => out.push_str(
                 "\nno target judged: the run stopped before the agent acted (infra_abort); \
                  nothing counts against the agent\n",
@@ -594,7 +594,7 @@ impl Report {
         visible(&out).into_owned()
     }
 
-    /// Issue 21 item 3: why the agent stopped (and whether it had acted), and for an
+    /// Why the agent stopped (and whether it had acted), and for an
     /// `infra_abort` why the run stopped.
     fn agent_stop_text(&self) -> String {
         let mut out = String::new();
@@ -730,7 +730,7 @@ impl Report {
             suite.add_test_case(case("canary.step", &s.command, status));
         }
         for t in &self.targets {
-            // Issue 21 item 3: an aborted run judged nothing — its targets are skipped, except
+            // An aborted run judged nothing — its targets are skipped, except
             // one whose own control failed, which stays the infra_error it is.
             if let Some(why) = self
                 .infra_abort
@@ -793,7 +793,7 @@ impl Report {
                 &t.name,
                 status(t.behavioral, "behavioral"),
             ));
-            // Issue 21 item 2: one test case per named check of the run that explains the
+            // One test case per named check of the run that explains the
             // verdict, classname `check.<target>`.
             for c in &t.checks {
                 let status = if c.passed {
@@ -831,7 +831,7 @@ fn verdict(evaluated: bool, ok: bool) -> &'static str {
 }
 
 /// Writes `report.txt`, `report.json` and `report.junit.xml` into the run directory (once; E2).
-/// Issue 23: each passes this process's redactor ([`crate::redact::process`]: the console's
+/// Each passes this process's redactor ([`crate::redact::process`]: the console's
 /// environment and the database URL its settings name) first, so a credential a check printed or an error echoed is not sealed into a report; the
 /// replacement needs no escaping, so JSON and XML stay valid.
 pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
@@ -945,7 +945,7 @@ mod tests {
         }
     }
 
-    /// Issue 21 item 2: one JUnit test case per named check (classname `check.<target>`), the
+    /// One JUnit test case per named check (classname `check.<target>`), the
     /// failing one a `<failure>` with its message; identity with the reference fails its case
     /// only where full-byte was required.
     #[test]
@@ -989,7 +989,12 @@ mod tests {
             agent_host: None,
             require: Some(crate::evaluate::Require::Behavioral),
             rule: "decided by: behaviour".into(),
+            outcome: crate::canary::outcome::RunOutcome::Failed,
+            infra_abort: None,
+            agent_stop: None,
             gate2: "closed",
+            evidence_incomplete: Vec::new(),
+            rehearsal: Vec::new(),
         };
         let parsed = quick_junit::Report::deserialize_from_str(&report.to_junit()).unwrap();
         let cases = &parsed.test_suites[0].test_cases;
@@ -1080,7 +1085,7 @@ mod tests {
         }
     }
 
-    /// Issue 23, the check-output route: a check of the agent's code printed a line erase and
+    /// A check of the agent's code printed a line erase and
     /// a fake verdict, concealment, a title change and an OSC 52 clipboard write. `report.txt`
     /// shows them as pictures, the fake verdict cannot start a line, and the JSON keeps the
     /// exact text.

@@ -30,7 +30,7 @@ pub struct RunSummary {
     pub verdicts: BTreeMap<String, String>,
     /// `report.json`'s `outcome` (`passed`, `failed`, `infra_abort`), when it has one.
     pub outcome: Option<String>,
-    /// Issue 22 item 5: the manifest records a loopback provider endpoint — a rehearsal.
+    /// The manifest records a loopback provider endpoint — a rehearsal.
     pub rehearsal: bool,
 }
 
@@ -60,7 +60,7 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
     for t in report["targets"].as_array().into_iter().flatten() {
         let name = t["name"].as_str().unwrap_or("?").to_owned();
         let verdict = match t["status"].as_str() {
-            // Issue 21 item 3: an aborted run judged no target, whatever a control said.
+            // An aborted run judged no target, whatever a control said.
             _ if aborted => "infra_abort",
             Some("pass") => "pass",
             Some("fail") => "FAIL",
@@ -213,7 +213,7 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
     Some(sorted[rank - 1])
 }
 
-/// What one run each says about a target's change from verdict `a` to `b` (issue 21 item 4).
+/// What one run each says about a target's change from verdict `a` to `b`.
 /// A change into (or out of) a verdict that judged nothing of the agent — `infra_error` (the
 /// check environment), `flaky` (the check disagreed with itself), `infra_abort` (the run
 /// stopped before the agent acted), `-` (not evaluated) — is named as such; a change between
@@ -466,7 +466,7 @@ mod tests {
                 .to_owned()
         };
         // One run each is not evidence: no "fixed" nor "REGRESSED", and a change into a broken
-        // check is the check environment's (issue 21 item 4).
+        // check is the check environment's.
         assert!(
             line("chess").ends_with("changed (1 run each — run a comparison to decide)"),
             "{text}"

@@ -44,7 +44,7 @@ pub fn wire_messages(log: &str) -> Vec<Value> {
 }
 
 /// The submissions to `target` in a wire log, each paired with its result by (process,
-/// request id) through [`crate::evidence::wire_exchanges`] (issue 22: processes sharing a log
+/// request id) through [`crate::evidence::wire_exchanges`] (processes sharing a log
 /// reuse ids).
 pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
     let messages = crate::evidence::wire_messages(log);
@@ -115,7 +115,7 @@ pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
 }
 
 /// A unified diff of `new` against `old`, or a line saying they are equal. Each line is shown
-/// through [`visible`] (issue 23): the agent's text cannot move the cursor or erase a line.
+/// through [`visible`]: the agent's text cannot move the cursor or erase a line.
 pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<String> {
     if old == new {
         return vec![format!("  (identical: {new_name} = {old_name})")];
@@ -163,7 +163,7 @@ impl Canary {
         out.extend(self.submissions_section(name));
         out.push(String::new());
         out.extend(self.diffs_section(fixture)?);
-        // Issue 23: the story is mostly what the agent wrote (its code in the diffs, its request
+        // The story is mostly what the agent wrote (its code in the diffs, its request
         // keys, what its code's check printed); a person sees it only through `visible`.
         Ok(visible(&out.join("\n")).into_owned())
     }
@@ -191,7 +191,7 @@ impl Canary {
         if let Some(source) = &v.controls_source {
             out.push(format!("  controls: {}", source.describe()));
         }
-        // Issue 21 item 2: the named checks, the failing ones with their message's headline.
+        // The named checks, the failing ones with their message's headline.
         if !v.checks.is_empty() {
             let failed: Vec<&crate::evaluate::NamedCheck> =
                 v.checks.iter().filter(|c| !c.passed).collect();
@@ -406,7 +406,7 @@ mod tests {
         assert_eq!(unified(old, old, "a", "b"), ["  (identical: b = a)"]);
     }
 
-    /// Issue 23, the request-key route: a key that changes the window title and erases the
+    /// A key that changes the window title and erases the
     /// line is shown as pictures in the story's submissions, on its own line.
     #[test]
     fn a_hostile_request_key_is_listed_as_pictures() {
@@ -422,7 +422,7 @@ mod tests {
         assert_eq!(shown, "k␛]0;owned␇␍␛[2K␊PASSED");
     }
 
-    /// Issue 23, the diff route: target text holding a line erase, concealment and an OSC 52
+    /// Target text holding a line erase, concealment and an OSC 52
     /// write shows as pictures in the diff, each `\r` kept in its line.
     #[test]
     fn diffs_show_the_agents_control_characters_as_pictures() {

@@ -24,14 +24,14 @@ pub const EXIT_FAILED: i32 = 1;
 /// Exit code: invalid script or options; nothing ran.
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code: `infra_abort` — the run stopped before the agent acted; no target was judged and
-/// nothing counts against the agent (issue 21 item 3).
+/// nothing counts against the agent.
 pub const EXIT_INFRA_ABORT: i32 = 3;
 
 /// Runs `script` headless. Progress goes to stdout, or to stderr when `json` is set (stdout then
 /// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
 /// [`EXIT_USAGE`], [`EXIT_INFRA_ABORT`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
-    // Issue 23: progress lines carry what the agent wrote (step summaries, check output,
+    // Progress lines carry what the agent wrote (step summaries, check output,
     // stories); a person's terminal gets it only through `visible`.
     let mut progress: Box<dyn Write> = if json {
         Box::new(VisibleWriter::new(std::io::stderr()))
@@ -105,7 +105,7 @@ async fn start_canary(
 ) -> Result<Canary, String> {
     let mut canary =
         Canary::create(options).map_err(|e| format!("cannot start the canary: {e:#}"))?;
-    // Issue 21 item 3: a run meant for an agent aborts when a step fails before it acted.
+    // A run meant for an agent aborts when a step fails before it acted.
     canary.agent_planned = commands
         .iter()
         .any(|(_, c)| matches!(c, Command::Agent { .. } | Command::AgentHost { .. }));
@@ -306,7 +306,7 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
             Command::AgentHost { host, model, .. } => {
                 // A1: the model must be known before anything runs. A host binary that does
                 // not resolve is not the script's fault: the run reaches the `agent` step and
-                // ends `infra_abort` there, with a report (issue 21 item 3).
+                // ends `infra_abort` there, with a report.
                 let recorded = commands.iter().any(|(l, c)| {
                     *l < *line && matches!(c, Command::Record { model: Some(_), .. })
                 });

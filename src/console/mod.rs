@@ -66,7 +66,7 @@ pub enum AppEvent {
 pub struct StoreAt {
     pub sqlite: PathBuf,
     pub postgres_url: Option<String>,
-    /// How the SQLite file is opened (a past run's: read-only, immutable; issue 22).
+    /// How the SQLite file is opened (a past run's: read-only, immutable).
     pub access: sources::StoreAccess,
 }
 
@@ -125,7 +125,7 @@ impl Sources {
     }
 
     /// Stops every source and closes the store poller's connection; when this returns the
-    /// console holds no handle on the run's database (issue 22: before `report` seals it).
+    /// console holds no handle on the run's database (before `report` seals it).
     pub fn close(&mut self) {
         for t in &self.tasks {
             t.abort();
@@ -461,7 +461,7 @@ impl CommandSink for Interactive {
                 app.queued = app.queued.saturating_sub(1);
                 self.new_run(app);
             }
-            // Issue 22: sealed means finished — the console's own handles on the run (the store
+            // Sealed means finished — the console's own handles on the run (the store
             // poller's connection, the tailers) are closed before `report` checkpoints and
             // hashes it; a sealed run's report is refused by the canary before anything.
             Command::Report if !app.canary.as_ref().is_some_and(|c| c.sealed) => {
@@ -534,7 +534,7 @@ impl Interactive {
             return;
         };
         let database = Some(run.join("store.sqlite")).filter(|d| d.exists());
-        // Issue 22: truly read-only — the store opens `immutable=1`, nothing is created in the
+        // Truly read-only — the store opens `immutable=1`, nothing is created in the
         // run (a console killed while it is open leaves the run verifying).
         attach_with(
             app,
@@ -548,7 +548,7 @@ impl Interactive {
         app.push_status(true, format!("opened past run {} read-only", run.display()));
     }
 
-    /// `new` (issue 22): once the run is sealed, starts the next run in this console — a new
+    /// `new`: once the run is sealed, starts the next run in this console — a new
     /// run directory and canary task, the screen's sources and evidence logs switched to it.
     fn new_run(&mut self, app: &mut App) {
         let sealed = app.canary.as_ref().is_some_and(|c| c.sealed);
@@ -638,7 +638,7 @@ pub fn attach(
     );
 }
 
-/// [`attach`] opening the store with `access` (a past run's: read-only, issue 22).
+/// [`attach`] opening the store with `access` (a past run's: read-only).
 pub fn attach_with(
     app: &mut App,
     sources: &mut Sources,

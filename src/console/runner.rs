@@ -48,9 +48,9 @@ pub struct CanarySnapshot {
     pub steps: Vec<StepOutcome>,
     /// The agent host of this run (A1), while it runs and after.
     pub host: Option<HostProgress>,
-    /// Issue 21 item 3: why the run stopped before the agent acted (`infra_abort`), if it did.
+    /// Why the run stopped before the agent acted (`infra_abort`), if it did.
     pub infra_abort: Option<String>,
-    /// Issue 22: `report` sealed the run; steps are refused, `new` starts the next run.
+    /// `report` sealed the run; steps are refused, `new` starts the next run.
     pub sealed: bool,
 }
 

@@ -110,7 +110,7 @@ pub fn postgres_url(settings: &Settings) -> Option<String> {
 }
 
 /// The store poller's connection, shared with its owner so closing it is synchronous
-/// (issue 22: `report` closes every handle the run holds before it hashes the database).
+/// (`report` closes every handle the run holds before it hashes the database).
 #[derive(Default)]
 pub struct PollerStore {
     store: Option<std::sync::Arc<dyn EditStore>>,
@@ -147,7 +147,7 @@ pub enum StoreAccess {
     /// A live run's database (the MCP processes write it).
     Live,
     /// A past run's SQLite file, opened `immutable=1` read-only: nothing is created or
-    /// changed beside it (issue 22).
+    /// changed beside it.
     ReadOnly,
 }
 

@@ -1,4 +1,4 @@
-//! The control cache (issue 21 item 6, V3): a target's controls depend only on the expected and
+//! The control cache (V3): a target's controls depend only on the expected and
 //! original bytes, the check's files, its command and declared environment, and the toolchain,
 //! so their result is kept under the SHA-256 of exactly those (with the toolchain's
 //! `--version` output) in `<data dir>/control-cache/<digest>.json`. Only controls that *hold*

@@ -1,4 +1,4 @@
-//! Named checks (issue 21 item 2): a check's own output parsed into its sub-tests, one
+//! Named checks: a check's own output parsed into its sub-tests, one
 //! [`NamedCheck`] each, by the report format its manifest entry declares (`check.report`):
 //! TAP (Node's `--test`), JUnit XML (a file the check writes, read with `quick-xml`), Python
 //! `unittest -v` and Rust libtest. Output that does not parse gives no named checks and a note;

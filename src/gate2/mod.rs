@@ -1,4 +1,4 @@
-//! Gate 2, the comparative mode (SPEC C7, issue 24): the pure core of a comparison of two agent
+//! Gate 2, the comparative mode (SPEC C7): the pure core of a comparison of two agent
 //! configurations over N sealed canary runs per arm — exact small-sample statistics (`stats`),
 //! what a design can detect (`power`), the pre-registered plan (`plan`) and the ordered verdict
 //! rules (`verdict`). Nothing here runs an agent, reads the environment or touches the disk;

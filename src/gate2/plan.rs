@@ -1,4 +1,4 @@
-//! The pre-registered gate-2 plan (issue 24 item 2; GATE2 §4.6): what a comparison will run and
+//! The pre-registered gate-2 plan (GATE2 §4.6): what a comparison will run and
 //! how it will decide, fixed before the first run — both arms (canary script and the resolved
 //! configuration fields), runs per arm, the one allowed extension, block order and seed,
 //! concurrency, α and the tests, exclusion caps, budget, the declared differences and the A/A

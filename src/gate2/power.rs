@@ -1,4 +1,4 @@
-//! What a gate-2 design can detect (issue 24 items 2, 5 and 7; GATE2 §3.3, §4.7.5): for N runs
+//! What a gate-2 design can detect (GATE2 §3.3, §4.7.5): for N runs
 //! per arm and a level α, the exact rejection region of the one-sided Fisher regression test
 //! (the flag threshold per baseline count: "a target at 10/10 is flagged only at ≤ 6/10"), its
 //! exact power for true pass rates, the minimum detectable drop at 80 % power, the runs per arm
@@ -543,7 +543,7 @@ impl PowerTable {
     }
 }
 
-/// What a design could have detected, for the verdict line (issue 24 item 5): the flag
+/// What a design could have detected, for the verdict line: the flag
 /// threshold of a perfect baseline and the true rate 80 % power needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sensitivity {

@@ -1,4 +1,4 @@
-//! Exact small-sample statistics for gate 2 (issue 24 item 4, SPEC C7): one-sided Fisher exact
+//! Exact small-sample statistics for gate 2 (SPEC C7): one-sided Fisher exact
 //! tests per target (regression and its improvement mirror, plus the two-sided test for
 //! exclusion rates), Tarone's correction over targets, Wilson intervals per arm, Newcombe's
 //! hybrid score interval for the difference, the exact run-level permutation test on targets
@@ -414,7 +414,7 @@ pub struct TaroneInput {
 /// Tarone's (1990) Bonferroni correction over discrete tests.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Tarone {
-    /// K = smallest integer ≥ 1 with #{t : floor_t ≤ α/K} ≤ K.
+    /// K = smallest integer ≥ 1 with #{t: floor_t ≤ α/K} ≤ K.
     pub k: u32,
     /// The per-target level α/K.
     pub level: f64,
@@ -426,7 +426,7 @@ pub struct Tarone {
 }
 
 /// Tarone–Bonferroni over `tests` at family-wise level `alpha` (GATE2 §3.5, §4.7.3):
-/// K = smallest integer with #{t : floor_t ≤ α/K} ≤ K, reject t iff p_t ≤ α/K. Exact FWER
+/// K = smallest integer with #{t: floor_t ≤ α/K} ≤ K, reject t iff p_t ≤ α/K. Exact FWER
 /// control for conditional tests; targets whose floor exceeds α/K do not dilute α. With no
 /// tests K = 1. `alpha` in (0, 1) is the caller's (the plan validates it).
 pub fn tarone(tests: &[TaroneInput], alpha: f64) -> Tarone {

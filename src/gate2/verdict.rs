@@ -1,10 +1,10 @@
-//! The gate-2 verdict (issue 24 item 5; GATE2 §4.5, §4.8): a pure function from a typed
+//! The gate-2 verdict (GATE2 §4.5, §4.8): a pure function from a typed
 //! per-run / per-target outcome table to one of INVALID, INCOMPLETE, REGRESSED, IMPROVED,
 //! UNCHANGED — ordered rules, first match wins — with the per-target and run-level statistics
 //! behind it, and a verdict line that always states what the design could have detected. The
 //! line never says "no regression": an unchanged verdict is a statement about sensitivity.
 //!
-//! Exit codes (issue 24 item 5): 0 unchanged or improved, 1 regressed, 2 usage or gate closed
+//! Exit codes: 0 unchanged or improved, 1 regressed, 2 usage or gate closed
 //! (not a verdict: the CLI's), 3 invalid or incomplete.
 
 use serde::Serialize;

@@ -182,7 +182,7 @@ struct Protocol {
     limits: HttpLimits,
 }
 
-/// Issue 12: answers what rmcp would answer badly, before it reaches rmcp. A POST body must
+/// Answers what rmcp would answer badly, before it reaches rmcp. A POST body must
 /// arrive within [`HttpLimits::body_read_timeout`] (else 408) and be JSON (else 400 with a
 /// JSON-RPC `-32700`); DELETE of an unknown session is 404.
 async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next) -> Response {
@@ -348,7 +348,7 @@ async fn wire_layer(
     Response::from_parts(parts, axum::body::Body::from_stream(stream))
 }
 
-/// The health endpoint's path (W13, issue 26).
+/// The health endpoint's path (W13).
 pub const HEALTH_ENDPOINT: &str = "/healthz";
 
 #[derive(Clone)]
@@ -408,7 +408,7 @@ fn loopback_host(headers: &HeaderMap) -> bool {
     matches!(name, "127.0.0.1" | "localhost" | "::1")
 }
 
-/// `GET /healthz` (W13, issue 26): no token, loopback only (a non-loopback `Host` or a foreign
+/// `GET /healthz` (W13): no token, loopback only (a non-loopback `Host` or a foreign
 /// `Origin` gets 403), never starts a worker (it reads the supervisor's state only). 200 when
 /// the process can take every tool call now, 503 while its resident worker is not ready; the
 /// body is only `{"ready": bool, "worker": "none"|"oneshot"|"not_started"|"starting"|"ready"|

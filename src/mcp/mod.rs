@@ -336,10 +336,10 @@ fn stdin_is_pipe() -> bool {
     }
 }
 
-/// Issue 23: the wire log's redactor ([`crate::redact::process`]) also learns the password of
+/// The wire log's redactor ([`crate::redact::process`]) also learns the password of
 /// the database URL the resolved settings name (which may come from a file).
 fn learn_secrets(options: &McpOptions) {
     if let Some(url) = &options.postgres_url {
-        crate::redact::learn_database_url("PATCHDIFF_DATABASE_URL", url);
+        crate::redact::learn_database_url(crate::config::Key::DatabaseUrl.variable(), url);
     }
 }

@@ -45,7 +45,7 @@ pub const POOL_MAX_CONNECTIONS: usize = 16;
 /// call waits for a free pooled connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-// Issue 23 item 6: every call to the server has a deadline, derived from the documented
+// Every call to the server has a deadline, derived from the documented
 // ceilings. The numbers, and why:
 //
 // - a statement that waits for no lock (reads, inserts, the commit) needs at most
@@ -71,9 +71,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 // and TCP keepalive probes after [`KEEPALIVE_IDLE`] of silence, every [`KEEPALIVE_INTERVAL`],
 // [`KEEPALIVE_RETRIES`] times, so a vanished host is noticed within 10 s of silence.
 
-/// The longest one statement that waits for no lock may run: 5 s (issue 23 item 6).
+/// The longest one statement that waits for no lock may run: 5 s.
 pub const STATEMENT_BUDGET: Duration = Duration::from_secs(5);
-/// TCP keepalive: first probe after 5 s of silence (issue 23 item 6).
+/// TCP keepalive: first probe after 5 s of silence.
 pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(5);
 /// TCP keepalive: probe interval, 1 s.
 pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(1);
@@ -567,7 +567,7 @@ impl PostgresStore {
         if config.get_connect_timeout().is_none() {
             config.connect_timeout(CONNECT_TIMEOUT);
         }
-        // Issue 23 item 6: session defaults on the server and TCP keepalive (see the
+        // Session defaults on the server and TCP keepalive (see the
         // derivation at `STATEMENT_BUDGET`); writes set their own per transaction.
         let mut options = config.get_options().unwrap_or_default().to_owned();
         options.push_str(&format!(
@@ -624,8 +624,8 @@ impl PostgresStore {
     }
 
     /// Runs `fut` to completion on the calling thread with the store's runtime entered (its
-    /// workers drive the connections), within the deadline of its kind of [`Call`] (issue 23
-    /// item 6). Past it: `STORAGE` saying the server did not answer in time; the transaction is
+    /// workers drive the connections), within the deadline of its kind of [`Call`].
+    /// Past it: `STORAGE` saying the server did not answer in time; the transaction is
     /// abandoned (the server rolls it back, or commits it whole if its `COMMIT` had already
     /// arrived — never half), so a retry with the same request key is always safe.
     fn run<T>(
@@ -734,7 +734,7 @@ impl PostgresStore {
     /// A write transaction whose lock waits end after the busy timeout.
     async fn write_tx<'c>(&self, client: &'c mut Object) -> Result<Transaction<'c>, StoreError> {
         let tx = client.transaction().await?;
-        // Issue 23 item 6: a lock wait ends as a lock wait, before the statement timeout; the
+        // A lock wait ends as a lock wait, before the statement timeout; the
         // transaction idles only while its caller validates (≤ the lock wait, W6).
         let lock = self.lock_timeout();
         let bound = u128::from(lock) + STATEMENT_BUDGET.as_millis();

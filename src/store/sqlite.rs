@@ -397,7 +397,7 @@ impl SqliteStore {
         })
     }
 
-    /// Opens the database at `path` truly read-only (issue 22: a past, sealed run): SQLite's
+    /// Opens the database at `path` truly read-only (a past, sealed run): SQLite's
     /// `immutable=1` URI with `SQLITE_OPEN_READ_ONLY`, so nothing is created or changed beside
     /// it (no `-wal`, no `-shm`, no lock files) and every write fails. No migration runs; a
     /// schema this build cannot read fails on the first query.
@@ -1020,7 +1020,7 @@ fn immutable_uri(path: &Path) -> String {
 }
 
 /// Checkpoints the SQLite database at `path` into its main file and truncates its WAL
-/// (`PRAGMA wal_checkpoint(TRUNCATE)`), for sealing a run (issue 22): afterwards the main file
+/// (`PRAGMA wal_checkpoint(TRUNCATE)`), for sealing a run: afterwards the main file
 /// holds every committed transaction and, once the last connection closes, SQLite removes the
 /// `-wal` and `-shm` side files. A missing file is nothing to do.
 ///

@@ -264,7 +264,7 @@ impl WaymarkConfig {
     }
 
     /// The worker directory: `PATCHDIFF_WAYMARK_DIR` if set, else the bundled worker unpacked
-    /// and verified in the cache (`crate::assets`, issue 26) — never a path of the build
+    /// and verified in the cache (`crate::assets`) — never a path of the build
     /// machine. Errors (as `PATCHDIFF_WAYMARK_DIR`, P2) when the bundle cannot be unpacked or
     /// the binary was built without the engine (`node_modules`).
     pub fn default_script_dir(settings: &Settings) -> Result<PathBuf, ConfigError> {

@@ -3,7 +3,7 @@
 //! leaves the queue with [`AdmissionError::Expired`]. A dropped waiter leaves the queue at once,
 //! and a slot handed to a waiter that is already gone passes to the next one.
 //!
-//! Issue 23 item 5: callers that waited for a *starting* worker did so holding no descriptor;
+//! Callers that waited for a *starting* worker did so holding no descriptor;
 //! when it is ready they arrive together. [`AdmissionQueue::admit_after_startup`] puts them in a
 //! backlog, in arrival order, from which the queue moves each into the FIFO as soon as one of its
 //! eight waiting places frees up, so a start-up burst waits instead of being refused. The eight
@@ -153,7 +153,7 @@ impl AdmissionQueue {
         self.enter(ceiling, false).await
     }
 
-    /// Issue 23 item 5: admission for a caller that waited for a starting worker (holding no
+    /// Admission for a caller that waited for a starting worker (holding no
     /// descriptor). Never `Full`: with every waiting place taken it waits in the backlog, in
     /// arrival order, and enters the FIFO when a place frees. `ceiling` counts from this call and
     /// covers backlog and FIFO (the supervisor passes the 2 s admission ceiling, W6); errors:
@@ -316,7 +316,7 @@ mod tests {
         );
     }
 
-    /// Issue 23 item 5: 40 callers that waited for a starting worker arrive at once; all are
+    /// 40 callers that waited for a starting worker arrive at once; all are
     /// admitted, first come first, though only eight may wait in the FIFO. While their backlog
     /// lasts an ordinary caller is refused `Full`, and afterwards the queue is as W5 says.
     #[tokio::test(start_paused = true)]

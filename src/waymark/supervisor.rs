@@ -317,7 +317,7 @@ struct Inner {
     this: Weak<Inner>,
     /// Held only while deciding which resident generation to wait for (and launching it when
     /// there is none), never across the readiness wait: concurrent callers share one launch
-    /// (issue 23 item 5).
+    ///.
     launching: tokio::sync::Mutex<()>,
 }
 
@@ -381,7 +381,7 @@ impl Waymark {
     }
 
     /// W13: resident mode starts the child and waits until it is ready (readiness 7 s, W6).
-    /// Issue 23 item 5: the wait holds no queue descriptor, so any number of callers (a burst of
+    /// The wait holds no queue descriptor, so any number of callers (a burst of
     /// submissions making sure a worker is ready before taking their locks) wait on the same
     /// starting generation and none is refused `QUEUE_FULL`. Oneshot mode only runs the
     /// stale-root sweep. Errors: `RESTART_LIMIT`, `SPAWN`, `STARTUP_TIMEOUT`, `PROTOCOL` (died
@@ -936,7 +936,7 @@ impl Inner {
         let ceiling = parts.lock_wait.unwrap_or(self.config.limits.admission);
         let mut readiness = self.span(EventKind::PhaseReadiness.as_str(), Some(request));
         readiness.attr(attr::CEILING_MS, ms(self.config.limits.readiness));
-        // Issue 23 item 5: a caller arriving while the resident worker starts waits on its
+        // A caller arriving while the resident worker starts waits on its
         // readiness (W6, 7 s) holding no queue descriptor, then enters the FIFO through the
         // start-up backlog, so a burst during start-up waits instead of being refused.
         let startup =
@@ -1098,7 +1098,7 @@ impl Inner {
         self.spawn_generation(id, now, language, &script)
             .await
             .inspect_err(|e| {
-                // Issue 26: say why at once (a preflight reads this), not only in a log.
+                // Say why at once (a preflight reads this), not only in a log.
                 if e.code != WorkerErrorCode::Cancelled {
                     self.recorder.record(
                         PerfEvent::point(EventKind::WorkerLaunchFailed.as_str())
