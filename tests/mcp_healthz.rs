@@ -112,7 +112,7 @@ async fn healthz_reports_a_resident_worker_that_could_not_start_and_never_relaun
         assert_eq!(status, 503, "{body}");
         assert_eq!(
             json(&body),
-            serde_json::json!({"ready": false, "worker": "retired"})
+            serde_json::json!({"ready": false, "worker": "failed"})
         );
     }
     assert_eq!(launch_failures(), 1, "/healthz must not launch a worker");

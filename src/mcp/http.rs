@@ -371,6 +371,8 @@ pub enum HealthWorker {
     Starting,
     /// Resident mode, the current generation is ready.
     Ready,
+    /// Resident mode, the last launch failed before a child ran (e.g. `WAYMARK_WORKER_SPAWN`).
+    Failed,
     /// Resident mode, the last generation retired and none is current.
     Retired,
 }
@@ -384,7 +386,10 @@ impl HealthWorker {
             Some(s) if s.ready => Self::Ready,
             Some(s) if s.generation.is_some() => Self::Starting,
             Some(s) if s.launches_total == 0 => Self::NotStarted,
-            Some(_) => Self::Retired,
+            Some(s) if s.last_launch_failed => Self::Failed,
+            Some(s) if !s.retirements.is_empty() => Self::Retired,
+            // Launched, not yet registered as the current generation.
+            Some(_) => Self::Starting,
         }
     }
 
@@ -412,7 +417,7 @@ fn loopback_host(headers: &HeaderMap) -> bool {
 /// `Origin` gets 403), never starts a worker (it reads the supervisor's state only). 200 when
 /// the process can take every tool call now, 503 while its resident worker is not ready; the
 /// body is only `{"ready": bool, "worker": "none"|"oneshot"|"not_started"|"starting"|"ready"|
-/// "retired"}` — no path, pid, version or configuration.
+/// "failed"|"retired"}` — no path, pid, version or configuration.
 async fn healthz(State(health): State<Health>, headers: HeaderMap) -> Response {
     let foreign_origin = headers.get(header::ORIGIN).is_some_and(|o| {
         !o.to_str()

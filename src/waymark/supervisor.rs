@@ -201,6 +201,9 @@ pub struct WorkerStatus {
     pub max_launches: usize,
     /// Child processes started since startup (both modes).
     pub launches_total: u64,
+    /// The most recent launch failed before a child ran (`worker_launch_failed`); cleared by
+    /// the next successful launch.
+    pub last_launch_failed: bool,
     /// Most recent retirements, oldest first (at most 32).
     pub retirements: Vec<Retirement>,
     /// P1: the resolved Node executable.
@@ -301,6 +304,7 @@ struct State {
     next_generation: u64,
     launches: VecDeque<Instant>,
     launches_total: u64,
+    last_launch_failed: bool,
     retirements: VecDeque<Retirement>,
     requests_served_total: u64,
     stderr_history: VecDeque<StderrCapture>,
@@ -362,6 +366,7 @@ impl Waymark {
                 next_generation: 1,
                 launches: VecDeque::new(),
                 launches_total: 0,
+                last_launch_failed: false,
                 retirements: VecDeque::new(),
                 requests_served_total: 0,
                 stderr_history: VecDeque::new(),
@@ -863,6 +868,7 @@ impl Inner {
             launches_in_last_minute: launches,
             max_launches: self.config.limits.max_launches,
             launches_total: st.launches_total,
+            last_launch_failed: st.last_launch_failed,
             retirements: st.retirements.iter().cloned().collect(),
             node_binary: self.config.node_binary.clone(),
             rss_bytes: rss,
@@ -1097,9 +1103,11 @@ impl Inner {
         let script = self.config.entry_script();
         self.spawn_generation(id, now, language, &script)
             .await
+            .inspect(|_| lock(&self.state).last_launch_failed = false)
             .inspect_err(|e| {
                 // Say why at once (a preflight reads this), not only in a log.
                 if e.code != WorkerErrorCode::Cancelled {
+                    lock(&self.state).last_launch_failed = true;
                     self.recorder.record(
                         PerfEvent::point(EventKind::WorkerLaunchFailed.as_str())
                             .id(attr::GENERATION, id)
