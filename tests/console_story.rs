@@ -115,6 +115,11 @@ async fn target_detail_after_the_wrong_canary_shows_verdicts_submissions_and_dif
         (r"/tmp/[^ /│]+", "[tmp]"),
         (r"in \d+\.\d+s", "in [t]s"),
         (r"r-\d{8}-\d{6}-\d+", "[run]"),
+        // Controls run or reused from the cache, under a digest of this machine's toolchains.
+        (
+            r"controls: (run|reused) \(digest [0-9a-f]{12}\) +",
+            "controls: [source] ",
+        ),
     ];
     insta::with_settings!({filters => filters}, {
         insta::assert_snapshot!("target_detail_200x60", text(&app, 200, 60));
