@@ -20,6 +20,10 @@ use crate::telemetry::{EventKind, Outcome, PerfEvent, attr};
 const MCP_TID: u64 = 1;
 /// Track ids of worker generations are this plus the generation number.
 const GENERATION_TID_BASE: u64 = 100;
+/// Track ids of a track's further lanes: `tid + LANE_STRIDE × lane` ([`Trace::assign_lanes`]).
+const LANE_STRIDE: u64 = 10_000;
+/// Slices are written in whole µs ([`us`]): ends that differ by less than this still nest.
+const ROUNDING_US: f64 = 1.0;
 
 /// What the export found, for the command's one-line summary.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -193,8 +197,61 @@ impl Trace {
         }
     }
 
+    /// Puts every `X` slice on a lane of its track where slices nest, as the trace-event format
+    /// requires of one thread: a slice that starts inside another but ends after it (a discovery
+    /// that began waiting while its generation was still becoming ready) goes to the track's
+    /// next lane, `tid + LANE_STRIDE × lane`, named after the track.
+    fn assign_lanes(&mut self) {
+        let mut by_track: BTreeMap<(u32, u64), Vec<usize>> = BTreeMap::new();
+        for (i, e) in self.events.iter().enumerate() {
+            if e["ph"] == "X"
+                && let (Some(pid), Some(tid)) = (e["pid"].as_u64(), e["tid"].as_u64())
+            {
+                by_track.entry((pid as u32, tid)).or_default().push(i);
+            }
+        }
+        let span = |e: &Value| {
+            let ts = e["ts"].as_f64().unwrap_or(0.0);
+            (ts, ts + e["dur"].as_f64().unwrap_or(0.0))
+        };
+        for ((pid, tid), mut slices) in by_track {
+            slices.sort_by(|&a, &b| {
+                let (sa, ea) = span(&self.events[a]);
+                let (sb, eb) = span(&self.events[b]);
+                sa.total_cmp(&sb).then(eb.total_cmp(&ea))
+            });
+            // Per lane, the ends of the slices still open at the current start.
+            let mut lanes: Vec<Vec<f64>> = Vec::new();
+            for i in slices {
+                let (start, end) = span(&self.events[i]);
+                let lane = (0..)
+                    .find(|&l| {
+                        if l == lanes.len() {
+                            lanes.push(Vec::new());
+                        }
+                        let open = &mut lanes[l];
+                        while open.last().is_some_and(|&top| start >= top - ROUNDING_US) {
+                            open.pop();
+                        }
+                        open.last().is_none_or(|&top| end <= top + ROUNDING_US)
+                    })
+                    .expect("a new lane always fits");
+                lanes[lane].push(end);
+                if lane > 0 {
+                    let lane_tid = tid + LANE_STRIDE * lane as u64;
+                    self.events[i]["tid"] = json!(lane_tid);
+                    let base = self.tracks.get(&(pid, tid)).cloned().unwrap_or_default();
+                    self.tracks
+                        .entry((pid, lane_tid))
+                        .or_insert_with(|| format!("{base} · overlapping {lane}"));
+                }
+            }
+        }
+    }
+
     /// The trace document: process and track metadata (`M`) first, then the events.
     fn finish(mut self, run_dir: &Path) -> (Value, TraceSummary) {
+        self.assign_lanes();
         self.summary.processes = self.processes.len();
         let mut meta = Vec::new();
         for (pid, name) in &self.processes {
@@ -233,4 +290,32 @@ fn event_args(ev: &PerfEvent) -> Value {
         args.insert("nested".into(), json!(true));
     }
     Value::Object(args)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slice(ts: f64, dur: f64) -> Value {
+        json!({"name": "s", "ph": "X", "ts": ts, "dur": dur, "pid": 7, "tid": 101})
+    }
+
+    #[test]
+    fn a_slice_crossing_its_parents_end_moves_to_a_lane_of_its_own_and_nested_ones_stay() {
+        let mut trace = Trace::default();
+        trace.tracks.insert((7, 101), "worker generation 1".into());
+        // [0, 100] holds [10, 20]; [90, 130] starts inside [0, 100] and ends after it.
+        trace.events = vec![slice(0.0, 100.0), slice(10.0, 10.0), slice(90.0, 40.0)];
+        trace.assign_lanes();
+        let tids: Vec<u64> = trace
+            .events
+            .iter()
+            .map(|e| e["tid"].as_u64().unwrap())
+            .collect();
+        assert_eq!(tids, [101, 101, 101 + LANE_STRIDE]);
+        assert_eq!(
+            trace.tracks[&(7, 101 + LANE_STRIDE)],
+            "worker generation 1 · overlapping 1"
+        );
+    }
 }

@@ -129,7 +129,7 @@ fn assert_passed(output: &Output) {
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{}", text(output));
     assert!(
-        stdout.contains("PASSED · 5/5 targets pass both checks"),
+        stdout.contains("PASSED · 5/5 targets pass"),
         "{}",
         text(output)
     );
@@ -275,7 +275,8 @@ fn a_missing_worker_directory_fails_preflight_at_once_with_the_spawn_cause() {
         .env_remove("PATCHDIFF_DATABASE_URL")
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{}", text(&output));
+    // A failed preflight stops the run before any agent acted: infra_abort, exit 3.
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output));
     let stdout = String::from_utf8_lossy(&output.stdout);
     let preflight = stdout
         .lines()
