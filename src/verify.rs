@@ -775,6 +775,16 @@ async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
             return;
         }
     };
+    // A run that stopped before the agent acted judged nothing: there is no verdict to
+    // reproduce (and often no export).
+    if report["outcome"] == "infra_abort" {
+        ctx.done(
+            "evaluation",
+            before,
+            "nothing judged (infra_abort): nothing to re-evaluate".into(),
+        );
+        return;
+    }
     // The rule the run was judged by; reports from before it was recorded used
     // full-byte.
     let options = crate::evaluate::EvaluateOptions {

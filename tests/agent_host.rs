@@ -764,14 +764,21 @@ fn a_provider_refusing_the_first_request_aborts_the_run_with_nothing_judged_and_
         !wire.contains("tools/call"),
         "no call reached the observed process"
     );
-    // The aborted run is still a sealed run that verifies (V2), with no credential in it.
+    // The aborted run is still a sealed run that verifies (V2), with no credential in it;
+    // `--evaluate` has no verdict to reproduce and says so.
     let verify = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
         .arg("verify")
+        .arg("--evaluate")
         .arg(&b)
         .output()
         .unwrap();
     assert!(
         verify.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).contains("nothing judged (infra_abort)"),
         "{}",
         String::from_utf8_lossy(&verify.stdout)
     );
