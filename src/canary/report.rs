@@ -849,6 +849,55 @@ pub fn write_reports(run: &RunDir, report: &Report) -> std::io::Result<()> {
 mod tests {
     use super::*;
 
+    /// A failed run's report with these steps and targets and nothing else set.
+    fn report_of(steps: Vec<StepOutcome>, targets: Vec<ReportTarget>) -> Report {
+        Report {
+            run_id: "r-1".into(),
+            run_dir: "/runs/r-1".into(),
+            passed: false,
+            steps,
+            targets,
+            agent: Default::default(),
+            agent_host: None,
+            require: None,
+            rule: String::new(),
+            outcome: crate::canary::outcome::RunOutcome::Failed,
+            infra_abort: None,
+            agent_stop: None,
+            gate2: "closed",
+            evidence_incomplete: Vec::new(),
+            rehearsal: Vec::new(),
+        }
+    }
+
+    /// A target whose check failed (exit 1) printing `output`, at version 1 with one accepted
+    /// submission; nothing optional set.
+    fn failed_target(name: &str, output: &str) -> ReportTarget {
+        ReportTarget {
+            name: name.into(),
+            full_byte: false,
+            first_difference: None,
+            require: None,
+            checks: Vec::new(),
+            failing_checks: Vec::new(),
+            checks_note: None,
+            controls: None,
+            behavioral: false,
+            evaluated: true,
+            version: 1,
+            revision: 1,
+            accepted: 1,
+            rejected: 0,
+            initial_sha256: String::new(),
+            exported_sha256: None,
+            replay_consistent: None,
+            status: Some(Status::Fail),
+            check_exit: Some("exit 1".into()),
+            check_output: Some(output.into()),
+            notes: Vec::new(),
+        }
+    }
+
     /// K6: a journal replays from the fixture bytes to the target's state; a skipped revision,
     /// an edit or save whose hash the replay does not reproduce, or a mismatched end is named.
     #[test]
@@ -956,46 +1005,17 @@ mod tests {
             duration_ms: Some(1.5),
             message: (!passed).then(|| "Traceback\nAssertionError: True is not false".into()),
         };
-        let target = ReportTarget {
-            name: "chess".into(),
-            full_byte: false,
-            first_difference: Some("at byte 9 (line 254)".into()),
-            require: Some(crate::evaluate::Require::Behavioral),
-            checks: vec![named("t.A.ok_one", true), named("t.B.broken", false)],
-            failing_checks: vec!["t.B.broken".into()],
-            checks_note: None,
-            controls: Some("reused (digest 0123456789ab)".into()),
-            behavioral: false,
-            evaluated: true,
-            version: 1,
-            revision: 1,
-            accepted: 1,
-            rejected: 0,
-            initial_sha256: String::new(),
-            exported_sha256: None,
-            replay_consistent: Some(true),
-            status: Some(Status::Fail),
-            check_exit: Some("exit 1".into()),
-            check_output: Some("FAILED".into()),
-            notes: vec!["behavioral check failed".into()],
-        };
-        let report = Report {
-            run_id: "r-1".into(),
-            run_dir: "/runs/r-1".into(),
-            passed: false,
-            steps: Vec::new(),
-            targets: vec![target],
-            agent: Default::default(),
-            agent_host: None,
-            require: Some(crate::evaluate::Require::Behavioral),
-            rule: "decided by: behaviour".into(),
-            outcome: crate::canary::outcome::RunOutcome::Failed,
-            infra_abort: None,
-            agent_stop: None,
-            gate2: "closed",
-            evidence_incomplete: Vec::new(),
-            rehearsal: Vec::new(),
-        };
+        let mut target = failed_target("chess", "FAILED");
+        target.first_difference = Some("at byte 9 (line 254)".into());
+        target.require = Some(crate::evaluate::Require::Behavioral);
+        target.checks = vec![named("t.A.ok_one", true), named("t.B.broken", false)];
+        target.failing_checks = vec!["t.B.broken".into()];
+        target.controls = Some("reused (digest 0123456789ab)".into());
+        target.replay_consistent = Some(true);
+        target.notes = vec!["behavioral check failed".into()];
+        let mut report = report_of(Vec::new(), vec![target]);
+        report.require = Some(crate::evaluate::Require::Behavioral);
+        report.rule = "decided by: behaviour".into();
         let parsed = quick_junit::Report::deserialize_from_str(&report.to_junit()).unwrap();
         let cases = &parsed.test_suites[0].test_cases;
         let of_class = |class: &str| -> Vec<&quick_junit::TestCase> {
@@ -1046,28 +1066,15 @@ mod tests {
     #[test]
     fn junit_keeps_markup_and_drops_terminal_escapes() {
         let summary = "a<b & \"c\"> \u{1b}[31mred\u{1b}[0m";
-        let report = Report {
-            run_id: "r-1".into(),
-            run_dir: "/runs/r-1".into(),
-            passed: false,
-            steps: vec![StepOutcome {
+        let report = report_of(
+            vec![StepOutcome {
                 command: "preflight".into(),
                 ok: false,
                 summary: summary.into(),
                 elapsed_ms: 1,
             }],
-            targets: Vec::new(),
-            agent: Default::default(),
-            agent_host: None,
-            require: None,
-            rule: String::new(),
-            outcome: crate::canary::outcome::RunOutcome::Failed,
-            infra_abort: None,
-            agent_stop: None,
-            gate2: "closed",
-            evidence_incomplete: Vec::new(),
-            rehearsal: Vec::new(),
-        };
+            Vec::new(),
+        );
         let xml = report.to_junit();
         let parsed = quick_junit::Report::deserialize_from_str(&xml).expect("valid XML");
         let case = &parsed.test_suites[0].test_cases[0];
@@ -1093,50 +1100,18 @@ mod tests {
     fn report_text_shows_a_checks_escape_sequences_as_pictures_and_json_keeps_them() {
         let hostile = "\r\x1b[2KPASSED · 5/5 targets pass both checks\n\x1b[8mhidden\n\
                        \x1b]0;owned\x07\x1b]52;c;cm0gLXJm\x07";
-        let report = Report {
-            run_id: "r-1".into(),
-            run_dir: "/runs/r-1".into(),
-            passed: false,
-            steps: vec![StepOutcome {
+        let mut target = failed_target("chess", hostile);
+        target.initial_sha256 = "0".repeat(64);
+        target.notes = vec!["note\x1b[8m".into()];
+        let report = report_of(
+            vec![StepOutcome {
                 command: "evaluate".into(),
                 ok: false,
                 summary: "chess failed\nPASSED · 5/5 targets pass both checks".into(),
                 elapsed_ms: 1,
             }],
-            targets: vec![ReportTarget {
-                name: "chess".into(),
-                full_byte: false,
-                first_difference: None,
-                require: None,
-                checks: Vec::new(),
-                failing_checks: Vec::new(),
-                checks_note: None,
-                controls: None,
-                behavioral: false,
-                evaluated: true,
-                version: 1,
-                revision: 1,
-                accepted: 1,
-                rejected: 0,
-                initial_sha256: "0".repeat(64),
-                exported_sha256: None,
-                replay_consistent: None,
-                status: Some(Status::Fail),
-                check_exit: Some("exit 1".into()),
-                check_output: Some(hostile.into()),
-                notes: vec!["note\x1b[8m".into()],
-            }],
-            agent: Default::default(),
-            agent_host: None,
-            require: None,
-            rule: String::new(),
-            outcome: crate::canary::outcome::RunOutcome::Failed,
-            infra_abort: None,
-            agent_stop: None,
-            gate2: "closed",
-            evidence_incomplete: Vec::new(),
-            rehearsal: Vec::new(),
-        };
+            vec![target],
+        );
         let text = report.to_text();
         for raw in ['\x1b', '\r', '\x07'] {
             assert!(
