@@ -12,6 +12,26 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A tmux server of its own (`socket` plus this test process's pid) with one detached
+    /// `w`×`h` session named `console` running `sh`.
+    fn session(socket: &str, w: u16, h: u16) -> Self {
+        let tmux = Tmux {
+            socket: format!("{socket}-{}", std::process::id()),
+        };
+        let (w, h) = (w.to_string(), h.to_string());
+        tmux.run(&[
+            "new-session",
+            "-d",
+            "-x",
+            &w,
+            "-y",
+            &h,
+            "-s",
+            "console",
+            "sh",
+        ]);
+        tmux
+    }
     fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
@@ -139,20 +159,7 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
     let pidfile = dir.path().join("console.pid");
     let sttyfile = dir.path().join("stty.txt");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("pd-console-e2e-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "200",
-        "-y",
-        "60",
-        "-s",
-        "console",
-        "sh",
-    ]);
+    let tmux = Tmux::session("pd-console-e2e", 200, 60);
     let line = format!(
         "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs}'; echo \"console exit\"\"ed $?\"; stty -a > {stty}",
         pid = pidfile.display(),
@@ -252,20 +259,7 @@ impl LaunchedConsole {
         let pidfile = dir.path().join("console.pid");
         let sttyfile = dir.path().join("stty.txt");
         let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-        let tmux = Tmux {
-            socket: format!("{socket}-{}", std::process::id()),
-        };
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "40",
-            "-s",
-            "console",
-            "sh",
-        ]);
+        let tmux = Tmux::session(socket, 120, 40);
         let line = format!(
             "sh -c 'echo $$ > {pid}; {env} exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"; stty -a > {stty}",
             pid = pidfile.display(),
@@ -367,20 +361,7 @@ fn screen_with_escapes(socket: &str, env: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("{socket}-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-s",
-        "console",
-        "sh",
-    ]);
+    let tmux = Tmux::session(socket, 120, 40);
     let line = format!(
         "env -u NO_COLOR {env} {exe} console --runs-dir {runs} 2>/dev/null; echo \"console exit\"\"ed $?\"",
         exe = exe.display(),
@@ -463,20 +444,7 @@ fn open_console(socket: &str, runs: &Path, w: u16, h: u16) -> Tmux {
         "tmux is required for the console's end-to-end tests (apt-get install tmux; .ci/run does)"
     );
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("{socket}-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        &w.to_string(),
-        "-y",
-        &h.to_string(),
-        "-s",
-        "console",
-        "sh",
-    ]);
+    let tmux = Tmux::session(socket, w, h);
     let line = format!(
         "{exe} console --runs-dir {runs} 2>/dev/null; echo \"console exit\"\"ed $?\"",
         exe = exe.display(),
@@ -771,20 +739,7 @@ fn a_past_run_opened_then_the_console_killed_still_verifies() {
     let id = past.file_name().unwrap().to_string_lossy().into_owned();
     let pidfile = dir.path().join("console.pid");
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_patchdiff"));
-    let tmux = Tmux {
-        socket: format!("pd-runs-kill-{}", std::process::id()),
-    };
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-x",
-        "200",
-        "-y",
-        "60",
-        "-s",
-        "console",
-        "sh",
-    ]);
+    let tmux = Tmux::session("pd-runs-kill", 200, 60);
     let line = format!(
         "sh -c 'echo $$ > {pid}; exec {exe} console --runs-dir {runs} 2>/dev/null'; echo \"console exit\"\"ed $?\"",
         pid = pidfile.display(),
