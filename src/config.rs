@@ -232,6 +232,29 @@ settings! {
         default: None,
         accepted: "a loopback address: 127.0.0.1:PORT, [::1]:PORT or localhost:PORT",
     }
+    /// M1: most MCP sessions the HTTP transport keeps for its bearer token; a new session at
+    /// the cap evicts the least recently used one.
+    McpHttpMaxSessions = "PATCHDIFF_MCP_HTTP_MAX_SESSIONS" {
+        file: Some("mcp_http_max_sessions"),
+        choices: [],
+        default: Some("16"),
+        accepted: "a whole number of sessions from 1 to 32 (half the 64 connections), default 16",
+    }
+    /// M1: an HTTP session with no request for this many seconds is closed.
+    McpHttpSessionIdleS = "PATCHDIFF_MCP_HTTP_SESSION_IDLE_S" {
+        file: Some("mcp_http_session_idle_s"),
+        choices: [],
+        default: Some("120"),
+        accepted: "a whole number of seconds from 1 to 3600, default 120",
+    }
+    /// M1: an HTTP connection whose client accepts no response bytes for this many seconds is
+    /// dropped.
+    McpHttpWriteTimeoutS = "PATCHDIFF_MCP_HTTP_WRITE_TIMEOUT_S" {
+        file: Some("mcp_http_write_timeout_s"),
+        choices: [],
+        default: Some("30"),
+        accepted: "a whole number of seconds from 1 to 600, default 30",
+    }
     // Environment only: never read from the config file.
     /// The config file itself.
     Config = "PATCHDIFF_CONFIG" {

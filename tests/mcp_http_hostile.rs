@@ -197,6 +197,7 @@ const LIMITS: HttpLimits = HttpLimits {
     header_read_timeout: Duration::from_secs(10),
     body_read_timeout: Duration::from_secs(30),
     max_connections: 2,
+    ..HttpLimits::PRODUCT
 };
 
 #[tokio::test(start_paused = true)]

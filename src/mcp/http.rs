@@ -7,25 +7,39 @@
 //!
 //! Hostile clients: the accept loop caps open connections ([`HttpLimits`]) and closes
 //! a connection whose request head does not arrive in time (idle keep-alive included); a body
-//! must arrive in time too. A body that is not JSON gets 400 with a JSON-RPC `-32700` (rmcp
+//! must arrive in time too, and a connection whose client accepts no response bytes for the
+//! write timeout is dropped (with the response it pinned). Sessions are capped per token (the
+//! least recently used one is evicted for a new one, so a client that never closes its
+//! sessions cannot lock others out) and closed when idle; each session holds at most one GET
+//! SSE stream, so streams never outnumber sessions and connections stay free for requests.
+//! `Host` is checked in every form before anything else: missing, empty or malformed is 400,
+//! a non-loopback name (in the header or in an absolute-form request target) is 403. A body that is not JSON gets 400 with a JSON-RPC `-32700` (rmcp
 //! says 415 in plain text); a body with bad params or envelope, or a batch, gets 400 with the
 //! JSON-RPC errors the stdio transport gives (`super::stdio`); DELETE of a session that does
 //! not exist gets 404.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::transport::streamable_http_server::{
+    SessionId, StreamableHttpServerConfig, StreamableHttpService,
+};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::server::PatchdiffServer;
-use crate::config::ConfigError;
+use crate::config::{ConfigError, Key, Settings};
 use crate::evidence::{Direction, SseTee, WireLog, log_wire_message};
 
 /// Environment variable naming the HTTP bind address (same as `--http`).
@@ -111,6 +125,83 @@ pub fn allowed_origins(port: u16) -> Vec<String> {
 struct Guard {
     token: Arc<str>,
     origins: Arc<Vec<String>>,
+    /// The bound port: a `Host` naming another port is not this server.
+    port: u16,
+}
+
+/// Why the request's authority is not this loopback server, if it is not (DNS rebinding, M1).
+/// Both the `Host` header and, in the absolute form (`POST http://evil.example/mcp`), the
+/// request target's authority must name a loopback host (`127.0.0.1`, `localhost`, `[::1]`)
+/// with no port or `port`. 400: `Host` missing, empty or malformed; 403: a foreign name or
+/// port.
+fn authority_refusal(
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    port: u16,
+) -> Option<(StatusCode, String)> {
+    let expected = format!("send `Host: 127.0.0.1:{port}` (or localhost, [::1])");
+    let own = |authority: &axum::http::uri::Authority| {
+        matches!(authority.host(), "127.0.0.1" | "localhost" | "[::1]")
+            && authority.port_u16().is_none_or(|p| p == port)
+    };
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let host = match (hosts.next(), hosts.next()) {
+        (None, _) => {
+            return Some((
+                StatusCode::BAD_REQUEST,
+                format!("missing Host header: {expected}"),
+            ));
+        }
+        (Some(_), Some(_)) => {
+            return Some((
+                StatusCode::BAD_REQUEST,
+                format!("more than one Host header: {expected}"),
+            ));
+        }
+        (Some(h), None) => h,
+    };
+    let parsed = host
+        .to_str()
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .and_then(|h| axum::http::uri::Authority::try_from(h.trim()).ok());
+    let Some(authority) = parsed else {
+        let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
+        let what = if shown.trim().is_empty() {
+            "empty".to_owned()
+        } else {
+            format!(
+                "not a host[:port] (`{}`)",
+                crate::display::visible_inline(&shown)
+            )
+        };
+        return Some((
+            StatusCode::BAD_REQUEST,
+            format!("the Host header is {what}: {expected}"),
+        ));
+    };
+    if !own(&authority) {
+        return Some((
+            StatusCode::FORBIDDEN,
+            format!(
+                "Host `{}` is not this loopback server: {expected}",
+                crate::display::visible_inline(authority.as_str())
+            ),
+        ));
+    }
+    if let Some(target) = uri.authority()
+        && (!own(target) || uri.scheme_str().is_some_and(|s| s != "http"))
+    {
+        return Some((
+            StatusCode::FORBIDDEN,
+            format!(
+                "the request target `{}` names another server: send the origin form \
+                 (`POST /mcp`) or `http://127.0.0.1:{port}/mcp`",
+                crate::display::visible_inline(&uri.to_string())
+            ),
+        ));
+    }
+    None
 }
 
 /// Byte comparison whose time does not depend on where the first difference is (`subtle`).
@@ -118,8 +209,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     subtle::ConstantTimeEq::ct_eq(a, b).into()
 }
 
-/// Why a request was refused before reaching MCP, if it was.
-fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<(StatusCode, &'static str)> {
+/// Why a request was refused before reaching MCP, if it was: its authority
+/// ([`authority_refusal`]), then its `Origin`, then its bearer token.
+fn refusal(
+    guard: &Guard,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+) -> Option<(StatusCode, String)> {
+    if let Some(refused) = authority_refusal(uri, headers, guard.port) {
+        return Some(refused);
+    }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin
             .to_str()
@@ -127,7 +226,8 @@ fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<(StatusCode, &'static s
         if !ok {
             return Some((
                 StatusCode::FORBIDDEN,
-                "Origin not allowed: only the loopback origin of this port may call patchdiff",
+                "Origin not allowed: only the loopback origin of this port may call patchdiff"
+                    .to_owned(),
             ));
         }
     }
@@ -140,17 +240,18 @@ fn refusal(guard: &Guard, headers: &HeaderMap) -> Option<(StatusCode, &'static s
         .map(|(_, token)| token);
     match presented {
         Some(t) if constant_time_eq(t.trim().as_bytes(), guard.token.as_bytes()) => None,
-        Some(_) => Some((StatusCode::UNAUTHORIZED, "wrong bearer token")),
+        Some(_) => Some((StatusCode::UNAUTHORIZED, "wrong bearer token".to_owned())),
         None => Some((
             StatusCode::UNAUTHORIZED,
             "missing bearer token: send `Authorization: Bearer <token>` (the token file the \
-             console gave this process)",
+             console gave this process)"
+                .to_owned(),
         )),
     }
 }
 
 async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    match refusal(&guard, request.headers()) {
+    match refusal(&guard, request.uri(), request.headers()) {
         None => next.run(request).await,
         Some((status, message)) => {
             let mut response = (status, message).into_response();
@@ -176,25 +277,182 @@ fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
         .into_response()
 }
 
+/// What the transport knows of one MCP session besides rmcp's state: when it was last used
+/// and how many of its responses (request-wise SSE or JSON bodies, and its GET stream) are open.
+#[derive(Debug, Clone, Copy)]
+struct Activity {
+    last_use: Instant,
+    open_responses: usize,
+}
+
+/// Session admission (M1): at most [`HttpLimits::max_sessions`] sessions for the token, at most
+/// one GET SSE stream per session. rmcp's [`LocalSessionManager`] holds the sessions and closes
+/// one after [`HttpLimits::session_idle`] without an event (its `keep_alive`); this table picks
+/// the session a new one evicts at the cap: one with no open response first, then the least
+/// recently used — so whoever opens sessions and never closes them evicts their own.
+struct Sessions {
+    manager: Arc<LocalSessionManager>,
+    max: usize,
+    activity: Mutex<HashMap<SessionId, Activity>>,
+    /// The open GET SSE stream of each session that has one (a serial number and the token
+    /// whose cancellation ends it).
+    streams: Mutex<HashMap<SessionId, (u64, CancellationToken)>>,
+    next_stream: std::sync::atomic::AtomicU64,
+    /// Serializes evict-then-create, so concurrent `initialize`s cannot overshoot the cap.
+    admission: tokio::sync::Mutex<()>,
+}
+
+impl Sessions {
+    fn new(manager: Arc<LocalSessionManager>, max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            manager,
+            max: max.max(1),
+            activity: Mutex::new(HashMap::new()),
+            streams: Mutex::new(HashMap::new()),
+            next_stream: std::sync::atomic::AtomicU64::new(0),
+            admission: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    fn touch(&self, id: &SessionId, opened: bool) {
+        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = activity.entry(id.clone()).or_insert(Activity {
+            last_use: Instant::now(),
+            open_responses: 0,
+        });
+        entry.last_use = Instant::now();
+        if opened {
+            entry.open_responses += 1;
+        }
+    }
+
+    fn response_closed(&self, id: &SessionId) {
+        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = activity.get_mut(id) {
+            entry.last_use = Instant::now();
+            entry.open_responses = entry.open_responses.saturating_sub(1);
+        }
+    }
+
+    fn forget(&self, id: &SessionId) {
+        self.activity
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+        if let Some(stream) = self
+            .streams
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        {
+            stream.1.cancel();
+        }
+    }
+
+    /// Makes room for one new session: forgets sessions rmcp has closed (idle, DELETE, ended)
+    /// and, at the cap, closes the ones to evict. Call with `admission` held.
+    async fn make_room(&self) {
+        let live: Vec<SessionId> = self.manager.sessions.read().await.keys().cloned().collect();
+        let victims = {
+            let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
+            activity.retain(|id, _| live.contains(id));
+            let mut ranked: Vec<(bool, Option<Instant>, SessionId)> = live
+                .iter()
+                .map(|id| {
+                    let a = activity.get(id);
+                    (
+                        a.is_some_and(|a| a.open_responses > 0),
+                        a.map(|a| a.last_use),
+                        id.clone(),
+                    )
+                })
+                .collect();
+            ranked.sort();
+            let excess = (live.len() + 1).saturating_sub(self.max);
+            ranked
+                .into_iter()
+                .take(excess)
+                .map(|(_, _, id)| id)
+                .collect::<Vec<_>>()
+        };
+        for id in victims {
+            tracing::info!(session = %id, cap = self.max, "HTTP session cap: evicting the least recently used session");
+            self.forget(&id);
+            if let Err(e) = self.manager.close_session(&id).await {
+                tracing::warn!(session = %id, "closing an evicted session failed: {e}");
+            }
+        }
+    }
+}
+
+/// Ends its session's bookkeeping for one response when the response body is dropped
+/// (finished, or its connection dropped).
+struct OpenResponse {
+    sessions: Arc<Sessions>,
+    id: SessionId,
+    /// For a GET stream: its entry in [`Sessions::streams`].
+    stream: Option<(u64, CancellationToken)>,
+}
+
+impl Drop for OpenResponse {
+    fn drop(&mut self) {
+        self.sessions.response_closed(&self.id);
+        if let Some((mine, _)) = &self.stream {
+            let mut streams = self
+                .sessions
+                .streams
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            // Only this stream's own entry (an evicted session's entry is gone already).
+            if streams.get(&self.id).is_some_and(|(n, _)| n == mine) {
+                streams.remove(&self.id);
+            }
+        }
+    }
+}
+
+/// `response` with its body tied to `open`: the bookkeeping ends with the body, and a GET
+/// stream ends when its token is cancelled (its session evicted).
+fn tracked(response: Response, open: OpenResponse) -> Response {
+    use futures::StreamExt;
+    let (parts, body) = response.into_parts();
+    let stop = open
+        .stream
+        .as_ref()
+        .map_or_else(CancellationToken::new, |(_, t)| t.clone());
+    let stream = body
+        .into_data_stream()
+        .take_until(stop.cancelled_owned())
+        .map(move |chunk| {
+            let _open = &open;
+            chunk
+        });
+    Response::from_parts(parts, axum::body::Body::from_stream(stream))
+}
+
+fn session_header(headers: &HeaderMap) -> Option<SessionId> {
+    headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| -> SessionId { v.into() })
+}
+
 #[derive(Clone)]
 struct Protocol {
-    sessions: Arc<LocalSessionManager>,
+    sessions: Arc<Sessions>,
     limits: HttpLimits,
 }
 
-/// Answers what rmcp would answer badly, before it reaches rmcp. A POST body must
-/// arrive within [`HttpLimits::body_read_timeout`] (else 408) and be JSON (else 400 with a
-/// JSON-RPC `-32700`); DELETE of an unknown session is 404.
+/// Answers what rmcp would answer badly, before it reaches rmcp, and admits sessions and
+/// streams. A POST body must arrive within [`HttpLimits::body_read_timeout`] (else 408) and be
+/// JSON (else 400 with a JSON-RPC `-32700`); DELETE of an unknown session is 404; an
+/// `initialize` at [`HttpLimits::max_sessions`] evicts a session first ([`Sessions`]); a second
+/// GET SSE stream for a session that has one open is 409.
 async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next) -> Response {
-    use rmcp::transport::streamable_http_server::session::SessionManager;
+    let session = session_header(request.headers());
     if request.method() == axum::http::Method::DELETE {
-        let id = request
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(|v| -> rmcp::transport::streamable_http_server::SessionId { v.into() });
-        if let Some(id) = id
-            && !p.sessions.has_session(&id).await.unwrap_or(false)
+        if let Some(id) = &session
+            && !p.sessions.manager.has_session(id).await.unwrap_or(false)
         {
             return jsonrpc_error(
                 StatusCode::NOT_FOUND,
@@ -202,7 +460,51 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
                 format!("no session `{id}`: it ended or never existed"),
             );
         }
-        return next.run(request).await;
+        let response = next.run(request).await;
+        if let Some(id) = &session {
+            p.sessions.forget(id);
+        }
+        return response;
+    }
+    if request.method() == axum::http::Method::GET {
+        let Some(id) = session.filter(|_| {
+            // A resumption (`Last-Event-ID`) replays and ends; only a standalone stream stays.
+            !request.headers().contains_key("last-event-id")
+        }) else {
+            return next.run(request).await;
+        };
+        if !p.sessions.manager.has_session(&id).await.unwrap_or(false) {
+            return next.run(request).await;
+        }
+        let token = CancellationToken::new();
+        let serial = {
+            let mut streams = p.sessions.streams.lock().unwrap_or_else(|e| e.into_inner());
+            if streams.contains_key(&id) {
+                return jsonrpc_error(
+                    StatusCode::CONFLICT,
+                    -32600,
+                    format!(
+                        "session `{id}` already has its GET SSE stream open: one per session \
+                         (close it, or open a new session)"
+                    ),
+                );
+            }
+            let serial = p
+                .sessions
+                .next_stream
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            streams.insert(id.clone(), (serial, token.clone()));
+            serial
+        };
+        p.sessions.touch(&id, true);
+        let open = OpenResponse {
+            sessions: p.sessions.clone(),
+            id,
+            stream: Some((serial, token)),
+        };
+        let response = next.run(request).await;
+        // A refusal (404, 405, 406) drops `open` with it: the slot is free again.
+        return tracked(response, open);
     }
     if request.method() != axum::http::Method::POST {
         return next.run(request).await;
@@ -224,8 +526,10 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
     };
     // The same screening as stdio: -32602/-32600 with the request's id, batches answered per
     // request, 2025-03-26 not negotiated (rmcp answers 415 in plain text, without the id).
+    let mut initialize = false;
     let body = match super::stdio::screen_http_body(value) {
         Ok(v) if v.get("method").and_then(|m| m.as_str()) == Some("initialize") => {
+            initialize = true;
             axum::body::Body::from(v.to_string())
         }
         Ok(_) => axum::body::Body::from(bytes),
@@ -242,7 +546,29 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
     };
     let mut parts = parts;
     parts.headers.remove(header::CONTENT_LENGTH);
-    next.run(Request::from_parts(parts, body)).await
+    let request = Request::from_parts(parts, body);
+    match session {
+        Some(id) => {
+            p.sessions.touch(&id, true);
+            let open = OpenResponse {
+                sessions: p.sessions.clone(),
+                id,
+                stream: None,
+            };
+            tracked(next.run(request).await, open)
+        }
+        None if initialize => {
+            let admitted = p.sessions.admission.lock().await;
+            p.sessions.make_room().await;
+            let response = next.run(request).await;
+            if let Some(id) = session_header(response.headers()) {
+                p.sessions.touch(&id, false);
+            }
+            drop(admitted);
+            response
+        }
+        None => next.run(request).await,
+    }
 }
 
 /// Reads a whole request body of at most [`MAX_LOGGED_BODY`] bytes within
@@ -275,25 +601,172 @@ async fn read_body(
     }
 }
 
-/// Bounds of the HTTP transport against slow or idle clients (one must not starve the others).
+/// Bounds of the HTTP transport against slow, idle or greedy clients (one must not starve the
+/// others). `max_sessions` stays below `max_connections`: with one GET stream per session at
+/// most, connections always remain for requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HttpLimits {
     /// A request head (and, on a keep-alive connection, the next one) must arrive within this.
-    pub header_read_timeout: std::time::Duration,
+    pub header_read_timeout: Duration,
     /// A request body must arrive within this.
-    pub body_read_timeout: std::time::Duration,
+    pub body_read_timeout: Duration,
     /// Most connections open at once; further ones wait in the listen backlog.
     pub max_connections: usize,
+    /// Most MCP sessions kept for the bearer token; an `initialize` at the cap evicts one (with
+    /// no open response first, then the least recently used), so it is never refused.
+    pub max_sessions: usize,
+    /// A session that sees no request (rmcp: no session event) for this long is closed; its
+    /// next request gets 404 and the client starts a new session (Streamable HTTP).
+    pub session_idle: Duration,
+    /// A connection whose client accepts no response bytes for this long is dropped, with the
+    /// response it pinned (a slow reader holds one bounded write buffer until then).
+    pub write_timeout: Duration,
 }
 
 impl HttpLimits {
     /// 10 s for a head, 30 s for a body (64 MiB over loopback takes well under 1 s), 64
-    /// connections (the console needs two).
+    /// connections (the console needs two), 16 sessions idle-closed after 120 s (above the
+    /// 28 s outer discovery allowance, W6), 30 s without write progress.
     pub const PRODUCT: HttpLimits = HttpLimits {
-        header_read_timeout: std::time::Duration::from_secs(10),
-        body_read_timeout: std::time::Duration::from_secs(30),
+        header_read_timeout: Duration::from_secs(10),
+        body_read_timeout: Duration::from_secs(30),
         max_connections: 64,
+        max_sessions: 16,
+        session_idle: Duration::from_secs(120),
+        write_timeout: Duration::from_secs(30),
     };
+
+    /// The limits `settings` ask for (P1): `PATCHDIFF_MCP_HTTP_MAX_SESSIONS` (1 to 32, half the
+    /// connections), `PATCHDIFF_MCP_HTTP_SESSION_IDLE_S` (30 to 3600 s),
+    /// `PATCHDIFF_MCP_HTTP_WRITE_TIMEOUT_S` (1 to 600 s); unset ones keep [`Self::PRODUCT`].
+    ///
+    /// Errors (P2): a value that is not a whole number or is out of range, naming the variable,
+    /// the value and the accepted values.
+    pub fn from_settings(settings: &Settings) -> Result<Self, ConfigError> {
+        let max_sessions = whole_number(settings, Key::McpHttpMaxSessions, 1, 32)?;
+        let idle = whole_number(settings, Key::McpHttpSessionIdleS, 30, 3600)?;
+        let write = whole_number(settings, Key::McpHttpWriteTimeoutS, 1, 600)?;
+        Ok(Self {
+            max_sessions: usize::try_from(max_sessions).unwrap_or(usize::MAX),
+            session_idle: Duration::from_secs(idle),
+            write_timeout: Duration::from_secs(write),
+            ..Self::PRODUCT
+        })
+    }
+}
+
+/// `key`'s value (or its default) as a whole number in `min..=max`.
+fn whole_number(settings: &Settings, key: Key, min: u64, max: u64) -> Result<u64, ConfigError> {
+    let spec = key.spec();
+    let Some(text) = settings.text(key)?.or(spec.default) else {
+        return Ok(min);
+    };
+    let refuse = |problem: &str| {
+        ConfigError::new(key.variable(), text, spec.accepted).with_problem(problem.to_owned())
+    };
+    let n: u64 = text
+        .trim()
+        .parse()
+        .map_err(|_| refuse("not a whole number"))?;
+    if !(min..=max).contains(&n) {
+        return Err(refuse(&format!("out of range {min} to {max}")));
+    }
+    Ok(n)
+}
+
+/// A connection's byte stream whose writes fail with `TimedOut` once the peer has accepted
+/// nothing for `timeout` (a write, flush or shutdown pending that long). hyper then drops the
+/// connection and the response body it held, so a client that never reads pins memory for at
+/// most `timeout`.
+struct WriteDeadline<S> {
+    inner: S,
+    timeout: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, timeout: Duration) -> Self {
+        Self {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// Passes `result` on, timing how long the writes have been pending.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        result: Poll<std::io::Result<T>>,
+    ) -> Poll<std::io::Result<T>> {
+        use std::future::Future;
+        match result {
+            Poll::Ready(r) => {
+                self.stalled = None;
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                let timeout = self.timeout;
+                let stalled = self
+                    .stalled
+                    .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+                match stalled.as_mut().poll(cx) {
+                    Poll::Ready(()) => Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "the client accepted no response bytes for {} s",
+                            timeout.as_secs_f64()
+                        ),
+                    ))),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
+        }
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, result)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, result)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, result)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        let result = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, result)
+    }
 }
 
 /// E1 over HTTP: logs each authenticated request body (client → server) and each message of
@@ -355,6 +828,7 @@ pub const HEALTH_ENDPOINT: &str = "/healthz";
 struct Health {
     server: PatchdiffServer,
     origins: Arc<Vec<String>>,
+    port: u16,
 }
 
 /// The worker state `/healthz` reports, from [`crate::waymark::WorkerStatus`] alone.
@@ -400,30 +874,21 @@ impl HealthWorker {
     }
 }
 
-/// `Host` names `/healthz` answers: the loopback names, with or without a port (DNS
-/// rebinding: a foreign name pointed at 127.0.0.1 gets nothing).
-fn loopback_host(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split_once(']').map_or("", |(n, _)| n),
-        None => host.split(':').next().unwrap_or(""),
-    };
-    matches!(name, "127.0.0.1" | "localhost" | "::1")
-}
-
-/// `GET /healthz` (W13): no token, loopback only (a non-loopback `Host` or a foreign
-/// `Origin` gets 403), never starts a worker (it reads the supervisor's state only). 200 when
+/// `GET /healthz` (W13): no token, loopback only (a `Host` or request target that is not this
+/// loopback server, or a foreign `Origin`, gets 403), never starts a worker (it reads the supervisor's state only). 200 when
 /// the process can take every tool call now, 503 while its resident worker is not ready; the
 /// body is only `{"ready": bool, "worker": "none"|"oneshot"|"not_started"|"starting"|"ready"|
 /// "failed"|"retired"}` — no path, pid, version or configuration.
-async fn healthz(State(health): State<Health>, headers: HeaderMap) -> Response {
+async fn healthz(
+    State(health): State<Health>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+) -> Response {
     let foreign_origin = headers.get(header::ORIGIN).is_some_and(|o| {
         !o.to_str()
             .is_ok_and(|o| health.origins.iter().any(|allowed| allowed == o))
     });
-    if foreign_origin || !loopback_host(&headers) {
+    if foreign_origin || authority_refusal(&uri, &headers, health.port).is_some() {
         return (StatusCode::FORBIDDEN, "loopback only").into_response();
     }
     let worker = HealthWorker::of(health.server.worker_status().as_ref());
@@ -500,17 +965,22 @@ impl HttpListener {
             // W3: no new source-size limit; rmcp's 4 MiB default would be one.
             .with_max_request_body_bytes(MAX_LOGGED_BODY)
             .with_cancellation_token(shutdown.child_token());
-        let sessions = Arc::new(LocalSessionManager::default());
+        // rmcp's own session bound: closed after `session_idle` without an event (its default
+        // keeps an abandoned session 300 s).
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = Some(self.limits.session_idle);
+        let sessions = Arc::new(manager);
         let health_server = server.clone();
         let service =
             StreamableHttpService::new(move || Ok(server.clone()), sessions.clone(), config);
         let protocol = Protocol {
-            sessions,
+            sessions: Sessions::new(sessions, self.limits.max_sessions),
             limits: self.limits,
         };
         let guard = Guard {
             token: token.into(),
             origins: Arc::new(origins),
+            port: self.local_addr.port(),
         };
         let limits = self.limits;
         let mut app = axum::Router::new().nest_service(ENDPOINT, service).layer(
@@ -530,6 +1000,7 @@ impl HttpListener {
         let health = Health {
             server: health_server,
             origins: Arc::new(allowed_origins(self.local_addr.port())),
+            port: self.local_addr.port(),
         };
         let app = app.route(
             HEALTH_ENDPOINT,
@@ -541,7 +1012,7 @@ impl HttpListener {
 
 /// Serves `app` on `listener`: at most `limits.max_connections` at once (the rest wait in the
 /// backlog), each closed when a request head does not arrive within
-/// `limits.header_read_timeout`. On `shutdown`, stops accepting, lets open connections finish
+/// `limits.header_read_timeout` or its client accepts no bytes for `limits.write_timeout`. On `shutdown`, stops accepting, lets open connections finish
 /// their current request and waits for them (at most 5 s).
 async fn accept_loop(
     listener: tokio::net::TcpListener,
@@ -576,7 +1047,8 @@ async fn accept_loop(
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(limits.header_read_timeout);
-            let conn = builder.serve_connection(TokioIo::new(stream), service);
+            let io = WriteDeadline::new(stream, limits.write_timeout);
+            let conn = builder.serve_connection(TokioIo::new(io), service);
             let mut conn = std::pin::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
@@ -630,15 +1102,73 @@ mod tests {
         assert!(HttpOptions::parse("127.0.0.1:1", Some("rel/token")).is_err());
     }
 
+    fn own_host() -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:5"));
+        h
+    }
+
+    #[test]
+    fn the_host_is_checked_in_every_form() {
+        let cases: &[(Option<&'static str>, &str, Option<StatusCode>)] = &[
+            (Some("127.0.0.1:5"), "/mcp", None),
+            (Some("localhost"), "/mcp", None),
+            (Some("[::1]:5"), "/mcp", None),
+            (Some("127.0.0.1:5"), "http://localhost:5/mcp", None),
+            (None, "/mcp", Some(StatusCode::BAD_REQUEST)),
+            (Some(""), "/mcp", Some(StatusCode::BAD_REQUEST)),
+            (Some("  "), "/mcp", Some(StatusCode::BAD_REQUEST)),
+            (Some("evil.example"), "/mcp", Some(StatusCode::FORBIDDEN)),
+            (Some("127.0.0.1:6"), "/mcp", Some(StatusCode::FORBIDDEN)),
+            (
+                Some("127.0.0.1.evil.example"),
+                "/mcp",
+                Some(StatusCode::FORBIDDEN),
+            ),
+            (
+                Some("127.0.0.1:5"),
+                "http://evil.example/mcp",
+                Some(StatusCode::FORBIDDEN),
+            ),
+            (
+                Some("127.0.0.1:5"),
+                "https://127.0.0.1:5/mcp",
+                Some(StatusCode::FORBIDDEN),
+            ),
+        ];
+        for (host, target, expected) in cases {
+            let mut h = HeaderMap::new();
+            if let Some(host) = host {
+                h.insert(header::HOST, HeaderValue::from_static(host));
+            }
+            let uri: axum::http::Uri = target.parse().unwrap();
+            let got = authority_refusal(&uri, &h, 5);
+            assert_eq!(
+                got.as_ref().map(|r| r.0),
+                *expected,
+                "{host:?} {target}: {got:?}"
+            );
+            if let Some((_, message)) = got {
+                assert!(
+                    message.contains("127.0.0.1:5"),
+                    "says what is accepted: {message}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn guard_checks_origin_then_token() {
         let guard = Guard {
             token: "abc".into(),
             origins: Arc::new(allowed_origins(5)),
+            port: 5,
         };
+        let target: axum::http::Uri = "/mcp".parse().unwrap();
+        let refusal = |guard: &Guard, h: &HeaderMap| refusal(guard, &target, h);
         // Without an Origin header (a non-browser client), then with this port's own origin.
         for origin in [None, Some("http://localhost:5")] {
-            let mut h = HeaderMap::new();
+            let mut h = own_host();
             if let Some(origin) = origin {
                 h.insert(header::ORIGIN, HeaderValue::from_static(origin));
             }
@@ -664,7 +1194,7 @@ mod tests {
             h.insert(header::AUTHORIZATION, HeaderValue::from_static("Basic abc"));
             assert!(refusal(&guard, &h).is_some(), "origin {origin:?}");
         }
-        let mut h = HeaderMap::new();
+        let mut h = own_host();
         h.insert(
             header::AUTHORIZATION,
             HeaderValue::from_static("Bearer abc"),

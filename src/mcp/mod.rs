@@ -39,6 +39,9 @@ pub struct McpOptions {
     /// `PATCHDIFF_MCP_HTTP` (or `--http`): serve Streamable HTTP on a loopback address instead
     /// of stdio (M1). `None`: stdio.
     pub http: Option<http::HttpOptions>,
+    /// The HTTP transport's bounds (`PATCHDIFF_MCP_HTTP_*`, M1), validated whether or not HTTP
+    /// is served (P2).
+    pub http_limits: http::HttpLimits,
     /// The process's resolved settings, for what is built at serve time (the perf recorder,
     /// the admission gate).
     pub settings: Settings,
@@ -98,6 +101,7 @@ impl McpOptions {
             Some(bind) => Some(http::HttpOptions::parse(bind, var(Key::McpHttpTokenFile)?)?),
             None => None,
         };
+        let http_limits = http::HttpLimits::from_settings(settings)?;
         Ok(Self {
             profile,
             strict,
@@ -106,6 +110,7 @@ impl McpOptions {
             waymark,
             wire_log,
             http,
+            http_limits,
             settings: settings.clone(),
         })
     }
@@ -255,7 +260,8 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
     use tokio::io::AsyncWriteExt;
     let listener = http::HttpListener::bind(&http)
         .await
-        .with_context(|| format!("binding {}", http.bind))?;
+        .with_context(|| format!("binding {}", http.bind))?
+        .with_limits(options.http_limits);
     let token = http::new_token();
     if let Some(path) = &http.token_file {
         crate::evidence::write_new_private(path, token.as_bytes())
