@@ -1,6 +1,9 @@
-//! Issue 12 over Streamable HTTP: malformed JSON gets 400 with a JSON-RPC error, the `Bearer`
-//! scheme is case-insensitive, DELETE of an unknown session is 404 (real binary); slow and idle
-//! clients are cut off and connections are capped (in process, on paused tokio time).
+//! Hostile clients over Streamable HTTP: malformed JSON gets 400 with a JSON-RPC error, the
+//! `Bearer` scheme is case-insensitive, DELETE of an unknown session is 404, `Host` is checked in
+//! every form (real binary); slow and idle clients are cut off, connections are capped, sessions
+//! are capped per token and closed when idle, GET streams cannot lock new clients out, and a
+//! client that never reads is dropped at the write timeout (in process, on paused tokio time
+//! where time matters).
 
 mod mcp_support;
 
@@ -173,8 +176,17 @@ async fn bad_params_and_batches_get_json_rpc_errors_with_ids_and_2025_03_26_is_n
 
 /// An in-process HTTP server (workspace profile, real SQLite store) with `limits`.
 async fn serve_in_process(limits: HttpLimits) -> (std::net::SocketAddr, String, tempfile::TempDir) {
+    serve_in_process_with(limits, |_| {}).await
+}
+
+/// [`serve_in_process`] after `prepare` ran on its store (e.g. to initialize targets).
+async fn serve_in_process_with(
+    limits: HttpLimits,
+    prepare: impl FnOnce(&SqliteStore),
+) -> (std::net::SocketAddr, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SqliteStore::open(&dir.path().join("pd.sqlite")).unwrap());
+    prepare(&store);
     let (recorder, telemetry) = Recorder::configure(None, None);
     let server = PatchdiffServer::new(Profile::Workspace, true, store, None, recorder, telemetry);
     let options = HttpOptions::parse("127.0.0.1:0", None).unwrap();
@@ -282,4 +294,256 @@ async fn a_body_that_does_not_arrive_gets_408_at_the_body_timeout() {
         "{:?}",
         start.elapsed()
     );
+}
+
+#[tokio::test]
+async fn an_empty_host_and_an_absolute_form_target_are_refused_with_what_is_accepted() {
+    let env = TestEnv::new();
+    let server = HttpServer::start(&env, "workspace").await;
+    let (addr, token) = (server.addr, server.token.clone());
+    let body = INITIALIZE;
+    let post = |target: &str, host: &str| {
+        format!(
+            "POST {target} HTTP/1.1\r\n{host}Authorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    for (request, status, says) in [
+        (post("/mcp", "Host:\r\n"), 400, "Host header is empty"),
+        (post("/mcp", "Host: \r\n"), 400, "Host header is empty"),
+        (
+            post("http://evil.example/mcp", &format!("Host: {addr}\r\n")),
+            403,
+            "evil.example",
+        ),
+        (
+            post("http://evil.example/mcp", "Host: evil.example\r\n"),
+            403,
+            "evil.example",
+        ),
+        (post("/mcp", "Host: evil.example\r\n"), 403, "evil.example"),
+    ] {
+        let response = raw(addr, &request).await;
+        assert_eq!(status_of(&response), status, "{request}\n{response}");
+        assert!(response.contains(says), "{response}");
+        assert!(
+            response.contains(&format!("127.0.0.1:{}", addr.port())),
+            "names what is accepted: {response}"
+        );
+    }
+    // `/healthz` needs no token but the same authority.
+    let response = raw(
+        addr,
+        "GET http://evil.example/healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(status_of(&response), 403, "{response}");
+    // The origin form and an absolute form naming this server are served.
+    let own = format!("http://{addr}/mcp");
+    for target in ["/mcp", own.as_str()] {
+        let response = raw(addr, &post(target, &format!("Host: {addr}\r\n"))).await;
+        assert_eq!(status_of(&response), 200, "{target}: {response}");
+    }
+    server.stop().await;
+}
+
+/// A POST of `body` on a fresh connection (`Connection: close`), read to its end.
+fn post_request(addr: std::net::SocketAddr, token: &str, session: Option<&str>, body: &str) -> String {
+    let session = session.map_or(String::new(), |s| format!("Mcp-Session-Id: {s}\r\n"));
+    format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{session}Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+fn session_of(response: &str) -> String {
+    response
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {response}"))
+}
+
+/// Opens an MCP session (initialize, then `notifications/initialized`); returns its id.
+async fn open_session(addr: std::net::SocketAddr, token: &str) -> String {
+    let response = raw(addr, &post_request(addr, token, None, INITIALIZE)).await;
+    assert_eq!(status_of(&response), 200, "{response}");
+    let session = session_of(&response);
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    let response = raw(addr, &post_request(addr, token, Some(&session), initialized)).await;
+    assert_eq!(status_of(&response), 202, "{response}");
+    session
+}
+
+/// The status a `ping` in `session` gets (200 while the session lives, 404 once it ended).
+async fn ping(addr: std::net::SocketAddr, token: &str, session: &str) -> u16 {
+    let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    status_of(&raw(addr, &post_request(addr, token, Some(session), ping)).await)
+}
+
+/// Opens `session`'s GET SSE stream and returns the connection (still open) with the response
+/// head read.
+async fn open_stream(addr: std::net::SocketAddr, token: &str, session: &str) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nAccept: text/event-stream\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("send");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = stream.read(&mut byte).await.expect("read head");
+        assert_eq!(n, 1, "closed before a head: {}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    (stream, String::from_utf8_lossy(&head).into_owned())
+}
+
+#[tokio::test]
+async fn three_thousand_never_closed_sessions_keep_only_the_cap() {
+    let (addr, token, _dir) = serve_in_process(HttpLimits::PRODUCT).await;
+    let mut sessions = Vec::new();
+    for _ in 0..3000 {
+        let response = raw(addr, &post_request(addr, &token, None, INITIALIZE)).await;
+        assert_eq!(status_of(&response), 200, "an initialize is never refused: {response}");
+        sessions.push(session_of(&response));
+    }
+    let cap = HttpLimits::PRODUCT.max_sessions;
+    // The least recently used were evicted to admit the newer ones; the newest `cap` live.
+    for evicted in [0, 1, 1500, 3000 - cap - 1] {
+        assert_eq!(ping(addr, &token, &sessions[evicted]).await, 404, "session {evicted}");
+    }
+    for live in 3000 - cap..3000 {
+        assert_eq!(ping(addr, &token, &sessions[live]).await, 200, "session {live}");
+    }
+}
+
+#[tokio::test]
+async fn a_session_in_use_outlives_newer_idle_ones_at_the_cap() {
+    let limits = HttpLimits {
+        max_sessions: 3,
+        ..HttpLimits::PRODUCT
+    };
+    let (addr, token, _dir) = serve_in_process(limits).await;
+    let kept = open_session(addr, &token).await;
+    let mut others = Vec::new();
+    for _ in 0..6 {
+        others.push(open_session(addr, &token).await);
+        // The operator's session keeps working between the greedy client's sessions.
+        assert_eq!(ping(addr, &token, &kept).await, 200);
+    }
+    assert_eq!(ping(addr, &token, &others[0]).await, 404);
+    assert_eq!(ping(addr, &token, &others[5]).await, 200);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_idle_session_is_closed_well_before_300_s() {
+    let (addr, token, _dir) = serve_in_process(HttpLimits::PRODUCT).await;
+    let session = open_session(addr, &token).await;
+    assert_eq!(ping(addr, &token, &session).await, 200);
+    let idle = HttpLimits::PRODUCT.session_idle;
+    assert!(idle < Duration::from_secs(300));
+    tokio::time::sleep(idle + Duration::from_secs(1)).await;
+    assert_eq!(ping(addr, &token, &session).await, 404, "kept after {idle:?} idle");
+}
+
+#[tokio::test(start_paused = true)]
+async fn sixty_four_long_lived_get_streams_do_not_lock_a_new_client_out() {
+    let limits = HttpLimits::PRODUCT;
+    let (addr, token, _dir) = serve_in_process(limits).await;
+    // A greedy client: 64 sessions, each with its GET stream held open and never read.
+    let mut held = Vec::new();
+    for _ in 0..limits.max_connections {
+        let session = open_session(addr, &token).await;
+        let (stream, head) = open_stream(addr, &token, &session).await;
+        assert_eq!(status_of(&head), 200, "{head}");
+        held.push(stream);
+    }
+    // And more GET streams on one session than one.
+    let session = open_session(addr, &token).await;
+    let (_first, head) = open_stream(addr, &token, &session).await;
+    assert_eq!(status_of(&head), 200, "{head}");
+    let (_second, head) = open_stream(addr, &token, &session).await;
+    assert_eq!(status_of(&head), 409, "{head}");
+    // A new client (the console) is served at once: a session, a call, its own stream.
+    let start = tokio::time::Instant::now();
+    let served = tokio::time::timeout(GUARD, async {
+        let mine = open_session(addr, &token).await;
+        assert_eq!(ping(addr, &token, &mine).await, 200);
+        let (_stream, head) = open_stream(addr, &token, &mine).await;
+        assert_eq!(status_of(&head), 200, "{head}");
+        assert!(head.to_ascii_lowercase().contains("text/event-stream"), "{head}");
+    })
+    .await;
+    assert!(served.is_ok(), "the new client was locked out");
+    assert!(
+        start.elapsed() < limits.header_read_timeout,
+        "served only after {:?}",
+        start.elapsed()
+    );
+    drop(held);
+}
+
+/// A `tools/call` of `patchdiff_read_target` for `target` in `session`.
+fn read_target_call(target: &str) -> String {
+    serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "patchdiff_read_target", "arguments": {"target": target}}})
+    .to_string()
+}
+
+#[tokio::test(start_paused = true)]
+async fn eight_clients_that_never_read_a_large_read_target_are_dropped_at_the_write_timeout() {
+    // 16 MiB: well over what the loopback socket buffers of one connection hold.
+    let content = "x".repeat(16 * 1024 * 1024);
+    let sha = sha256_hex(content.as_bytes());
+    let limits = HttpLimits {
+        write_timeout: Duration::from_secs(5),
+        ..HttpLimits::PRODUCT
+    };
+    let (addr, token, _dir) = serve_in_process_with(limits, |store| {
+        use patchdiff::store::EditStore;
+        store
+            .init_target("big", "javascript", content.as_bytes(), &sha, false)
+            .expect("init");
+    })
+    .await;
+    drop(content);
+    let mut readers = Vec::new();
+    for _ in 0..8 {
+        let session = open_session(addr, &token).await;
+        let mut stream = TcpStream::connect(addr).await.expect("connect");
+        let request = post_request(addr, &token, Some(&session), &read_target_call("big"));
+        stream.write_all(request.as_bytes()).await.expect("send");
+        // Read until the result itself is flowing, then never read again.
+        let mut seen = Vec::new();
+        let mut chunk = vec![0u8; 16 * 1024];
+        while !String::from_utf8_lossy(&seen).contains("\"result\"") {
+            let n = stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+            seen.extend_from_slice(&chunk[..n]);
+        }
+        assert_eq!(status_of(&String::from_utf8_lossy(&seen)), 200);
+        readers.push((stream, seen));
+    }
+    let start = tokio::time::Instant::now();
+    tokio::time::sleep(limits.write_timeout * 3).await;
+    for (mut stream, mut seen) in readers {
+        // Dropped: the rest of what the buffers held, then end of stream (or a reset) — never
+        // the whole response with its final chunk.
+        let mut rest = Vec::new();
+        let _ = tokio::time::timeout(GUARD, stream.read_to_end(&mut rest))
+            .await
+            .expect("the connection was kept open");
+        seen.extend_from_slice(&rest);
+        assert!(
+            !seen.ends_with(b"0\r\n\r\n"),
+            "a client that never read got the whole {} bytes",
+            seen.len()
+        );
+        assert!(seen.len() < 32 * 1024 * 1024, "{}", seen.len());
+    }
+    assert!(start.elapsed() >= limits.write_timeout);
 }
