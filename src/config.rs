@@ -245,7 +245,7 @@ settings! {
         file: Some("mcp_http_session_idle_s"),
         choices: [],
         default: Some("120"),
-        accepted: "a whole number of seconds from 1 to 3600, default 120",
+        accepted: "a whole number of seconds from 30 to 3600, default 120",
     }
     /// M1: an HTTP connection whose client accepts no response bytes for this many seconds is
     /// dropped.

@@ -322,6 +322,14 @@ async fn an_empty_host_and_an_absolute_form_target_are_refused_with_what_is_acce
             "evil.example",
         ),
         (post("/mcp", "Host: evil.example\r\n"), 403, "evil.example"),
+        // DELETE was answered (404) before rmcp's own `Host` check ever ran.
+        (
+            format!(
+                "DELETE /mcp HTTP/1.1\r\nHost:\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: x\r\nConnection: close\r\n\r\n"
+            ),
+            400,
+            "Host header is empty",
+        ),
     ] {
         let response = raw(addr, &request).await;
         assert_eq!(status_of(&response), status, "{request}\n{response}");
