@@ -47,7 +47,8 @@ fn parse_args() -> anyhow::Result<Args> {
         hold: Duration::from_secs(40),
     };
     let mut it = std::env::args().skip(1);
-    let accepted = "--before PATH, --after PATH, --sessions N, --readers N, --target-mib M, --hold-s S";
+    let accepted =
+        "--before PATH, --after PATH, --sessions N, --readers N, --target-mib M, --hold-s S";
     while let Some(flag) = it.next() {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         match flag.as_str() {
@@ -152,7 +153,9 @@ impl Server {
     /// One POST on a fresh connection, read to its end.
     async fn post(&self, session: Option<&str>, body: &str) -> anyhow::Result<String> {
         let mut stream = TcpStream::connect(self.addr).await?;
-        stream.write_all(self.request(session, body).as_bytes()).await?;
+        stream
+            .write_all(self.request(session, body).as_bytes())
+            .await?;
         let mut out = Vec::new();
         stream.read_to_end(&mut out).await?;
         Ok(String::from_utf8_lossy(&out).into_owned())
@@ -263,7 +266,8 @@ async fn readers(
     let mut dropped = 0;
     for mut stream in stalled {
         let mut rest = Vec::new();
-        let read = tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut rest)).await;
+        let read =
+            tokio::time::timeout(Duration::from_secs(60), stream.read_to_end(&mut rest)).await;
         let whole = matches!(read, Ok(Ok(_))) && rest.ends_with(b"0\r\n\r\n");
         if !whole {
             dropped += 1;
@@ -308,14 +312,19 @@ async fn main() -> anyhow::Result<()> {
         println!("{label:<58}{cells}");
     };
     let n = args.sessions;
-    row("sessions: RSS at start", s.iter().map(|f| format!("{:.1}", f.rss_before)).collect());
+    row(
+        "sessions: RSS at start",
+        s.iter().map(|f| format!("{:.1}", f.rss_before)).collect(),
+    );
     row(
         &format!("sessions: RSS after {n} never closed"),
         s.iter().map(|f| format!("{:.1}", f.rss_after)).collect(),
     );
     row(
         &format!("sessions: RSS added by {n} sessions"),
-        s.iter().map(|f| format!("{:+.1}", f.rss_after - f.rss_before)).collect(),
+        s.iter()
+            .map(|f| format!("{:+.1}", f.rss_after - f.rss_before))
+            .collect(),
     );
     row(
         &format!("sessions: seconds to open {n}"),
@@ -326,16 +335,24 @@ async fn main() -> anyhow::Result<()> {
         s.iter().map(|f| f.first_alive.to_string()).collect(),
     );
     let (k, m) = (args.readers, args.target_mib);
-    row("readers: RSS at start", r.iter().map(|f| format!("{:.1}", f.rss_before)).collect());
+    row(
+        "readers: RSS at start",
+        r.iter().map(|f| format!("{:.1}", f.rss_before)).collect(),
+    );
     row(
         &format!("readers: RSS with {k} stalled on {m} MiB (3 s)"),
         r.iter().map(|f| format!("{:.1}", f.rss_stalled)).collect(),
     );
     row(
         &format!("readers: RSS after {} s", args.hold.as_secs()),
-        r.iter().map(|f| format!("{:.1}", f.rss_after_hold)).collect(),
+        r.iter()
+            .map(|f| format!("{:.1}", f.rss_after_hold))
+            .collect(),
     );
-    row("readers: RSS high-water (VmHWM)", r.iter().map(|f| format!("{:.1}", f.high_water)).collect());
+    row(
+        "readers: RSS high-water (VmHWM)",
+        r.iter().map(|f| format!("{:.1}", f.high_water)).collect(),
+    );
     row(
         &format!("readers: of {k}, dropped by the server"),
         r.iter().map(|f| f.dropped.to_string()).collect(),

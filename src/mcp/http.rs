@@ -548,7 +548,8 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
     parts.headers.remove(header::CONTENT_LENGTH);
     let request = Request::from_parts(parts, body);
     match session {
-        Some(id) => {
+        // Only live sessions are tracked: made-up ids must not grow the table (rmcp answers 404).
+        Some(id) if p.sessions.manager.has_session(&id).await.unwrap_or(false) => {
             p.sessions.touch(&id, true);
             let open = OpenResponse {
                 sessions: p.sessions.clone(),
@@ -567,7 +568,7 @@ async fn protocol_layer(State(p): State<Protocol>, request: Request, next: Next)
             drop(admitted);
             response
         }
-        None => next.run(request).await,
+        _ => next.run(request).await,
     }
 }
 
