@@ -1,5 +1,5 @@
 //! SPEC M1: Streamable HTTP for the console — loopback only, bearer token on every request,
-//! `Origin` validated — against the real binary.
+//! `Origin` validated, the bounds set by `PATCHDIFF_MCP_HTTP_*` — against the real binary.
 
 mod mcp_support;
 
@@ -180,4 +180,85 @@ async fn a_dev_null_stdin_does_not_stop_the_server_but_sigterm_does() {
         .expect("exits on SIGTERM")
         .expect("wait");
     assert!(status.success(), "{status}");
+}
+
+/// The session id a response carries.
+fn session_of(response: &str) -> String {
+    response
+        .lines()
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.eq_ignore_ascii_case("mcp-session-id")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_else(|| panic!("no session id: {response}"))
+}
+
+#[tokio::test]
+async fn the_session_cap_setting_is_applied_by_the_binary() {
+    let env = TestEnv::new();
+    let server = HttpServer::start_with(
+        &env,
+        "workspace",
+        &[("PATCHDIFF_MCP_HTTP_MAX_SESSIONS", "2".to_owned())],
+    )
+    .await;
+    let bearer = format!("Bearer {}", server.token);
+    let mut sessions = Vec::new();
+    for _ in 0..3 {
+        let (status, text) = server.post(&[("Authorization", &bearer)], INITIALIZE).await;
+        assert_eq!(status, 200, "{text}");
+        let session = session_of(&text);
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Mcp-Session-Id", &session),
+        ];
+        assert_eq!(server.post(&headers, initialized).await.0, 202);
+        sessions.push(session);
+    }
+    let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
+    let status = |session: &str| {
+        let headers = [
+            ("Authorization", bearer.as_str()),
+            ("Mcp-Session-Id", session),
+        ];
+        let server = &server;
+        async move { server.post(&headers, ping).await.0 }
+    };
+    assert_eq!(status(&sessions[0]).await, 404, "the oldest was evicted");
+    assert_eq!(status(&sessions[1]).await, 200);
+    assert_eq!(status(&sessions[2]).await, 200);
+    server.stop().await;
+}
+
+#[test]
+fn an_out_of_range_http_bound_refuses_to_start_naming_it() {
+    let env = TestEnv::new();
+    for (variable, value) in [
+        ("PATCHDIFF_MCP_HTTP_MAX_SESSIONS", "0"),
+        ("PATCHDIFF_MCP_HTTP_SESSION_IDLE_S", "5"),
+        ("PATCHDIFF_MCP_HTTP_WRITE_TIMEOUT_S", "never"),
+    ] {
+        let out = std::process::Command::new(EXE)
+            .args(["mcp", "--http", "127.0.0.1:0"])
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .envs(env.vars("workspace"))
+            .env(variable, value)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{variable}={value} was not refused"
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(variable) && stderr.contains(value),
+            "{stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{variable}: it printed a banner");
+    }
 }

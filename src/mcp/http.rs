@@ -1211,6 +1211,51 @@ mod tests {
     }
 
     #[test]
+    fn limits_come_from_the_settings_and_bad_values_are_refused() {
+        let settings = |pairs: Vec<(Key, &'static str)>| {
+            Settings::from_lookup(move |name| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| k.variable() == name)
+                    .map(|(_, v)| (*v).into())
+            })
+        };
+        assert_eq!(
+            HttpLimits::from_settings(&settings(vec![])).unwrap(),
+            HttpLimits::PRODUCT
+        );
+        let set = settings(vec![
+            (Key::McpHttpMaxSessions, "4"),
+            (Key::McpHttpSessionIdleS, "45"),
+            (Key::McpHttpWriteTimeoutS, "7"),
+        ]);
+        let limits = HttpLimits::from_settings(&set).unwrap();
+        assert_eq!(
+            (
+                limits.max_sessions,
+                limits.session_idle,
+                limits.write_timeout
+            ),
+            (4, Duration::from_secs(45), Duration::from_secs(7))
+        );
+        for (key, value) in [
+            (Key::McpHttpMaxSessions, "0"),
+            (Key::McpHttpMaxSessions, "33"),
+            (Key::McpHttpMaxSessions, "many"),
+            (Key::McpHttpSessionIdleS, "29"),
+            (Key::McpHttpSessionIdleS, "-1"),
+            (Key::McpHttpWriteTimeoutS, "0"),
+            (Key::McpHttpWriteTimeoutS, "1.5"),
+        ] {
+            let err = HttpLimits::from_settings(&settings(vec![(key, value)])).unwrap_err();
+            let text = err.to_string();
+            assert!(text.contains(key.variable()), "{text}");
+            assert!(text.contains(value), "{text}");
+            assert!(text.contains(key.spec().accepted), "{text}");
+        }
+    }
+
+    #[test]
     fn tokens_are_long_and_distinct() {
         let (a, b) = (new_token(), new_token());
         assert_eq!(a.len(), 64);
