@@ -218,17 +218,16 @@ async fn the_session_cap_setting_is_applied_by_the_binary() {
         sessions.push(session);
     }
     let ping = r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#;
-    let status = |session: &str| {
+    let mut statuses = Vec::new();
+    for session in &sessions {
         let headers = [
             ("Authorization", bearer.as_str()),
             ("Mcp-Session-Id", session),
         ];
-        let server = &server;
-        async move { server.post(&headers, ping).await.0 }
-    };
-    assert_eq!(status(&sessions[0]).await, 404, "the oldest was evicted");
-    assert_eq!(status(&sessions[1]).await, 200);
-    assert_eq!(status(&sessions[2]).await, 200);
+        statuses.push(server.post(&headers, ping).await.0);
+    }
+    // The oldest was evicted to admit the third.
+    assert_eq!(statuses, [404, 200, 200]);
     server.stop().await;
 }
 
