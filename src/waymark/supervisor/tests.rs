@@ -164,6 +164,8 @@ fn worker_code(r: &Result<Discovery, DiscoveryError>) -> Option<Code> {
     r.as_ref().err().and_then(|e| e.worker()).map(|e| e.code)
 }
 
+/// W7: `discovery_total`'s `lock_holder` is true only for a caller holding its target's lock —
+/// a read's parse check (`discover_if_idle`) holds none.
 #[tokio::test(start_paused = true)]
 async fn lock_holder_is_recorded_only_for_callers_holding_a_lock() {
     let rig = Rig::new(answering);
@@ -197,7 +199,7 @@ async fn lock_holder_is_recorded_only_for_callers_holding_a_lock() {
     );
 }
 
-/// Each scripted fault retires the generation with its reason and fails the request with the
+/// W4: each scripted fault retires the generation with its reason and fails the request with the
 /// reason's code; the failed discovery is not retried (one launch).
 #[tokio::test(start_paused = true)]
 async fn each_fault_retires_with_its_reason_and_is_never_retried() {
@@ -235,6 +237,7 @@ async fn each_fault_retires_with_its_reason_and_is_never_retried() {
     }
 }
 
+/// W10: three launches in any rolling minute; the fourth is refused at once.
 #[tokio::test(start_paused = true)]
 async fn a_fourth_launch_in_a_rolling_minute_is_the_restart_limit() {
     // Every generation dies on its first request; distinct contents, so none is quarantined
@@ -254,6 +257,7 @@ async fn a_fourth_launch_in_a_rolling_minute_is_the_restart_limit() {
     assert_eq!(worker_code(&r), Some(Code::Protocol), "the window rolled: {r:?}");
 }
 
+/// W6: readiness 7 s, active 15 s (default), each on its own.
 #[tokio::test(start_paused = true)]
 async fn readiness_and_active_ceilings_fire_at_their_limits() {
     let rig = Rig::new(|_| Script {
@@ -282,7 +286,7 @@ async fn readiness_and_active_ceilings_fire_at_their_limits() {
     );
 }
 
-/// A paused process is not a slow worker: a 20 s pause during a request whose answer takes
+/// W6: a paused process is not a slow worker: a 20 s pause during a request whose answer takes
 /// 1 s of running time retires nothing, and the active phase says it was paused.
 #[tokio::test(start_paused = true)]
 async fn a_paused_process_does_not_retire_a_healthy_generation() {
@@ -306,7 +310,7 @@ async fn a_paused_process_does_not_retire_a_healthy_generation() {
     assert!(rig.waymark.status().ready, "the generation still serves");
 }
 
-/// A pathological content costs only itself: it kills its generation once, is then answered
+/// W4, W10: a pathological content costs only itself: it kills its generation once, is then answered
 /// `quarantined` at once without a launch, and other content keeps being discovered.
 #[tokio::test(start_paused = true)]
 async fn content_that_killed_a_generation_is_not_sent_again() {
