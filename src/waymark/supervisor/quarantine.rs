@@ -1,8 +1,10 @@
 //! A pathological file costs only itself (W4, W10): content whose discovery killed its
-//! generation (the worker died on it, outgrew the RSS limit parsing it, or did not answer within
-//! the active timeout — [`RetirementReason::is_caused_by_content`]) is quarantined by its
-//! language and SHA-256, and never sent to a worker again while this supervisor lives. Asking
-//! again answers at once with [`DomainFailure::Quarantined`], naming the cause.
+//! generation is quarantined by its language, size and SHA-256, and never sent to a worker again
+//! while this supervisor lives. Asking again answers at once with
+//! [`DomainFailure::Quarantined`], naming the cause. Outgrowing the RSS limit or the active
+//! timeout on it quarantines it at once; a death of the worker (which may also come from
+//! outside — a SIGKILL, the OOM killer) only the second time the same content is in flight
+//! ([`RetirementReason::strikes_to_quarantine`]), so a content costs at most two launches.
 //!
 //! Why the supervisor's (the process's) life and not the generation's: the generation that met
 //! the content is dead by then, and the next one would die the same way — the pinned engine and
@@ -30,22 +32,27 @@ pub(super) struct ContentKey {
     pub sha256: String,
 }
 
-/// Why content was quarantined.
+/// Why content was quarantined (or, below its strikes, is suspected).
 #[derive(Debug, Clone)]
 struct Verdict {
     generation: u64,
     reason: RetirementReason,
     detail: String,
+    /// Retirements with this content in flight.
+    strikes: u32,
+    quarantined: bool,
 }
 
 #[derive(Default)]
 pub(super) struct Quarantine {
+    /// Quarantined and suspected contents, oldest first (at most [`CAPACITY`]).
     entries: Mutex<VecDeque<(ContentKey, Verdict)>>,
 }
 
 impl Quarantine {
-    /// Quarantines `key` after it retired `generation` for `reason`; false when the reason is
-    /// not one content causes, or the key is already quarantined.
+    /// Counts a retirement of `generation` for `reason` with `key` in flight; true when that
+    /// quarantines `key` now (false: not the content's doing, still below its strikes, or
+    /// quarantined already).
     pub(super) fn admit(
         &self,
         key: &ContentKey,
@@ -53,43 +60,61 @@ impl Quarantine {
         reason: RetirementReason,
         detail: &str,
     ) -> bool {
-        if !reason.is_caused_by_content() {
+        let Some(needed) = reason.strikes_to_quarantine() else {
             return false;
-        }
+        };
         let mut entries = lock(&self.entries);
-        if entries.iter().any(|(k, _)| k == key) {
-            return false;
-        }
+        let strikes = match entries.iter().position(|(k, _)| k == key) {
+            Some(i) => {
+                let (_, v) = &entries[i];
+                if v.quarantined {
+                    return false;
+                }
+                let strikes = v.strikes + 1;
+                entries.remove(i);
+                strikes
+            }
+            None => 1,
+        };
         if entries.len() >= CAPACITY {
             entries.pop_front();
         }
+        let quarantined = strikes >= needed;
         entries.push_back((
             key.clone(),
             Verdict {
                 generation,
                 reason,
                 detail: detail.to_owned(),
+                strikes,
+                quarantined,
             },
         ));
-        true
+        quarantined
     }
 
     /// The domain failure for quarantined `key`, `None` when it may be sent to a worker.
     pub(super) fn check(&self, key: &ContentKey) -> Option<DomainFailure> {
         let entries = lock(&self.entries);
-        let (_, v) = entries.iter().find(|(k, _)| k == key)?;
+        let (_, v) = entries.iter().find(|(k, v)| k == key && v.quarantined)?;
+        let times = if v.strikes > 1 {
+            format!(" (the last of {} times)", v.strikes)
+        } else {
+            String::new()
+        };
         Some(DomainFailure::Quarantined {
             sha256: key.sha256.clone(),
             cause: format!(
-                "this {} content ({} bytes, sha256 {}) retired worker generation {} ({}: {}); \
-                 it is not sent to the Waymark worker again while this process runs",
+                "this {} content ({} bytes, sha256 {}) retired worker generation {}{times} ({}: \
+                 {}); it is not sent to the Waymark worker again while this process runs",
                 key.language, key.bytes, key.sha256, v.generation, v.reason, v.detail
             ),
         })
     }
 
+    /// How many contents are quarantined.
     pub(super) fn len(&self) -> usize {
-        lock(&self.entries).len()
+        lock(&self.entries).iter().filter(|(_, v)| v.quarantined).count()
     }
 }
 
@@ -106,22 +131,35 @@ mod tests {
     }
 
     #[test]
-    fn only_content_caused_retirements_quarantine_and_each_key_once() {
-        let q = Quarantine::default();
+    fn limits_quarantine_at_once_deaths_the_second_time_and_policy_never() {
         for r in RetirementReason::ALL {
-            let admitted = q.admit(&key(1), 1, r, "x");
-            if r.is_caused_by_content() {
-                assert!(admitted || q.check(&key(1)).is_some(), "{r}");
-            } else {
-                assert!(!admitted, "{r} is not the content's doing");
-            }
+            let q = Quarantine::default();
+            let first = q.admit(&key(1), 1, r, "x");
+            let second = q.admit(&key(1), 2, r, "y");
+            let third = q.admit(&key(1), 3, r, "z");
+            let expected = match r.strikes_to_quarantine() {
+                Some(1) => [true, false, false],
+                Some(2) => [false, true, false],
+                _ => [false, false, false],
+            };
+            assert_eq!([first, second, third], expected, "{r}");
+            assert_eq!(q.len(), usize::from(expected.contains(&true)), "{r}");
         }
-        assert_eq!(q.len(), 1, "a key is quarantined once");
+        let q = Quarantine::default();
+        q.admit(&key(1), 1, RetirementReason::RssLimit, "x");
         let failure = q.check(&key(1)).expect("quarantined");
         assert_eq!(failure.code(), "quarantined");
         let text = failure.to_string();
-        assert!(text.contains("retired worker generation 1 (worker_exited: x)"), "{text}");
+        assert!(text.contains("retired worker generation 1 (rss_limit: x)"), "{text}");
         assert!(q.check(&key(2)).is_none());
+        q.admit(&key(2), 4, RetirementReason::WorkerExited, "died");
+        assert!(q.check(&key(2)).is_none(), "one death is not yet the content's fault");
+        q.admit(&key(2), 5, RetirementReason::WorkerExited, "died again");
+        let text = q.check(&key(2)).expect("twice").to_string();
+        assert!(
+            text.contains("generation 5 (the last of 2 times) (worker_exited: died again)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -103,14 +103,17 @@ impl RetirementReason {
         )
     }
 
-    /// A retirement the content of the request in flight can cause: the worker died on it,
-    /// outgrew the RSS limit parsing it or did not answer within the active timeout. The content
-    /// is then quarantined (see `supervisor::quarantine`).
-    pub const fn is_caused_by_content(self) -> bool {
-        matches!(
-            self,
-            Self::WorkerExited | Self::PipeFailed | Self::RssLimit | Self::ActiveTimeout
-        )
+    /// How many retirements of this reason, each with the same content in flight, quarantine
+    /// that content (see `supervisor::quarantine`); `None`: the reason is never the content's
+    /// doing. The RSS limit and the active timeout are measured on the request itself: once.
+    /// A death (the worker exited, its pipe broke) may be the content's (a crash in the
+    /// parser) or not (the worker killed from outside, the OOM killer): twice.
+    pub const fn strikes_to_quarantine(self) -> Option<u32> {
+        match self {
+            Self::RssLimit | Self::ActiveTimeout => Some(1),
+            Self::WorkerExited | Self::PipeFailed => Some(2),
+            _ => None,
+        }
     }
 }
 

@@ -240,8 +240,7 @@ async fn each_fault_retires_with_its_reason_and_is_never_retried() {
 /// W10: three launches in any rolling minute; the fourth is refused at once.
 #[tokio::test(start_paused = true)]
 async fn a_fourth_launch_in_a_rolling_minute_is_the_restart_limit() {
-    // Every generation dies on its first request; distinct contents, so none is quarantined
-    // before the next launch.
+    // Every generation dies on its first request; distinct contents, so none is quarantined.
     let rig = Rig::new(|_| Script::replying(|_, _| Reply::Die));
     for n in 0..3 {
         let r = rig.waymark.discover(Language::JavaScript, &format!("c{n}")).await;
@@ -364,4 +363,37 @@ async fn retirement_reasons_serialize_as_their_wire_spelling() {
         );
         assert_eq!(r, r.as_str());
     }
+}
+
+/// W4, W10: a death with the same content in flight twice quarantines it (one death may come
+/// from outside the content: a SIGKILL, the OOM killer), so it costs at most two launches.
+#[tokio::test(start_paused = true)]
+async fn content_the_worker_dies_on_twice_is_not_sent_a_third_time() {
+    let rig = Rig::new(|_| {
+        Script::replying(|_, source| {
+            if source == "crash" {
+                Reply::Die
+            } else {
+                Reply::Answer
+            }
+        })
+    });
+    for _ in 0..2 {
+        let r = rig.waymark.discover(Language::JavaScript, "crash").await;
+        assert_eq!(worker_code(&r), Some(Code::Protocol), "{r:?}");
+        rig.settle().await;
+    }
+    let third = rig.waymark.discover(Language::JavaScript, "crash").await;
+    assert!(
+        matches!(
+            third,
+            Err(DiscoveryError::Domain(DomainFailure::Quarantined { .. }))
+        ),
+        "{third:?}"
+    );
+    assert_eq!(rig.spawner.spawned.load(std::sync::atomic::Ordering::SeqCst), 2);
+    rig.waymark
+        .discover(Language::JavaScript, "fine")
+        .await
+        .expect("the third launch is still in the budget");
 }
