@@ -35,8 +35,7 @@ pub(super) struct Measured<T> {
 /// Runs `fut` for at most `ceiling` of running time (see the module header). The ceiling fires
 /// no earlier than `ceiling` after the start and, without pauses, within one timer tick of it.
 pub(super) async fn within<F: Future>(ceiling: Duration, fut: F) -> Measured<F::Output> {
-    let fut = std::pin::pin!(fut);
-    let mut fut = fut;
+    let mut fut = std::pin::pin!(fut);
     let mut counted = Duration::ZERO;
     let mut paused = Duration::ZERO;
     loop {
