@@ -136,7 +136,9 @@ async fn a_file_that_kills_discovery_costs_only_itself() {
     let events = events(&perf);
     let big_bytes = events
         .iter()
-        .filter(|e| e["name"] == "discovery_total" && e["attrs"]["bytes"].as_u64() > Some(1_000_000))
+        .filter(|e| {
+            e["name"] == "discovery_total" && e["attrs"]["bytes"].as_u64() > Some(1_000_000)
+        })
         .collect::<Vec<_>>();
     let codes: Vec<&str> = big_bytes
         .iter()
@@ -148,7 +150,10 @@ async fn a_file_that_kills_discovery_costs_only_itself() {
         codes[1..].iter().all(|c| *c == "quarantined"),
         "retries never reach a worker: {codes:?}"
     );
-    let launches = events.iter().filter(|e| e["name"] == "worker_launch").count();
+    let launches = events
+        .iter()
+        .filter(|e| e["name"] == "worker_launch")
+        .count();
     assert_eq!(launches, 2, "one death, one replacement");
     let retired: Vec<&str> = events
         .iter()
@@ -156,7 +161,10 @@ async fn a_file_that_kills_discovery_costs_only_itself() {
         .map(|e| e["attrs"]["reason"].as_str().unwrap_or_default())
         .collect();
     assert!(
-        matches!(retired.first(), Some(&"rss_limit") | Some(&"active_timeout")),
+        matches!(
+            retired.first(),
+            Some(&"rss_limit") | Some(&"active_timeout")
+        ),
         "{retired:?}"
     );
 }
@@ -169,8 +177,36 @@ async fn wait_for_event(path: &std::path::Path, pred: impl Fn(&Value) -> bool) -
         if let Some(e) = events(path).into_iter().find(|e| pred(e)) {
             return e;
         }
-        assert!(std::time::Instant::now() < deadline, "no such event in {}", path.display());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no such event in {}",
+            path.display()
+        );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Bytes `pid` has read so far (`rchar` of `/proc/PID/io`).
+fn bytes_read(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|io| {
+            io.lines()
+                .find_map(|l| l.strip_prefix("rchar: ").map(|n| n.trim().parse().ok()))
+                .flatten()
+        })
+        .unwrap_or(0)
+}
+
+/// Polls until `pid` has read `at_least` more bytes than `base` (a condition, not a duration).
+async fn wait_until_read(pid: u32, base: u64, at_least: u64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while bytes_read(pid) < base + at_least {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "worker {pid} never read its request"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     }
 }
 
@@ -182,8 +218,9 @@ fn signal(pid: u32, sig: nix::sys::signal::Signal) {
 async fn a_paused_server_does_not_retire_a_healthy_generation() {
     use nix::sys::signal::Signal;
     let env = TestEnv::new();
-    // About 5 MB: a parse that takes the worker on the order of a second.
-    env.init_target("mid", &js_of_lines(230_000)).await;
+    // About 1 MB: a parse that takes the worker a fraction of a second (W6's 6 s below leaves
+    // room for a loaded machine).
+    env.init_target("mid", &js_of_lines(46_000)).await;
     let perf = env.path().join("perf.jsonl");
     let mut vars = env.vars("observed");
     vars.insert("PATCHDIFF_WAYMARK_ACTIVE_TIMEOUT_MS".into(), "6000".into());
@@ -197,12 +234,12 @@ async fn a_paused_server_does_not_retire_a_healthy_generation() {
         "patchdiff_observe_scope",
         json!({"target": "mid", "scope": "Big.m"}),
     );
+    let base = bytes_read(worker);
+    let source_bytes = js_of_lines(46_000).len() as u64;
     let pause = async {
-        // The request is active once its readiness phase has ended.
-        wait_for_event(&perf, |e| {
-            e["name"] == "phase_readiness" && e["ids"].get("request").is_some()
-        })
-        .await;
+        // The worker has read the request file: its frame was sent and the active phase is
+        // running; the worker is now hashing and parsing.
+        wait_until_read(worker, base, source_bytes).await;
         signal(worker, Signal::SIGSTOP);
         signal(mcp.pid, Signal::SIGSTOP);
         // The pause itself is what is tested: longer than the 6 s active timeout.
@@ -216,7 +253,10 @@ async fn a_paused_server_does_not_retire_a_healthy_generation() {
     mcp.stop().await;
 
     let events = events(&perf);
-    let retired: Vec<&Value> = events.iter().filter(|e| e["name"] == "worker_retired").collect();
+    let retired: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["name"] == "worker_retired")
+        .collect();
     assert!(
         retired.iter().all(|e| e["attrs"]["reason"] == "shutdown"),
         "a pause retires nothing: {retired:?}"
@@ -227,5 +267,8 @@ async fn a_paused_server_does_not_retire_a_healthy_generation() {
         .expect("phase_active");
     assert_eq!(active["outcome"], "ok", "{active}");
     let paused = active["attrs"]["paused_ms"].as_u64().unwrap_or(0);
-    assert!(paused >= 5_000, "the active phase reports the pause: {active}");
+    assert!(
+        paused >= 5_000,
+        "the active phase reports the pause: {active}"
+    );
 }

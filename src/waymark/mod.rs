@@ -28,7 +28,9 @@ pub use clock::Clock;
 pub use config::{ConfigError, WaymarkConfig, WaymarkLimits, WaymarkMode};
 pub use error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
 pub use stale::{StaleReport, StaleRoot};
-pub use supervisor::{CallerKind, Retirement, RetirementReason, StderrCapture, Waymark, WorkerStatus};
+pub use supervisor::{
+    CallerKind, Retirement, RetirementReason, StderrCapture, Waymark, WorkerStatus,
+};
 
 /// A language the worker discovers scopes in (W1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

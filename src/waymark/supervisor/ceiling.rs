@@ -82,7 +82,10 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(5)).await;
         tokio::time::advance(Duration::from_secs(20)).await;
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert!(!guarded.is_finished(), "a 20 s pause must not fire a 15 s ceiling");
+        assert!(
+            !guarded.is_finished(),
+            "a 20 s pause must not fire a 15 s ceiling"
+        );
         tx.send(7).expect("send");
         let m = guarded.await.expect("join");
         assert_eq!(m.value.map(|v| v.ok()), Some(Some(7)));
@@ -99,6 +102,9 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
         let m = within(Duration::from_millis(100), ready).await;
-        assert!(m.value.is_some(), "the answer and the ceiling at the same instant");
+        assert!(
+            m.value.is_some(),
+            "the answer and the ceiling at the same instant"
+        );
     }
 }

@@ -4,10 +4,10 @@
 //! the generation, W4).
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::sync::Weak;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use futures::{SinkExt, StreamExt};
 use sha2::{Digest, Sha256};
@@ -17,8 +17,8 @@ use tokio_util::codec::FramedRead;
 use super::super::codec::FrameError;
 use super::super::config::WaymarkMode;
 use super::super::error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
-use super::super::queue::{AdmissionError, Permit};
 use super::super::protocol::{DiscoverFrame, ResultFrame, SupervisorMessage, WorkerMessage};
+use super::super::queue::{AdmissionError, Permit};
 use super::super::stale;
 use super::super::{Discovery, Language, ScopeQuery};
 use super::ceiling;
@@ -196,7 +196,10 @@ impl Inner {
 
     /// One discovery end to end (`discovery_total`), within the outer allowance (W6: active +
     /// 13 s, counted on running time).
-    pub(super) async fn discover(&self, parts: RequestParts<'_>) -> Result<Discovery, DiscoveryError> {
+    pub(super) async fn discover(
+        &self,
+        parts: RequestParts<'_>,
+    ) -> Result<Discovery, DiscoveryError> {
         let request = self.next_request.fetch_add(1, Ordering::SeqCst);
         let mut total = self.span(EventKind::DiscoveryTotal.as_str(), Some(request));
         total
@@ -461,7 +464,10 @@ impl Inner {
                 self.retire(
                     worker,
                     RetirementReason::ActiveTimeout,
-                    &format!("request {request} exceeded {} ms{paused}", active.as_millis()),
+                    &format!(
+                        "request {request} exceeded {} ms{paused}",
+                        active.as_millis()
+                    ),
                     false,
                 );
                 Err(DomainFailure::ActiveTimeout { timeout: active }.into())
@@ -486,10 +492,14 @@ impl Inner {
                 true,
             );
         } else if age >= self.config.limits.max_age {
-            self.retire(worker, RetirementReason::AgeLimit, "reached its maximum age", true);
+            self.retire(
+                worker,
+                RetirementReason::AgeLimit,
+                "reached its maximum age",
+                true,
+            );
         }
     }
-
 }
 
 fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
@@ -549,7 +559,10 @@ pub(super) async fn read_loop(
         };
         match next {
             None => {
-                return fault(RetirementReason::WorkerExited, "the worker closed its stdout".into());
+                return fault(
+                    RetirementReason::WorkerExited,
+                    "the worker closed its stdout".into(),
+                );
             }
             Some(Err(e)) => {
                 let why = match e {
@@ -560,7 +573,10 @@ pub(super) async fn read_loop(
             }
             Some(Ok(WorkerMessage::Ready(ready))) => {
                 if !matches!(*worker.state.borrow(), GenerationState::Starting) {
-                    return fault(RetirementReason::UnsolicitedData, "a second ready frame".into());
+                    return fault(
+                        RetirementReason::UnsolicitedData,
+                        "a second ready frame".into(),
+                    );
                 }
                 if ready.generation != worker.id {
                     return fault(

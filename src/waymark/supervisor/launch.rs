@@ -375,4 +375,3 @@ pub(super) fn admit_in_window(
     launches.push_back(now);
     Ok(())
 }
-

@@ -43,7 +43,6 @@
 //! file via `Recorder::record_memory` (T2). A span dropped unfinished (cancellation) is recorded
 //! as failed with `cancelled: true`.
 
-
 mod ceiling;
 mod exchange;
 mod generation;
@@ -78,7 +77,7 @@ use quarantine::Quarantine;
 use retire::REAP_BOUND;
 use spawn::{NodeSpawner, Spawner};
 
-pub use status::{RetirementReason, Retirement, StderrCapture, WorkerStatus};
+pub use status::{Retirement, RetirementReason, StderrCapture, WorkerStatus};
 
 /// Who is asking for a discovery, which decides how long admission may wait and whether a
 /// worker may be started for it (W6, W7).

@@ -114,7 +114,10 @@ impl Quarantine {
 
     /// How many contents are quarantined.
     pub(super) fn len(&self) -> usize {
-        lock(&self.entries).iter().filter(|(_, v)| v.quarantined).count()
+        lock(&self.entries)
+            .iter()
+            .filter(|(_, v)| v.quarantined)
+            .count()
     }
 }
 
@@ -150,10 +153,16 @@ mod tests {
         let failure = q.check(&key(1)).expect("quarantined");
         assert_eq!(failure.code(), "quarantined");
         let text = failure.to_string();
-        assert!(text.contains("retired worker generation 1 (rss_limit: x)"), "{text}");
+        assert!(
+            text.contains("retired worker generation 1 (rss_limit: x)"),
+            "{text}"
+        );
         assert!(q.check(&key(2)).is_none());
         q.admit(&key(2), 4, RetirementReason::WorkerExited, "died");
-        assert!(q.check(&key(2)).is_none(), "one death is not yet the content's fault");
+        assert!(
+            q.check(&key(2)).is_none(),
+            "one death is not yet the content's fault"
+        );
         q.admit(&key(2), 5, RetirementReason::WorkerExited, "died again");
         let text = q.check(&key(2)).expect("twice").to_string();
         assert!(

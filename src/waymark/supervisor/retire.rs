@@ -325,4 +325,3 @@ fn append_stderr_log(
         let _ = f.write_all(line.as_bytes());
     }
 }
-

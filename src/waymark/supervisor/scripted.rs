@@ -57,7 +57,9 @@ pub(crate) struct Script {
 
 impl Script {
     /// Ready at once; `reply` for every request.
-    pub(crate) fn replying(reply: impl Fn(&DiscoverFrame, &str) -> Reply + Send + Sync + 'static) -> Self {
+    pub(crate) fn replying(
+        reply: impl Fn(&DiscoverFrame, &str) -> Reply + Send + Sync + 'static,
+    ) -> Self {
         Self {
             ready_after: Some(Duration::ZERO),
             reply: Arc::new(reply),
@@ -132,8 +134,14 @@ async fn run(
     stdout: tokio::io::DuplexStream,
     rss: Arc<AtomicU64>,
 ) {
-    let mut frames = FramedRead::new(stdin, ChildCodec::new(MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME));
-    let mut out = FramedWrite::new(stdout, ChildCodec::new(MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME));
+    let mut frames = FramedRead::new(
+        stdin,
+        ChildCodec::new(MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME),
+    );
+    let mut out = FramedWrite::new(
+        stdout,
+        ChildCodec::new(MAX_REQUEST_FRAME, MAX_RESPONSE_FRAME),
+    );
     let Some(delay) = script.ready_after else {
         // Never ready: hold the pipes open until stdin closes.
         while frames.next().await.is_some() {}

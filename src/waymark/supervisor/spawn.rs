@@ -10,10 +10,10 @@ use std::process::ExitStatus;
 use futures::future::BoxFuture;
 use tokio::io::{AsyncRead, AsyncWrite};
 
+use super::super::Language;
 use super::super::config::WaymarkConfig;
 use super::super::error::{WorkerError, WorkerErrorCode};
 use super::super::process::{ProcessIdentity, RssSampler, kill_group};
-use super::super::Language;
 
 /// The worker's stdin, as the supervisor writes frames to it.
 pub(crate) type WorkerStdin = Box<dyn AsyncWrite + Send + Unpin>;

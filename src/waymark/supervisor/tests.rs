@@ -12,7 +12,6 @@ use super::launch::admit_in_window;
 use super::*;
 use crate::waymark::WaymarkLimits;
 
-
 fn assert_send_sync<T: Send + Sync>(_: &T) {}
 fn assert_send<T: Send>(_: T) {}
 
@@ -65,7 +64,10 @@ fn retirement_reasons_map_to_stable_worker_codes() {
     let code = |r| error_for_reason(r, 1, "x").code;
     assert_eq!(code(RetirementReason::RssLimit), WorkerErrorCode::RssLimit);
     assert_eq!(code(RetirementReason::Shutdown), WorkerErrorCode::Cancelled);
-    assert_eq!(code(RetirementReason::Cancelled), WorkerErrorCode::Cancelled);
+    assert_eq!(
+        code(RetirementReason::Cancelled),
+        WorkerErrorCode::Cancelled
+    );
     assert_eq!(
         code(RetirementReason::StartupTimeout),
         WorkerErrorCode::StartupTimeout
@@ -171,7 +173,9 @@ async fn lock_holder_is_recorded_only_for_callers_holding_a_lock() {
     let rig = Rig::new(answering);
     rig.waymark.prewarm().await.expect("prewarm");
     let w = &rig.waymark;
-    w.discover(Language::JavaScript, "a").await.expect("ordinary");
+    w.discover(Language::JavaScript, "a")
+        .await
+        .expect("ordinary");
     w.discover_holding_lock(Language::JavaScript, "b")
         .await
         .expect("lock holder");
@@ -206,8 +210,16 @@ async fn each_fault_retires_with_its_reason_and_is_never_retried() {
     let cases = [
         (Reply::Die, "worker_exited", Some(Code::Protocol)),
         (Reply::Garbage, "invalid_framing", Some(Code::Protocol)),
-        (Reply::WrongRequest, "wrong_request_id", Some(Code::Protocol)),
-        (Reply::WrongGeneration, "wrong_generation", Some(Code::Protocol)),
+        (
+            Reply::WrongRequest,
+            "wrong_request_id",
+            Some(Code::Protocol),
+        ),
+        (
+            Reply::WrongGeneration,
+            "wrong_generation",
+            Some(Code::Protocol),
+        ),
         (Reply::Balloon(2 << 30), "rss_limit", Some(Code::RssLimit)),
         (Reply::Hang, "active_timeout", None),
     ];
@@ -230,7 +242,12 @@ async fn each_fault_retires_with_its_reason_and_is_never_retried() {
         }
         rig.settle().await;
         assert_eq!(rig.reasons(), [reason], "{reply:?}");
-        assert_eq!(rig.spawner.spawned.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(
+            rig.spawner
+                .spawned
+                .load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
         let retired = rig.named("worker_retired");
         assert_eq!(retired.len(), 1);
         assert_eq!(retired[0].attrs["reason"], reason, "the event's spelling");
@@ -243,17 +260,32 @@ async fn a_fourth_launch_in_a_rolling_minute_is_the_restart_limit() {
     // Every generation dies on its first request; distinct contents, so none is quarantined.
     let rig = Rig::new(|_| Script::replying(|_, _| Reply::Die));
     for n in 0..3 {
-        let r = rig.waymark.discover(Language::JavaScript, &format!("c{n}")).await;
+        let r = rig
+            .waymark
+            .discover(Language::JavaScript, &format!("c{n}"))
+            .await;
         assert_eq!(worker_code(&r), Some(Code::Protocol), "{n}: {r:?}");
     }
     let start = Instant::now();
     let r = rig.waymark.discover(Language::JavaScript, "c3").await;
     assert_eq!(worker_code(&r), Some(Code::RestartLimit), "{r:?}");
-    assert!(start.elapsed() < Duration::from_millis(10), "refused at once");
-    assert_eq!(rig.spawner.spawned.load(std::sync::atomic::Ordering::SeqCst), 3);
+    assert!(
+        start.elapsed() < Duration::from_millis(10),
+        "refused at once"
+    );
+    assert_eq!(
+        rig.spawner
+            .spawned
+            .load(std::sync::atomic::Ordering::SeqCst),
+        3
+    );
     tokio::time::sleep(Duration::from_secs(60)).await;
     let r = rig.waymark.discover(Language::JavaScript, "c4").await;
-    assert_eq!(worker_code(&r), Some(Code::Protocol), "the window rolled: {r:?}");
+    assert_eq!(
+        worker_code(&r),
+        Some(Code::Protocol),
+        "the window rolled: {r:?}"
+    );
 }
 
 /// W6: readiness 7 s, active 15 s (default), each on its own.
@@ -322,23 +354,34 @@ async fn content_that_killed_a_generation_is_not_sent_again() {
             }
         })
     });
-    let first = rig.waymark.discover(Language::JavaScript, "HUGE file").await;
+    let first = rig
+        .waymark
+        .discover(Language::JavaScript, "HUGE file")
+        .await;
     assert_eq!(worker_code(&first), Some(Code::RssLimit), "{first:?}");
     rig.settle().await;
     for _ in 0..5 {
         let start = Instant::now();
-        let again = rig.waymark.discover(Language::JavaScript, "HUGE file").await;
+        let again = rig
+            .waymark
+            .discover(Language::JavaScript, "HUGE file")
+            .await;
         match &again {
             Err(DiscoveryError::Domain(d @ DomainFailure::Quarantined { .. })) => {
                 let text = d.to_string();
-                assert!(text.contains("retired worker generation 1 (rss_limit"), "{text}");
+                assert!(
+                    text.contains("retired worker generation 1 (rss_limit"),
+                    "{text}"
+                );
             }
             other => panic!("expected quarantined, got {other:?}"),
         }
         assert_eq!(start.elapsed(), Duration::ZERO, "answered at once");
     }
     assert_eq!(
-        rig.spawner.spawned.load(std::sync::atomic::Ordering::SeqCst),
+        rig.spawner
+            .spawned
+            .load(std::sync::atomic::Ordering::SeqCst),
         1,
         "no launch spent on it"
     );
@@ -350,7 +393,10 @@ async fn content_that_killed_a_generation_is_not_sent_again() {
     assert_eq!(status.quarantined, 1);
     assert_eq!(status.launches_in_last_minute, 2);
     // The same bytes in another language are another question.
-    let other = rig.waymark.discover(Language::TypeScript, "HUGE file").await;
+    let other = rig
+        .waymark
+        .discover(Language::TypeScript, "HUGE file")
+        .await;
     assert_eq!(worker_code(&other), Some(Code::RssLimit), "{other:?}");
 }
 
@@ -391,7 +437,12 @@ async fn content_the_worker_dies_on_twice_is_not_sent_a_third_time() {
         ),
         "{third:?}"
     );
-    assert_eq!(rig.spawner.spawned.load(std::sync::atomic::Ordering::SeqCst), 2);
+    assert_eq!(
+        rig.spawner
+            .spawned
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
     rig.waymark
         .discover(Language::JavaScript, "fine")
         .await
