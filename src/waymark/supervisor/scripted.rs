@@ -47,12 +47,15 @@ pub(crate) enum Reply {
     Balloon(u64),
 }
 
+/// Decides the reply to one request from its frame and the request file's content.
+pub(crate) type ReplyFn = Arc<dyn Fn(&DiscoverFrame, &str) -> Reply + Send + Sync>;
+
 /// How one generation behaves: when it says ready (`None`: never) and its reply to each
 /// request, given the frame and the request file's content.
 #[derive(Clone)]
 pub(crate) struct Script {
     pub ready_after: Option<Duration>,
-    pub reply: Arc<dyn Fn(&DiscoverFrame, &str) -> Reply + Send + Sync>,
+    pub reply: ReplyFn,
 }
 
 impl Script {
