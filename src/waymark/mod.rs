@@ -8,6 +8,7 @@
 //! Entry points: [`Waymark`] (construct with [`WaymarkConfig`] and a telemetry
 //! [`Recorder`](crate::telemetry::Recorder)), [`owner::OwnerGuard`] and [`owner::shared`].
 
+pub(crate) mod ceiling;
 pub mod clock;
 pub mod codec;
 pub mod config;

@@ -14,6 +14,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 use tokio_util::codec::FramedRead;
 
+use super::super::ceiling;
 use super::super::codec::FrameError;
 use super::super::config::WaymarkMode;
 use super::super::error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
@@ -21,7 +22,6 @@ use super::super::protocol::{DiscoverFrame, ResultFrame, SupervisorMessage, Work
 use super::super::queue::{AdmissionError, Permit};
 use super::super::stale;
 use super::super::{Discovery, Language, ScopeQuery};
-use super::ceiling;
 use super::generation::{Generation, GenerationState, Pending, WorkerCodec, lock};
 use super::quarantine::ContentKey;
 use super::spawn::WorkerOutput;

@@ -14,12 +14,12 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::super::Language;
+use super::super::ceiling;
 use super::super::config::{WaymarkLimits, WaymarkMode};
 use super::super::error::{WorkerError, WorkerErrorCode};
 use super::super::process::{ProcessIdentity, StderrBuffer, capture_stderr};
 use super::super::protocol::ReadyFrame;
 use super::super::stale::{self, Manifest};
-use super::ceiling;
 use super::exchange::read_loop;
 use super::generation::{Generation, GenerationState, lock, worker_codec};
 use super::retire::{open_stderr_log, retire_at_age, sample_rss};

@@ -8,8 +8,8 @@
 //! Cleaned`); `spawn` the seam workers are started through (a Node child in production);
 //! `launch` the launch window, readiness and start-up; `exchange` admission, the request file,
 //! the frame exchange and the read loop; `retire` retirement, RSS sampling, the age timer and
-//! cleanup; `ceiling` phase ceilings counted on running time (a paused process is not a slow
-//! worker); `quarantine` content that killed a generation, never sent again.
+//! cleanup; `quarantine` content that killed a generation, never sent again. Every phase
+//! ceiling is counted on running time ([`super::ceiling`]): a paused process is not a slow worker.
 //!
 //! Invariants:
 //! - at most one request is active (W5), so at most one frame is outstanding per generation;
@@ -39,11 +39,10 @@
 //! | `worker_cleanup` | point, failed root removal | generation | code, error |
 //!
 //! `paused_ms` (present when non-zero) is time this process was found stopped during the phase
-//! and not counted against its ceiling (see `ceiling`). Every RSS sample also goes to the memory
+//! and not counted against its ceiling (see [`super::ceiling`]). Every RSS sample also goes to the memory
 //! file via `Recorder::record_memory` (T2). A span dropped unfinished (cancellation) is recorded
 //! as failed with `cancelled: true`.
 
-mod ceiling;
 mod exchange;
 mod generation;
 mod launch;
@@ -572,7 +571,7 @@ fn error_for_reason(reason: RetirementReason, generation: u64, detail: &str) -> 
     )
 }
 
-/// Records time found paused during a phase on its span (see `ceiling`).
+/// Records time found paused during a phase on its span (see [`super::ceiling`]).
 fn note_paused(span: &mut Span, paused: Duration) {
     if !paused.is_zero() {
         span.attr(attr::PAUSED_MS, ms(paused));

@@ -1,4 +1,6 @@
-//! Phase ceilings on running time (W6): a paused process is not a slow worker.
+//! Phase ceilings on running time (W6): a paused process is not a slow worker. Admission
+//! (`queue`), readiness, the active phase and the outer allowance (`supervisor`) all wait
+//! through [`within`].
 //!
 //! A ceiling is counted in slices of at most [`SLICE`] on the tokio timer. A slice whose timer
 //! fires more than [`PAUSE_TOLERANCE`] late means this process was not running — stopped
@@ -19,13 +21,13 @@ use futures::FutureExt;
 use tokio::time::Instant;
 
 /// Longest stretch counted at once (also the granularity of pause detection).
-pub(super) const SLICE: Duration = Duration::from_millis(100);
+pub(crate) const SLICE: Duration = Duration::from_millis(100);
 /// A slice's timer firing later than this past its deadline is a pause, not running time.
-pub(super) const PAUSE_TOLERANCE: Duration = Duration::from_secs(1);
+pub(crate) const PAUSE_TOLERANCE: Duration = Duration::from_secs(1);
 
 /// How a guarded wait ended, and how long the process was found paused during it.
 #[derive(Debug)]
-pub(super) struct Measured<T> {
+pub(crate) struct Measured<T> {
     /// `Some`: the future finished within the ceiling; `None`: the ceiling ran out.
     pub value: Option<T>,
     /// Time not counted against the ceiling because the process was paused (zero mostly).
@@ -34,7 +36,7 @@ pub(super) struct Measured<T> {
 
 /// Runs `fut` for at most `ceiling` of running time (see the module header). The ceiling fires
 /// no earlier than `ceiling` after the start and, without pauses, within one timer tick of it.
-pub(super) async fn within<F: Future>(ceiling: Duration, fut: F) -> Measured<F::Output> {
+pub(crate) async fn within<F: Future>(ceiling: Duration, fut: F) -> Measured<F::Output> {
     let mut fut = std::pin::pin!(fut);
     let mut counted = Duration::ZERO;
     let mut paused = Duration::ZERO;
