@@ -257,8 +257,15 @@ impl Inner {
         let not_ready = || {
             WorkerError::new(
                 WorkerErrorCode::NotReady,
-                "no ready Waymark worker; a caller holding a target lock never starts one (W7): \
-                 discover before taking the lock, or prewarm the worker",
+                match parts.caller {
+                    CallerKind::IfIdle => {
+                        "no ready Waymark worker; a caller that must not wait never starts one"
+                    }
+                    _ => {
+                        "no ready Waymark worker; a caller holding a target lock never starts one \
+                         (W7): discover before taking the lock, or prewarm the worker"
+                    }
+                },
             )
         };
         if !may_launch && !self.current_ready() {
