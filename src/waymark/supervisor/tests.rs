@@ -448,3 +448,24 @@ async fn content_the_worker_dies_on_twice_is_not_sent_a_third_time() {
         .await
         .expect("the third launch is still in the budget");
 }
+
+/// W6: the outer allowance (active + 13 s) bounds the phases together: with it lowered to
+/// active + 1 s, a slow start (2.5 s) plus a slow answer (1 s) exceeds it though neither phase
+/// exceeds its own ceiling.
+#[tokio::test(start_paused = true)]
+async fn the_outer_allowance_bounds_the_phases_together() {
+    let rig = Rig::with(
+        |_| Script {
+            ready_after: Some(Duration::from_millis(2500)),
+            reply: Arc::new(|_, _| Reply::AnswerAfter(Duration::from_secs(1))),
+        },
+        |c| {
+            c.active_timeout = Duration::from_secs(2);
+            c.limits.outer_extra = Duration::from_secs(1);
+        },
+    );
+    let start = Instant::now();
+    let r = rig.waymark.discover(Language::JavaScript, "x").await;
+    assert_eq!(worker_code(&r), Some(Code::OuterTimeout), "{r:?}");
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+}
