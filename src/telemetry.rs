@@ -199,6 +199,11 @@ pub mod attr {
     pub const BYTES: &str = "bytes";
     /// The caller holds a target lock (W7).
     pub const LOCK_HOLDER: &str = "lock_holder";
+    /// Who asked for a discovery: `ordinary`, `lock_holder` or `if_idle`.
+    pub const CALLER: &str = "caller";
+    /// Milliseconds this process was found paused during a phase, not counted against its
+    /// ceiling (W6).
+    pub const PAUSED_MS: &str = "paused_ms";
     /// Scopes found.
     pub const SCOPES: &str = "scopes";
     /// The worker's parse time, ms.

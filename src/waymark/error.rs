@@ -1,7 +1,8 @@
 //! Worker errors and domain results (SPEC W8). A [`WorkerError`] means the discovery capacity
 //! failed (queue, protocol, limits, cleanup): no validation attempt is recorded for it. A
 //! [`DomainFailure`] is a result about the document (parse failure, output over 2 MiB, active
-//! timeout) and is recorded as a failed validation attempt by the caller.
+//! timeout, content quarantined after it killed a generation) and is recorded as a failed
+//! validation attempt by the caller.
 
 use std::fmt;
 use std::time::Duration;
@@ -100,15 +101,23 @@ pub enum DomainFailure {
     /// retired.
     #[error("discovery exceeded the active timeout of {} ms", timeout.as_millis())]
     ActiveTimeout { timeout: Duration },
+    /// This content's discovery killed a generation earlier in this process (the worker died,
+    /// exceeded the RSS limit or timed out on it), so it is not sent to a worker again: the
+    /// answer comes at once, without a launch. `cause` names the generation, the retirement
+    /// reason and its detail; `sha256` is the content's (lowercase hex).
+    #[error("discovery refused: {cause}")]
+    Quarantined { sha256: String, cause: String },
 }
 
 impl DomainFailure {
-    /// Stable snake_case code: `parse_failed`, `output_too_large`, `active_timeout`.
+    /// Stable snake_case code: `parse_failed`, `output_too_large`, `active_timeout`,
+    /// `quarantined`.
     pub fn code(&self) -> &'static str {
         match self {
             Self::ParseFailed { .. } => "parse_failed",
             Self::OutputTooLarge { .. } => "output_too_large",
             Self::ActiveTimeout { .. } => "active_timeout",
+            Self::Quarantined { .. } => "quarantined",
         }
     }
 }

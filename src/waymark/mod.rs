@@ -8,6 +8,7 @@
 //! Entry points: [`Waymark`] (construct with [`WaymarkConfig`] and a telemetry
 //! [`Recorder`](crate::telemetry::Recorder)), [`owner::OwnerGuard`] and [`owner::shared`].
 
+pub(crate) mod ceiling;
 pub mod clock;
 pub mod codec;
 pub mod config;
@@ -28,7 +29,9 @@ pub use clock::Clock;
 pub use config::{ConfigError, WaymarkConfig, WaymarkLimits, WaymarkMode};
 pub use error::{DiscoveryError, DomainFailure, WorkerError, WorkerErrorCode};
 pub use stale::{StaleReport, StaleRoot};
-pub use supervisor::{Retirement, StderrCapture, Waymark, WorkerStatus};
+pub use supervisor::{
+    CallerKind, Retirement, RetirementReason, StderrCapture, Waymark, WorkerStatus,
+};
 
 /// A language the worker discovers scopes in (W1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

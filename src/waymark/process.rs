@@ -214,7 +214,7 @@ pub struct StderrBuffer {
 /// bytes are also appended to that file as they arrive (E1), so they survive even if this
 /// process is killed before the generation's cleanup.
 pub async fn capture_stderr(
-    mut stderr: tokio::process::ChildStderr,
+    mut stderr: impl tokio::io::AsyncRead + Unpin,
     buffer: Arc<Mutex<StderrBuffer>>,
     cap: usize,
     mut tee: Option<std::fs::File>,

@@ -198,19 +198,21 @@ impl AdmissionQueue {
             ticket,
             armed: true,
         };
-        match tokio::time::timeout(ceiling, rx).await {
-            Ok(Ok(())) => {
+        // W6: counted on running time, like every phase ceiling (a paused process is not a busy
+        // worker).
+        match super::ceiling::within(ceiling, rx).await.value {
+            Some(Ok(())) => {
                 guard.armed = false;
                 Ok(Permit {
                     queue: self.clone(),
                 })
             }
-            Ok(Err(_)) => {
+            Some(Err(_)) => {
                 // Sender dropped without a handoff: the queue was closed.
                 guard.armed = false;
                 Err(AdmissionError::Closed)
             }
-            Err(_) => {
+            None => {
                 let handed = !self.lock().remove(ticket, self.max_waiting);
                 guard.armed = false;
                 if handed {
@@ -407,6 +409,27 @@ mod tests {
                 waiting: 0
             }
         );
+    }
+
+    /// W6: the admission ceiling counts running time: a 20 s pause of the process while a
+    /// request waits 300 ms into its 2 s is not an expiry.
+    #[tokio::test(start_paused = true)]
+    async fn a_paused_process_does_not_expire_a_waiting_admission() {
+        let q = queue();
+        let active = q.admit(Duration::from_secs(2)).await.expect("active");
+        let waiter = tokio::spawn({
+            let q = q.clone();
+            async move { q.admit(Duration::from_secs(2)).await.map(drop) }
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        tokio::time::advance(Duration::from_secs(20)).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiter.is_finished(), "still waiting after the pause");
+        drop(active);
+        waiter
+            .await
+            .expect("join")
+            .expect("admitted after the pause");
     }
 
     #[tokio::test(start_paused = true)]
