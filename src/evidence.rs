@@ -198,7 +198,7 @@ pub fn read_wire_messages(reader: impl std::io::BufRead) -> impl Iterator<Item =
 }
 
 /// The wire log at `path`, streamed ([`read_wire_messages`]). Errors: opening it.
-pub fn wire_log_messages(path: &Path) -> std::io::Result<impl Iterator<Item = WireMessage>> {
+pub fn wire_log_messages(path: &Path) -> std::io::Result<impl Iterator<Item = WireMessage> + use<>> {
     Ok(read_wire_messages(std::io::BufReader::with_capacity(
         64 * 1024,
         File::open(path)?,
