@@ -280,8 +280,9 @@ pub enum SignatureStatus {
     Failed(String),
 }
 
-/// Checks the run's [`SIGNATURE_FILE`] against its [`SEAL_FILE`] with `key` (`None`: say
-/// who signed it without checking).
+/// Checks the run's [`SIGNATURE_FILE`] against its [`SEAL_FILE`] with `key`. Without a key
+/// the envelope must still carry this run's seal as its payload (a run re-sealed after signing
+/// fails either way); who signed it is then said, not checked.
 pub fn check_signature(run: &Path, key: Option<&PublicKey>) -> SignatureStatus {
     let bytes = match std::fs::read(run.join(SIGNATURE_FILE)) {
         Ok(b) => b,
@@ -304,11 +305,6 @@ pub fn check_signature(run: &Path, key: Option<&PublicKey>) -> SignatureStatus {
     let Some(first) = envelope.signatures.first() else {
         return SignatureStatus::Failed("the envelope holds no signature".into());
     };
-    let Some(key) = key else {
-        return SignatureStatus::NotChecked {
-            key_id: first.keyid.clone(),
-        };
-    };
     if envelope.payload_type != PAYLOAD_TYPE {
         return SignatureStatus::Failed(format!(
             "payloadType is {:?}, a seal's is {PAYLOAD_TYPE:?}",
@@ -329,6 +325,13 @@ pub fn check_signature(run: &Path, key: Option<&PublicKey>) -> SignatureStatus {
         }
         Err(e) => return SignatureStatus::Failed(format!("cannot read {SEAL_FILE}: {e}")),
     }
+    // Without a key the envelope still must be over this run's seal; who signed it is said,
+    // not checked.
+    let Some(key) = key else {
+        return SignatureStatus::NotChecked {
+            key_id: first.keyid.clone(),
+        };
+    };
     let message = pae(&envelope.payload_type, &payload);
     let wanted = key.key_id();
     for s in &envelope.signatures {

@@ -764,11 +764,12 @@ fn check_store_identity(
         )
     } else {
         format!(
-            "{} database {:?} store id {} is the one {} records",
+            "{} database {:?} store id {} is the one {} record{}",
             found.backend,
             found.database,
             found.store_id.as_deref().unwrap_or("-"),
-            compared.join(" and ")
+            compared.join(" and "),
+            if compared.len() == 1 { "s" } else { "" }
         )
     };
     ctx.done("store", before, summary);
