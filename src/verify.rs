@@ -468,7 +468,7 @@ fn check_chains(ctx: &mut Ctx) {
     let mut lines = 0;
     let mut gaps = 0;
     for rel in &files {
-        // Streamed line by line: memory does not grow with the log (issue 22 item 6).
+        // Streamed line by line: memory does not grow with the log.
         match audit_file(&ctx.root.join(rel)) {
             Ok(audit) => {
                 lines += audit.lines;
