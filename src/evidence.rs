@@ -1311,4 +1311,75 @@ mod tests {
             ]
         );
     }
+
+    /// The streamed audit reads a file exactly as `audit_log` reads its bytes: a clean log, a
+    /// changed line, a torn last line, a torn line ended by the next append, a `seq` jump.
+    #[test]
+    fn audit_file_streams_to_the_same_audit_as_audit_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.mcp.jsonl");
+        let log = WireLog::open(&path).unwrap();
+        for i in 0..6 {
+            log.record(Direction::Request, format!("{{\"id\":{i}}}").as_bytes());
+        }
+        let clean = std::fs::read(&path).unwrap();
+        let text = String::from_utf8(clean.clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let changed = text.replacen("\"id\":2", "\"id\":9", 1).into_bytes();
+        let torn_last = clean[..clean.len() - 7].to_vec();
+        let mut torn_inside = lines[..2].join("\n").into_bytes();
+        torn_inside.extend_from_slice(b"\n{\"cut");
+        let digest = line_digest(b"{\"cut");
+        torn_inside.extend_from_slice(
+            format!("\n{{\"{CHAIN_FIELD}\":\"{digest}\",\"n\":1}}\n").as_bytes(),
+        );
+        let mut jumped = lines[..2].join("\n");
+        jumped.push('\n');
+        jumped.push_str(lines[4]);
+        jumped.push('\n');
+        for bytes in [clean, changed, torn_last, torn_inside, jumped.into_bytes(), Vec::new()] {
+            std::fs::write(&path, &bytes).unwrap();
+            assert_eq!(audit_file(&path).unwrap(), audit_log(&bytes));
+        }
+        std::fs::write(&path, text.replacen("\"id\":2", "\"id\":9", 1)).unwrap();
+        assert_eq!(audit_file(&path).unwrap().changed.unwrap().0, 3);
+    }
+
+    /// Streamed pairing keeps only the requests picked and pairs by (process, id): two
+    /// processes sharing one log both use id 1.
+    #[test]
+    fn pair_requests_pairs_by_process_and_id_keeping_only_the_picked() {
+        let message = |line, pid, json: &str| WireMessage {
+            line,
+            pid,
+            seq: 0,
+            direction: Direction::Request,
+            message: serde_json::from_str(json).unwrap(),
+        };
+        let log = vec![
+            message(1, 10, r#"{"id":1,"method":"tools/call","params":{"name":"a"}}"#),
+            message(2, 20, r#"{"id":1,"method":"tools/call","params":{"name":"b"}}"#),
+            message(3, 10, r#"{"id":2,"method":"tools/list"}"#),
+            message(4, 20, r#"{"id":1,"result":"for b"}"#),
+            message(5, 10, r#"{"id":2,"result":"list"}"#),
+            message(6, 10, r#"{"id":1,"result":"for a"}"#),
+            message(7, 30, r#"{"id":1,"method":"tools/call","params":{"name":"c"}}"#),
+        ];
+        let pairs = pair_requests(
+            log,
+            |m| {
+                (m.message["method"] == "tools/call")
+                    .then(|| m.message["params"]["name"].as_str().unwrap().to_owned())
+            },
+            |_, reply| (reply.line, reply.message["result"].as_str().unwrap().to_owned()),
+        );
+        assert_eq!(
+            pairs,
+            vec![
+                ("a".to_owned(), Some((6, "for a".to_owned()))),
+                ("b".to_owned(), Some((4, "for b".to_owned()))),
+                ("c".to_owned(), None),
+            ]
+        );
+    }
 }

@@ -534,17 +534,19 @@ impl Canary {
     }
 
     /// The journal binding of the seal (store identity and each target's journal digest),
-    /// read through a read-only view after the checkpoint (SQLite: `immutable`, so sealing
-    /// writes nothing into the run's database).
+    /// read after the checkpoint — the run's own SQLite file through an `immutable` read-only
+    /// view, so sealing writes nothing into it; PostgreSQL or an operator's file as configured.
     async fn journal_binding(&self) -> anyhow::Result<crate::seal::JournalBinding> {
         let (path, url) = (self.database_path(), self.options.database_url.clone());
+        // Only the run's own file was checkpointed; an operator's file elsewhere may hold
+        // frames in its WAL that an `immutable` view would not see.
+        let checkpointed = path.starts_with(&self.run.path);
         let targets: Vec<String> = self.targets.iter().map(|t| t.name.clone()).collect();
         let bound = tokio::task::spawn_blocking(move || {
-            let store: std::sync::Arc<dyn crate::store::EditStore> = match url.as_deref() {
-                Some(u) if crate::store::is_postgres_url(u) => {
-                    std::sync::Arc::new(crate::store::PostgresStore::connect(u)?)
-                }
-                _ => std::sync::Arc::new(crate::store::SqliteStore::open_read_only(&path)?),
+            let store: std::sync::Arc<dyn crate::store::EditStore> = if checkpointed {
+                std::sync::Arc::new(crate::store::SqliteStore::open_read_only(&path)?)
+            } else {
+                crate::store::open_backend(&path, url.as_deref())?
             };
             crate::seal::JournalBinding::of(store.as_ref(), &targets)
         })
