@@ -1325,7 +1325,8 @@ mod tests {
         let clean = std::fs::read(&path).unwrap();
         let text = String::from_utf8(clean.clone()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
-        let changed = text.replacen("\"id\":2", "\"id\":9", 1).into_bytes();
+        let changed = text.replacen("\"seq\":2", "\"seq\":7", 1).into_bytes();
+        assert_ne!(changed, clean);
         let torn_last = clean[..clean.len() - 7].to_vec();
         let mut torn_inside = lines[..2].join("\n").into_bytes();
         torn_inside.extend_from_slice(b"\n{\"cut");
@@ -1341,7 +1342,7 @@ mod tests {
             std::fs::write(&path, &bytes).unwrap();
             assert_eq!(audit_file(&path).unwrap(), audit_log(&bytes));
         }
-        std::fs::write(&path, text.replacen("\"id\":2", "\"id\":9", 1)).unwrap();
+        std::fs::write(&path, text.replacen("\"seq\":2", "\"seq\":7", 1)).unwrap();
         assert_eq!(audit_file(&path).unwrap().changed.unwrap().0, 3);
     }
 
