@@ -150,10 +150,7 @@ fn main() {
         .get(3)
         .map(PathBuf::from)
         .unwrap_or_else(|| build_dir.join("patchdiff"));
-    let scratch = build_dir
-        .parent()
-        .expect("target dir")
-        .join("verify-bench");
+    let scratch = build_dir.parent().expect("target dir").join("verify-bench");
     let _ = std::fs::remove_dir_all(&scratch);
     let copy = scratch.join(run.file_name().expect("run name"));
     copy_tree(&run, &copy);
@@ -165,7 +162,10 @@ fn main() {
         "observed.mcp.jsonl: {size:.1} MiB ({:.1} MiB added)",
         grown as f64 / (1 << 20) as f64
     );
-    println!("{:<8} {:>14} {:>10} {:>6}", "reader", "peak RSS MiB", "seconds", "exit");
+    println!(
+        "{:<8} {:>14} {:>10} {:>6}",
+        "reader", "peak RSS MiB", "seconds", "exit"
+    );
     for mode in ["whole", "stream"] {
         let mut command = Command::new(&me);
         command.args(["--measure", mode]).arg(&log);

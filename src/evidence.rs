@@ -198,7 +198,9 @@ pub fn read_wire_messages(reader: impl std::io::BufRead) -> impl Iterator<Item =
 }
 
 /// The wire log at `path`, streamed ([`read_wire_messages`]). Errors: opening it.
-pub fn wire_log_messages(path: &Path) -> std::io::Result<impl Iterator<Item = WireMessage> + use<>> {
+pub fn wire_log_messages(
+    path: &Path,
+) -> std::io::Result<impl Iterator<Item = WireMessage> + use<>> {
     Ok(read_wire_messages(std::io::BufReader::with_capacity(
         64 * 1024,
         File::open(path)?,
@@ -1338,7 +1340,14 @@ mod tests {
         jumped.push('\n');
         jumped.push_str(lines[4]);
         jumped.push('\n');
-        for bytes in [clean, changed, torn_last, torn_inside, jumped.into_bytes(), Vec::new()] {
+        for bytes in [
+            clean,
+            changed,
+            torn_last,
+            torn_inside,
+            jumped.into_bytes(),
+            Vec::new(),
+        ] {
             std::fs::write(&path, &bytes).unwrap();
             assert_eq!(audit_file(&path).unwrap(), audit_log(&bytes));
         }
@@ -1358,13 +1367,25 @@ mod tests {
             message: serde_json::from_str(json).unwrap(),
         };
         let log = vec![
-            message(1, 10, r#"{"id":1,"method":"tools/call","params":{"name":"a"}}"#),
-            message(2, 20, r#"{"id":1,"method":"tools/call","params":{"name":"b"}}"#),
+            message(
+                1,
+                10,
+                r#"{"id":1,"method":"tools/call","params":{"name":"a"}}"#,
+            ),
+            message(
+                2,
+                20,
+                r#"{"id":1,"method":"tools/call","params":{"name":"b"}}"#,
+            ),
             message(3, 10, r#"{"id":2,"method":"tools/list"}"#),
             message(4, 20, r#"{"id":1,"result":"for b"}"#),
             message(5, 10, r#"{"id":2,"result":"list"}"#),
             message(6, 10, r#"{"id":1,"result":"for a"}"#),
-            message(7, 30, r#"{"id":1,"method":"tools/call","params":{"name":"c"}}"#),
+            message(
+                7,
+                30,
+                r#"{"id":1,"method":"tools/call","params":{"name":"c"}}"#,
+            ),
         ];
         let pairs = pair_requests(
             log,
@@ -1372,7 +1393,12 @@ mod tests {
                 (m.message["method"] == "tools/call")
                     .then(|| m.message["params"]["name"].as_str().unwrap().to_owned())
             },
-            |_, reply| (reply.line, reply.message["result"].as_str().unwrap().to_owned()),
+            |_, reply| {
+                (
+                    reply.line,
+                    reply.message["result"].as_str().unwrap().to_owned(),
+                )
+            },
         );
         assert_eq!(
             pairs,

@@ -654,7 +654,11 @@ async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let key = match args.key.as_deref().map(patchdiff::seal::PublicKey::from_arg) {
+    let key = match args
+        .key
+        .as_deref()
+        .map(patchdiff::seal::PublicKey::from_arg)
+    {
         None => None,
         Some(Ok(k)) => Some(k),
         Some(Err(e)) => {

@@ -369,7 +369,11 @@ fn check_files(ctx: &mut Ctx) {
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
-    if ran("init") || manifest["initial_targets"].as_array().is_some_and(|t| !t.is_empty()) {
+    if ran("init")
+        || manifest["initial_targets"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    {
         required.push("full.mcp.jsonl");
     }
     if manifest["configuration"]["store_identity"]["store_id"].is_string() {
@@ -790,6 +794,10 @@ fn replay_all(
     let mut exports = 0;
     let mut digests = 0;
     let mut indexes = std::collections::HashMap::new();
+    let report: Value = std::fs::read(ctx.root.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
     for f in &fixtures.fixtures {
         let original = match std::fs::read(fixtures.resolve(&f.original)) {
             Ok(b) => b,
@@ -801,8 +809,8 @@ fn replay_all(
             Ok((saved, n)) => {
                 entries_total += n;
                 let digest = hasher.finish(&f.target);
-                if let Some(sealed) = binding
-                    .and_then(|b| b.targets.iter().find(|d| d.target == f.target))
+                if let Some(sealed) =
+                    binding.and_then(|b| b.targets.iter().find(|d| d.target == f.target))
                 {
                     digests += 1;
                     if sealed != &digest {
@@ -849,7 +857,22 @@ fn replay_all(
                             sha256_hex(&exported)
                         ),
                     ),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        // Not exported is fine; exported and then gone is not.
+                        if let Some(sha) = exported_sha256(&report, &f.target) {
+                            ctx.problem(
+                                "files",
+                                &rel,
+                                None,
+                                format!(
+                                    "missing: report.json records `{}` exported with SHA-256 \
+                                     {sha} (deleted after the run, even if the sums were \
+                                     recomputed)",
+                                    f.target
+                                ),
+                            );
+                        }
+                    }
                     Err(e) => ctx.problem("journal", &rel, None, format!("cannot read: {e}")),
                 }
             }
@@ -873,6 +896,16 @@ fn replay_all(
              byte{sealed}"
         ),
     )
+}
+
+/// The SHA-256 `report.json` records for `target`'s export, if it was exported.
+fn exported_sha256(report: &Value, target: &str) -> Option<String> {
+    report["targets"]
+        .as_array()?
+        .iter()
+        .find(|t| t["name"] == target)?["exported_sha256"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Replays one target; returns the content of its last saved version (the initial bytes when
@@ -935,7 +968,11 @@ fn replay_target(
                     if let Some(key) = &entry.request_key {
                         index.edits.insert(
                             key.clone(),
-                            (entry.revision, entry.sha256.clone(), entry.attempt_id.clone()),
+                            (
+                                entry.revision,
+                                entry.sha256.clone(),
+                                entry.attempt_id.clone(),
+                            ),
                         );
                     }
                 }

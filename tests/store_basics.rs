@@ -570,13 +570,20 @@ fn reopening_keeps_targets_and_migrations_apply_once(b: Backend) {
 fn identity_is_one_per_database_and_the_journal_digest_follows_the_journal(b: Backend) {
     let (scratch, store) = fresh(b);
     let first = store.identity().unwrap();
-    assert_eq!(first.store_id.as_deref().map(str::len), Some(32), "{first:?}");
+    assert_eq!(
+        first.store_id.as_deref().map(str::len),
+        Some(32),
+        "{first:?}"
+    );
     assert_eq!(first.backend, b.name());
     if b == Backend::Postgres {
         assert!(first.database_oid.is_some(), "{first:?}");
     }
     let text = serde_json::to_string(&first).unwrap();
-    assert!(!text.contains("://") && !text.contains("password"), "{text}");
+    assert!(
+        !text.contains("://") && !text.contains("password"),
+        "{text}"
+    );
     init(&*store, "t", "fn a() {}\n");
     let at_init = journal_digest(&*store, "t").unwrap();
     assert_eq!(at_init.entries, 1);

@@ -356,6 +356,22 @@ fn a_resealed_run_without_its_wire_logs_transcript_and_reports_names_each() {
         "report.txt",
         "report.junit.xml",
     ];
+    // Another copy loses only one export: the report still records it exported.
+    let second = copy_of_run(&scratch.path().join("second"));
+    std::fs::remove_file(second.join("export/chess.py")).unwrap();
+    reseal(&second);
+    let (output, report) = verify(&second, &[]);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    let files = problems_of(&report, "files");
+    assert_eq!(files.len(), 1, "{report:#}");
+    assert_eq!(files[0]["file"], "export/chess.py");
+    assert!(
+        files[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("missing: report.json records `chess` exported"),
+        "{report:#}"
+    );
     for rel in deleted {
         std::fs::remove_file(copy.join(rel)).unwrap();
     }
@@ -453,7 +469,9 @@ fn a_signed_run_verifies_with_its_public_key_and_fails_with_another() {
     let config = scratch.path().join("config");
     let key_new = |dir: &Path, force: bool| {
         let mut command = Command::new(env!("CARGO_BIN_EXE_patchdiff"));
-        command.args(["key", "new"]).env("PATCHDIFF_CONFIG_DIR", dir);
+        command
+            .args(["key", "new"])
+            .env("PATCHDIFF_CONFIG_DIR", dir);
         if force {
             command.arg("--force");
         }
@@ -628,9 +646,15 @@ fn a_postgres_run_checked_against_another_runs_database_fails() {
         serde_json::from_slice(&std::fs::read(run_a.join("manifest.json")).unwrap()).unwrap();
     let identity = &manifest["configuration"]["store_identity"];
     assert_eq!(identity["backend"], "postgres", "{identity:#}");
-    assert!(identity["store_id"].as_str().unwrap().len() == 32, "{identity:#}");
+    assert!(
+        identity["store_id"].as_str().unwrap().len() == 32,
+        "{identity:#}"
+    );
     assert!(identity["database_oid"].is_u64(), "{identity:#}");
-    assert!(!identity.to_string().contains("postgres://"), "{identity:#}");
+    assert!(
+        !identity.to_string().contains("postgres://"),
+        "{identity:#}"
+    );
 
     let (code, report) = verify_against(&run_a, &a.url);
     assert_eq!(code, Some(0), "{report:#}");
@@ -718,8 +742,24 @@ fn a_made_up_database_with_fewer_journal_entries_fails() {
     let shortened: u64 = digests
         .iter()
         .map(|m| {
-            let held: u64 = m.split("holds ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
-            let sealed: u64 = m.split("recorded ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+            let held: u64 = m
+                .split("holds ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let sealed: u64 = m
+                .split("recorded ")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
             sealed - held
         })
         .sum();

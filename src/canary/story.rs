@@ -67,49 +67,49 @@ pub fn attempts_in_log(log: impl std::io::BufRead, process: &str, target: &str) 
     .into_iter()
     .map(|(args, reply)| {
         let (outcome, revision, reasons) = match reply.as_ref() {
-                None => ("no reply".to_owned(), None, Vec::new()),
-                Some(r) if r.get("error").is_some() => (
-                    format!(
-                        "protocol error: {}",
-                        r["error"]["message"].as_str().unwrap_or("?")
-                    ),
-                    None,
-                    Vec::new(),
+            None => ("no reply".to_owned(), None, Vec::new()),
+            Some(r) if r.get("error").is_some() => (
+                format!(
+                    "protocol error: {}",
+                    r["error"]["message"].as_str().unwrap_or("?")
                 ),
-                Some(r) => {
-                    let s = &r["result"]["structuredContent"];
-                    if let Some(code) = s["error"]["code"].as_str() {
-                        (
-                            code.to_owned(),
-                            None,
-                            vec![s["error"]["message"].as_str().unwrap_or("").to_owned()],
-                        )
-                    } else {
-                        let reasons = s["reasons"]
-                            .as_array()
-                            .map(|a| {
-                                a.iter()
-                                    .map(|r| match r {
-                                        Value::String(s) => s.clone(),
-                                        other => format!(
-                                            "{} {}",
-                                            other["code"].as_str().unwrap_or(""),
-                                            other["message"].as_str().unwrap_or("")
-                                        )
-                                        .trim()
-                                        .to_owned(),
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        (
-                            s["outcome"].as_str().unwrap_or("?").to_owned(),
-                            s["revision"].as_u64(),
-                            reasons,
-                        )
-                    }
+                None,
+                Vec::new(),
+            ),
+            Some(r) => {
+                let s = &r["result"]["structuredContent"];
+                if let Some(code) = s["error"]["code"].as_str() {
+                    (
+                        code.to_owned(),
+                        None,
+                        vec![s["error"]["message"].as_str().unwrap_or("").to_owned()],
+                    )
+                } else {
+                    let reasons = s["reasons"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|r| match r {
+                                    Value::String(s) => s.clone(),
+                                    other => format!(
+                                        "{} {}",
+                                        other["code"].as_str().unwrap_or(""),
+                                        other["message"].as_str().unwrap_or("")
+                                    )
+                                    .trim()
+                                    .to_owned(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (
+                        s["outcome"].as_str().unwrap_or("?").to_owned(),
+                        s["revision"].as_u64(),
+                        reasons,
+                    )
                 }
-            };
+            }
+        };
         Attempt {
             process: process.to_owned(),
             request_key: args["request_key"].as_str().unwrap_or("?").to_owned(),
