@@ -540,7 +540,8 @@ impl Canary {
         let (path, url) = (self.database_path(), self.options.database_url.clone());
         // Only the run's own file was checkpointed; an operator's file elsewhere may hold
         // frames in its WAL that an `immutable` view would not see.
-        let checkpointed = path.starts_with(&self.run.path);
+        let postgres = url.as_deref().is_some_and(crate::store::is_postgres_url);
+        let checkpointed = !postgres && path.starts_with(&self.run.path);
         let targets: Vec<String> = self.targets.iter().map(|t| t.name.clone()).collect();
         let bound = tokio::task::spawn_blocking(move || {
             let store: std::sync::Arc<dyn crate::store::EditStore> = if checkpointed {
