@@ -65,13 +65,32 @@ impl JournalBinding {
         )
     }
 
+    /// Writes [`JOURNAL_FILE`] saying why the seal could not bind the run to its journal
+    /// (`{"error": …}`), so the run is still sealed and `verify` names it.
+    pub fn write_failure(run: &RunDir, error: &str) -> std::io::Result<()> {
+        write_new_private(
+            &run.path.join(JOURNAL_FILE),
+            serde_json::to_string_pretty(&serde_json::json!({ "error": error }))?.as_bytes(),
+        )
+    }
+
     /// Reads a run's [`JOURNAL_FILE`]: `Ok(None)` when the run has none (sealed before runs
-    /// were bound to their journal), `Err` naming why it cannot be read.
+    /// were bound to their journal), `Err` naming why it cannot be read or why the seal could
+    /// not bind the journal.
     pub fn read(run_dir: &Path) -> Result<Option<Self>, String> {
         match std::fs::read(run_dir.join(JOURNAL_FILE)) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| format!("not a journal binding: {e}")),
+            Ok(b) => {
+                let value: serde_json::Value = serde_json::from_slice(&b)
+                    .map_err(|e| format!("not a journal binding: {e}"))?;
+                if let Some(error) = value.get("error").and_then(|e| e.as_str()) {
+                    return Err(format!(
+                        "the seal could not bind the run to its journal: {error}"
+                    ));
+                }
+                serde_json::from_value(value)
+                    .map(Some)
+                    .map_err(|e| format!("not a journal binding: {e}"))
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(format!("cannot read: {e}")),
         }
@@ -360,6 +379,22 @@ pub fn check_signature(run: &Path, key: Option<&PublicKey>) -> SignatureStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_seal_that_could_not_bind_its_journal_says_why_when_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = RunDir {
+            run_id: "r-1".into(),
+            path: dir.path().to_path_buf(),
+        };
+        assert_eq!(JournalBinding::read(dir.path()), Ok(None));
+        JournalBinding::write_failure(&run, "STORAGE: server gone").unwrap();
+        let err = JournalBinding::read(dir.path()).unwrap_err();
+        assert_eq!(
+            err,
+            "the seal could not bind the run to its journal: STORAGE: server gone"
+        );
+    }
 
     #[test]
     fn pae_is_dsse_v1() {

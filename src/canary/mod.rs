@@ -552,7 +552,7 @@ impl Canary {
             crate::seal::JournalBinding::of(store.as_ref(), &targets)
         })
         .await?;
-        bound.map_err(|e| anyhow::anyhow!("the run was not sealed: its journal: {e}"))
+        bound.map_err(|e| anyhow::anyhow!("{e}"))
     }
 
     fn write_manifest(
@@ -1080,8 +1080,17 @@ impl Canary {
         }
         // Bound to its journal: the store's identity and each target's journal digest,
         // once targets exist (a run that never initialized has no journal).
+        // A store that cannot be read now does not cost the run its seal: the binding file
+        // says why, and `verify` names it.
+        let mut unbound = String::new();
         if self.initialized {
-            self.journal_binding().await?.write(&self.run)?;
+            match self.journal_binding().await {
+                Ok(binding) => binding.write(&self.run)?,
+                Err(e) => {
+                    crate::seal::JournalBinding::write_failure(&self.run, &e.to_string())?;
+                    unbound = format!(" · journal NOT bound ({e})");
+                }
+            }
         }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
@@ -1096,7 +1105,7 @@ impl Canary {
             )
         } else if report.passed {
             Ok(format!(
-                "report written to {} · sealed ({} {}) · {signed}",
+                "report written to {} · sealed ({} {}) · {signed}{unbound}",
                 self.run.path.display(),
                 crate::evidence::SUMS_FILE,
                 &sums[..12]
