@@ -142,6 +142,8 @@ impl WireRecord {
 /// processes may append to one log, and each numbers its JSON-RPC ids on its own).
 #[derive(Debug, Clone, PartialEq)]
 pub struct WireMessage {
+    /// 1-based line of the log the message is on.
+    pub line: usize,
     pub pid: u32,
     pub seq: u64,
     pub direction: Direction,
@@ -158,20 +160,79 @@ impl WireMessage {
 
 /// The one typed reader of wire logs: every [`WireRecord`] line's JSON-RPC object, in file
 /// order, with its process; gap records, other lines and messages that are not JSON objects
-/// are skipped.
+/// are skipped. [`read_wire_messages`] streams the same from a reader.
 pub fn wire_messages(log: &str) -> Vec<WireMessage> {
-    log.lines()
-        .filter_map(|l| serde_json::from_str::<WireRecord>(l).ok())
-        .filter_map(|r| {
-            let message = r.message();
-            message.is_object().then_some(WireMessage {
-                pid: r.pid,
-                seq: r.seq,
-                direction: r.direction,
-                message,
-            })
-        })
-        .collect()
+    read_wire_messages(log.as_bytes()).collect()
+}
+
+/// [`wire_messages`] streamed from `reader`, line by line: memory holds one line at a time.
+/// A read error ends the stream (the chain check names an unreadable log).
+pub fn read_wire_messages(reader: impl std::io::BufRead) -> impl Iterator<Item = WireMessage> {
+    let mut reader = reader;
+    let mut buf = Vec::new();
+    let mut line_no = 0;
+    std::iter::from_fn(move || {
+        loop {
+            buf.clear();
+            line_no += 1;
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => return None,
+                Ok(_) => {}
+            }
+            let line = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let Ok(record) = serde_json::from_slice::<WireRecord>(line) else {
+                continue;
+            };
+            let message = record.message();
+            if message.is_object() {
+                return Some(WireMessage {
+                    line: line_no,
+                    pid: record.pid,
+                    seq: record.seq,
+                    direction: record.direction,
+                    message,
+                });
+            }
+        }
+    })
+}
+
+/// The wire log at `path`, streamed ([`read_wire_messages`]). Errors: opening it.
+pub fn wire_log_messages(
+    path: &Path,
+) -> std::io::Result<impl Iterator<Item = WireMessage> + use<>> {
+    Ok(read_wire_messages(std::io::BufReader::with_capacity(
+        64 * 1024,
+        File::open(path)?,
+    )))
+}
+
+/// Streams `messages`, pairing each request `pick` selects (keeping only what `pick` returns
+/// of it) with its reply — the first later message of the same process with the same `id` and
+/// no `method` — mapped by `reply`. Pairs by (process, id), like [`wire_exchanges`], but holds
+/// only the selected requests' picks and replies, never the log. In request order.
+pub fn pair_requests<T, U>(
+    messages: impl IntoIterator<Item = WireMessage>,
+    mut pick: impl FnMut(&WireMessage) -> Option<T>,
+    mut reply: impl FnMut(&T, WireMessage) -> U,
+) -> Vec<(T, Option<U>)> {
+    let mut out: Vec<(T, Option<U>)> = Vec::new();
+    let mut pending: std::collections::HashMap<(u32, String), usize> = Default::default();
+    for m in messages {
+        let Some(key) = m.exchange_key() else {
+            continue;
+        };
+        if m.message.get("method").is_some() {
+            if let Some(t) = pick(&m) {
+                pending.insert(key, out.len());
+                out.push((t, None));
+            }
+        } else if let Some(i) = pending.remove(&key) {
+            let mapped = reply(&out[i].0, m);
+            out[i].1 = Some(mapped);
+        }
+    }
+    out
 }
 
 /// Each request (a message with a `method` and an `id`) of `messages` with its reply: the
@@ -507,69 +568,159 @@ impl LogAudit {
     }
 }
 
-fn chain_link(value: &Value) -> Option<&str> {
-    value.get(CHAIN_FIELD).and_then(Value::as_str)
-}
-
 /// Reads one chained log's bytes: checks every link, names torn lines, gap records and jumps
 /// in each process's wire-log `seq` (a jump a gap record covers is reported once, as that gap).
+/// [`audit_file`] reads a file the same way, line by line.
 pub fn audit_log(bytes: &[u8]) -> LogAudit {
-    let mut audit = LogAudit::default();
-    let mut lines: Vec<&[u8]> = bytes.split(|&b| b == b'\n').collect();
-    let unterminated = !lines.last().is_none_or(|l| l.is_empty());
-    if !unterminated {
-        lines.pop();
+    let mut auditor = LogAuditor::default();
+    let mut lines = bytes.split(|&b| b == b'\n').peekable();
+    while let Some(line) = lines.next() {
+        if lines.peek().is_none() {
+            // The piece after the last newline: a torn last line, or nothing.
+            if !line.is_empty() {
+                auditor.line(line);
+                return auditor.finish(true);
+            }
+            break;
+        }
+        auditor.line(line);
     }
-    audit.lines = lines.len();
-    let parsed: Vec<Option<Value>> = lines
-        .iter()
-        .map(|l| {
-            serde_json::from_slice::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .collect();
-    let mut prev = CHAIN_GENESIS.to_owned();
-    // Per pid: the last seq seen.
-    let mut last_seq: std::collections::BTreeMap<u32, u64> = Default::default();
-    // Recorded gaps with seqs, by pid, not yet matched to a jump.
-    let mut recorded: Vec<(u32, (u64, u64))> = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let n = i + 1;
-        let Some(value) = &parsed[i] else {
+    auditor.finish(false)
+}
+
+/// [`audit_log`] over a file, streamed: memory holds one line at a time (plus a digest and a
+/// few fields of the line before), whatever the log's size. Errors: the file's I/O errors.
+pub fn audit_file(path: &Path) -> std::io::Result<LogAudit> {
+    use std::io::BufRead;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let mut auditor = LogAuditor::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if reader.read_until(b'\n', &mut buf)? == 0 {
+            return Ok(auditor.finish(false));
+        }
+        if buf.last() == Some(&b'\n') {
+            buf.pop();
+            auditor.line(&buf);
+        } else {
+            auditor.line(&buf);
+            return Ok(auditor.finish(true));
+        }
+    }
+}
+
+/// What the audit keeps of one line until the next one is read (the next line's link decides
+/// whether this one is torn, and which of two lines a broken link names).
+struct LineInfo {
+    digest: String,
+    /// A JSON object: its link, its gap record, its wire-log (pid, seq).
+    object: Option<LineFields>,
+}
+
+struct LineFields {
+    link: Option<String>,
+    gap: Option<Value>,
+    wire: Option<(u32, u64)>,
+}
+
+impl LineInfo {
+    fn of(line: &[u8]) -> Self {
+        let object = match serde_json::from_slice::<Value>(line) {
+            Ok(Value::Object(mut map)) => {
+                let seq = map.get("seq").and_then(Value::as_u64);
+                let pid = map
+                    .get("pid")
+                    .and_then(Value::as_u64)
+                    .and_then(|p| u32::try_from(p).ok());
+                let wire = match (seq, pid, map.get("direction")) {
+                    (Some(seq), Some(pid), Some(_)) => Some((pid, seq)),
+                    _ => None,
+                };
+                Some(LineFields {
+                    link: map
+                        .get(CHAIN_FIELD)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                    gap: map.remove(GAP_FIELD),
+                    wire,
+                })
+            }
+            _ => None,
+        };
+        Self {
+            digest: line_digest(line),
+            object,
+        }
+    }
+}
+
+/// The streaming reader behind [`audit_log`] and [`audit_file`]: feed it each line (without
+/// its newline) in order, then [`finish`](Self::finish).
+#[derive(Default)]
+pub struct LogAuditor {
+    audit: LogAudit,
+    /// The digest the next line's link must name.
+    prev: Option<String>,
+    /// Per pid: the last seq seen.
+    last_seq: std::collections::BTreeMap<u32, u64>,
+    /// Recorded gaps with seqs, by pid, not yet matched to a jump.
+    recorded: Vec<(u32, (u64, u64))>,
+    /// The line read but not yet judged (it waits for the next line's link).
+    pending: Option<LineInfo>,
+}
+
+impl LogAuditor {
+    /// Reads the next line (without its newline).
+    pub fn line(&mut self, line: &[u8]) {
+        let info = LineInfo::of(line);
+        if let Some(previous) = self.pending.take() {
+            self.judge(previous, Some(&info), false);
+        }
+        self.pending = Some(info);
+    }
+
+    /// The audit; `unterminated`: the last line fed had no newline (a write cut short).
+    pub fn finish(mut self, unterminated: bool) -> LogAudit {
+        if let Some(last) = self.pending.take() {
+            self.judge(last, None, unterminated);
+        }
+        self.audit
+    }
+
+    /// Judges line `n` (the next to count) knowing the line after it (`None`: it is the last).
+    fn judge(&mut self, info: LineInfo, next: Option<&LineInfo>, unterminated: bool) {
+        self.audit.lines += 1;
+        let n = self.audit.lines;
+        let next_link = next
+            .and_then(|l| l.object.as_ref())
+            .and_then(|o| o.link.as_deref());
+        let prev = self
+            .prev
+            .replace(info.digest.clone())
+            .unwrap_or_else(|| CHAIN_GENESIS.to_owned());
+        let Some(fields) = info.object else {
             // Not a JSON object: torn when it is the unterminated last line, or when the next
             // line chains over it (a later append ended it); otherwise a change.
-            let chained_over = parsed
-                .get(i + 1)
-                .and_then(|v| v.as_ref())
-                .and_then(chain_link)
-                .is_some_and(|link| link == line_digest(line));
-            if (n == lines.len() && unterminated) || chained_over {
-                audit.torn.push(n);
-                prev = line_digest(line);
-                continue;
-            }
-            if audit.changed.is_none() {
-                audit.changed = Some((
+            let chained_over = next_link.is_some_and(|link| link == info.digest);
+            if (next.is_none() && unterminated) || chained_over {
+                self.audit.torn.push(n);
+            } else if self.audit.changed.is_none() {
+                self.audit.changed = Some((
                     n,
                     format!("line {n} is not JSON and nothing chains over it: it was changed"),
                 ));
             }
-            prev = line_digest(line);
-            continue;
+            return;
         };
-        match chain_link(value) {
+        match fields.link.as_deref() {
             Some(link) if link == prev => {}
-            Some(_) if audit.changed.is_none() => {
+            Some(_) if self.audit.changed.is_none() => {
                 // Line n's link does not name line n-1's digest: either line n-1 changed, or
                 // line n's own bytes (its link) did — then line n+1's link breaks too.
-                let next_breaks = parsed
-                    .get(n)
-                    .and_then(|v| v.as_ref())
-                    .and_then(chain_link)
-                    .is_some_and(|link| link != line_digest(line));
+                let next_breaks = next_link.is_some_and(|link| link != info.digest);
                 let at = if next_breaks || n == 1 { n } else { n - 1 };
-                audit.changed = Some((
+                self.audit.changed = Some((
                     at,
                     format!(
                         "line {n}'s {CHAIN_FIELD} does not match the digest of line {} — line \
@@ -578,21 +729,20 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
                     ),
                 ));
             }
-            None if audit.changed.is_none() => {
-                audit.changed = Some((n, format!("line {n} carries no {CHAIN_FIELD}")));
+            None if self.audit.changed.is_none() => {
+                self.audit.changed = Some((n, format!("line {n} carries no {CHAIN_FIELD}")));
             }
             _ => {}
         }
-        prev = line_digest(line);
-        if let Some(gap) = value.get(GAP_FIELD) {
+        if let Some(gap) = fields.gap {
             let pid = gap["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
             let seqs = gap["first_seq"].as_u64().zip(gap["last_seq"].as_u64());
             if let (Some(p), Some(s)) = (pid, seqs) {
-                recorded.push((p, s));
+                self.recorded.push((p, s));
             }
             let records = gap["records"].as_u64().unwrap_or(0);
             if records > 0 {
-                audit.gaps.push(LogGap {
+                self.audit.gaps.push(LogGap {
                     line: n,
                     pid,
                     records,
@@ -600,26 +750,20 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
                     error: Some(gap["error"].as_str().unwrap_or("unknown").to_owned()),
                 });
             }
-            continue;
+            return;
         }
-        let (Some(seq), Some(pid), Some(_)) = (
-            value.get("seq").and_then(Value::as_u64),
-            value
-                .get("pid")
-                .and_then(Value::as_u64)
-                .and_then(|p| u32::try_from(p).ok()),
-            value.get("direction"),
-        ) else {
-            continue;
+        let Some((pid, seq)) = fields.wire else {
+            return;
         };
-        let expected = last_seq.get(&pid).map_or(0, |s| s + 1);
+        let expected = self.last_seq.get(&pid).map_or(0, |s| s + 1);
         if seq > expected {
             let missing = (expected, seq - 1);
-            let covered = recorded
+            let covered = self
+                .recorded
                 .iter()
                 .any(|(p, (a, b))| *p == pid && *a <= missing.0 && *b >= missing.1);
             if !covered {
-                audit.gaps.push(LogGap {
+                self.audit.gaps.push(LogGap {
                     line: n,
                     pid: Some(pid),
                     records: seq - expected,
@@ -628,9 +772,8 @@ pub fn audit_log(bytes: &[u8]) -> LogAudit {
                 });
             }
         }
-        last_seq.insert(pid, seq);
+        self.last_seq.insert(pid, seq);
     }
-    audit
 }
 
 /// The run manifest (E1): written once, when the canary first initializes targets.
@@ -691,6 +834,9 @@ pub const SUMS_FILE: &str = "SHA256SUMS";
 /// once at `report`. The run manifest itself is written once at `init` and never rewritten
 /// (E2), so the final digest lives beside it rather than in it.
 pub const SEAL_FILE: &str = "manifest.seal";
+/// The operator's signature over [`SEAL_FILE`] (a DSSE envelope, `crate::seal`), written
+/// after the seal, so neither `SHA256SUMS` nor the seal lists it.
+pub const SIGNATURE_FILE: &str = "SEAL.sig.json";
 /// First line of a seal.
 pub const SEAL_HEADER: &str = "patchdiff-seal 1";
 
@@ -721,7 +867,7 @@ pub fn is_volatile_side_file(rel: &str) -> bool {
 }
 
 /// Every regular file under `root` (recursively; symlinks are not followed) except the sums,
-/// the seal and SQLite's volatile side files ([`is_volatile_side_file`]), as `/`-separated
+/// the seal, its signature and SQLite's volatile side files ([`is_volatile_side_file`]), as `/`-separated
 /// relative paths, sorted.
 pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
     fn walk(root: &Path, dir: &Path, out: &mut Vec<String>) -> std::io::Result<()> {
@@ -739,7 +885,11 @@ pub fn evidence_files(root: &Path) -> std::io::Result<Vec<String>> {
                     .map(|c| c.as_os_str().to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
                     .join("/");
-                if rel != SUMS_FILE && rel != SEAL_FILE && !is_volatile_side_file(&rel) {
+                if rel != SUMS_FILE
+                    && rel != SEAL_FILE
+                    && rel != SIGNATURE_FILE
+                    && !is_volatile_side_file(&rel)
+                {
                     out.push(rel);
                 }
             }
@@ -1160,6 +1310,102 @@ mod tests {
             vec![
                 b"{\"id\":1,\n\"result\":{}}".to_vec(),
                 b"{\"id\":2}".to_vec()
+            ]
+        );
+    }
+
+    /// The streamed audit reads a file exactly as `audit_log` reads its bytes: a clean log, a
+    /// changed line, a torn last line, a torn line ended by the next append, a `seq` jump.
+    #[test]
+    fn audit_file_streams_to_the_same_audit_as_audit_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("w.mcp.jsonl");
+        let log = WireLog::open(&path).unwrap();
+        for i in 0..6 {
+            log.record(Direction::Request, format!("{{\"id\":{i}}}").as_bytes());
+        }
+        let clean = std::fs::read(&path).unwrap();
+        let text = String::from_utf8(clean.clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let changed = text.replacen("\"seq\":2", "\"seq\":7", 1).into_bytes();
+        assert_ne!(changed, clean);
+        let torn_last = clean[..clean.len() - 7].to_vec();
+        let mut torn_inside = lines[..2].join("\n").into_bytes();
+        torn_inside.extend_from_slice(b"\n{\"cut");
+        let digest = line_digest(b"{\"cut");
+        torn_inside.extend_from_slice(
+            format!("\n{{\"{CHAIN_FIELD}\":\"{digest}\",\"n\":1}}\n").as_bytes(),
+        );
+        let mut jumped = lines[..2].join("\n");
+        jumped.push('\n');
+        jumped.push_str(lines[4]);
+        jumped.push('\n');
+        for bytes in [
+            clean,
+            changed,
+            torn_last,
+            torn_inside,
+            jumped.into_bytes(),
+            Vec::new(),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            assert_eq!(audit_file(&path).unwrap(), audit_log(&bytes));
+        }
+        std::fs::write(&path, text.replacen("\"seq\":2", "\"seq\":7", 1)).unwrap();
+        assert_eq!(audit_file(&path).unwrap().changed.unwrap().0, 3);
+    }
+
+    /// Streamed pairing keeps only the requests picked and pairs by (process, id): two
+    /// processes sharing one log both use id 1.
+    #[test]
+    fn pair_requests_pairs_by_process_and_id_keeping_only_the_picked() {
+        let message = |line, pid, json: &str| WireMessage {
+            line,
+            pid,
+            seq: 0,
+            direction: Direction::Request,
+            message: serde_json::from_str(json).unwrap(),
+        };
+        let log = vec![
+            message(
+                1,
+                10,
+                r#"{"id":1,"method":"tools/call","params":{"name":"a"}}"#,
+            ),
+            message(
+                2,
+                20,
+                r#"{"id":1,"method":"tools/call","params":{"name":"b"}}"#,
+            ),
+            message(3, 10, r#"{"id":2,"method":"tools/list"}"#),
+            message(4, 20, r#"{"id":1,"result":"for b"}"#),
+            message(5, 10, r#"{"id":2,"result":"list"}"#),
+            message(6, 10, r#"{"id":1,"result":"for a"}"#),
+            message(
+                7,
+                30,
+                r#"{"id":1,"method":"tools/call","params":{"name":"c"}}"#,
+            ),
+        ];
+        let pairs = pair_requests(
+            log,
+            |m| {
+                (m.message["method"] == "tools/call")
+                    .then(|| m.message["params"]["name"].as_str().unwrap().to_owned())
+            },
+            |_, reply| {
+                (
+                    reply.line,
+                    reply.message["result"].as_str().unwrap().to_owned(),
+                )
+            },
+        );
+        assert_eq!(
+            pairs,
+            vec![
+                ("a".to_owned(), Some((6, "for a".to_owned()))),
+                ("b".to_owned(), Some((4, "for b".to_owned()))),
+                ("c".to_owned(), None),
             ]
         );
     }

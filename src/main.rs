@@ -43,6 +43,10 @@ enum Cmd {
     /// hashes, journal replay against the exports (and, with --evaluate, the verdicts). Exit 0
     /// only if all hold.
     Verify(VerifyArgs),
+    /// The operator's seal key (ed25519): `report` signs each run's seal with it, `verify --key`
+    /// checks the signature.
+    #[command(subcommand)]
+    Key(KeyCmd),
     /// Export the perf events of every process of a run as a Chrome trace-event file that
     /// Perfetto UI (ui.perfetto.dev) and chrome://tracing open.
     Trace(TraceArgs),
@@ -55,6 +59,34 @@ enum Cmd {
     /// bundled fixture suite and the evaluator's controls. One ok/FAIL line each, with what to
     /// do; exit 0 only if every check holds.
     Doctor(DoctorArgs),
+}
+
+#[derive(Subcommand)]
+enum KeyCmd {
+    /// Write a new ed25519 private key (PKCS#8 PEM, 0600) to <config dir>/seal-key.pem and print
+    /// its public key: one line, `ed25519:` + base64 of the 32 key bytes (give it to
+    /// `verify --key`). Refuses to overwrite an existing key without --force.
+    New(KeyNewArgs),
+    /// Print the public key of the existing seal key (the line `key new` printed).
+    Show(KeyShowArgs),
+}
+
+#[derive(clap::Args)]
+struct KeyNewArgs {
+    /// Replace an existing key (runs it signed then verify only with its old public key).
+    #[arg(long)]
+    force: bool,
+    /// Write the key here instead of <config dir>/seal-key.pem (`report` signs only with the
+    /// key in the config directory).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct KeyShowArgs {
+    /// The private key file (default <config dir>/seal-key.pem).
+    #[arg(long, value_name = "FILE")]
+    key: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -108,6 +140,11 @@ struct VerifyArgs {
     /// Also re-run the evaluator on the exports and compare verdicts with report.json.
     #[arg(long)]
     evaluate: bool,
+    /// The operator's public key (the `ed25519:…` line `patchdiff key new` printed, or a file
+    /// holding it): the run's seal signature must hold for it. Without it, verify says whether
+    /// the run is unsigned or who signed it, unchecked.
+    #[arg(long, value_name = "PUB")]
+    key: Option<String>,
 }
 
 #[derive(clap::Args, Default)]
@@ -229,6 +266,7 @@ fn main() -> ExitCode {
             Some(Cmd::Mcp(args)) => run_mcp(args, &settings).await,
             Some(Cmd::Evaluate(args)) => run_evaluate(args, &settings).await,
             Some(Cmd::Verify(args)) => run_verify(args, &settings).await,
+            Some(Cmd::Key(cmd)) => run_key(cmd, &settings),
             Some(Cmd::Trace(args)) => run_trace(args),
             Some(Cmd::Compare(CompareCmd::Power(args))) => run_compare_power(&args),
             Some(Cmd::Doctor(args)) => patchdiff::doctor::run(&settings, args.json).await,
@@ -566,6 +604,47 @@ fn run_trace(args: TraceArgs) -> i32 {
     }
 }
 
+/// `patchdiff key new|show`: prints the public key on stdout. Exit 0, or [`EXIT_FAILED`]
+/// (an existing key without --force, no key to show, an unreadable key) said on stderr.
+fn run_key(cmd: KeyCmd, settings: &Settings) -> i32 {
+    use patchdiff::seal::{SealKey, key_path};
+    let default = key_path(&settings.paths.config_dir);
+    let result = match cmd {
+        KeyCmd::New(args) => {
+            let path = args.out.unwrap_or(default);
+            SealKey::create(&path, args.force).map(|k| (k, path))
+        }
+        KeyCmd::Show(args) => {
+            let path = args.key.unwrap_or(default);
+            match SealKey::load(&path) {
+                Ok(Some(k)) => Ok((k, path)),
+                Ok(None) => Err(format!(
+                    "no seal key at {}; `patchdiff key new` writes one",
+                    path.display()
+                )),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok((key, path)) => {
+            println!("{}", key.public().encode());
+            eprintln!(
+                "seal key {} ({}); `report` signs runs with it, `patchdiff verify --key {}` \
+                 checks them",
+                path.display(),
+                key.public().key_id(),
+                key.public().encode()
+            );
+            0
+        }
+        Err(e) => {
+            eprintln!("patchdiff key: {e}");
+            EXIT_FAILED
+        }
+    }
+}
+
 async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
     // A run on PostgreSQL replays from the database the settings name.
     let database_url = match settings.text(Key::DatabaseUrl) {
@@ -575,10 +654,23 @@ async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
             return EXIT_USAGE;
         }
     };
+    let key = match args
+        .key
+        .as_deref()
+        .map(patchdiff::seal::PublicKey::from_arg)
+    {
+        None => None,
+        Some(Ok(k)) => Some(k),
+        Some(Err(e)) => {
+            eprintln!("patchdiff verify: {e}");
+            return EXIT_USAGE;
+        }
+    };
     let options = patchdiff::verify::VerifyOptions {
         manifest: args.manifest,
         evaluate: args.evaluate,
         database_url,
+        key,
     };
     match patchdiff::verify::verify(&args.run_dir, &options).await {
         Ok(report) => {

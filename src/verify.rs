@@ -13,7 +13,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::evidence::{
-    RunManifest, SEAL_FILE, SUMS_FILE, audit_log, evidence_files, file_digest, seal_text,
+    RunManifest, SEAL_FILE, SUMS_FILE, audit_file, audit_log, evidence_files, file_digest,
+    seal_text,
 };
 use crate::fixtures::{Fixture, FixtureManifest, read_pinned, sha256_hex};
 use crate::store::{EditStore, JournalKind, PostgresStore, SqliteStore};
@@ -29,12 +30,16 @@ pub struct VerifyOptions {
     /// [`crate::config::Settings`]): a run without `store.sqlite` replays its journal from it
     /// when it is `postgres://…`/`postgresql://…`; anything else is not used.
     pub database_url: Option<String>,
+    /// `--key`: the operator's public key; the run's seal signature must hold for it. `None`:
+    /// the signature (if any) is named, not checked.
+    pub key: Option<crate::seal::PublicKey>,
 }
 
 /// One problem found.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Problem {
-    /// Which check found it: `seal`, `digest`, `chain`, `fixtures`, `journal`, `evaluation`.
+    /// Which check found it: `seal`, `signature`, `digest`, `files`, `chain` (also `torn`,
+    /// `gap`), `fixtures`, `store`, `journal`, `receipts`, `evaluation`.
     pub check: &'static str,
     /// Path relative to the run directory (or the fixture file's path).
     pub file: String,
@@ -126,6 +131,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
         checks: Vec::new(),
     };
     check_seal(&mut ctx);
+    check_signature(&mut ctx, options.key.as_ref());
     check_digests(&mut ctx);
     check_files(&mut ctx);
     check_chains(&mut ctx);
@@ -215,6 +221,25 @@ fn check_seal(ctx: &mut Ctx) {
         );
     }
     ctx.done("seal", before, format!("{SEAL_FILE} binds {SUMS_FILE}"));
+}
+
+/// The operator's signature over the seal ([`crate::seal`]): with `key`, it must hold for
+/// that key; without, the summary says plainly `unsigned` or who signed it, not checked.
+fn check_signature(ctx: &mut Ctx, key: Option<&crate::seal::PublicKey>) {
+    use crate::seal::{SIGNATURE_FILE, SignatureStatus};
+    let before = ctx.problems.len();
+    let summary = match crate::seal::check_signature(&ctx.root, key) {
+        SignatureStatus::Unsigned => "unsigned".to_owned(),
+        SignatureStatus::NotChecked { key_id } => {
+            format!("signed by {key_id}, not checked (pass --key)")
+        }
+        SignatureStatus::Verified { key_id } => format!("signed by {key_id}, signature holds"),
+        SignatureStatus::Failed(why) => {
+            ctx.problem("signature", SIGNATURE_FILE, None, why);
+            "signature does not hold".to_owned()
+        }
+    };
+    ctx.done("signature", before, summary);
 }
 
 fn first_different_line<'a>(expected: &'a str, found: &'a str) -> (usize, &'a str, &'a str) {
@@ -311,9 +336,11 @@ fn check_digests(ctx: &mut Ctx) {
 }
 
 /// The files a sealed run must hold, whatever `SHA256SUMS` lists —
-/// the manifest, the seal, the sums, the reports and the transcript, and the wire log of each
-/// process a successful step used (`init` → `full.mcp.jsonl`, `preflight` → `observed.mcp.jsonl`)
-/// as `report.json`'s steps say — and no symlink or other non-regular entry anywhere in it.
+/// the manifest, the seal, the sums, the reports and the transcript, the wire log of each
+/// process a successful step used (`init` → `full.mcp.jsonl`, also when only the manifest
+/// `init` wrote says so; `preflight` → `observed.mcp.jsonl`) as `report.json`'s steps say, and
+/// the journal binding when the manifest records the store's identity — and no symlink or
+/// other non-regular entry anywhere in it.
 /// A re-sealed run with a deleted log is named here.
 fn check_files(ctx: &mut Ctx) {
     let before = ctx.problems.len();
@@ -335,8 +362,22 @@ fn check_files(ctx: &mut Ctx) {
             .as_array()
             .is_some_and(|s| s.iter().any(|s| s["command"] == name && s["ok"] == true))
     };
-    if ran("init") {
+    // The manifest is written by `init`: a run that holds one initialized its targets through
+    // the full-profile process even when its report is gone; one that records its store's
+    // identity was sealed with its journal binding.
+    let manifest: Value = std::fs::read(ctx.root.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
+    if ran("init")
+        || manifest["initial_targets"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+    {
         required.push("full.mcp.jsonl");
+    }
+    if manifest["configuration"]["store_identity"]["store_id"].is_string() {
+        required.push(crate::seal::JOURNAL_FILE);
     }
     if ran("preflight") {
         required.push("observed.mcp.jsonl");
@@ -431,9 +472,9 @@ fn check_chains(ctx: &mut Ctx) {
     let mut lines = 0;
     let mut gaps = 0;
     for rel in &files {
-        match std::fs::read(ctx.root.join(rel)) {
-            Ok(bytes) => {
-                let audit = audit_log(&bytes);
+        // Streamed line by line: memory does not grow with the log.
+        match audit_file(&ctx.root.join(rel)) {
+            Ok(audit) => {
                 lines += audit.lines;
                 if let Some((line, message)) = audit.changed.clone() {
                     ctx.problem("chain", rel, Some(line), message);
@@ -555,18 +596,33 @@ fn check_initial_target(ctx: &mut Ctx, run: &RunManifest, f: &Fixture) {
     }
 }
 
-/// Replays each target's journal from its authenticated fixture bytes: every edit must
-/// reproduce its recorded hash, every save the content at its revision, and the last saved
-/// version must equal the export byte for byte.
-fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option<&str>) {
-    let before = ctx.problems.len();
+/// What replaying one target's journal found, kept for the receipts check: each edit by
+/// request key, each save by version.
+#[derive(Default)]
+struct JournalIndex {
+    /// request key → (revision, sha256, attempt id).
+    edits: std::collections::HashMap<String, (u64, String, Option<String>)>,
+    /// version → (revision, sha256).
+    saves: std::collections::HashMap<u64, (u64, String)>,
+}
+
+/// The run's database: a scratch copy of `store.sqlite` (verify never writes into the run),
+/// or the PostgreSQL database `database_url` names. `None` with a problem when there is none.
+fn open_run_store(
+    ctx: &mut Ctx,
+    database_url: Option<&str>,
+    before: usize,
+) -> Option<(Box<dyn EditStore>, String, Option<tempfile::TempDir>)> {
     const DB: &str = "store.sqlite";
     let db = ctx.root.join(DB);
     if !db.is_file() {
         // A run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
         match database_url.filter(|u| crate::store::is_postgres_url(u)) {
             Some(url) => match PostgresStore::connect(url) {
-                Ok(store) => replay_all(ctx, fixtures, &store, before, store.redacted_url()),
+                Ok(store) => {
+                    let source = store.redacted_url().to_owned();
+                    return Some((Box::new(store), source, None));
+                }
                 Err(e) => {
                     ctx.problem("journal", DB, None, format!("cannot open: {e}"));
                     ctx.done("journal", before, "unreadable database".into());
@@ -584,14 +640,14 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option
                 ctx.done("journal", before, "no database".into());
             }
         }
-        return;
+        return None;
     }
     // Open a copy: verifying must not write into the run (SQLite creates -wal/-shm files).
     let scratch = match tempfile::tempdir() {
         Ok(d) => d,
         Err(e) => {
             ctx.problem("journal", DB, None, format!("no scratch directory: {e}"));
-            return;
+            return None;
         }
     };
     let copy = scratch.path().join(DB);
@@ -613,41 +669,177 @@ fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option
             ),
         );
     }
-    let copied = std::fs::copy(&db, &copy);
-    if let Err(e) = copied {
+    if let Err(e) = std::fs::copy(&db, &copy) {
         ctx.problem("journal", DB, None, format!("cannot copy: {e}"));
-        return;
+        return None;
     }
-    let store = match SqliteStore::open(&copy) {
-        Ok(s) => s,
+    match SqliteStore::open(&copy) {
+        Ok(s) => Some((Box::new(s), DB.to_owned(), Some(scratch))),
         Err(e) => {
             ctx.problem("journal", DB, None, format!("cannot open: {e}"));
             ctx.done("journal", before, "unreadable database".into());
-            return;
+            None
         }
-    };
-    replay_all(ctx, fixtures, &store, before, DB);
+    }
 }
 
-/// Replays every fixture's target from `store` (`source` names it in problems) and compares
-/// the last saved version with the export.
+/// Replays each target's journal from its authenticated fixture bytes: every edit must
+/// reproduce its recorded hash, every save the content at its revision, and the last saved
+/// version must equal the export byte for byte. Before that, the database must be the run's
+/// (`store`: its identity against the one the manifest and the seal's journal binding
+/// record); after it, each target's journal digest must be the one the seal recorded, and
+/// every acknowledged receipt in the wire logs must be in the journal (`receipts`).
+fn check_journal(ctx: &mut Ctx, fixtures: &FixtureManifest, database_url: Option<&str>) {
+    let before = ctx.problems.len();
+    let Some((store, source, _scratch)) = open_run_store(ctx, database_url, before) else {
+        return;
+    };
+    let binding = check_store_identity(ctx, store.as_ref(), &source);
+    let before = ctx.problems.len();
+    let indexes = replay_all(ctx, fixtures, store.as_ref(), &source, binding.as_ref());
+    ctx.done("journal", before, indexes.1);
+    check_receipts(ctx, &indexes.0);
+}
+
+/// The database at hand against the identity the run recorded: in `manifest.json`
+/// (`configuration.store_identity`, at `init`) and in [`crate::seal::JOURNAL_FILE`] (at the
+/// seal). Returns the journal binding when the run has one. A run from before either was
+/// recorded is said to be unbound, not failed.
+fn check_store_identity(
+    ctx: &mut Ctx,
+    store: &dyn EditStore,
+    source: &str,
+) -> Option<crate::seal::JournalBinding> {
+    use crate::seal::{JOURNAL_FILE, JournalBinding};
+    use crate::store::StoreIdentity;
+    let before = ctx.problems.len();
+    let found = match store.identity() {
+        Ok(i) => i,
+        Err(e) => {
+            ctx.problem(
+                "store",
+                source,
+                None,
+                format!("cannot read its identity: {e}"),
+            );
+            ctx.done("store", before, "identity unreadable".into());
+            return None;
+        }
+    };
+    let recorded_at_init: Option<StoreIdentity> = std::fs::read(ctx.root.join("manifest.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|m| serde_json::from_value(m["configuration"]["store_identity"].clone()).ok());
+    let binding = match JournalBinding::read(&ctx.root) {
+        Ok(b) => b,
+        Err(e) => {
+            ctx.problem("store", JOURNAL_FILE, None, e);
+            None
+        }
+    };
+    let mut compared = Vec::new();
+    for (file, recorded) in [
+        ("manifest.json", recorded_at_init.as_ref()),
+        (JOURNAL_FILE, binding.as_ref().map(|b| &b.store)),
+    ] {
+        let Some(recorded) = recorded else { continue };
+        compared.push(file);
+        let differences = recorded.differences(&found);
+        if !differences.is_empty() {
+            ctx.problem(
+                "store",
+                source,
+                None,
+                format!(
+                    "not the run's database: {} — {file} records {} database {:?}; verify \
+                     against the database the run used",
+                    differences.join(", "),
+                    recorded.backend,
+                    recorded.database
+                ),
+            );
+        }
+    }
+    let summary = if compared.is_empty() {
+        format!(
+            "{} database {:?}: the run records no store identity (sealed before runs were \
+             bound to their database)",
+            found.backend, found.database
+        )
+    } else {
+        format!(
+            "{} database {:?} store id {} is the one {} record{}",
+            found.backend,
+            found.database,
+            found.store_id.as_deref().unwrap_or("-"),
+            compared.join(" and "),
+            if compared.len() == 1 { "s" } else { "" }
+        )
+    };
+    ctx.done("store", before, summary);
+    binding
+}
+
+/// Replays every fixture's target from `store` (`source` names it in problems), compares
+/// the last saved version with the export and each journal's digest with the one `binding`
+/// recorded at the seal. Returns each target's index and the check's summary.
 fn replay_all(
     ctx: &mut Ctx,
     fixtures: &FixtureManifest,
     store: &dyn EditStore,
-    before: usize,
     source: &str,
-) {
+    binding: Option<&crate::seal::JournalBinding>,
+) -> (std::collections::HashMap<String, JournalIndex>, String) {
     let mut entries_total = 0;
     let mut exports = 0;
+    let mut digests = 0;
+    let mut indexes = std::collections::HashMap::new();
+    let report: Value = std::fs::read(ctx.root.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or(Value::Null);
     for f in &fixtures.fixtures {
         let original = match std::fs::read(fixtures.resolve(&f.original)) {
             Ok(b) => b,
             Err(_) => continue, // reported by the fixtures check
         };
-        match replay_target(store, &f.target, &original) {
+        let mut hasher = crate::store::JournalHasher::default();
+        let mut index = JournalIndex::default();
+        match replay_target(store, &f.target, &original, &mut hasher, &mut index) {
             Ok((saved, n)) => {
                 entries_total += n;
+                let digest = hasher.finish(&f.target);
+                if let Some(sealed) =
+                    binding.and_then(|b| b.targets.iter().find(|d| d.target == f.target))
+                {
+                    digests += 1;
+                    if sealed != &digest {
+                        ctx.problem(
+                            "journal",
+                            source,
+                            None,
+                            format!(
+                                "target `{}`: the journal holds {} entries (SHA-256 {}), the \
+                                 seal recorded {} entries (SHA-256 {}) in {}: not the journal \
+                                 the run sealed",
+                                f.target,
+                                digest.entries,
+                                digest.sha256,
+                                sealed.entries,
+                                sealed.sha256,
+                                crate::seal::JOURNAL_FILE
+                            ),
+                        );
+                    }
+                } else if binding.is_some() {
+                    ctx.problem(
+                        "journal",
+                        crate::seal::JOURNAL_FILE,
+                        None,
+                        format!("records no journal digest for target `{}`", f.target),
+                    );
+                }
+                indexes.insert(f.target.clone(), index);
                 let rel = format!("export/{}", f.module_file);
                 match std::fs::read(ctx.root.join(&rel)) {
                     Ok(exported) if exported == saved => exports += 1,
@@ -665,7 +857,22 @@ fn replay_all(
                             sha256_hex(&exported)
                         ),
                     ),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        // Not exported is fine; exported and then gone is not.
+                        if let Some(sha) = exported_sha256(&report, &f.target) {
+                            ctx.problem(
+                                "files",
+                                &rel,
+                                None,
+                                format!(
+                                    "missing: report.json records `{}` exported with SHA-256 \
+                                     {sha} (deleted after the run, even if the sums were \
+                                     recomputed)",
+                                    f.target
+                                ),
+                            );
+                        }
+                    }
                     Err(e) => ctx.problem("journal", &rel, None, format!("cannot read: {e}")),
                 }
             }
@@ -677,21 +884,38 @@ fn replay_all(
             ),
         }
     }
-    ctx.done(
-        "journal",
-        before,
+    let sealed = if binding.is_some() {
+        format!(" · {digests} journal digests as sealed")
+    } else {
+        " · no journal digests sealed".to_owned()
+    };
+    (
+        indexes,
         format!(
-            "{entries_total} journal entries replayed · {exports} exports reproduced byte for byte"
+            "{entries_total} journal entries replayed · {exports} exports reproduced byte for \
+             byte{sealed}"
         ),
-    );
+    )
+}
+
+/// The SHA-256 `report.json` records for `target`'s export, if it was exported.
+fn exported_sha256(report: &Value, target: &str) -> Option<String> {
+    report["targets"]
+        .as_array()?
+        .iter()
+        .find(|t| t["name"] == target)?["exported_sha256"]
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// Replays one target; returns the content of its last saved version (the initial bytes when
-/// never saved) and the number of entries.
+/// never saved) and the number of entries. Each entry goes into `hasher` and `index`.
 fn replay_target(
     store: &dyn EditStore,
     target: &str,
     original: &[u8],
+    hasher: &mut crate::store::JournalHasher,
+    index: &mut JournalIndex,
 ) -> Result<(Vec<u8>, usize), String> {
     let mut content = original.to_vec();
     let mut saved = original.to_vec();
@@ -704,6 +928,7 @@ fn replay_target(
             .map_err(|e| format!("replay failed: {e}"))?;
         for entry in &page.entries {
             count += 1;
+            hasher.add(entry);
             match entry.kind {
                 JournalKind::Init => {
                     if entry.sha256 != sha256_hex(original) {
@@ -740,6 +965,16 @@ fn replay_target(
                             entry.sha256
                         ));
                     }
+                    if let Some(key) = &entry.request_key {
+                        index.edits.insert(
+                            key.clone(),
+                            (
+                                entry.revision,
+                                entry.sha256.clone(),
+                                entry.attempt_id.clone(),
+                            ),
+                        );
+                    }
                 }
                 JournalKind::Save => {
                     if entry.revision != revision || entry.sha256 != sha256_hex(&content) {
@@ -749,6 +984,9 @@ fn replay_target(
                             entry.version, entry.revision
                         ));
                     }
+                    index
+                        .saves
+                        .insert(entry.version, (entry.revision, entry.sha256.clone()));
                     saved.clone_from(&content);
                 }
             }
@@ -759,6 +997,137 @@ fn replay_target(
         }
     }
     Ok((saved, count))
+}
+
+/// One acknowledged receipt in a wire log: a submission's (`outcome` accepted or rejected)
+/// or a save's.
+struct WireReceipt {
+    line: usize,
+    pid: u32,
+    tool: String,
+    receipt: Value,
+}
+
+/// Every acknowledged receipt in the run's wire logs (`*.mcp.jsonl`, streamed line by line;
+/// requests paired with results by (process, id)) against the journal: an accepted
+/// submission's request key must be a journal edit with the same revision, sha256 and
+/// attempt id; a rejected one's must not be; a save's version must be a journal save with the
+/// same revision and sha256. A receipt for a target the journal does not hold is named too.
+fn check_receipts(ctx: &mut Ctx, indexes: &std::collections::HashMap<String, JournalIndex>) {
+    const SUBMIT: &str = "patchdiff_submit_observed_operations";
+    const SAVE: &str = "patchdiff_save";
+    let before = ctx.problems.len();
+    let logs: Vec<String> = evidence_files(&ctx.root)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f.ends_with(".mcp.jsonl"))
+        .collect();
+    let mut checked = 0;
+    for rel in &logs {
+        let Ok(messages) = crate::evidence::wire_log_messages(&ctx.root.join(rel)) else {
+            continue; // named by the chain check
+        };
+        let pairs = crate::evidence::pair_requests(
+            messages,
+            |m| {
+                let tool = m.message["params"]["name"].as_str()?;
+                (m.message["method"] == "tools/call" && (tool == SUBMIT || tool == SAVE))
+                    .then(|| tool.to_owned())
+            },
+            |tool, reply| WireReceipt {
+                line: reply.line,
+                pid: reply.pid,
+                tool: tool.clone(),
+                receipt: reply.message["result"]["structuredContent"].clone(),
+            },
+        );
+        for r in pairs.into_iter().filter_map(|(_, reply)| reply) {
+            if let Some(problem) = receipt_problem(&r, indexes) {
+                ctx.problem("receipts", rel, Some(r.line), problem);
+            }
+            checked += 1;
+        }
+    }
+    ctx.done(
+        "receipts",
+        before,
+        format!(
+            "{checked} acknowledged receipts in {} wire logs against the journal",
+            logs.len()
+        ),
+    );
+}
+
+/// Why receipt `r` is not what the journal holds, or `None` when it is (or it acknowledges
+/// nothing: an error result carries no receipt).
+fn receipt_problem(
+    r: &WireReceipt,
+    indexes: &std::collections::HashMap<String, JournalIndex>,
+) -> Option<String> {
+    let s = &r.receipt;
+    let target = s["target"].as_str()?;
+    let revision = s["revision"].as_u64();
+    let sha256 = s["sha256"].as_str();
+    let Some(index) = indexes.get(target) else {
+        return Some(format!(
+            "a receipt of pid {} for target `{target}`, which the journal does not hold",
+            r.pid
+        ));
+    };
+    if r.tool == "patchdiff_save" {
+        let version = s["version"].as_u64()?;
+        return match index.saves.get(&version) {
+            Some((rev, sha)) if Some(*rev) == revision && Some(sha.as_str()) == sha256 => None,
+            Some((rev, sha)) => Some(format!(
+                "the save receipt of `{target}` version {version} (pid {}) acknowledges revision \
+                 {} SHA-256 {}; the journal's save records revision {rev} SHA-256 {sha}",
+                r.pid,
+                revision.map_or("?".into(), |v| v.to_string()),
+                sha256.unwrap_or("?"),
+            )),
+            None => Some(format!(
+                "the save receipt of `{target}` version {version} (pid {}) is not in the journal",
+                r.pid
+            )),
+        };
+    }
+    let key = s["request_key"].as_str()?;
+    let attempt = s["attempt_id"].as_str();
+    match (s["outcome"].as_str()?, index.edits.get(key)) {
+        ("accepted", Some((rev, sha, id)))
+            if Some(*rev) == revision
+                && Some(sha.as_str()) == sha256
+                && (attempt.is_none() || id.as_deref() == attempt) =>
+        {
+            None
+        }
+        ("accepted", Some((rev, sha, id))) => Some(format!(
+            "the receipt of request key `{}` on `{target}` (pid {}) acknowledges revision {} \
+             SHA-256 {} attempt {}; the journal's edit records revision {rev} SHA-256 {sha} \
+             attempt {}",
+            crate::display::visible_inline(key),
+            r.pid,
+            revision.map_or("?".into(), |v| v.to_string()),
+            sha256.unwrap_or("?"),
+            attempt.unwrap_or("?"),
+            id.as_deref().unwrap_or("?"),
+        )),
+        ("accepted", None) => Some(format!(
+            "the receipt of request key `{}` on `{target}` (pid {}) acknowledges revision {} \
+             SHA-256 {}, but the journal holds no edit under that key",
+            crate::display::visible_inline(key),
+            r.pid,
+            revision.map_or("?".into(), |v| v.to_string()),
+            sha256.unwrap_or("?"),
+        )),
+        ("rejected", Some((rev, _, _))) => Some(format!(
+            "the receipt of request key `{}` on `{target}` (pid {}) says rejected, but the \
+             journal holds an edit under that key (revision {rev})",
+            crate::display::visible_inline(key),
+            r.pid
+        )),
+        _ => None,
+    }
 }
 
 /// Re-runs the evaluator on the exports and compares each target's verdict with `report.json`.

@@ -564,6 +564,50 @@ fn reopening_keeps_targets_and_migrations_apply_once(b: Backend) {
     assert_eq!(scratch.open().list_targets().unwrap().len(), 1);
 }
 
+/// V2: a store's identity is drawn once, with its schema — the same across reopenings,
+/// another for another database — and carries no secret; the journal digest moves with every
+/// journal entry and with nothing else.
+fn identity_is_one_per_database_and_the_journal_digest_follows_the_journal(b: Backend) {
+    let (scratch, store) = fresh(b);
+    let first = store.identity().unwrap();
+    assert_eq!(
+        first.store_id.as_deref().map(str::len),
+        Some(32),
+        "{first:?}"
+    );
+    assert_eq!(first.backend, b.name());
+    if b == Backend::Postgres {
+        assert!(first.database_oid.is_some(), "{first:?}");
+    }
+    let text = serde_json::to_string(&first).unwrap();
+    assert!(
+        !text.contains("://") && !text.contains("password"),
+        "{text}"
+    );
+    init(&*store, "t", "fn a() {}\n");
+    let at_init = journal_digest(&*store, "t").unwrap();
+    assert_eq!(at_init.entries, 1);
+    store.read_target("t").unwrap();
+    store.audit("t").unwrap();
+    assert_eq!(journal_digest(&*store, "t").unwrap(), at_init);
+    store
+        .submit("t", &sub("k1", 0, &[(None, "fn a", "fn b")]), false)
+        .unwrap();
+    let edited = journal_digest(&*store, "t").unwrap();
+    assert_eq!(edited.entries, 2);
+    assert_ne!(edited.sha256, at_init.sha256);
+    drop(store);
+    let again = scratch.open();
+    assert_eq!(again.identity().unwrap(), first);
+    assert_eq!(journal_digest(&*again, "t").unwrap(), edited);
+    let (_other, other) = fresh(b);
+    let differences = first.differences(&other.identity().unwrap());
+    assert!(
+        differences.iter().any(|d| d.starts_with("store id ")),
+        "{differences:?}"
+    );
+}
+
 fn store_is_send_and_sync_and_usable_as_a_trait_object(b: Backend) {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<SqliteStore>();
@@ -783,6 +827,7 @@ backend_tests!(
     empty_request_key_operations_or_old_text_are_invalid_input,
     bad_replay_cursor_and_limits_are_errors,
     reopening_keeps_targets_and_migrations_apply_once,
+    identity_is_one_per_database_and_the_journal_digest_follows_the_journal,
     store_is_send_and_sync_and_usable_as_a_trait_object,
     oversize_submission_text_is_submission_too_large_and_nothing_is_recorded,
     syntax_errors_are_accepted_with_a_warning_only_when_the_edit_introduced_them,

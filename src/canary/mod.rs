@@ -507,7 +507,8 @@ impl Canary {
             }
         }
         if !self.manifest_written {
-            self.write_manifest(initial)?;
+            let store = self.store_identity().await;
+            self.write_manifest(initial, store)?;
         }
         self.initialized = true;
         Ok(format!(
@@ -516,7 +517,49 @@ impl Canary {
         ))
     }
 
-    fn write_manifest(&mut self, initial_targets: Vec<InitialTarget>) -> anyhow::Result<()> {
+    /// The run's database's identity (backend, database name, store id, on PostgreSQL the
+    /// cluster's `system_identifier` and the database oid; never a secret), or why it could
+    /// not be read — the manifest records either, and `verify` refuses another database.
+    async fn store_identity(&self) -> serde_json::Value {
+        let (path, url) = (self.database_path(), self.options.database_url.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.identity())
+        })
+        .await;
+        match read {
+            Ok(Ok(identity)) => serde_json::to_value(identity).unwrap_or_default(),
+            Ok(Err(e)) => json!({ "error": e.to_string() }),
+            Err(e) => json!({ "error": e.to_string() }),
+        }
+    }
+
+    /// The journal binding of the seal (store identity and each target's journal digest),
+    /// read after the checkpoint — the run's own SQLite file through an `immutable` read-only
+    /// view, so sealing writes nothing into it; PostgreSQL or an operator's file as configured.
+    async fn journal_binding(&self) -> anyhow::Result<crate::seal::JournalBinding> {
+        let (path, url) = (self.database_path(), self.options.database_url.clone());
+        // Only the run's own file was checkpointed; an operator's file elsewhere may hold
+        // frames in its WAL that an `immutable` view would not see.
+        let postgres = url.as_deref().is_some_and(crate::store::is_postgres_url);
+        let checkpointed = !postgres && path.starts_with(&self.run.path);
+        let targets: Vec<String> = self.targets.iter().map(|t| t.name.clone()).collect();
+        let bound = tokio::task::spawn_blocking(move || {
+            let store: std::sync::Arc<dyn crate::store::EditStore> = if checkpointed {
+                std::sync::Arc::new(crate::store::SqliteStore::open_read_only(&path)?)
+            } else {
+                crate::store::open_backend(&path, url.as_deref())?
+            };
+            crate::seal::JournalBinding::of(store.as_ref(), &targets)
+        })
+        .await?;
+        bound.map_err(|e| anyhow::anyhow!("{e}"))
+    }
+
+    fn write_manifest(
+        &mut self,
+        initial_targets: Vec<InitialTarget>,
+        store_identity: serde_json::Value,
+    ) -> anyhow::Result<()> {
         let (source_sha, source_sha_origin) = crate::evidence::source_sha();
         let observed = self.launch_spec(ProcessKind::Observed);
         let full = self.launch_spec(ProcessKind::Full);
@@ -539,6 +582,8 @@ impl Canary {
                 "waymark_packages": crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
                     .map_or_else(|e| json!({ "error": e.to_string() }), |dir| record::waymark_packages(&dir)),
                 "console": record::console_record(),
+                // The database the journal lives in (`verify` refuses another one).
+                "store_identity": store_identity,
                 "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
                     .unwrap_or_else(|_| self.options.manifest.clone()),
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
@@ -989,11 +1034,10 @@ impl Canary {
             .into_iter()
             .filter(|r| crate::evidence::is_chained(r))
         {
-            let Ok(bytes) = std::fs::read(self.run.path.join(&rel)) else {
+            let Ok(audit) = crate::evidence::audit_file(&self.run.path.join(&rel)) else {
                 out.push(format!("{rel}: cannot be read"));
                 continue;
             };
-            let audit = crate::evidence::audit_log(&bytes);
             for gap in &audit.gaps {
                 out.push(format!("{rel}: {}", gap.describe()));
             }
@@ -1034,10 +1078,25 @@ impl Canary {
             crate::store::checkpoint_for_seal(&database)
                 .map_err(|e| anyhow::anyhow!("the run was not sealed: {e}"))?;
         }
+        // Bound to its journal: the store's identity and each target's journal digest,
+        // once targets exist (a run that never initialized has no journal).
+        // A store that cannot be read now does not cost the run its seal: the binding file
+        // says why, and `verify` names it.
+        let mut unbound = String::new();
+        if self.initialized {
+            match self.journal_binding().await {
+                Ok(binding) => binding.write(&self.run)?,
+                Err(e) => {
+                    crate::seal::JournalBinding::write_failure(&self.run, &e.to_string())?;
+                    unbound = format!(" · journal NOT bound ({e})");
+                }
+            }
+        }
         let report = self.build_report();
         report::write_reports(&self.run, &report)?;
         let sums = crate::evidence::seal_run(&self.run)?;
         self.sealed = true;
+        let signed = self.sign_seal();
         if report.infra_abort.is_some() {
             anyhow::bail!(
                 "the canary stopped before the agent acted (report in {}): {}",
@@ -1046,7 +1105,7 @@ impl Canary {
             )
         } else if report.passed {
             Ok(format!(
-                "report written to {} · sealed ({} {})",
+                "report written to {} · sealed ({} {}) · {signed}{unbound}",
                 self.run.path.display(),
                 crate::evidence::SUMS_FILE,
                 &sums[..12]
@@ -1057,6 +1116,21 @@ impl Canary {
                 self.run.path.display(),
                 report.failure_summary()
             )
+        }
+    }
+
+    /// Signs the seal with the operator's key (`<config dir>/seal-key.pem`) when one exists;
+    /// says what happened: `signed by <key id>`, `unsigned (no key: patchdiff key new)`, or
+    /// why the key could not sign (the run stays sealed, unsigned).
+    fn sign_seal(&self) -> String {
+        let path = crate::seal::key_path(&self.options.settings.paths.config_dir);
+        match crate::seal::SealKey::load(&path) {
+            Ok(Some(key)) => match key.sign_run(&self.run.path) {
+                Ok(id) => format!("signed by {id}"),
+                Err(e) => format!("NOT signed: {e}"),
+            },
+            Ok(None) => "unsigned (no key: `patchdiff key new` makes one)".to_owned(),
+            Err(e) => format!("NOT signed: {e}"),
         }
     }
 

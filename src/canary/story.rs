@@ -44,74 +44,82 @@ pub fn wire_messages(log: &str) -> Vec<Value> {
 }
 
 /// The submissions to `target` in a wire log, each paired with its result by (process,
-/// request id) through [`crate::evidence::wire_exchanges`] (processes sharing a log
+/// request id) through [`crate::evidence::pair_requests`] (processes sharing a log
 /// reuse ids).
 pub fn attempts_in(log: &str, process: &str, target: &str) -> Vec<Attempt> {
-    let messages = crate::evidence::wire_messages(log);
-    crate::evidence::wire_exchanges(&messages)
-        .into_iter()
-        .map(|(m, reply)| (&m.message, reply.map(|r| &r.message)))
-        .filter(|(m, _)| {
-            m["method"] == "tools/call"
+    attempts_in_log(log.as_bytes(), process, target)
+}
+
+/// [`attempts_in`] streamed from a reader (a wire log file), line by line: memory holds the
+/// target's submissions, never the log.
+pub fn attempts_in_log(log: impl std::io::BufRead, process: &str, target: &str) -> Vec<Attempt> {
+    crate::evidence::pair_requests(
+        crate::evidence::read_wire_messages(log),
+        |m| {
+            let m = &m.message;
+            (m["method"] == "tools/call"
                 && m["params"]["name"] == "patchdiff_submit_observed_operations"
-                && m["params"]["arguments"]["target"] == target
-        })
-        .map(|(m, reply)| {
-            let args = &m["params"]["arguments"];
-            let (outcome, revision, reasons) = match reply {
-                None => ("no reply".to_owned(), None, Vec::new()),
-                Some(r) if r.get("error").is_some() => (
-                    format!(
-                        "protocol error: {}",
-                        r["error"]["message"].as_str().unwrap_or("?")
-                    ),
-                    None,
-                    Vec::new(),
+                && m["params"]["arguments"]["target"] == target)
+                .then(|| m["params"]["arguments"].clone())
+        },
+        |_, reply| reply.message,
+    )
+    .into_iter()
+    .map(|(args, reply)| {
+        let (outcome, revision, reasons) = match reply.as_ref() {
+            None => ("no reply".to_owned(), None, Vec::new()),
+            Some(r) if r.get("error").is_some() => (
+                format!(
+                    "protocol error: {}",
+                    r["error"]["message"].as_str().unwrap_or("?")
                 ),
-                Some(r) => {
-                    let s = &r["result"]["structuredContent"];
-                    if let Some(code) = s["error"]["code"].as_str() {
-                        (
-                            code.to_owned(),
-                            None,
-                            vec![s["error"]["message"].as_str().unwrap_or("").to_owned()],
-                        )
-                    } else {
-                        let reasons = s["reasons"]
-                            .as_array()
-                            .map(|a| {
-                                a.iter()
-                                    .map(|r| match r {
-                                        Value::String(s) => s.clone(),
-                                        other => format!(
-                                            "{} {}",
-                                            other["code"].as_str().unwrap_or(""),
-                                            other["message"].as_str().unwrap_or("")
-                                        )
-                                        .trim()
-                                        .to_owned(),
-                                    })
-                                    .collect()
-                            })
-                            .unwrap_or_default();
-                        (
-                            s["outcome"].as_str().unwrap_or("?").to_owned(),
-                            s["revision"].as_u64(),
-                            reasons,
-                        )
-                    }
+                None,
+                Vec::new(),
+            ),
+            Some(r) => {
+                let s = &r["result"]["structuredContent"];
+                if let Some(code) = s["error"]["code"].as_str() {
+                    (
+                        code.to_owned(),
+                        None,
+                        vec![s["error"]["message"].as_str().unwrap_or("").to_owned()],
+                    )
+                } else {
+                    let reasons = s["reasons"]
+                        .as_array()
+                        .map(|a| {
+                            a.iter()
+                                .map(|r| match r {
+                                    Value::String(s) => s.clone(),
+                                    other => format!(
+                                        "{} {}",
+                                        other["code"].as_str().unwrap_or(""),
+                                        other["message"].as_str().unwrap_or("")
+                                    )
+                                    .trim()
+                                    .to_owned(),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    (
+                        s["outcome"].as_str().unwrap_or("?").to_owned(),
+                        s["revision"].as_u64(),
+                        reasons,
+                    )
                 }
-            };
-            Attempt {
-                process: process.to_owned(),
-                request_key: args["request_key"].as_str().unwrap_or("?").to_owned(),
-                base_revision: args["base_revision"].as_u64(),
-                outcome,
-                revision,
-                reasons,
             }
-        })
-        .collect()
+        };
+        Attempt {
+            process: process.to_owned(),
+            request_key: args["request_key"].as_str().unwrap_or("?").to_owned(),
+            base_revision: args["base_revision"].as_u64(),
+            outcome,
+            revision,
+            reasons,
+        }
+    })
+    .collect()
 }
 
 /// A unified diff of `new` against `old`, or a line saying they are equal. Each line is shown
@@ -233,8 +241,11 @@ impl Canary {
     fn submissions_section(&self, name: &str) -> Vec<String> {
         let mut attempts = Vec::new();
         for process in ["observed", HOST_OBSERVED] {
-            let log = std::fs::read_to_string(self.run.wire_log(process)).unwrap_or_default();
-            attempts.extend(attempts_in(&log, process, name));
+            // Streamed: a long log never sits in memory whole.
+            if let Ok(file) = std::fs::File::open(self.run.wire_log(process)) {
+                let log = std::io::BufReader::with_capacity(64 * 1024, file);
+                attempts.extend(attempts_in_log(log, process, name));
+            }
         }
         let mut out = vec![format!("submissions ({}):", attempts.len())];
         for (i, a) in attempts.iter().enumerate() {

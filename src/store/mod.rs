@@ -383,4 +383,145 @@ pub trait EditStore: Send + Sync {
 
     /// Which backend this is (SQLite file path, or PostgreSQL URL without its password).
     fn backend(&self) -> StoreBackend;
+
+    /// Who this database is ([`StoreIdentity`]: backend, database name, the random store id
+    /// its schema was created with, and on PostgreSQL the cluster's `system_identifier` and
+    /// the database's oid) — never a secret. A run records it so `verify` can refuse a
+    /// database that is not the run's. Errors: `STORAGE`.
+    fn identity(&self) -> Result<StoreIdentity, StoreError>;
+}
+
+/// Who a database is, as a run manifest records it and `verify` compares it (never a secret:
+/// no URL, no user, no password). Two databases with equal `store_id`s are one database (or a
+/// copy of one); `store_id` is `None` only for a read-only view of a database created before
+/// store ids existed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct StoreIdentity {
+    /// `sqlite` or `postgres`.
+    pub backend: String,
+    /// SQLite: the file's name (the run directory may move); PostgreSQL: `current_database()`.
+    pub database: String,
+    /// 32 lowercase hex digits drawn at random when the schema was created (the `store_meta`
+    /// row `store_id`).
+    pub store_id: Option<String>,
+    /// PostgreSQL: `pg_control_system().system_identifier` (which cluster), when the role may
+    /// read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_identifier: Option<String>,
+    /// PostgreSQL: the database's oid in `pg_database` (a database dropped and made again
+    /// under the same name gets another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_oid: Option<u32>,
+}
+
+impl StoreIdentity {
+    /// How `other` (the database at hand) differs from `self` (what the run recorded): one
+    /// phrase per differing field, e.g. `store id 1f… (the run recorded 9a…)`; empty when
+    /// they are the same database. A field either side does not know is not compared.
+    pub fn differences(&self, other: &StoreIdentity) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut field = |name: &str, recorded: Option<String>, found: Option<String>| {
+            if let (Some(r), Some(f)) = (recorded, found)
+                && r != f
+            {
+                out.push(format!("{name} {f} (the run recorded {r})"));
+            }
+        };
+        field(
+            "backend",
+            Some(self.backend.clone()),
+            Some(other.backend.clone()),
+        );
+        field(
+            "database",
+            Some(self.database.clone()),
+            Some(other.database.clone()),
+        );
+        field("store id", self.store_id.clone(), other.store_id.clone());
+        field(
+            "cluster system_identifier",
+            self.system_identifier.clone(),
+            other.system_identifier.clone(),
+        );
+        field(
+            "database oid",
+            self.database_oid.map(|o| o.to_string()),
+            other.database_oid.map(|o| o.to_string()),
+        );
+        out
+    }
+}
+
+/// A target's journal digest: how many entries and the SHA-256 over them, in journal order
+/// ([`JournalHasher`] defines it). The seal records one per target; `verify` recomputes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct JournalDigest {
+    pub target: String,
+    pub entries: u64,
+    /// Lowercase hex SHA-256.
+    pub sha256: String,
+}
+
+/// The one definition of a journal's digest: SHA-256 over each entry in replay order, written
+/// as the compact JSON object `{"kind","revision","version","request_key","attempt_id",
+/// "sha256","operations"}` (the entry without its backend-specific `cursor`) followed by `\n`.
+#[derive(Default)]
+pub struct JournalHasher {
+    hasher: sha2::Sha256,
+    entries: u64,
+}
+
+impl JournalHasher {
+    /// Adds the next entry.
+    pub fn add(&mut self, entry: &JournalEntry) {
+        use sha2::Digest;
+        #[derive(Serialize)]
+        struct Hashed<'a> {
+            kind: JournalKind,
+            revision: u64,
+            version: u64,
+            request_key: &'a Option<String>,
+            attempt_id: &'a Option<String>,
+            sha256: &'a str,
+            operations: &'a [JournalOperation],
+        }
+        let line = serde_json::to_vec(&Hashed {
+            kind: entry.kind,
+            revision: entry.revision,
+            version: entry.version,
+            request_key: &entry.request_key,
+            attempt_id: &entry.attempt_id,
+            sha256: &entry.sha256,
+            operations: &entry.operations,
+        })
+        .expect("journal entries serialize");
+        self.hasher.update(&line);
+        self.hasher.update(b"\n");
+        self.entries += 1;
+    }
+
+    /// The digest of the entries added, for `target`.
+    pub fn finish(self, target: &str) -> JournalDigest {
+        use sha2::Digest;
+        JournalDigest {
+            target: target.to_owned(),
+            entries: self.entries,
+            sha256: hex::encode(self.hasher.finalize()),
+        }
+    }
+}
+
+/// Reads `target`'s whole journal from `store` (pages of [`REPLAY_MAX_LIMIT`]) into its
+/// [`JournalDigest`]. Errors: those of [`EditStore::replay`].
+pub fn journal_digest(store: &dyn EditStore, target: &str) -> Result<JournalDigest, StoreError> {
+    let mut hasher = JournalHasher::default();
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.replay(target, after.as_deref(), Some(REPLAY_MAX_LIMIT))?;
+        page.entries.iter().for_each(|e| hasher.add(e));
+        match page.next_cursor {
+            Some(c) if page.has_more => after = Some(c),
+            _ => return Ok(hasher.finish(target)),
+        }
+    }
 }

@@ -90,7 +90,7 @@ enum Call {
     Write,
 }
 /// Schema version this build writes (`schema_migrations`).
-pub const PG_SCHEMA_VERSION: i32 = 1;
+pub const PG_SCHEMA_VERSION: i32 = 2;
 /// Advisory lock key serializing migrations across concurrent `connect`s.
 const MIGRATION_LOCK_KEY: i64 = 0x7061_7463_6864_6966; // "patchdif"
 
@@ -173,6 +173,16 @@ const MIGRATIONS: &[&str] = &[
         message BYTEA NOT NULL
     );
     CREATE INDEX worker_errors_by_target ON worker_errors(target_id);
+    "#,
+    // 2: the store's identity — a random id drawn once, when the schema is created, so a run
+    // can tell its own database from another (never a secret).
+    r#"
+    CREATE TABLE store_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    INSERT INTO store_meta (key, value)
+        VALUES ('store_id', replace(gen_random_uuid()::text, '-', ''));
     "#,
 ];
 
@@ -1341,6 +1351,37 @@ impl EditStore for PostgresStore {
         StoreBackend::Postgres {
             redacted_url: self.redacted_url.clone(),
         }
+    }
+
+    fn identity(&self) -> Result<StoreIdentity, StoreError> {
+        self.run(Call::Read, async {
+            let client = self.client().await?;
+            let row = client
+                .query_one(
+                    "SELECT current_database()::text, d.oid::bigint, \
+                            (SELECT value FROM store_meta WHERE key = 'store_id') \
+                     FROM pg_database d WHERE d.datname = current_database()",
+                    &[],
+                )
+                .await?;
+            // `pg_control_system()` needs superuser or pg_monitor-like rights by default; a
+            // role without them still has the database's oid and the store id.
+            let system_identifier = client
+                .query_one(
+                    "SELECT system_identifier::text FROM pg_control_system()",
+                    &[],
+                )
+                .await
+                .ok()
+                .map(|r| r.get::<_, String>(0));
+            Ok(StoreIdentity {
+                backend: "postgres".into(),
+                database: row.get(0),
+                store_id: row.get(2),
+                system_identifier,
+                database_oid: u32::try_from(row.get::<_, i64>(1)).ok(),
+            })
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{ErrorCode, StoreError};
 
 /// Schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 const MIGRATIONS: &[&str] = &[
     // 1: targets, content snapshots, journal, versions, observations, attempts, worker errors.
@@ -115,6 +115,15 @@ const MIGRATIONS: &[&str] = &[
     // journal_chunks), so replay reads a page with one query.
     r#"
     ALTER TABLE journal ADD COLUMN inline_text BLOB;
+    "#,
+    // 3: the store's identity — a random id drawn once, when the schema is created, so a run
+    // can tell its own database from another (never a secret).
+    r#"
+    CREATE TABLE store_meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    INSERT INTO store_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));
     "#,
 ];
 

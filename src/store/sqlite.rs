@@ -1002,6 +1002,35 @@ impl EditStore for SqliteStore {
             path: self.path.clone(),
         }
     }
+
+    fn identity(&self) -> Result<StoreIdentity, StoreError> {
+        let store_id = self.with_reader(|conn| {
+            // A read-only view of a database from before store ids has no `store_meta`.
+            let has_meta: bool = conn
+                .prepare_cached(
+                    "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'store_meta'",
+                )?
+                .query_row([], |r| r.get(0))?;
+            if !has_meta {
+                return Ok(None);
+            }
+            Ok(conn
+                .prepare_cached("SELECT value FROM store_meta WHERE key = 'store_id'")?
+                .query_row([], |r| r.get::<_, String>(0))
+                .optional()?)
+        })?;
+        Ok(StoreIdentity {
+            backend: "sqlite".into(),
+            database: self
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            store_id,
+            system_identifier: None,
+            database_oid: None,
+        })
+    }
 }
 
 /// `file:` URI for `path` with `immutable=1` (percent-encoding what a URI path may not hold).
