@@ -238,11 +238,17 @@ impl Comparison {
             }
             return Ok(existing);
         }
-        crate::evidence::create_private_dir(&dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        // Written into a private directory beside it and renamed into place, so processes
+        // sealing the same plan at once (slots started together) all see one whole directory.
+        crate::evidence::create_private_dir(runs_root)
+            .map_err(|e| format!("cannot create {}: {e}", runs_root.display()))?;
+        let staging = runs_root.join(format!(".{id}.sealing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&staging);
+        crate::evidence::create_private_dir(&staging)
+            .map_err(|e| format!("cannot create {}: {e}", staging.display()))?;
         let write = |name: &str, bytes: &[u8]| {
-            crate::evidence::write_new_private(&dir.join(name), bytes)
-                .map_err(|e| format!("cannot write {}: {e}", dir.join(name).display()))
+            crate::evidence::write_new_private(&staging.join(name), bytes)
+                .map_err(|e| format!("cannot write {}: {e}", staging.join(name).display()))
         };
         write(PLAN_FILE, text.as_bytes())?;
         write(PLAN_SEAL_FILE, format!("{digest}\n").as_bytes())?;
@@ -267,6 +273,14 @@ impl Comparison {
                 .unwrap_or_default()
                 .as_bytes(),
         )?;
+        if let Err(e) = std::fs::rename(&staging, &dir) {
+            let _ = std::fs::remove_dir_all(&staging);
+            if dir.join(PLAN_SEAL_FILE).is_file() {
+                // Another process sealed it first: the same plan, by its digest.
+                return Self::open(&dir);
+            }
+            return Err(format!("cannot create {}: {e}", dir.display()));
+        }
         Ok(Self {
             dir,
             id,
