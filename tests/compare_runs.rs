@@ -1,4 +1,4 @@
-//! Gate 2's comparison runs end to end (issue 24): `patchdiff compare plan`, `compare run`
+//! Gate 2's comparison runs end to end (SPEC C7, issue 24): `patchdiff compare plan`, `compare run`
 //! (the whole matrix, and `--slot` from separate processes), `compare report` and `verify` on
 //! a comparison directory, through the real binary with the real Claude Code CLI (pinned in
 //! `tests/tools`) driven offline by `scripted-model` on loopback — the same setup as
