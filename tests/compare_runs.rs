@@ -20,6 +20,17 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+/// The comparisons here each run ten canaries, two at a time; two comparisons at once on a
+/// two-core machine overload it (the host's MCP start-up then misses its own deadlines), so
+/// they take turns.
+static ONE_COMPARISON_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_COMPARISON_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -157,6 +168,21 @@ fn comparison_dir(runs: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
+/// The head of every member run's `report.txt` under `runs`, for a failure message.
+fn member_reports(runs: &Path) -> String {
+    let mut out = String::new();
+    for cmp in std::fs::read_dir(runs).into_iter().flatten().flatten() {
+        for slot in std::fs::read_dir(cmp.path().join("runs")).into_iter().flatten().flatten() {
+            for run in std::fs::read_dir(slot.path()).into_iter().flatten().flatten() {
+                let report = std::fs::read_to_string(run.path().join("report.txt")).unwrap_or_default();
+                out.push_str(&format!("--- {}\n", run.path().display()));
+                out.extend(report.lines().take(12).map(|l| format!("{l}\n")));
+            }
+        }
+    }
+    out
+}
+
 fn report_json(cmp: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(cmp.join("report.json")).unwrap()).unwrap()
 }
@@ -256,6 +282,7 @@ fn compare_run_with_gate_2_closed_exits_2_says_how_to_open_it_and_runs_nothing()
 /// `verify` holds on both; a tampered member run makes the comparison INVALID.
 #[test]
 fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_verdict() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let model = Model::start(
         dir.path(),
@@ -275,7 +302,7 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .arg(&local)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out), member_reports(&local));
     let cmp = comparison_dir(&local);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -376,6 +403,7 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
 /// against a perfect baseline is REGRESSED naming chess (5/5 → 1/5, p = 5/210).
 #[test]
 fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() {
+    let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let plans = repo().join("assets/canary");
     let mixture = format!(
@@ -421,7 +449,7 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
         .arg("--json")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out), member_reports(&runs));
     let drawn = model.sessions("scripted-candidate");
     assert_eq!(
         drawn.iter().filter(|p| p.ends_with("wrong.plan.jsonl")).count(),
