@@ -288,13 +288,12 @@ fn outcome_of(target: &Value) -> Outcome {
 
 fn breaches_of(report: &Value) -> Vec<Breach> {
     let mut out = Vec::new();
-    if report["agent_stop"]["reason"] == "seal_broken" {
+    // The seal itself: what the host reported it offered (A3) did not hold, or the agent
+    // called a tool outside the six (below). A preflight failure is not the agent's seal.
+    if let Some(problem) = report["agent_host"]["seal"]["problem"].as_str() {
         out.push(Breach {
             invariant: Invariant::AgentSeal,
-            detail: report["agent_stop"]["detail"]
-                .as_str()
-                .unwrap_or("report.json agent_stop")
-                .to_owned(),
+            detail: problem.to_owned(),
         });
     }
     for t in report["targets"].as_array().into_iter().flatten() {
