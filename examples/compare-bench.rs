@@ -33,7 +33,10 @@ fn sibling(name: &str) -> anyhow::Result<PathBuf> {
             return Ok(exe);
         }
     }
-    bail!("{name} was not found next to {}: build it first", me.display())
+    bail!(
+        "{name} was not found next to {}: build it first",
+        me.display()
+    )
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -97,7 +100,10 @@ fn main() -> anyhow::Result<()> {
     let mut url = String::new();
     BufReader::new(model.stdout.take().context("stdout")?).read_line(&mut url)?;
     let url = url.trim().to_owned();
-    for (name, m) in [("a.canary", "scripted-baseline"), ("b.canary", "scripted-candidate")] {
+    for (name, m) in [
+        ("a.canary", "scripted-baseline"),
+        ("b.canary", "scripted-candidate"),
+    ] {
         std::fs::write(
             scratch.path().join(name),
             format!(
@@ -151,7 +157,10 @@ fn main() -> anyhow::Result<()> {
         let cmp = std::fs::read_dir(&runs_dir)?
             .flatten()
             .map(|e| e.path())
-            .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cmp-")))
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("cmp-"))
+            })
             .context("no comparison directory")?;
         let (mut whole, mut outside) = (Vec::new(), Vec::new());
         for m in report["runs"].as_array().into_iter().flatten() {
@@ -182,7 +191,10 @@ fn main() -> anyhow::Result<()> {
             .status()?;
         let report_s = started.elapsed().as_secs_f64();
         if recomputed.code() != out.status.code() {
-            bail!("the recomputed report's exit {recomputed} differs from the run's {}", out.status);
+            bail!(
+                "the recomputed report's exit {recomputed} differs from the run's {}",
+                out.status
+            );
         }
         let retries = report["retries"]
             .as_object()
@@ -204,7 +216,13 @@ fn main() -> anyhow::Result<()> {
     );
     println!(
         "{:>11} {:>10} {:>10} {:>14} {:>20} {:>16} {:>8}",
-        "concurrency", "wall s", "verdict", "run s (p50)", "outside agent s (p50)", "report s (recompute)", "retries"
+        "concurrency",
+        "wall s",
+        "verdict",
+        "run s (p50)",
+        "outside agent s (p50)",
+        "report s (recompute)",
+        "retries"
     );
     for r in &rows {
         println!(

@@ -172,9 +172,18 @@ fn comparison_dir(runs: &Path) -> PathBuf {
 fn member_reports(runs: &Path) -> String {
     let mut out = String::new();
     for cmp in std::fs::read_dir(runs).into_iter().flatten().flatten() {
-        for slot in std::fs::read_dir(cmp.path().join("runs")).into_iter().flatten().flatten() {
-            for run in std::fs::read_dir(slot.path()).into_iter().flatten().flatten() {
-                let report = std::fs::read_to_string(run.path().join("report.txt")).unwrap_or_default();
+        for slot in std::fs::read_dir(cmp.path().join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for run in std::fs::read_dir(slot.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let report =
+                    std::fs::read_to_string(run.path().join("report.txt")).unwrap_or_default();
                 out.push_str(&format!("--- {}\n", run.path().display()));
                 out.extend(report.lines().take(12).map(|l| format!("{l}\n")));
             }
@@ -246,7 +255,11 @@ fn compare_plan_refuses_undeclared_differences_naming_them_and_the_declare_that_
 #[test]
 fn compare_run_with_gate_2_closed_exits_2_says_how_to_open_it_and_runs_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let path = plan(dir.path(), "plan.toml", &["--runs", "5", "--aa", "--baseline", "demo"]);
+    let path = plan(
+        dir.path(),
+        "plan.toml",
+        &["--runs", "5", "--aa", "--baseline", "demo"],
+    );
     let runs = dir.path().join("runs");
     for gate in [None, Some("closed")] {
         let out = patchdiff(dir.path(), None, gate)
@@ -286,13 +299,27 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
     let dir = tempfile::tempdir().unwrap();
     let model = Model::start(
         dir.path(),
-        &["--plan", repo().join("assets/canary/demo.plan.jsonl").to_str().unwrap()],
+        &[
+            "--plan",
+            repo()
+                .join("assets/canary/demo.plan.jsonl")
+                .to_str()
+                .unwrap(),
+        ],
     );
     let a = claude_script(dir.path(), "a.canary", "scripted-baseline");
     let path = plan(
         dir.path(),
         "aa.toml",
-        &["--runs", "5", "--aa", "--seed", "3", "--baseline", a.to_str().unwrap()],
+        &[
+            "--runs",
+            "5",
+            "--aa",
+            "--seed",
+            "3",
+            "--baseline",
+            a.to_str().unwrap(),
+        ],
     );
     let local = dir.path().join("local");
     let out = patchdiff(dir.path(), Some(&model), Some("open"))
@@ -302,11 +329,21 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .arg(&local)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}\n{}", text(&out), member_reports(&local));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out),
+        member_reports(&local)
+    );
     let cmp = comparison_dir(&local);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.lines().next().unwrap().starts_with(cmp.to_str().unwrap()),
+        stderr
+            .lines()
+            .next()
+            .unwrap()
+            .starts_with(cmp.to_str().unwrap()),
         "the comparison directory is the first line: {stderr}"
     );
     assert_eq!(
@@ -318,15 +355,22 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
     assert_eq!(report["verdict"]["kind"], "UNCHANGED", "{report:#}");
     let line = report["verdict"]["line"].as_str().unwrap();
     assert!(
-        line.contains("a target at 5/5 is flagged only at ≤ 1/5") && !line.contains("no regression"),
+        line.contains("a target at 5/5 is flagged only at ≤ 1/5")
+            && !line.contains("no regression"),
         "{line}"
     );
     let opening = std::fs::read_to_string(cmp.join("openings.jsonl")).unwrap();
     let opening: Value = serde_json::from_str(opening.lines().next().unwrap()).unwrap();
     assert_eq!(opening["state"], "open");
     assert_eq!(opening["source"], "env");
-    assert!(opening["user"].is_string() && opening["host"].is_string() && opening["opened_ms"].is_u64());
-    let verified = patchdiff(dir.path(), None, None).arg("verify").arg(&cmp).output().unwrap();
+    assert!(
+        opening["user"].is_string() && opening["host"].is_string() && opening["opened_ms"].is_u64()
+    );
+    let verified = patchdiff(dir.path(), None, None)
+        .arg("verify")
+        .arg(&cmp)
+        .output()
+        .unwrap();
     assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
     let sums = Command::new("sha256sum")
         .args(["-c", "--quiet", "SHA256SUMS"])
@@ -360,7 +404,11 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         }
     });
     let spread_cmp = comparison_dir(&spread);
-    assert_eq!(spread_cmp.file_name(), cmp.file_name(), "the plan names the directory");
+    assert_eq!(
+        spread_cmp.file_name(),
+        cmp.file_name(),
+        "the plan names the directory"
+    );
     let out = patchdiff(dir.path(), None, None)
         .args(["compare", "report"])
         .arg(&spread_cmp)
@@ -368,7 +416,10 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let spread_report = report_json(&spread_cmp);
-    assert_eq!(spread_report["verdict"], report["verdict"], "same verdict and statistics");
+    assert_eq!(
+        spread_report["verdict"], report["verdict"],
+        "same verdict and statistics"
+    );
     assert_eq!(spread_report["runs"].as_array().unwrap().len(), 10);
 
     // Tamper with one member run's export: that run fails verify, the comparison is INVALID.
@@ -377,7 +428,12 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .join("runs")
         .join(member["slot"].as_str().unwrap())
         .join(member["run_id"].as_str().unwrap());
-    let export = std::fs::read_dir(run.join("export")).unwrap().next().unwrap().unwrap().path();
+    let export = std::fs::read_dir(run.join("export"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     let mut bytes = std::fs::read(&export).unwrap();
     bytes.push(b'\n');
     std::fs::write(&export, bytes).unwrap();
@@ -395,7 +451,11 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
             || tampered["verdict"]["reasons"].to_string().contains(slot),
         "{tampered:#}"
     );
-    let verified = patchdiff(dir.path(), None, None).arg("verify").arg(&cmp).output().unwrap();
+    let verified = patchdiff(dir.path(), None, None)
+        .arg("verify")
+        .arg(&cmp)
+        .output()
+        .unwrap();
     assert_eq!(verified.status.code(), Some(1), "{}", text(&verified));
 }
 
@@ -449,10 +509,19 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
         .arg("--json")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}\n{}", text(&out), member_reports(&runs));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}\n{}",
+        text(&out),
+        member_reports(&runs)
+    );
     let drawn = model.sessions("scripted-candidate");
     assert_eq!(
-        drawn.iter().filter(|p| p.ends_with("wrong.plan.jsonl")).count(),
+        drawn
+            .iter()
+            .filter(|p| p.ends_with("wrong.plan.jsonl"))
+            .count(),
         4,
         "seed 0 draws the wrong plan in 4 of the first 5 sessions: {drawn:?}"
     );
@@ -468,9 +537,15 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
     assert_eq!(chess["baseline"]["passed"], 5);
     assert_eq!(chess["candidate"]["passed"], 1);
     assert_eq!(chess["p_regression"]["exact"]["numerator"], 1, "{chess:#}");
-    assert_eq!(chess["p_regression"]["exact"]["denominator"], 42, "5/210 = 1/42");
+    assert_eq!(
+        chess["p_regression"]["exact"]["denominator"], 42,
+        "5/210 = 1/42"
+    );
     let line = report["verdict"]["line"].as_str().unwrap();
-    assert!(line.starts_with("REGRESSED") && line.contains("chess"), "{line}");
+    assert!(
+        line.starts_with("REGRESSED") && line.contains("chess"),
+        "{line}"
+    );
     let others_regressed = report["verdict"]["targets"]
         .as_array()
         .unwrap()
@@ -480,7 +555,10 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
     assert_eq!(others_regressed, 0);
     let cmp = comparison_dir(&runs);
     let md = std::fs::read_to_string(cmp.join("report.md")).unwrap();
-    assert!(md.contains("| chess | 100% → 20% |") && md.contains("**regressed**"), "{md}");
+    assert!(
+        md.contains("| chess | 100% → 20% |") && md.contains("**regressed**"),
+        "{md}"
+    );
     let junit = std::fs::read_to_string(cmp.join("report.junit.xml")).unwrap();
     let parsed = quick_junit::Report::deserialize_from_str(&junit).expect("valid JUnit XML");
     let failed: Vec<&str> = parsed.test_suites[0]
@@ -491,5 +569,9 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
         .collect();
     assert!(failed.contains(&"chess"), "{junit}");
     let csv = std::fs::read_to_string(cmp.join("runs.csv")).unwrap();
-    assert_eq!(csv.lines().count(), 1 + 10 * 5, "one row per run and target");
+    assert_eq!(
+        csv.lines().count(),
+        1 + 10 * 5,
+        "one row per run and target"
+    );
 }

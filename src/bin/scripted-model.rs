@@ -141,7 +141,9 @@ fn parse_mixture(text: &str) -> Result<MixtureSpec, String> {
             .parse()
             .ok()
             .filter(|w: &f64| w.is_finite() && *w > 0.0)
-            .ok_or_else(|| format!("--mixture {text:?}: weight `{weight}` is not a positive number"))?;
+            .ok_or_else(|| {
+                format!("--mixture {text:?}: weight `{weight}` is not a positive number")
+            })?;
         plans.push((PathBuf::from(plan), weight));
     }
     Ok(MixtureSpec { model, plans })
@@ -162,7 +164,8 @@ impl Mixture {
     /// SplitMix64(seed ⊕ n·φ) as a fraction of 1, against the cumulative weights.
     fn pick(&self, seed: u64, n: u64) -> usize {
         let mut state = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let u = (patchdiff::gate2::matrix::splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
+        let u =
+            (patchdiff::gate2::matrix::splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
         let total: f64 = self.plans.iter().map(|p| p.2).sum();
         let mut acc = 0.0;
         for (i, (_, _, w)) in self.plans.iter().enumerate() {
@@ -254,7 +257,9 @@ async fn main() {
     let mut specs = mixture;
     if let Some(plan) = plan {
         if specs.iter().any(|m| m.model.is_none()) {
-            eprintln!("scripted-model: --plan and a --mixture without MODEL= both serve every model; give one");
+            eprintln!(
+                "scripted-model: --plan and a --mixture without MODEL= both serve every model; give one"
+            );
             std::process::exit(2);
         }
         specs.push(MixtureSpec {
@@ -342,7 +347,13 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let history = request["messages"].as_array().cloned().unwrap_or_default();
     let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
     let session = model.session(&history, &model_name, &offered);
-    if let Some(status) = model.admit("/v1/messages", &offered, history.len(), &model_name, &session) {
+    if let Some(status) = model.admit(
+        "/v1/messages",
+        &offered,
+        history.len(),
+        &model_name,
+        &session,
+    ) {
         return anthropic_error(status);
     }
     let content = match next_turn(&model, &history, &offered, &session) {
@@ -639,7 +650,8 @@ fn next_turn(
     }
     let Some(session) = *session else {
         return Turn::Text(
-            "I cannot continue: no plan serves this model (see scripted-model --mixture)".to_owned(),
+            "I cannot continue: no plan serves this model (see scripted-model --mixture)"
+                .to_owned(),
         );
     };
     let plan = &model.mixtures[session.mixture].plans[session.plan].1;
@@ -673,8 +685,7 @@ fn next_turn(
         let saved = results
             .keys()
             .filter(|step| {
-                plan
-                    .iter()
+                plan.iter()
                     .any(|p| &p.step == *step && p.tool == "patchdiff_save")
             })
             .count();
@@ -879,7 +890,13 @@ mod tests {
         assert_eq!(draws, again, "a seed fixes the sequence");
         let other: Vec<usize> = (1..=10_000).map(|n| mixture.pick(8, n)).collect();
         assert_ne!(draws, other, "another seed, another sequence");
-        for bad in ["x.jsonl", "x.jsonl:0", "x.jsonl:-1", "=x.jsonl:1", "x.jsonl:nan"] {
+        for bad in [
+            "x.jsonl",
+            "x.jsonl:0",
+            "x.jsonl:-1",
+            "=x.jsonl:1",
+            "x.jsonl:nan",
+        ] {
             assert!(parse_mixture(bad).is_err(), "{bad} is refused");
         }
         assert!(parse_mixture("x.jsonl:2").unwrap().model.is_none());

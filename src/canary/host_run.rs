@@ -867,7 +867,6 @@ mod tests {
                 true,
                 StopReason::SealBroken,
             ),
-
             (
                 Ending::TimedOut,
                 &failed,

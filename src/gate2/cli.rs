@@ -374,9 +374,16 @@ pub async fn verify(dir: &Path, options: &crate::verify::VerifyOptions, json: bo
                     "verdict": fresh.verdict.kind,
                     "problems": problems,
                 });
-                println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&value).unwrap_or_default()
+                );
             } else {
-                println!("patchdiff verify {} (comparison {})", dir.display(), fresh.comparison);
+                println!(
+                    "patchdiff verify {} (comparison {})",
+                    dir.display(),
+                    fresh.comparison
+                );
                 println!(
                     "  {} member runs checked · recomputed verdict {}",
                     fresh.runs.len(),

@@ -199,7 +199,8 @@ impl Comparison {
                 dir.display()
             )
         })?;
-        let plan = Plan::from_sealed(&text, &seal).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let plan =
+            Plan::from_sealed(&text, &seal).map_err(|e| format!("{}: {e}", dir.display()))?;
         let digest = seal.trim().to_owned();
         Ok(Self {
             id: comparison_id(&digest),
@@ -470,7 +471,9 @@ fn progress_line(slot: Slot, report: &Value, seconds: f64, retries: u32) -> Stri
     let what = if report["outcome"] == "infra_abort" {
         format!(
             "infra_abort: {}",
-            report["infra_abort"].as_str().unwrap_or("stopped before the agent acted")
+            report["infra_abort"]
+                .as_str()
+                .unwrap_or("stopped before the agent acted")
         )
     } else if targets.is_empty() {
         "no report".to_owned()
@@ -538,7 +541,14 @@ pub async fn run_matrix(
         });
     }
     while let Some(done) = tasks.join_next().await {
-        handle(done, &mut out, &mut failure, &mut finished, total, &mut on_done);
+        handle(
+            done,
+            &mut out,
+            &mut failure,
+            &mut finished,
+            total,
+            &mut on_done,
+        );
     }
     match failure {
         Some(e) => Err(e),
@@ -586,10 +596,22 @@ mod tests {
                 Side::Candidate => b += 1,
             }
             assert!((a - b).abs() <= 1, "after {} starts: A {a}, B {b}", i + 1);
-            assert_eq!(slot.index as usize, i / 2 + 1, "block {} holds index {}", i / 2, i / 2 + 1);
+            assert_eq!(
+                slot.index as usize,
+                i / 2 + 1,
+                "block {} holds index {}",
+                i / 2,
+                i / 2 + 1
+            );
         }
-        let ab = order.chunks(2).filter(|c| c[0].side == Side::Baseline).count();
-        assert!((1..10).contains(&ab), "both AB and BA blocks occur: {ab} AB of 10");
+        let ab = order
+            .chunks(2)
+            .filter(|c| c[0].side == Side::Baseline)
+            .count();
+        assert!(
+            (1..10).contains(&ab),
+            "both AB and BA blocks occur: {ab} AB of 10"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use super::power::Design;
 use super::resolve::run_fields;
 use super::stats;
 use super::verdict::{
-    self, Breach, Invariant, Outcome, OutcomeTable, RunRecord, Rules, Side, Verdict,
+    self, Breach, Invariant, Outcome, OutcomeTable, Rules, RunRecord, Side, Verdict,
 };
 
 /// The report's files, in the order `SHA256SUMS` lists them after the plan.
@@ -193,7 +193,11 @@ fn find_runs(
     let mut slot_dirs: Vec<PathBuf> = Vec::new();
     let scan = |dir: &Path, slot_dirs: &mut Vec<PathBuf>| {
         for candidate in [dir.to_path_buf(), dir.join("runs")] {
-            for entry in std::fs::read_dir(&candidate).into_iter().flatten().flatten() {
+            for entry in std::fs::read_dir(&candidate)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 let p = entry.path();
                 if p.is_dir() && parse_slot_name(&p, cmp.plan.runs).is_some() {
                     slot_dirs.push(p);
@@ -387,7 +391,11 @@ pub async fn compute(
             .collect();
         let outcomes: Vec<Outcome> = targets
             .iter()
-            .map(|t| by_name.get(t.as_str()).map_or(Outcome::Fail, |v| outcome_of(v)))
+            .map(|t| {
+                by_name
+                    .get(t.as_str())
+                    .map_or(Outcome::Fail, |v| outcome_of(v))
+            })
             .collect();
         let failing_checks: BTreeMap<String, Vec<String>> = by_name
             .iter()
@@ -411,10 +419,11 @@ pub async fn compute(
             .filter_map(|s| s["elapsed_ms"].as_f64())
             .sum::<f64>()
             / 60_000.0;
-        let seal_sha256 = crate::evidence::file_digest(&run.join(crate::evidence::SEAL_FILE))
-            .unwrap_or_default();
-        *retries.entry(found.slot.side.name().to_owned()).or_default() +=
-            found.attempts.saturating_sub(1).min(MAX_RETRIES);
+        let seal_sha256 =
+            crate::evidence::file_digest(&run.join(crate::evidence::SEAL_FILE)).unwrap_or_default();
+        *retries
+            .entry(found.slot.side.name().to_owned())
+            .or_default() += found.attempts.saturating_sub(1).min(MAX_RETRIES);
         records.push(RunRecord {
             id: found.slot.id(),
             side: found.slot.side,
@@ -706,7 +715,13 @@ impl CompareReport {
                 flag_text(t),
                 strip(self, Side::Baseline, i),
                 strip(self, Side::Candidate, i),
-                if t.regressed { "  REGRESSED" } else if t.improved { "  IMPROVED" } else { "" },
+                if t.regressed {
+                    "  REGRESSED"
+                } else if t.improved {
+                    "  IMPROVED"
+                } else {
+                    ""
+                },
             ));
         }
         if let Some(r) = &v.run_level {
@@ -753,7 +768,8 @@ impl CompareReport {
                     m.baseline_median,
                     m.candidate_median,
                     m.hodges_lehmann,
-                    m.permutation_p.map_or("-".to_owned(), |p| format!("{p:.3}"))
+                    m.permutation_p
+                        .map_or("-".to_owned(), |p| format!("{p:.3}"))
                 ));
             }
         }
@@ -822,7 +838,11 @@ impl CompareReport {
             out.push_str("\n#### Failed checks\n\n| Task | Check | Failed |\n|---|---|---|\n");
             for c in &self.checks {
                 let na = self.runs.iter().filter(|m| m.arm == Side::Baseline).count();
-                let nb = self.runs.iter().filter(|m| m.arm == Side::Candidate).count();
+                let nb = self
+                    .runs
+                    .iter()
+                    .filter(|m| m.arm == Side::Candidate)
+                    .count();
                 out.push_str(&format!(
                     "| {} | {} | {}/{na} → {}/{nb}{} |\n",
                     c.target,
@@ -970,7 +990,12 @@ pub fn write(dir: &Path, report: &CompareReport) -> Result<(), String> {
         .collect();
     listed.extend(REPORT_FILES.iter().map(|s| (*s).to_owned()));
     for m in &report.runs {
-        let seal = format!("runs/{}/{}/{}", m.slot, m.run_id, crate::evidence::SEAL_FILE);
+        let seal = format!(
+            "runs/{}/{}/{}",
+            m.slot,
+            m.run_id,
+            crate::evidence::SEAL_FILE
+        );
         if dir.join(&seal).is_file() {
             listed.push(seal);
         }
@@ -1026,9 +1051,8 @@ pub async fn verify_comparison(
         .unwrap_or(Value::Null);
     match read_json(&dir.join("report.json")) {
         Ok(stored) if stored == recomputed => {}
-        Ok(_) => problems.push(
-            "report.json differs from a fresh recomputation from the sealed runs".to_owned(),
-        ),
+        Ok(_) => problems
+            .push("report.json differs from a fresh recomputation from the sealed runs".to_owned()),
         Err(e) => problems.push(format!("report.json: {e}")),
     }
     match std::fs::read_to_string(dir.join(crate::evidence::SUMS_FILE)) {

@@ -179,12 +179,18 @@ pub fn run_fields(manifest: &Value, report: &Value) -> BTreeMap<String, String> 
     put("agent.kind", &host["host"]);
     put("host.version", &host["version"]);
     put("build.source_sha", &manifest["source_sha"]);
-    put("build.version", &manifest["configuration"]["console"]["version"]);
+    put(
+        "build.version",
+        &manifest["configuration"]["console"]["version"],
+    );
     put(
         "suite.fixture_manifest_sha256",
         &manifest["configuration"]["fixture_manifest_sha256"],
     );
     put("suite.require", &report["require"]);
-    put("node.version", &manifest["configuration"]["node"]["version"]);
+    put(
+        "node.version",
+        &manifest["configuration"]["node"]["version"],
+    );
     out
 }
