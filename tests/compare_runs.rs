@@ -20,9 +20,11 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
-/// The comparisons here each run ten canaries, two at a time; two comparisons at once on a
-/// two-core machine overload it (the host's MCP start-up then misses its own deadlines), so
-/// they take turns.
+/// The comparisons here each run ten canaries, two at a time. Two comparisons at once on a
+/// two-core machine shared with other builds were seen to overload it: the host-started
+/// observed process's worker then missed its startup readiness (W6) and the run stopped before
+/// the agent acted (`infra_abort`, retried), which would shift the candidate's mixture
+/// sessions. So they take turns.
 static ONE_COMPARISON_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {

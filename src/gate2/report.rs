@@ -516,9 +516,12 @@ pub async fn compute(
     })
 }
 
+/// How a metric is read from a member run (`None`: the run does not have it).
+type MetricOf = dyn Fn(&Member) -> Option<f64>;
+
 fn metric_rows(members: &[Member]) -> Vec<MetricRow> {
     let mut out = Vec::new();
-    let metric = |name: &str, get: &dyn Fn(&Member) -> Option<f64>, only_passing: bool| {
+    let metric = |name: &str, get: &MetricOf, only_passing: bool| {
         let values = |side: Side| -> Option<Vec<f64>> {
             members
                 .iter()
@@ -540,7 +543,7 @@ fn metric_rows(members: &[Member]) -> Vec<MetricRow> {
             permutation_p: c.permutation.map(|p| p.p_two_sided),
         })
     };
-    let rows: [(&str, &dyn Fn(&Member) -> Option<f64>, bool); 8] = [
+    let rows: [(&str, &MetricOf, bool); 8] = [
         ("minutes, all runs", &|m| Some(m.minutes), false),
         ("minutes, passing runs", &|m| Some(m.minutes), true),
         ("turns", &|m| m.turns, false),
