@@ -12,7 +12,7 @@
 //!                [--mixture [MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…]]… [--seed N]
 //! ```
 //!
-//! Mixtures (issue 24: an arm that "fails chess 40 % of the time"): `--mixture` names several
+//! Mixtures (for comparisons: an arm that "fails chess 40 % of the time"): `--mixture` names several
 //! plans with weights; each *session* plays one of them. With `MODEL=`, the mixture serves
 //! only requests whose `model` is MODEL (so one server plays a different mixture for each arm
 //! of a comparison, the arms' canaries naming different models); without it, every model that

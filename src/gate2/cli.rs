@@ -1,4 +1,4 @@
-//! `patchdiff compare plan|run|report` and `patchdiff verify CMP_DIR` (issue 24): the command
+//! `patchdiff compare plan|run|report` and `patchdiff verify CMP_DIR` (SPEC C7, gate 2): the command
 //! bodies `main` calls with its resolved [`Settings`]. Each returns the process exit code:
 //! 0 unchanged/improved, 1 regressed, 2 usage or gate closed, 3 invalid/incomplete.
 //!

@@ -1,4 +1,4 @@
-//! The run matrix of a comparison (GATE2 §4.4, issue 24 item 3): the sealed comparison
+//! The run matrix of a comparison (GATE2 §4.4): the sealed comparison
 //! directory `cmp-<id>/` beside the runs, the seeded AB/BA block order, and N ordinary sealed
 //! canary runs per arm, each a child `patchdiff console --script ARM.canary` process writing
 //! its run into `cmp-<id>/runs/<slot>/` (so each passes `patchdiff verify` on its own).

@@ -1,4 +1,4 @@
-//! The comparison report (GATE2 §4.9–4.10, issue 24 item 6): collects the sealed member runs
+//! The comparison report (GATE2 §4.9–4.10): collects the sealed member runs
 //! of a comparison (from its `runs/` and from any run directories copied in from elsewhere),
 //! verifies each with [`crate::verify::verify`] before counting it, builds the
 //! [`OutcomeTable`], decides with [`verdict::decide`], and writes `report.txt`, `report.json`,

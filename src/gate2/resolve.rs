@@ -1,4 +1,4 @@
-//! Resolving one comparison arm without running an agent (GATE2 §4.3, issue 24 item 2): a
+//! Resolving one comparison arm without running an agent (GATE2 §4.3): a
 //! canary script, parsed by [`crate::canary::command::parse_script`], becomes the dotted
 //! configuration fields a [`super::plan::Arm`] holds — the agent step (scripted plan digest, or
 //! host, model, turn limit, timeout), the recorded identity, the host CLI's `--version`, this
