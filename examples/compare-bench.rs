@@ -8,7 +8,7 @@
 //! - the report's recomputation: `patchdiff compare report CMP_DIR` (verifies every member run,
 //!   decides, writes the files).
 //!
-//! Run: `cargo run --release --example compare-bench -- [--runs N] [--concurrency 1,2]`
+//! Run: `cargo run --release --example compare-bench -- [--runs N] [--concurrency 1,2] [--keep]`
 //! (defaults 10 and 1,2). Uses the `patchdiff` and `scripted-model` binaries next to this one
 //! (or one directory up) and the pinned CLI in `tests/tools` (or `PATCHDIFF_CLAUDE_BINARY`).
 
@@ -83,6 +83,8 @@ fn main() -> anyhow::Result<()> {
         bail!("the Claude Code CLI is missing: npm ci --prefix tests/tools");
     }
     let scratch = tempfile::tempdir()?;
+    // `--keep`: leave the comparison directories for inspection (the path is printed).
+    let keep = args.iter().any(|a| a == "--keep");
     let plans = repo.join("assets/canary");
     let mut model = Command::new(&model_bin)
         .arg("--plan")
@@ -196,6 +198,17 @@ fn main() -> anyhow::Result<()> {
                 out.status
             );
         }
+        eprintln!(
+            "concurrency {c}: {}",
+            report["verdict"]["line"].as_str().unwrap_or("?")
+        );
+        for reason in report["verdict"]["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            eprintln!("  · {}", reason.as_str().unwrap_or("?"));
+        }
         let retries = report["retries"]
             .as_object()
             .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
@@ -211,6 +224,9 @@ fn main() -> anyhow::Result<()> {
     }
     let _ = model.kill();
     let _ = model.wait();
+    if keep {
+        eprintln!("kept {}", scratch.keep().display());
+    }
     println!(
         "compare-bench: {runs} + {runs} runs of the demo fixtures, real Claude Code CLI, scripted mixture model"
     );
