@@ -9,6 +9,7 @@ use patchdiff::canary::CanaryOptions;
 use patchdiff::canary::command::Host;
 use patchdiff::config::{self, Key, Settings};
 use patchdiff::console::headless::{EXIT_FAILED, EXIT_USAGE};
+use patchdiff::gate2::cli as compare;
 
 /// Observed edits for AI coding agents, and the console that runs canaries of them.
 ///
@@ -94,6 +95,115 @@ enum CompareCmd {
     /// What N runs per arm can detect: flag thresholds, exact power, minimum detectable drop
     /// (one-sided Fisher exact). Runs nothing; needs no gate.
     Power(PowerArgs),
+    /// Write a pre-registered comparison plan: resolves both arms from their canary scripts
+    /// without running an agent, refuses undeclared differences, prints what this N can
+    /// detect. Runs nothing; needs no gate.
+    Plan(PlanArgs),
+    /// Run a comparison (gate 2 must be open: PATCHDIFF_GATE2=open): seals the plan into
+    /// cmp-<id>/ beside the runs, runs N sealed canaries per arm in AB/BA blocks, writes and
+    /// prints the report. Exit 0 unchanged/improved, 1 regressed, 2 usage or gate closed,
+    /// 3 invalid/incomplete (with --slot: 0 the slot ran, 3 every attempt was infra_abort).
+    Run(RunArgs),
+    /// Recompute a comparison's report from its sealed member runs (and run directories copied
+    /// in from elsewhere), verifying each first; writes report.{txt,json,md,junit.xml},
+    /// runs.csv, SHA256SUMS and compare.seal. Exit codes as `compare run`. Needs no gate.
+    Report(ReportArgs),
+}
+
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// The baseline arm's canary script (a file, or a bundled name: demo, wrong, claude, codex).
+    #[arg(long, value_name = "A.canary")]
+    baseline: String,
+    /// The candidate arm's canary script (with --aa: ignored, the candidate is the baseline).
+    #[arg(long, value_name = "B.canary", required_unless_present = "aa")]
+    candidate: Option<String>,
+    /// Runs per arm (5 to 100).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    runs: u32,
+    /// Family-wise one-sided level (above 0, at most 0.2).
+    #[arg(long, value_name = "A", default_value_t = 0.05)]
+    alpha: f64,
+    /// Canary runs at once (1 to 16, at most 2 × runs).
+    #[arg(long, value_name = "C", default_value_t = 2)]
+    concurrency: u32,
+    /// A configuration field (or prefix: agent, host, build, suite, node, script) allowed to
+    /// differ between the arms; repeat for several.
+    #[arg(long = "declare", value_name = "FIELD")]
+    declare: Vec<String>,
+    /// A/A calibration: the candidate is the baseline.
+    #[arg(long)]
+    aa: bool,
+    /// The one extension the comparison may take: runs per arm after it.
+    #[arg(long, value_name = "N")]
+    extend_to: Option<u32>,
+    /// Seed of the AB/BA block order (default: from the clock; recorded in the plan).
+    #[arg(long, value_name = "SEED")]
+    seed: Option<u32>,
+    /// A name for people (default: "BASELINE vs CANDIDATE").
+    #[arg(long, value_name = "TEXT")]
+    name: Option<String>,
+    /// Fixture manifest the runs use (default: the bundled suite).
+    #[arg(long, value_name = "PATH")]
+    manifest: Option<PathBuf>,
+    /// Where to write the plan (a new file).
+    #[arg(short = 'o', long = "output", value_name = "plan.toml")]
+    output: PathBuf,
+}
+
+impl From<PlanArgs> for compare::PlanCommand {
+    fn from(a: PlanArgs) -> Self {
+        Self {
+            baseline: a.baseline,
+            candidate: a.candidate,
+            runs: a.runs,
+            alpha: a.alpha,
+            concurrency: a.concurrency,
+            declare: a.declare,
+            aa: a.aa,
+            extend_to: a.extend_to,
+            seed: a.seed,
+            name: a.name,
+            manifest: a.manifest,
+            output: a.output,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The plan (plan.toml), or a comparison directory (cmp-<id>) to continue with --resume.
+    #[arg(value_name = "PLAN|CMP_DIR")]
+    plan: PathBuf,
+    /// Continue an interrupted comparison: run only the slots without a counted run.
+    #[arg(long)]
+    resume: bool,
+    /// Run exactly one slot (A-07, B-03, …) and stop: for CI matrices and job arrays.
+    #[arg(long, value_name = "ID")]
+    slot: Option<String>,
+    /// Directory the comparison directory goes in (default: <data dir>/runs).
+    #[arg(long, value_name = "DIR")]
+    runs_dir: Option<PathBuf>,
+    /// Print the report as JSON on stdout at the end (progress goes to stderr).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// The comparison directory (cmp-<id>).
+    #[arg(value_name = "CMP_DIR")]
+    dir: PathBuf,
+    /// More member runs: run directories, slot directories, or directories holding them
+    /// (copied in from other machines).
+    #[arg(value_name = "RUNS")]
+    runs: Vec<PathBuf>,
+    /// Print report.json instead of the text.
+    #[arg(long, conflicts_with = "markdown")]
+    json: bool,
+    /// Print report.md (a pull-request comment) instead of the text.
+    #[arg(long)]
+    markdown: bool,
 }
 
 #[derive(clap::Args)]
@@ -269,6 +379,21 @@ fn main() -> ExitCode {
             Some(Cmd::Key(cmd)) => run_key(cmd, &settings),
             Some(Cmd::Trace(args)) => run_trace(args),
             Some(Cmd::Compare(CompareCmd::Power(args))) => run_compare_power(&args),
+            Some(Cmd::Compare(CompareCmd::Plan(args))) => compare::plan(args.into(), &settings),
+            Some(Cmd::Compare(CompareCmd::Run(args))) => {
+                compare::run(
+                    &args.plan,
+                    args.resume,
+                    args.slot.as_deref(),
+                    args.runs_dir,
+                    args.json,
+                    &settings,
+                )
+                .await
+            }
+            Some(Cmd::Compare(CompareCmd::Report(args))) => {
+                compare::report(&args.dir, &args.runs, args.json, args.markdown, &settings).await
+            }
             Some(Cmd::Doctor(args)) => patchdiff::doctor::run(&settings, args.json).await,
         }
     });
@@ -672,6 +797,10 @@ async fn run_verify(args: VerifyArgs, settings: &Settings) -> i32 {
         database_url,
         key,
     };
+    // A comparison directory: every member run, and report.json against a recomputation.
+    if patchdiff::gate2::report::is_comparison_dir(&args.run_dir) {
+        return compare::verify(&args.run_dir, &options, args.json).await;
+    }
     match patchdiff::verify::verify(&args.run_dir, &options).await {
         Ok(report) => {
             if let Err(code) = print_result("verify", args.json, &report, || report.to_text()) {

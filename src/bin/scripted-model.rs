@@ -9,7 +9,20 @@
 //! scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall]
 //!                [--stall-after-saves N] [--fail-status CODE [--fail-from N] [--fail-count K]]
 //!                [--requests LOG.jsonl]
+//!                [--mixture [MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…]]… [--seed N]
 //! ```
+//!
+//! Mixtures (for comparisons: an arm that "fails chess 40 % of the time"): `--mixture` names several
+//! plans with weights; each *session* plays one of them. With `MODEL=`, the mixture serves
+//! only requests whose `model` is MODEL (so one server plays a different mixture for each arm
+//! of a comparison, the arms' canaries naming different models); without it, every model that
+//! no other mixture names (it replaces `--plan`). A session is a conversation: the n-th request
+//! of a mixture (1-based, counted in arrival order) whose history holds no tool call yet starts
+//! session n, whose plan is drawn from the weights by SplitMix64 seeded with `--seed` and n —
+//! so for a seed the sequence of plans is fixed whatever the timing. The chosen plan and
+//! session ride in the tool-use ids the model hands out (`toolu_m<K>s<N>_…`), which the host
+//! sends back in every later request of that conversation: the server still keeps no
+//! per-conversation state. A host that resends a session's first request counts it again.
 //!
 //! It prints `http://ADDR` on the first line of stdout once it listens, then serves until
 //! killed. Each `POST /v1/messages` (or `/v1/responses`) is answered from the conversation it
@@ -68,9 +81,9 @@ enum AfterPlan {
       Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code), OPENAI_BASE_URL=http://ADDR/v1 (Codex)."
 )]
 struct Args {
-    /// The canary plan to play (one step per line).
-    #[arg(long, value_name = "PLAN.jsonl")]
-    plan: PathBuf,
+    /// The canary plan to play (one step per line), for every model no `--mixture` names.
+    #[arg(long, value_name = "PLAN.jsonl", required_unless_present = "mixture")]
+    plan: Option<PathBuf>,
     /// The loopback address to listen on; port 0 picks one.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
     listen: String,
@@ -93,9 +106,76 @@ struct Args {
     /// With --fail-status: how many requests fail from --fail-from on; 0 means every one.
     #[arg(long, value_name = "K", default_value_t = 0, requires = "fail_status")]
     fail_count: u64,
-    /// Append one JSON line per request (path, offered tool names, message count, status) here.
+    /// Append one JSON line per request (path, offered tool names, message count, status,
+    /// model, and for a mixture the session and plan chosen) here.
     #[arg(long, value_name = "LOG.jsonl")]
     requests: Option<PathBuf>,
+    /// Several plans with weights, one drawn per session: `[MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…]`
+    /// (weights positive; they need not sum to 1). Repeat for other models.
+    #[arg(long, value_name = "SPEC", value_parser = parse_mixture)]
+    mixture: Vec<MixtureSpec>,
+    /// Seed of the mixtures' per-session draws.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    seed: u64,
+}
+
+/// One `--mixture` argument, parsed.
+#[derive(Clone)]
+struct MixtureSpec {
+    model: Option<String>,
+    plans: Vec<(PathBuf, f64)>,
+}
+
+fn parse_mixture(text: &str) -> Result<MixtureSpec, String> {
+    let (model, rest) = match text.split_once('=') {
+        Some((m, rest)) if !m.is_empty() => (Some(m.to_owned()), rest),
+        Some(_) => return Err(format!("--mixture {text:?}: empty MODEL before `=`")),
+        None => (None, text),
+    };
+    let mut plans = Vec::new();
+    for part in rest.split(',') {
+        let (plan, weight) = part.rsplit_once(':').ok_or_else(|| {
+            format!("--mixture {text:?}: `{part}` is not PLAN:WEIGHT (accepted: [MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…])")
+        })?;
+        let weight: f64 = weight
+            .parse()
+            .ok()
+            .filter(|w: &f64| w.is_finite() && *w > 0.0)
+            .ok_or_else(|| {
+                format!("--mixture {text:?}: weight `{weight}` is not a positive number")
+            })?;
+        plans.push((PathBuf::from(plan), weight));
+    }
+    Ok(MixtureSpec { model, plans })
+}
+
+/// Plans with weights, one drawn per session.
+struct Mixture {
+    /// The model it serves (`None`: every model no other mixture names).
+    model: Option<String>,
+    /// (name, steps, weight).
+    plans: Vec<(String, Vec<PlanStep>, f64)>,
+    /// Sessions started so far.
+    sessions: AtomicU64,
+}
+
+impl Mixture {
+    /// The plan index session `n` (1-based) plays under `seed`: u = the top 53 bits of
+    /// SplitMix64(seed ⊕ n·φ) as a fraction of 1, against the cumulative weights.
+    fn pick(&self, seed: u64, n: u64) -> usize {
+        let mut state = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let u =
+            (patchdiff::gate2::matrix::splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
+        let total: f64 = self.plans.iter().map(|p| p.2).sum();
+        let mut acc = 0.0;
+        for (i, (_, _, w)) in self.plans.iter().enumerate() {
+            acc += w / total;
+            if u < acc {
+                return i;
+            }
+        }
+        self.plans.len() - 1
+    }
 }
 
 /// `--fail-status`: which model requests get an HTTP error instead of an answer.
@@ -116,13 +196,25 @@ impl Failure {
 }
 
 struct Model {
-    plan: Vec<PlanStep>,
+    mixtures: Vec<Mixture>,
+    seed: u64,
     after: AfterPlan,
     stall_after_saves: Option<usize>,
     failure: Option<Failure>,
     /// Model requests (those offering tools) answered so far.
     served: AtomicU64,
     requests: Option<std::sync::Mutex<std::fs::File>>,
+}
+
+/// One conversation's place in a mixture.
+#[derive(Clone, Copy)]
+struct Session {
+    /// Index into `Model::mixtures`.
+    mixture: usize,
+    /// Index into that mixture's plans.
+    plan: usize,
+    /// The session's number within its mixture (1-based).
+    number: u64,
 }
 
 /// What the model says next.
@@ -147,6 +239,8 @@ async fn main() {
         fail_from,
         fail_count,
         requests,
+        mixture,
+        seed,
     } = clap::Parser::parse();
     let failure = fail_status.map(|code| Failure {
         // The range 400..=599 is checked by clap, and every such code is a valid status.
@@ -154,10 +248,37 @@ async fn main() {
         from: fail_from,
         count: fail_count,
     });
-    let plan = load_plan(&plan).unwrap_or_else(|e| {
-        eprintln!("scripted-model: {e}");
-        std::process::exit(2)
-    });
+    let load = |path: &PathBuf| {
+        load_plan(path).unwrap_or_else(|e| {
+            eprintln!("scripted-model: {e}");
+            std::process::exit(2)
+        })
+    };
+    let mut specs = mixture;
+    if let Some(plan) = plan {
+        if specs.iter().any(|m| m.model.is_none()) {
+            eprintln!(
+                "scripted-model: --plan and a --mixture without MODEL= both serve every model; give one"
+            );
+            std::process::exit(2);
+        }
+        specs.push(MixtureSpec {
+            model: None,
+            plans: vec![(plan, 1.0)],
+        });
+    }
+    let mixtures: Vec<Mixture> = specs
+        .iter()
+        .map(|m| Mixture {
+            model: m.model.clone(),
+            plans: m
+                .plans
+                .iter()
+                .map(|(p, w)| (p.display().to_string(), load(p), *w))
+                .collect(),
+            sessions: AtomicU64::new(0),
+        })
+        .collect();
     let requests = requests.map(|p| {
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -170,7 +291,8 @@ async fn main() {
         std::sync::Mutex::new(file)
     });
     let model = Arc::new(Model {
-        plan,
+        mixtures,
+        seed,
         after,
         stall_after_saves,
         failure,
@@ -223,11 +345,18 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
         })
         .unwrap_or_default();
     let history = request["messages"].as_array().cloned().unwrap_or_default();
-    if let Some(status) = model.admit("/v1/messages", &offered, history.len()) {
+    let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
+    let session = model.session(&history, &model_name, &offered);
+    if let Some(status) = model.admit(
+        "/v1/messages",
+        &offered,
+        history.len(),
+        &model_name,
+        &session,
+    ) {
         return anthropic_error(status);
     }
-    let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
-    let content = match next_turn(&model, &history, &offered) {
+    let content = match next_turn(&model, &history, &offered, &session) {
         Turn::Stall => std::future::pending::<Value>().await,
         Turn::Text(text) => json!({"type": "text", "text": text}),
         Turn::ToolUse { id, name, input } => {
@@ -260,26 +389,72 @@ fn request_json(body: &Bytes) -> Result<Value, Box<Response>> {
 impl Model {
     /// Counts a model request (one that offers tools) and logs it; returns the status to fail
     /// it with (`--fail-status`), or `None` to answer it.
-    fn admit(&self, path: &str, tools: &[String], messages: usize) -> Option<StatusCode> {
+    fn admit(
+        &self,
+        path: &str,
+        tools: &[String],
+        messages: usize,
+        model: &str,
+        session: &Option<Session>,
+    ) -> Option<StatusCode> {
         let failed = if tools.is_empty() {
             None
         } else {
             let n = self.served.fetch_add(1, Ordering::SeqCst) + 1;
             self.failure.filter(|f| f.applies(n)).map(|f| f.status)
         };
-        self.log_request(path, tools, messages, failed.unwrap_or(StatusCode::OK));
-        failed
-    }
-
-    /// `--requests`: one JSON line per request (path, offered tool names, message count, status).
-    fn log_request(&self, path: &str, tools: &[String], messages: usize, status: StatusCode) {
+        let status = failed.unwrap_or(StatusCode::OK);
         if let Some(log) = &self.requests
             && let Ok(mut file) = log.lock()
         {
-            let line = json!({"path": path, "tools": tools, "messages": messages,
-                              "status": status.as_u16()});
+            let mut line = json!({"path": path, "tools": tools, "messages": messages,
+                                  "status": status.as_u16(), "model": model});
+            if let Some(s) = session {
+                line["session"] = json!(s.number);
+                line["plan"] = json!(self.mixtures[s.mixture].plans[s.plan].0);
+            }
             let _ = writeln!(file, "{line}");
         }
+        failed
+    }
+
+    /// The session a model request belongs to: read back from the first tool-use id in its
+    /// history (`toolu_m<K>s<N>_…`), or — no tool call yet — a new session of the mixture
+    /// serving `model`, its plan drawn now. `None`: a side request (no tools offered), or no
+    /// mixture serves `model`.
+    fn session(&self, history: &[Value], model: &str, offered: &[String]) -> Option<Session> {
+        if offered.is_empty() {
+            return None;
+        }
+        let mixture = self
+            .mixtures
+            .iter()
+            .position(|m| m.model.as_deref() == Some(model))
+            .or_else(|| self.mixtures.iter().position(|m| m.model.is_none()))?;
+        let first_call = history
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .find(|b| b["type"] == "tool_use")
+            .and_then(|b| b["id"].as_str().map(str::to_owned));
+        if let Some(id) = first_call {
+            let tag = id.strip_prefix("toolu_m")?.split('_').next()?;
+            let (plan, number) = tag.split_once('s')?;
+            let plan: usize = plan.parse().ok()?;
+            let number: u64 = number.parse().ok()?;
+            return (plan < self.mixtures[mixture].plans.len()).then_some(Session {
+                mixture,
+                plan,
+                number,
+            });
+        }
+        let m = &self.mixtures[mixture];
+        let number = m.sessions.fetch_add(1, Ordering::SeqCst) + 1;
+        Some(Session {
+            mixture,
+            plan: m.pick(self.seed, number),
+            number,
+        })
     }
 }
 
@@ -352,10 +527,13 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let offered = offered_tools(&request);
     let names: Vec<String> = offered.iter().map(|t| t.full.clone()).collect();
     let items = request["input"].as_array().cloned().unwrap_or_default();
-    if let Some(status) = model.admit("/v1/responses", &names, items.len()) {
+    let history = messages_history(&items);
+    let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
+    let session = model.session(&history, &model_name, &names);
+    if let Some(status) = model.admit("/v1/responses", &names, items.len(), &model_name, &session) {
         return openai_error(status);
     }
-    let item = match next_turn(&model, &messages_history(&items), &names) {
+    let item = match next_turn(&model, &history, &names, &session) {
         Turn::Stall => std::future::pending::<Value>().await,
         Turn::Text(text) => json!({
             "type": "message", "id": message_id(), "role": "assistant", "status": "completed",
@@ -461,10 +639,22 @@ fn function_call(offered: &[Offered], id: &str, name: &str, input: &Value) -> Va
 
 /// Decides the next turn from the conversation so far. A request that offers no tools (a
 /// host's side request) gets plain text.
-fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
+fn next_turn(
+    model: &Model,
+    history: &[Value],
+    offered: &[String],
+    session: &Option<Session>,
+) -> Turn {
     if offered.is_empty() {
         return Turn::Text("OK".to_owned());
     }
+    let Some(session) = *session else {
+        return Turn::Text(
+            "I cannot continue: no plan serves this model (see scripted-model --mixture)"
+                .to_owned(),
+        );
+    };
+    let plan = &model.mixtures[session.mixture].plans[session.plan].1;
     let mut calls: Vec<String> = Vec::new();
     let mut results: HashMap<String, Value> = HashMap::new();
     let mut step_of: HashMap<String, String> = HashMap::new();
@@ -476,7 +666,7 @@ fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
             match block["type"].as_str() {
                 Some("tool_use") => {
                     let id = block["id"].as_str().unwrap_or_default().to_owned();
-                    if let Some(step) = model.plan.get(calls.len()) {
+                    if let Some(step) = plan.get(calls.len()) {
                         step_of.insert(id.clone(), step.step.clone());
                     }
                     calls.push(id);
@@ -495,9 +685,7 @@ fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
         let saved = results
             .keys()
             .filter(|step| {
-                model
-                    .plan
-                    .iter()
+                plan.iter()
                     .any(|p| &p.step == *step && p.tool == "patchdiff_save")
             })
             .count();
@@ -505,7 +693,7 @@ fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
             return Turn::Stall;
         }
     }
-    let Some(step) = model.plan.get(calls.len()) else {
+    let Some(step) = plan.get(calls.len()) else {
         return match model.after {
             AfterPlan::Finish => Turn::Text("Every target is edited and saved.".to_owned()),
             AfterPlan::Stall => Turn::Stall,
@@ -522,7 +710,13 @@ fn next_turn(model: &Model, history: &[Value], offered: &[String]) -> Turn {
         .cloned()
         .unwrap_or_else(|| format!("mcp__patchdiff{suffix}"));
     Turn::ToolUse {
-        id: format!("toolu_{:04}_{}", calls.len(), sanitize(&step.step)),
+        id: format!(
+            "toolu_m{}s{}_{:04}_{}",
+            session.plan,
+            session.number,
+            calls.len(),
+            sanitize(&step.step)
+        ),
         name,
         input,
     }
@@ -673,6 +867,39 @@ mod tests {
             failure(u64::MAX, 5).applies(u64::MAX),
             "no overflow at the end"
         );
+    }
+
+    #[test]
+    fn a_mixture_draws_each_session_by_its_weights_and_the_same_seed_gives_the_same_plans() {
+        let spec = parse_mixture("cand=wrong.plan.jsonl:0.6,demo.plan.jsonl:0.4").unwrap();
+        assert_eq!(spec.model.as_deref(), Some("cand"));
+        assert_eq!(spec.plans.len(), 2);
+        let mixture = Mixture {
+            model: spec.model,
+            plans: spec
+                .plans
+                .iter()
+                .map(|(p, w)| (p.display().to_string(), Vec::new(), *w))
+                .collect(),
+            sessions: AtomicU64::new(0),
+        };
+        let draws: Vec<usize> = (1..=10_000).map(|n| mixture.pick(7, n)).collect();
+        let wrong = draws.iter().filter(|&&k| k == 0).count() as f64 / 10_000.0;
+        assert!((wrong - 0.6).abs() < 0.02, "share of the 0.6 plan: {wrong}");
+        let again: Vec<usize> = (1..=10_000).map(|n| mixture.pick(7, n)).collect();
+        assert_eq!(draws, again, "a seed fixes the sequence");
+        let other: Vec<usize> = (1..=10_000).map(|n| mixture.pick(8, n)).collect();
+        assert_ne!(draws, other, "another seed, another sequence");
+        for bad in [
+            "x.jsonl",
+            "x.jsonl:0",
+            "x.jsonl:-1",
+            "=x.jsonl:1",
+            "x.jsonl:nan",
+        ] {
+            assert!(parse_mixture(bad).is_err(), "{bad} is refused");
+        }
+        assert!(parse_mixture("x.jsonl:2").unwrap().model.is_none());
     }
 
     #[test]

@@ -698,6 +698,11 @@ fn agent_stop(
     };
     let reason = match (ending, acted) {
         (Ending::Refused(reason, _), false) => *reason,
+        // The admission gate holds every tool call until the host-started process passes
+        // preflight, so a failed preflight (its worker not ready in time, a wrong tool list)
+        // kept the agent's calls from every target even when the model already answered:
+        // the product's fault, before the agent could act, never the agent's seal.
+        (Ending::Refused(StopReason::PreflightFailed, _), true) => StopReason::PreflightFailed,
         (Ending::Refused(..), true) => StopReason::SealBroken,
         (Ending::TimedOut, true) => StopReason::TimedOut,
         (Ending::TimedOut, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
@@ -975,5 +980,12 @@ mod tests {
                 assert!(stop.detail.contains(p), "{}", stop.detail);
             }
         }
+        // The model answered, but its calls were held at the admission gate while the host's
+        // process failed preflight (its worker missed readiness under load): nothing reached a
+        // target, so the run stopped before the agent acted (infra_abort, retried by a
+        // comparison), not a seal the agent broke.
+        let stop = agent_stop(&preflight(), &failed, false, &state(1, None, None), true);
+        assert_eq!(stop.reason, StopReason::PreflightFailed);
+        assert!(!stop.acted);
     }
 }

@@ -341,8 +341,8 @@ pub enum PlanError {
     },
 }
 
-/// The seam to the canary (later work): resolving a canary script into the configuration
-/// fields [`Arm::configuration`] holds, without running an agent.
+/// The seam to the canary: resolving a canary script into the configuration fields
+/// [`Arm::configuration`] holds, without running an agent (`super::resolve::ScriptResolver`).
 pub trait ResolveArm {
     /// Resolves `script` (as the operator named it) into dotted field names and values.
     /// The error's text is shown to the operator.

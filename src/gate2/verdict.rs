@@ -30,7 +30,7 @@ pub const MAX_FLAKY_SHARE: f64 = 0.2;
 pub const EXCLUSION_BY_ARM_ALPHA: f64 = 0.05;
 
 /// Which arm a run belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     /// Arm A.
@@ -40,7 +40,8 @@ pub enum Side {
 }
 
 impl Side {
-    fn name(self) -> &'static str {
+    /// `baseline` or `candidate`.
+    pub fn name(self) -> &'static str {
         match self {
             Self::Baseline => "baseline",
             Self::Candidate => "candidate",

@@ -1,0 +1,1096 @@
+//! The comparison report (GATE2 §4.9–4.10): collects the sealed member runs
+//! of a comparison (from its `runs/` and from any run directories copied in from elsewhere),
+//! verifies each with [`crate::verify::verify`] before counting it, builds the
+//! [`OutcomeTable`], decides with [`verdict::decide`], and writes `report.txt`, `report.json`,
+//! `report.md` (a pull-request comment in the seed's shape), `report.junit.xml`, `runs.csv`,
+//! `SHA256SUMS` and `compare.seal` into the comparison directory.
+//!
+//! `report.json` is a pure function of the sealed plan and the member runs' sealed files (no
+//! clock, no absolute path), so `patchdiff verify CMP_DIR` recomputes it and compares
+//! ([`verify_comparison`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::matrix::{self, Comparison, MAX_RETRIES, Slot};
+use super::plan::Plan;
+use super::power::Design;
+use super::resolve::run_fields;
+use super::stats;
+use super::verdict::{
+    self, Breach, Invariant, Outcome, OutcomeTable, Rules, RunRecord, Side, Verdict,
+};
+
+/// The report's files, in the order `SHA256SUMS` lists them after the plan.
+pub const REPORT_FILES: [&str; 5] = [
+    "report.txt",
+    "report.json",
+    "report.md",
+    "report.junit.xml",
+    "runs.csv",
+];
+/// The comparison's seal: SHA-256 of `SHA256SUMS`.
+pub const COMPARE_SEAL_FILE: &str = "compare.seal";
+
+/// The six tools of the observed profile (M2); a run whose agent called any other reached a
+/// full-profile tool.
+const OBSERVED_TOOLS: [&str; 6] = [
+    "patchdiff_read_target",
+    "patchdiff_find_occurrences",
+    "patchdiff_observe_scope",
+    "patchdiff_submit_observed_operations",
+    "patchdiff_save",
+    "patchdiff_replay",
+];
+
+/// One counted member run and what the report shows of it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Member {
+    /// Slot id.
+    pub slot: String,
+    /// Its arm.
+    pub arm: Side,
+    /// The run's id (`r-…`).
+    pub run_id: String,
+    /// Attempts in the slot (1 + retries).
+    pub attempts: u32,
+    /// The run's outcome as its report says (`passed`, `failed`).
+    pub outcome: String,
+    /// SHA-256 of the run's `manifest.seal`.
+    pub seal_sha256: String,
+    /// Start time (ms since the epoch, from its manifest): the time order.
+    pub started_ms: f64,
+    /// Per target, in report order.
+    pub outcomes: Vec<Outcome>,
+    /// Whether `patchdiff verify` found nothing.
+    pub verified: bool,
+    /// Minutes the run's steps took (sum of their elapsed times).
+    pub minutes: f64,
+    /// Model turns (hosted agents).
+    pub turns: Option<f64>,
+    /// Tool calls.
+    pub tool_calls: Option<f64>,
+    /// Tool errors (total).
+    pub tool_errors: f64,
+    /// Input tokens.
+    pub tokens_in: Option<f64>,
+    /// Cache-read tokens.
+    pub cache_read: Option<f64>,
+    /// Cache-write tokens.
+    pub cache_write: Option<f64>,
+    /// Output tokens.
+    pub tokens_out: Option<f64>,
+    /// Cost in US dollars, as the host reported it.
+    pub cost_usd: Option<f64>,
+    /// Tool errors by tool and reason code.
+    pub tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Failing named checks per target.
+    pub failing_checks: BTreeMap<String, Vec<String>>,
+}
+
+/// A run found, before verification.
+struct Found {
+    slot: Slot,
+    dir: PathBuf,
+    attempts: u32,
+}
+
+/// Everything the report is computed from, and its result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompareReport {
+    /// `cmp-<id>`.
+    pub comparison: String,
+    /// The plan's digest.
+    pub plan_digest: String,
+    /// The plan's name.
+    pub name: String,
+    /// Runs per arm planned.
+    pub runs_per_arm: u32,
+    /// α.
+    pub alpha: f64,
+    /// The block order's seed.
+    pub seed: u32,
+    /// Declared differences.
+    pub declared: Vec<String>,
+    /// A/A calibration.
+    pub aa: bool,
+    /// Both arms' resolved configuration.
+    pub arms: BTreeMap<String, BTreeMap<String, String>>,
+    /// The verdict with every statistic behind it.
+    pub verdict: Verdict,
+    /// Counted member runs, in time order.
+    pub runs: Vec<Member>,
+    /// Retries taken (attempts beyond the first), per arm.
+    pub retries: BTreeMap<String, u32>,
+    /// Slots with no counted run, and why.
+    pub missing: Vec<String>,
+    /// Per-run metrics per arm (descriptive).
+    pub metrics: Vec<MetricRow>,
+    /// Named checks failing, per target: baseline and candidate counts.
+    pub checks: Vec<CheckRow>,
+    /// Tool errors by tool and reason: occurrences per arm.
+    pub tool_errors: Vec<ToolErrorRow>,
+}
+
+/// One metric's per-arm summary.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MetricRow {
+    /// What it measures.
+    pub metric: String,
+    /// Median, baseline.
+    pub baseline_median: f64,
+    /// Median, candidate.
+    pub candidate_median: f64,
+    /// Hodges–Lehmann shift (candidate − baseline).
+    pub hodges_lehmann: f64,
+    /// Exact permutation p on the difference of means (two-sided), when enumerable.
+    pub permutation_p: Option<f64>,
+}
+
+/// A named check failing in some runs.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct CheckRow {
+    /// Target.
+    pub target: String,
+    /// Check name.
+    pub check: String,
+    /// Baseline runs it failed in.
+    pub baseline: u32,
+    /// Candidate runs it failed in.
+    pub candidate: u32,
+    /// Failing only in the candidate.
+    pub new_in_candidate: bool,
+}
+
+/// Tool errors of one tool and reason.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct ToolErrorRow {
+    /// Tool.
+    pub tool: String,
+    /// Reason code.
+    pub reason: String,
+    /// Occurrences in the baseline.
+    pub baseline: u64,
+    /// Occurrences in the candidate.
+    pub candidate: u64,
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))
+}
+
+/// Finds the counted run of every slot under `dir/runs/` and in `extra` paths (a run
+/// directory `…/<slot>/r-…`, a slot directory, or a directory of slots or comparisons).
+fn find_runs(
+    cmp: &Comparison,
+    extra: &[PathBuf],
+    problems: &mut Vec<String>,
+) -> BTreeMap<Slot, Found> {
+    let mut slot_dirs: Vec<PathBuf> = Vec::new();
+    let scan = |dir: &Path, slot_dirs: &mut Vec<PathBuf>| {
+        for candidate in [dir.to_path_buf(), dir.join("runs")] {
+            for entry in std::fs::read_dir(&candidate)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let p = entry.path();
+                if p.is_dir() && parse_slot_name(&p, cmp.plan.runs).is_some() {
+                    slot_dirs.push(p);
+                }
+            }
+        }
+    };
+    scan(&cmp.dir, &mut slot_dirs);
+    for path in extra {
+        if path.join(crate::evidence::SEAL_FILE).is_file() {
+            // A run directory: its parent names the slot.
+            if let Some(parent) = path.parent() {
+                slot_dirs.push(parent.to_path_buf());
+            }
+        } else if parse_slot_name(path, cmp.plan.runs).is_some() {
+            slot_dirs.push(path.clone());
+        } else if path.is_dir() {
+            scan(path, &mut slot_dirs);
+            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                if entry.path().join(matrix::PLAN_SEAL_FILE).is_file() {
+                    scan(&entry.path(), &mut slot_dirs);
+                }
+            }
+        } else {
+            problems.push(format!(
+                "{}: not a run, slot or comparison directory",
+                path.display()
+            ));
+        }
+    }
+    let mut found: BTreeMap<Slot, Found> = BTreeMap::new();
+    let mut seen_dirs = BTreeSet::new();
+    for dir in slot_dirs {
+        let Ok(canonical) = dir.canonicalize() else {
+            continue;
+        };
+        if !seen_dirs.insert(canonical) {
+            continue;
+        }
+        let Some(slot) = parse_slot_name(&dir, cmp.plan.runs) else {
+            continue;
+        };
+        let attempts = matrix::sealed_attempts(&dir);
+        let counted = attempts
+            .iter()
+            .rev()
+            .find(|r| !matrix::is_infra_abort(r))
+            .cloned();
+        let n = attempts.len() as u32;
+        match (counted, found.get(&slot)) {
+            (Some(run), Some(existing)) => {
+                let same = run.file_name() == existing.dir.file_name();
+                if !same {
+                    problems.push(format!(
+                        "slot {} has two counted runs: {} and {}",
+                        slot.id(),
+                        existing.dir.display(),
+                        run.display()
+                    ));
+                }
+            }
+            (Some(run), None) => {
+                found.insert(
+                    slot,
+                    Found {
+                        slot,
+                        dir: run,
+                        attempts: n,
+                    },
+                );
+            }
+            (None, _) => {}
+        }
+    }
+    found
+}
+
+fn parse_slot_name(dir: &Path, runs: u32) -> Option<Slot> {
+    let name = dir.file_name()?.to_str()?;
+    Slot::parse(name, runs).ok().filter(|s| s.id() == name)
+}
+
+fn outcome_of(target: &Value) -> Outcome {
+    match target["status"].as_str() {
+        Some("pass") => Outcome::Pass,
+        Some("infra_error") => Outcome::InfraError,
+        Some("flaky") => Outcome::Flaky,
+        // `fail`, or not judged after the agent acted: a failure (GATE2 §4.5).
+        _ => Outcome::Fail,
+    }
+}
+
+fn breaches_of(report: &Value) -> Vec<Breach> {
+    let mut out = Vec::new();
+    // The seal itself: what the host reported it offered (A3) did not hold, or the agent
+    // called a tool outside the six (below). A preflight failure is not the agent's seal.
+    if let Some(problem) = report["agent_host"]["seal"]["problem"].as_str() {
+        out.push(Breach {
+            invariant: Invariant::AgentSeal,
+            detail: problem.to_owned(),
+        });
+    }
+    for t in report["targets"].as_array().into_iter().flatten() {
+        if t["replay_consistent"] == false {
+            out.push(Breach {
+                invariant: Invariant::ReplayMismatch,
+                detail: format!("target {}", t["name"].as_str().unwrap_or("?")),
+            });
+        }
+    }
+    for tool in report["agent_host"]["tool_calls"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        if !OBSERVED_TOOLS.contains(&tool.as_str()) {
+            out.push(Breach {
+                invariant: Invariant::FullProfileTool,
+                detail: format!("the agent called {tool}"),
+            });
+        }
+    }
+    out
+}
+
+fn number(v: &Value) -> Option<f64> {
+    v.as_f64()
+}
+
+/// Collects, verifies and decides: the report of the comparison in `dir`, with member runs
+/// also taken from `extra` paths. `verify_options` is what each member's verification uses.
+/// Errors: `dir` is not a comparison directory or its plan does not match its seal.
+pub async fn compute(
+    dir: &Path,
+    extra: &[PathBuf],
+    verify_options: &crate::verify::VerifyOptions,
+) -> Result<CompareReport, String> {
+    let cmp = Comparison::open(dir)?;
+    let plan = &cmp.plan;
+    let mut integrity = Vec::new();
+    let found = find_runs(&cmp, extra, &mut integrity);
+    let mut members = Vec::new();
+    let mut records = Vec::new();
+    let mut targets: Vec<String> = Vec::new();
+    let mut retries: BTreeMap<String, u32> =
+        [("baseline".to_owned(), 0), ("candidate".to_owned(), 0)].into();
+    for found in found.values() {
+        let run = &found.dir;
+        let verified = crate::verify::verify(run, verify_options).await;
+        let verify_problems: Vec<String> = match &verified {
+            Ok(v) => v
+                .problems
+                .iter()
+                .map(|p| format!("{} {}: {}", p.check, p.file, p.message))
+                .collect(),
+            Err(e) => vec![e.clone()],
+        };
+        let report = read_json(&run.join("report.json")).unwrap_or(Value::Null);
+        let manifest = read_json(&run.join("manifest.json")).unwrap_or(Value::Null);
+        let names: Vec<String> = report["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        if targets.is_empty() {
+            targets = names.clone();
+        }
+        let arm = match found.slot.side {
+            Side::Baseline => &plan.baseline,
+            Side::Candidate => &plan.candidate,
+        };
+        for (field, value) in run_fields(&manifest, &report) {
+            if let Some(planned) = arm.configuration.get(&field)
+                && *planned != value
+            {
+                integrity.push(format!(
+                    "run {} recorded {field} = {value:?}; its arm's plan says {planned:?} (it did \
+                     not run the planned {} arm)",
+                    found.slot.id(),
+                    found.slot.side.name()
+                ));
+            }
+        }
+        let by_name: BTreeMap<&str, &Value> = report["targets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(|n| (n, t)))
+            .collect();
+        let outcomes: Vec<Outcome> = targets
+            .iter()
+            .map(|t| {
+                by_name
+                    .get(t.as_str())
+                    .map_or(Outcome::Fail, |v| outcome_of(v))
+            })
+            .collect();
+        let failing_checks: BTreeMap<String, Vec<String>> = by_name
+            .iter()
+            .map(|(n, t)| {
+                let checks = t["failing_checks"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.as_str().map(str::to_owned))
+                    .collect();
+                ((*n).to_owned(), checks)
+            })
+            .collect();
+        let host = &report["agent_host"];
+        let tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>> =
+            serde_json::from_value(host["tool_errors"].clone()).unwrap_or_default();
+        let minutes = report["steps"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["elapsed_ms"].as_f64())
+            .sum::<f64>()
+            / 60_000.0;
+        let seal_sha256 =
+            crate::evidence::file_digest(&run.join(crate::evidence::SEAL_FILE)).unwrap_or_default();
+        *retries
+            .entry(found.slot.side.name().to_owned())
+            .or_default() += found.attempts.saturating_sub(1).min(MAX_RETRIES);
+        records.push(RunRecord {
+            id: found.slot.id(),
+            side: found.slot.side,
+            verify_problems,
+            breaches: breaches_of(&report),
+            outcomes: outcomes.clone(),
+        });
+        members.push(Member {
+            slot: found.slot.id(),
+            arm: found.slot.side,
+            run_id: report["run_id"].as_str().unwrap_or("?").to_owned(),
+            attempts: found.attempts,
+            outcome: report["outcome"].as_str().unwrap_or("?").to_owned(),
+            seal_sha256,
+            started_ms: manifest["started_ms"].as_f64().unwrap_or(0.0),
+            outcomes,
+            verified: records.last().is_some_and(|r| r.verify_problems.is_empty()),
+            minutes,
+            turns: number(&host["turns"]),
+            tool_calls: number(&host["tool_calls_total"]),
+            tool_errors: tool_errors_by_reason
+                .values()
+                .flat_map(|m| m.values())
+                .sum::<u64>() as f64,
+            tokens_in: number(&host["input_tokens"]),
+            cache_read: number(&host["cache_read_tokens"]),
+            cache_write: number(&host["cache_write_tokens"]),
+            tokens_out: number(&host["output_tokens"]),
+            cost_usd: number(&host["cost_usd"]),
+            tool_errors_by_reason,
+            failing_checks,
+        });
+    }
+    // Time order (ties by slot), as the strips show them.
+    let mut order: Vec<usize> = (0..members.len()).collect();
+    order.sort_by(|&i, &j| {
+        members[i]
+            .started_ms
+            .total_cmp(&members[j].started_ms)
+            .then(members[i].slot.cmp(&members[j].slot))
+    });
+    let members: Vec<Member> = order.iter().map(|&i| members[i].clone()).collect();
+    let records: Vec<RunRecord> = order.iter().map(|&i| records[i].clone()).collect();
+    let missing: Vec<String> = matrix::block_order(plan.seed, plan.runs)
+        .into_iter()
+        .filter(|s| !found.contains_key(s))
+        .map(|s| {
+            let attempts = matrix::sealed_attempts(&cmp.slot_dir(s)).len();
+            if attempts > 0 {
+                format!("{}: {attempts} attempts, every one infra_abort", s.id())
+            } else {
+                format!("{}: not run", s.id())
+            }
+        })
+        .collect();
+    if targets.is_empty() {
+        targets = vec!["(no runs)".to_owned()];
+    }
+    let table = OutcomeTable {
+        targets: targets.clone(),
+        runs: records,
+        integrity_problems: integrity,
+        stopped: None,
+    };
+    let verdict = verdict::decide(&table, &Rules::of(plan)).map_err(|e| e.to_string())?;
+    let metrics = metric_rows(&members);
+    let checks = check_rows(&members);
+    let tool_errors = tool_error_rows(&members);
+    Ok(CompareReport {
+        comparison: cmp.id.clone(),
+        plan_digest: cmp.digest.clone(),
+        name: plan.name.clone(),
+        runs_per_arm: plan.runs,
+        alpha: plan.alpha,
+        seed: plan.seed,
+        declared: plan.declared.clone(),
+        aa: plan.aa,
+        arms: [
+            ("baseline".to_owned(), plan.baseline.configuration.clone()),
+            ("candidate".to_owned(), plan.candidate.configuration.clone()),
+        ]
+        .into(),
+        verdict,
+        runs: members,
+        retries,
+        missing,
+        metrics,
+        checks,
+        tool_errors,
+    })
+}
+
+/// How a metric is read from a member run (`None`: the run does not have it).
+type MetricOf = dyn Fn(&Member) -> Option<f64>;
+
+fn metric_rows(members: &[Member]) -> Vec<MetricRow> {
+    let mut out = Vec::new();
+    let metric = |name: &str, get: &MetricOf, only_passing: bool| {
+        let values = |side: Side| -> Option<Vec<f64>> {
+            members
+                .iter()
+                .filter(|m| m.arm == side)
+                .filter(|m| !only_passing || m.outcome == "passed")
+                .map(get)
+                .collect()
+        };
+        let (a, b) = (values(Side::Baseline)?, values(Side::Candidate)?);
+        if a.is_empty() || b.is_empty() {
+            return None;
+        }
+        let c = stats::compare_metric(&a, &b).ok()?;
+        Some(MetricRow {
+            metric: name.to_owned(),
+            baseline_median: c.baseline_median,
+            candidate_median: c.candidate_median,
+            hodges_lehmann: c.hodges_lehmann,
+            permutation_p: c.permutation.map(|p| p.p_two_sided),
+        })
+    };
+    let rows: [(&str, &MetricOf, bool); 8] = [
+        ("minutes, all runs", &|m| Some(m.minutes), false),
+        ("minutes, passing runs", &|m| Some(m.minutes), true),
+        ("turns", &|m| m.turns, false),
+        ("tool calls", &|m| m.tool_calls, false),
+        ("tool errors", &|m| Some(m.tool_errors), false),
+        (
+            "cache-read share",
+            &|m| {
+                let (r, w, i) = (m.cache_read?, m.cache_write?, m.tokens_in?);
+                (r + w + i > 0.0).then(|| r / (r + w + i))
+            },
+            false,
+        ),
+        ("tokens out", &|m| m.tokens_out, false),
+        ("cost per run (USD)", &|m| m.cost_usd, false),
+    ];
+    for (name, get, passing) in rows {
+        if let Some(row) = metric(name, get, passing) {
+            out.push(row);
+        }
+    }
+    out
+}
+
+fn check_rows(members: &[Member]) -> Vec<CheckRow> {
+    let mut counts: BTreeMap<(String, String), (u32, u32)> = BTreeMap::new();
+    for m in members {
+        for (target, checks) in &m.failing_checks {
+            for check in checks {
+                let e = counts.entry((target.clone(), check.clone())).or_default();
+                match m.arm {
+                    Side::Baseline => e.0 += 1,
+                    Side::Candidate => e.1 += 1,
+                }
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((target, check), (a, b))| CheckRow {
+            target,
+            check,
+            baseline: a,
+            candidate: b,
+            new_in_candidate: a == 0 && b > 0,
+        })
+        .collect()
+}
+
+fn tool_error_rows(members: &[Member]) -> Vec<ToolErrorRow> {
+    let mut counts: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for m in members {
+        for (tool, reasons) in &m.tool_errors_by_reason {
+            for (reason, n) in reasons {
+                let e = counts.entry((tool.clone(), reason.clone())).or_default();
+                match m.arm {
+                    Side::Baseline => e.0 += n,
+                    Side::Candidate => e.1 += n,
+                }
+            }
+        }
+    }
+    counts
+        .into_iter()
+        .map(|((tool, reason), (a, b))| ToolErrorRow {
+            tool,
+            reason,
+            baseline: a,
+            candidate: b,
+        })
+        .collect()
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.0}%", x * 100.0)
+}
+
+fn strip(report: &CompareReport, side: Side, target: usize) -> String {
+    report
+        .runs
+        .iter()
+        .filter(|m| m.arm == side)
+        .map(|m| match m.outcomes.get(target) {
+            Some(Outcome::Pass) => '█',
+            Some(Outcome::Fail) => '▁',
+            Some(Outcome::InfraError) => 'i',
+            Some(Outcome::Flaky) => '~',
+            None => ' ',
+        })
+        .collect()
+}
+
+fn flag_text(t: &verdict::TargetResult) -> String {
+    if !t.testable {
+        return "untestable".to_owned();
+    }
+    match t.flagged_at {
+        Some(c) => format!("≤ {c}/{}", t.candidate.tally().runs),
+        None => "never".to_owned(),
+    }
+}
+
+impl CompareReport {
+    /// Text for a terminal (GATE2 §4.9): header, verdict line, per-target table with per-run
+    /// strips in time order (█ pass, ▁ FAIL, i infra_error, ~ flaky), the run level, failing
+    /// checks, tool errors, metrics.
+    pub fn to_text(&self) -> String {
+        let v = &self.verdict;
+        let mut out = format!(
+            "COMPARE {} · plan {}… sealed before run 1 · {}\n",
+            self.comparison,
+            &self.plan_digest[..12.min(self.plan_digest.len())],
+            self.name
+        );
+        for (arm, label) in [("baseline", "A  baseline "), ("candidate", "B  candidate")] {
+            let c = &self.arms[arm];
+            let get = |k: &str| c.get(k).map_or("-", String::as_str);
+            out.push_str(&format!(
+                "{label}  {} · {} · host {} · patchdiff {}\n",
+                get("agent.model"),
+                get("agent.kind"),
+                get("host.version"),
+                &get("build.source_sha")[..get("build.source_sha").len().min(10)]
+            ));
+        }
+        if self.aa {
+            out.push_str("A/A calibration: both arms identical\n");
+        } else {
+            out.push_str(&format!("declared: {}\n", self.declared.join(", ")));
+        }
+        let excluded: u32 = v
+            .targets
+            .iter()
+            .map(|t| t.baseline.excluded() + t.candidate.excluded())
+            .sum();
+        let count = |side: Side| self.runs.iter().filter(|m| m.arm == side).count();
+        out.push_str(&format!(
+            "{} + {} of {} + {} runs · AB/BA blocks (seed {}) · {excluded} excluded target outcomes · retries A {} B {}\n",
+            count(Side::Baseline),
+            count(Side::Candidate),
+            self.runs_per_arm,
+            self.runs_per_arm,
+            self.seed,
+            self.retries["baseline"],
+            self.retries["candidate"],
+        ));
+        out.push_str(&format!(
+            "one-sided Fisher per target, Tarone K={} (level {:.4}) · run-level exact permutation · α {}\n\n",
+            v.regression.k, v.regression.level, self.alpha
+        ));
+        out.push_str(&format!("VERDICT  {}\n", v.line));
+        for r in &v.reasons {
+            out.push_str(&format!("         · {r}\n"));
+        }
+        for m in &self.missing {
+            out.push_str(&format!("         · missing {m}\n"));
+        }
+        out.push_str(&format!(
+            "\n{:<12} {:>15} {:>6} {:>14} {:>8} {:>11}  A per run · B per run\n",
+            "target", "pass A → B", "Δ pp", "95% CI (pp)", "p regr", "flag at"
+        ));
+        for (i, t) in v.targets.iter().enumerate() {
+            let (a, b) = (t.baseline.tally(), t.candidate.tally());
+            out.push_str(&format!(
+                "{:<12} {:>6} → {:<6} {:>+6.0} {:>14} {:>8.4} {:>11}  {} {}{}\n",
+                t.name,
+                format!("{}/{}", a.passed, a.runs),
+                format!("{}/{}", b.passed, b.runs),
+                t.delta * 100.0,
+                format!("[{:+.0}, {:+.0}]", t.ci.lower * 100.0, t.ci.upper * 100.0),
+                t.p_regression.value,
+                flag_text(t),
+                strip(self, Side::Baseline, i),
+                strip(self, Side::Candidate, i),
+                if t.regressed {
+                    "  REGRESSED"
+                } else if t.improved {
+                    "  IMPROVED"
+                } else {
+                    ""
+                },
+            ));
+        }
+        if let Some(r) = &v.run_level {
+            out.push_str(&format!(
+                "runs (targets passed)   A {:.1}/{n} → B {:.1}/{n} · permutation p(regr) = {:.4} · {} runs left out (excluded targets)\n",
+                r.baseline_mean,
+                r.candidate_mean,
+                r.p_regression.value,
+                r.left_out,
+                n = v.targets.len()
+            ));
+        }
+        if !self.checks.is_empty() {
+            out.push_str("\nchecks failing                                   A → B\n");
+            for c in &self.checks {
+                out.push_str(&format!(
+                    "{:<12} {:<50} {:>2} → {:<2}{}\n",
+                    c.target,
+                    c.check,
+                    c.baseline,
+                    c.candidate,
+                    if c.new_in_candidate { "  NEW IN B" } else { "" }
+                ));
+            }
+        }
+        if !self.tool_errors.is_empty() {
+            out.push_str("\ntool errors by reason (A → B)\n");
+            for e in &self.tool_errors {
+                out.push_str(&format!(
+                    "{:<38} {:<22} {:>3} → {:<3}\n",
+                    e.tool, e.reason, e.baseline, e.candidate
+                ));
+            }
+        }
+        if !self.metrics.is_empty() {
+            out.push_str(&format!(
+                "\n{:<24} {:>10} {:>10} {:>10} {:>8}\n",
+                "per run (median)", "A", "B", "HL shift", "perm p"
+            ));
+            for m in &self.metrics {
+                out.push_str(&format!(
+                    "{:<24} {:>10.3} {:>10.3} {:>+10.3} {:>8}\n",
+                    m.metric,
+                    m.baseline_median,
+                    m.candidate_median,
+                    m.hodges_lehmann,
+                    m.permutation_p
+                        .map_or("-".to_owned(), |p| format!("{p:.3}"))
+                ));
+            }
+        }
+        out
+    }
+
+    /// A pull-request comment in the seed's shape: the verdict line, the task table
+    /// (score A → B, Δ, Fisher p, flag threshold, minutes, steps), failed checks.
+    pub fn to_markdown(&self) -> String {
+        let v = &self.verdict;
+        let icon = match v.kind {
+            verdict::VerdictKind::Regressed => "🔴",
+            verdict::VerdictKind::Improved => "🟢",
+            verdict::VerdictKind::Invalid => "🟡",
+            _ => "⚪",
+        };
+        let mut out = format!("### Eval results\n\n**Verdict: {icon} {}**\n\n", v.line);
+        out.push_str(&format!(
+            "{} runs per arm · one-sided Fisher exact per target (Tarone K = {}) · run-level exact permutation · α = {} · plan `{}`\n\n",
+            self.runs_per_arm,
+            v.regression.k,
+            self.alpha,
+            &self.plan_digest[..12.min(self.plan_digest.len())]
+        ));
+        out.push_str("| Task | Score | Δ score | Fisher test (one-sided) | flagged at | Avg min | Avg steps |\n|---|---|---|---|---|---|---|\n");
+        let avg = |side: Side, f: &dyn Fn(&Member) -> Option<f64>| -> String {
+            let xs: Vec<f64> = self
+                .runs
+                .iter()
+                .filter(|m| m.arm == side)
+                .filter_map(f)
+                .collect();
+            if xs.is_empty() {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", xs.iter().sum::<f64>() / xs.len() as f64)
+            }
+        };
+        let minutes = format!(
+            "{} → {}",
+            avg(Side::Baseline, &|m| Some(m.minutes)),
+            avg(Side::Candidate, &|m| Some(m.minutes))
+        );
+        let steps = format!(
+            "{} → {}",
+            avg(Side::Baseline, &|m| m.turns),
+            avg(Side::Candidate, &|m| m.turns)
+        );
+        for t in &v.targets {
+            let (a, b) = (t.baseline.tally(), t.candidate.tally());
+            let score = if a.rate() == b.rate() {
+                pct(a.rate())
+            } else {
+                format!("{} → {}", pct(a.rate()), pct(b.rate()))
+            };
+            out.push_str(&format!(
+                "| {} | {score} | {:+.0} pp | p = {:.2}{} | {} | {minutes} | {steps} |\n",
+                t.name,
+                t.delta * 100.0,
+                t.p_regression.value,
+                if t.regressed { " **regressed**" } else { "" },
+                flag_text(t),
+            ));
+        }
+        if !self.checks.is_empty() {
+            out.push_str("\n#### Failed checks\n\n| Task | Check | Failed |\n|---|---|---|\n");
+            for c in &self.checks {
+                let na = self.runs.iter().filter(|m| m.arm == Side::Baseline).count();
+                let nb = self
+                    .runs
+                    .iter()
+                    .filter(|m| m.arm == Side::Candidate)
+                    .count();
+                out.push_str(&format!(
+                    "| {} | {} | {}/{na} → {}/{nb}{} |\n",
+                    c.target,
+                    c.check,
+                    c.baseline,
+                    c.candidate,
+                    if c.new_in_candidate { " (new)" } else { "" }
+                ));
+            }
+        }
+        out
+    }
+
+    /// JUnit XML: one test case per target (failure when regressed, skipped when untestable)
+    /// and one for the run level.
+    pub fn to_junit(&self) -> String {
+        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+        let mut suite = TestSuite::new(format!("patchdiff compare {}", self.comparison));
+        for t in &self.verdict.targets {
+            let status = if t.regressed {
+                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                s.set_message(format!(
+                    "regressed: {}/{} → {}/{}, p = {:.4}",
+                    t.baseline.passed,
+                    t.baseline.tally().runs,
+                    t.candidate.passed,
+                    t.candidate.tally().runs,
+                    t.p_regression.value
+                ));
+                s
+            } else if !t.testable {
+                let mut s = TestCaseStatus::skipped();
+                s.set_message("untestable at this N (Tarone)");
+                s
+            } else {
+                TestCaseStatus::success()
+            };
+            let mut case = TestCase::new(t.name.clone(), status);
+            case.set_classname("target");
+            suite.add_test_case(case);
+        }
+        let run_regressed = self
+            .verdict
+            .run_level
+            .as_ref()
+            .is_some_and(|r| r.p_regression.value <= self.alpha);
+        let status = if run_regressed {
+            TestCaseStatus::non_success(NonSuccessKind::Failure)
+        } else {
+            TestCaseStatus::success()
+        };
+        let mut case = TestCase::new("targets passed per run", status);
+        case.set_classname("run_level");
+        suite.add_test_case(case);
+        let mut report = Report::new("patchdiff compare");
+        report.add_test_suite(suite);
+        report.to_string().unwrap_or_default()
+    }
+
+    /// Tidy rows for a dataframe: one per (run, target).
+    pub fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "arm,slot,run,attempts,target,class,failing_checks,minutes,turns,tool_calls,tool_errors,tokens_in,cache_read,cache_write,tokens_out,cost_usd\n",
+        );
+        let opt = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
+        for m in &self.runs {
+            for (i, t) in self.verdict.targets.iter().enumerate() {
+                let class = match m.outcomes.get(i) {
+                    Some(Outcome::Pass) => "pass",
+                    Some(Outcome::Fail) => "FAIL",
+                    Some(Outcome::InfraError) => "infra_error",
+                    Some(Outcome::Flaky) => "flaky",
+                    None => "",
+                };
+                let checks = m
+                    .failing_checks
+                    .get(&t.name)
+                    .map(|c| c.join(";"))
+                    .unwrap_or_default();
+                out.push_str(&format!(
+                    "{},{},{},{},{},{class},{},{},{},{},{},{},{},{},{},{}\n",
+                    m.arm.name(),
+                    m.slot,
+                    m.run_id,
+                    m.attempts,
+                    csv_field(&t.name),
+                    csv_field(&checks),
+                    m.minutes,
+                    opt(m.turns),
+                    opt(m.tool_calls),
+                    m.tool_errors,
+                    opt(m.tokens_in),
+                    opt(m.cache_read),
+                    opt(m.cache_write),
+                    opt(m.tokens_out),
+                    opt(m.cost_usd),
+                ));
+            }
+        }
+        out
+    }
+
+    /// `report.json`'s content.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let tmp = path.with_extension("tmp-write");
+    let _ = std::fs::remove_file(&tmp);
+    crate::evidence::write_new_private(&tmp, bytes)
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// Writes the report's files, `SHA256SUMS` (plan, manifest, openings, report files and every
+/// counted member run's `manifest.seal`; `sha256sum -c` works from the comparison directory)
+/// and `compare.seal` (the SHA-256 of `SHA256SUMS`) into the comparison directory.
+pub fn write(dir: &Path, report: &CompareReport) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(&report.to_json()).map_err(|e| e.to_string())?;
+    let text = crate::display::visible(&report.to_text()).into_owned();
+    let files: [(&str, String); 5] = [
+        ("report.txt", text),
+        ("report.json", json + "\n"),
+        ("report.md", report.to_markdown()),
+        ("report.junit.xml", report.to_junit()),
+        ("runs.csv", report.to_csv()),
+    ];
+    for (name, body) in &files {
+        replace_file(&dir.join(name), body.as_bytes())?;
+    }
+    let mut listed: Vec<String> = ["plan.toml", "plan.seal", "manifest.json", "openings.jsonl"]
+        .into_iter()
+        .filter(|f| dir.join(f).is_file())
+        .map(str::to_owned)
+        .collect();
+    listed.extend(REPORT_FILES.iter().map(|s| (*s).to_owned()));
+    for m in &report.runs {
+        let seal = format!(
+            "runs/{}/{}/{}",
+            m.slot,
+            m.run_id,
+            crate::evidence::SEAL_FILE
+        );
+        if dir.join(&seal).is_file() {
+            listed.push(seal);
+        }
+    }
+    let mut sums = String::new();
+    for rel in &listed {
+        let digest = crate::evidence::file_digest(&dir.join(rel))
+            .map_err(|e| format!("cannot read {rel}: {e}"))?;
+        sums.push_str(&format!("{digest}  {rel}\n"));
+    }
+    replace_file(&dir.join(crate::evidence::SUMS_FILE), sums.as_bytes())?;
+    let seal = format!(
+        "patchdiff-compare-seal 1\ncomparison {}\nplan {}\nSHA256 ({}) = {}\n",
+        report.comparison,
+        report.plan_digest,
+        crate::evidence::SUMS_FILE,
+        stats_sha256(sums.as_bytes())
+    );
+    replace_file(&dir.join(COMPARE_SEAL_FILE), seal.as_bytes())
+}
+
+fn stats_sha256(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Whether `dir` is a comparison directory (it holds `plan.seal`).
+pub fn is_comparison_dir(dir: &Path) -> bool {
+    dir.join(matrix::PLAN_SEAL_FILE).is_file()
+}
+
+/// `patchdiff verify CMP_DIR`: every member run verified (inside [`compute`]), the plan seal,
+/// `SHA256SUMS` and `compare.seal`, and `report.json` equal to a fresh recomputation. Returns
+/// the problems found (empty: verified) and the recomputed report.
+pub async fn verify_comparison(
+    dir: &Path,
+    verify_options: &crate::verify::VerifyOptions,
+) -> Result<(Vec<String>, CompareReport), String> {
+    let fresh = compute(dir, &[], verify_options).await?;
+    let mut problems: Vec<String> = Vec::new();
+    for m in &fresh.runs {
+        if !m.verified {
+            problems.push(format!(
+                "member run {} ({}) fails `patchdiff verify`",
+                m.slot, m.run_id
+            ));
+        }
+    }
+    // Through text, as report.json was written, so number representations compare alike.
+    let recomputed: Value = serde_json::to_string(&fresh.to_json())
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    match read_json(&dir.join("report.json")) {
+        Ok(stored) if stored == recomputed => {}
+        Ok(_) => problems
+            .push("report.json differs from a fresh recomputation from the sealed runs".to_owned()),
+        Err(e) => problems.push(format!("report.json: {e}")),
+    }
+    match std::fs::read_to_string(dir.join(crate::evidence::SUMS_FILE)) {
+        Ok(sums) => {
+            for line in sums.lines() {
+                let Some((digest, rel)) = line.split_once("  ") else {
+                    problems.push(format!("SHA256SUMS: malformed line {line:?}"));
+                    continue;
+                };
+                match crate::evidence::file_digest(&dir.join(rel)) {
+                    Ok(d) if d == digest => {}
+                    Ok(_) => problems.push(format!("{rel}: digest differs from SHA256SUMS")),
+                    Err(e) => problems.push(format!("{rel}: {e}")),
+                }
+            }
+            let seal = std::fs::read_to_string(dir.join(COMPARE_SEAL_FILE)).unwrap_or_default();
+            let want = format!(
+                "SHA256 ({}) = {}",
+                crate::evidence::SUMS_FILE,
+                stats_sha256(sums.as_bytes())
+            );
+            if !seal.lines().any(|l| l == want) {
+                problems.push(format!(
+                    "{COMPARE_SEAL_FILE} does not seal SHA256SUMS (want `{want}`)"
+                ));
+            }
+        }
+        Err(e) => problems.push(format!("SHA256SUMS: {e}")),
+    }
+    Ok((problems, fresh))
+}
+
+/// The plan's sensitivity table for printing at plan time: flag thresholds and power.
+pub fn plan_sensitivity(plan: &Plan) -> Result<String, String> {
+    let design = Design::new(plan.runs, plan.alpha).map_err(|e| e.to_string())?;
+    let table = super::power::PowerTable::of(design).map_err(|e| e.to_string())?;
+    Ok(table.render_text())
+}
