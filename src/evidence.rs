@@ -130,7 +130,7 @@ pub struct WireRecord {
     pub sha256: Option<String>,
 }
 
-/// The most message bytes one process records in full in its wire log: 1 GiB (issue 23 item 8).
+/// The most message bytes one process records in full in its wire log: 1 GiB, so a run's evidence cannot grow without bound.
 /// Each message is recorded once, as its bytes (a JSON string: a JSON-RPC line grows by its
 /// escaped `"` and `\`, at most 2×; bytes that are not UTF-8 are hex, 2×), plus about 200 bytes
 /// of record fields and chain link. A message that would take the process past this bound is

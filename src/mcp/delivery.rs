@@ -1,5 +1,5 @@
-//! What an agent host delivers of a tool result, and how every result is shaped to fit it
-//! (issue 25 item 1, issue 23 item 8).
+//! What an agent host delivers of a tool result, and how every result is shaped to fit it, so
+//! that nothing between the agent and the edit backend fails the agent for reasons of ours.
 //!
 //! A host does not hand the model whatever the server answers: Claude Code replaces a long
 //! result by a note pointing at a file the sealed agent cannot read, and cuts the middle out of
@@ -40,7 +40,7 @@ pub struct HostLimit {
     pub measured: &'static str,
 }
 
-/// Each supported agent host's delivery limits (issue 25 item 1). The budgets below follow
+/// Each supported agent host's delivery limits, measured. The budgets below follow
 /// from the smallest figures here.
 pub const HOST_LIMITS: [HostLimit; 2] = [
     HostLimit {
@@ -273,7 +273,8 @@ mod tests {
     #[test]
     fn a_page_ends_after_a_newline_within_the_budget_and_on_a_char_boundary() {
         let content = "ab\ncd\nef";
-        assert_eq!(page_end(content, 0, 7, usize::MAX), 6);
+        assert_eq!(page_end(content, 0, 7, usize::MAX), 3);
+        assert_eq!(page_end(content, 0, 8, usize::MAX), 6);
         assert_eq!(page_end(content, 0, 100, usize::MAX), content.len());
         assert_eq!(page_end(content, 0, 100, 4), 3);
         let long = "é".repeat(10);

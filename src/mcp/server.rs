@@ -662,7 +662,7 @@ fn unknown_scope(found: &Discovery, name: &str, target: &str) -> DomainError {
     )
 }
 
-/// One page of `t`'s content from byte `offset` (issue 25 item 1): as many bytes as fit in
+/// One page of `t`'s content from byte `offset`, so a host delivers it whole: as many bytes as fit in
 /// one result ([`delivery::RESULT_BUDGET_BYTES`], escapes counted) and `limit`, ending after a
 /// line end when it stops early. `OUT_OF_RANGE` for an offset past the end or inside a
 /// character, or a `limit` of 0.
@@ -1205,7 +1205,7 @@ impl PatchdiffServer {
         self.profile != Profile::Full
     }
 
-    /// Issue 25 item 1: a result an agent host would not deliver whole
+    /// A result an agent host would not deliver whole
     /// ([`delivery::RESULT_BUDGET_BYTES`]) is never sent to an agent; paging keeps every tool
     /// below it, and one that still grew past it becomes a `RESULT_TOO_LARGE` error naming its
     /// size and what to ask for instead.

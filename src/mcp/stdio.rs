@@ -47,7 +47,7 @@ pub const LINE_ENVELOPE_BYTES: usize = 1024 * 1024;
 /// escaping ([`WORST_ESCAPE_FACTOR`]: 32 MiB of control characters is 192 MiB of JSON), plus
 /// [`LINE_ENVELOPE_BYTES`]. So every legal submission fits whatever it holds, and the limit an
 /// agent must respect is the one on unescaped text. Longer lines are discarded unbuffered and
-/// answered with an error (issue 23 item 8). The console's own client accepts replies up to the
+/// answered with an error. The console's own client accepts replies up to the
 /// same bound (`canary::client`).
 pub const MAX_LINE_BYTES: usize =
     WORST_ESCAPE_FACTOR * MAX_SUBMISSION_TEXT_BYTES + LINE_ENVELOPE_BYTES;
