@@ -1140,3 +1140,44 @@ fn a_key_the_model_puts_into_tool_arguments_reaches_no_file_of_the_run() {
         "two requests and the error that echoes one: {wire}"
     );
 }
+
+/// Issue 25 item 2: the step's timeout holds from the step's start, the work before the host
+/// starts included. TEST HOST: the real CLI behind a wrapper whose `--version` never answers
+/// (a host stuck before it starts; the only way to stall that phase on purpose). Before, the
+/// console waited out its own 20 s for `--version` and then gave the host the whole timeout.
+#[test]
+fn agent_timeout_holds_when_the_host_is_stuck_before_it_starts() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let wrapper = runs.path().join("claude-stuck-before-start");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --version ]; then exec sleep 120; fi\nexec {:?} \"$@\"\n",
+            claude()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=8\nreport\n";
+    let started = std::time::Instant::now();
+    let output = run_canary(runs.path(), &script(runs.path(), body), &model, &wrapper);
+    let took = started.elapsed();
+    let report = report(&output);
+    let agent = step(&report, "agent");
+    assert_eq!(agent["ok"], false, "{report:#}");
+    let summary = agent["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("timeout of 8 s ran out before the host started")
+            && summary.contains("--version"),
+        "{summary}"
+    );
+    assert_eq!(report["agent_stop"]["acted"], false, "{report:#}");
+    // init, an 8 s agent step and the report: well under the 20 s `--version` wait alone.
+    assert!(took < std::time::Duration::from_secs(19), "{took:?}");
+    assert!(model.statuses().is_empty(), "the host never started");
+}
