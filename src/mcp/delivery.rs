@@ -91,6 +91,10 @@ pub const REASON_BYTES: usize = 600;
 /// Longest one-line text summary, in bytes.
 pub const SUMMARY_BYTES: usize = 300;
 
+/// What a page leaves free beside its envelope for the fields added after it is cut (line
+/// numbers, `next_offset`, `how_to_continue`) and the text block's summary, in bytes.
+pub const PAGE_RESERVE_BYTES: usize = SUMMARY_BYTES + 400;
+
 /// The ids an agent needs, in the order every result leads with them.
 pub const IDS: [&str; 5] = [
     "revision",

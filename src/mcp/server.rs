@@ -698,7 +698,7 @@ fn read_page(
     });
     // The envelope, its line numbers and the continuation hint (at most ~200 bytes) beside
     // the content.
-    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&page) + 300);
+    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&page) + delivery::PAGE_RESERVE_BYTES);
     let end = delivery::page_end(&t.content, offset, room, limit.unwrap_or(usize::MAX));
     let line_of = |byte: usize| kernel::position_of(&t.content, byte).map_or(0, |p| p.line);
     let has_more = end < total;
@@ -727,7 +727,7 @@ fn read_page(
 fn bound_observed_text(mut value: Value) -> Value {
     let text = value["text"].as_str().unwrap_or_default().to_owned();
     value["text"] = json!("");
-    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&value) + 400);
+    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&value) + delivery::PAGE_RESERVE_BYTES);
     let end = delivery::page_end(&text, 0, room, usize::MAX);
     if end == text.len() {
         value["text"] = json!(text);
@@ -861,7 +861,7 @@ impl PatchdiffServer {
             }
             // Room for the page's occurrences: the budget less the envelope and its hint.
             let room = delivery::RESULT_BUDGET_BYTES
-                .saturating_sub(delivery::json_len(&result) + 400);
+                .saturating_sub(delivery::json_len(&result) + delivery::PAGE_RESERVE_BYTES);
             let mut used = 0;
             let mut occurrences = Vec::new();
             for &start in page {
@@ -1216,8 +1216,12 @@ impl PatchdiffServer {
         if !self.for_agent() || result.is_error == Some(true) {
             return response;
         }
-        let size = result.structured_content.as_ref().map_or(0, delivery::json_len)
-            + delivery::SUMMARY_BYTES;
+        let text: usize = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len()))
+            .sum();
+        let size = result.structured_content.as_ref().map_or(0, delivery::json_len) + text;
         if size <= delivery::RESULT_BUDGET_BYTES {
             return response;
         }
