@@ -9,8 +9,11 @@
 //!
 //! - `read_target` and `find_occurrences` page (`offset`, `next_offset`, `has_more`, `total`),
 //!   and a page that stops early says how to get the rest (`how_to_continue`);
-//! - content travels once: the structured content is the result, the text block is a one-line
-//!   summary of its ids, never a second copy (see [`summary_of`]);
+//! - content travels once: a successful result is its structured content, with a one-line
+//!   summary of its ids as the text block, never a second copy (see [`summary_of`]); an error
+//!   (at most [`ERROR_BUDGET_BYTES`]) is its JSON as the text block, because that is all Claude
+//!   Code hands the model of an `isError` result, and also its structured content for the
+//!   clients that read that;
 //! - the ids an agent needs come first ([`ids_first`]; serde_json's `preserve_order` keeps the
 //!   order on the wire), so a cut, if any host makes one, takes the tail and not the ids;
 //! - a rejection lists at most [`REASONS_LISTED`] reasons in full and summarises the rest
@@ -56,8 +59,8 @@ pub const HOST_LIMITS: [HostLimit; 2] = [
                    to 103,000 characters were replaced by `Error: result (N characters) exceeds \
                    maximum allowed tokens. Output has been saved to …`, 39,000 passed; an isError \
                    result keeps its first and last 5,000 characters around `... [N characters \
-                   truncated] ...`; on success it forwards only structuredContent, on isError \
-                   both structuredContent and the text blocks",
+                   truncated] ...`; on success it hands the model only structuredContent, on \
+                   isError only the text blocks (tests/host_delivery.rs, 2026-12-02)",
     },
     HostLimit {
         host: "Codex 0.169.0",
@@ -211,19 +214,25 @@ pub fn page_end(content: &str, offset: usize, budget: usize, max_bytes: usize) -
     end
 }
 
-/// A rejection's reasons bounded for delivery: the first [`REASONS_LISTED`], each cut to
-/// [`REASON_BYTES`], and — when more were given — a summary of the rest counted by code, e.g.
-/// `56 more: 50 OLD_TEXT_NOT_FOUND, 6 OBSERVATION_STALE (operations 9–64)`.
-pub fn bounded_reasons(reasons: &[String], codes: &[String]) -> (Vec<String>, Option<String>) {
+/// A rejection's reasons bounded for delivery: the first `listed` (at most
+/// [`REASONS_LISTED`]), each cut to [`REASON_BYTES`], and — when more were given — a summary of
+/// the rest counted by code, e.g. `56 more not listed: 50 OLD_TEXT_NOT_FOUND, 6
+/// OBSERVATION_STALE (reasons 9–64)`.
+pub fn bounded_reasons(
+    reasons: &[String],
+    codes: &[String],
+    listed: usize,
+) -> (Vec<String>, Option<String>) {
+    let shown = listed.min(REASONS_LISTED).min(reasons.len());
     let listed = reasons
         .iter()
-        .take(REASONS_LISTED)
+        .take(shown)
         .map(|r| cut(r, REASON_BYTES))
         .collect();
-    if reasons.len() <= REASONS_LISTED {
+    if reasons.len() <= shown {
         return (listed, None);
     }
-    let rest = &codes[REASONS_LISTED.min(codes.len())..];
+    let rest = &codes[shown.min(codes.len())..];
     let mut counted: Vec<(String, usize)> = Vec::new();
     for code in rest {
         match counted.iter_mut().find(|(c, _)| c == code) {
@@ -236,13 +245,13 @@ pub fn bounded_reasons(reasons: &[String], codes: &[String]) -> (Vec<String>, Op
         .map(|(c, n)| format!("{n} {c}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let omitted = reasons.len() - REASONS_LISTED;
+    let omitted = reasons.len() - shown;
     let summary = if by_code.is_empty() {
         format!("{omitted} more reasons not listed")
     } else {
         format!(
             "{omitted} more not listed: {by_code} (reasons {}–{}); fix the listed ones and submit again to see the rest",
-            REASONS_LISTED + 1,
+            shown + 1,
             reasons.len()
         )
     };
@@ -250,9 +259,19 @@ pub fn bounded_reasons(reasons: &[String], codes: &[String]) -> (Vec<String>, Op
 }
 
 /// The structured content of an `isError` domain failure, `{"error": {code, message}}`, with
-/// the message cut so the result stays within [`ERROR_BUDGET_BYTES`].
+/// the message cut so the whole stays within [`ERROR_BUDGET_BYTES`] (escapes counted).
 pub fn error_value(code: &str, message: &str) -> Value {
-    json!({ "error": { "code": code, "message": cut(message, ERROR_BUDGET_BYTES - 2 * SUMMARY_BYTES - 200) } })
+    let mut message = message.to_owned();
+    loop {
+        let value = json!({ "error": { "code": code, "message": message } });
+        let size = json_len(&value);
+        if size <= ERROR_BUDGET_BYTES || message.is_empty() {
+            return value;
+        }
+        // Each byte cut may have taken up to 6 bytes escaped: cut at least the excess.
+        let keep = message.len().saturating_sub(size - ERROR_BUDGET_BYTES + 8);
+        message = cut(&message, keep);
+    }
 }
 
 #[cfg(test)]
@@ -296,7 +315,7 @@ mod tests {
         let codes: Vec<String> = (1..=64)
             .map(|i| if i % 2 == 0 { "OLD_TEXT_NOT_FOUND" } else { "OBSERVATION_STALE" }.to_owned())
             .collect();
-        let (listed, rest) = bounded_reasons(&reasons, &codes);
+        let (listed, rest) = bounded_reasons(&reasons, &codes, REASONS_LISTED);
         assert_eq!(listed.len(), REASONS_LISTED);
         let rest = rest.unwrap();
         assert!(rest.starts_with("56 more not listed: 28 OBSERVATION_STALE, 28 OLD_TEXT_NOT_FOUND (reasons 9–64)"), "{rest}");

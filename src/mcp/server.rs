@@ -180,30 +180,33 @@ type ToolResult = Result<CallToolResult, ErrorData>;
 fn ok_result(value: impl Serialize) -> ToolResult {
     let value = serde_json::to_value(value)
         .map_err(|e| ErrorData::internal_error(format!("cannot serialize result: {e}"), None))?;
-    Ok(with_summary(delivery::ids_first(value), false, None))
+    Ok(with_summary(delivery::ids_first(value), false))
 }
 
-/// An `isError` result (M5): structured `{"error": {code, message}}` (the message cut to fit
-/// [`delivery::ERROR_BUDGET_BYTES`]) and a one-line `CODE: message` summary an agent can act on.
+/// An `isError` result (M5): `{"error": {code, message}}` (the message cut to fit
+/// [`delivery::ERROR_BUDGET_BYTES`]) as both the text block and the structured content.
 fn domain_error(err: DomainError) -> ToolResult {
-    let structured = delivery::error_value(err.code.as_str(), &err.message);
-    let summary = format!("{}: {}", err.code.as_str(), err.message);
-    Ok(with_summary(structured, true, Some(summary)))
+    Ok(with_summary(
+        delivery::error_value(err.code.as_str(), &err.message),
+        true,
+    ))
 }
 
-/// A result of `structured` content and one text block: `summary` (cut to
-/// [`delivery::SUMMARY_BYTES`]) or the ids of `structured` ([`delivery::summary_of`]).
-///
-/// Why not the serialized JSON as the text block, as MCP suggests for backwards compatibility:
-/// it sends every result twice (a 1 MiB `read_target` was a 2.08 MB line and a 2.08 MB wire-log
-/// record), a host that shows both on an error (Claude Code) halves what fits, and both
-/// supported hosts read `structuredContent` ([`delivery::HOST_LIMITS`]).
-fn with_summary(structured: Value, is_error: bool, summary: Option<String>) -> CallToolResult {
-    let summary = summary.map_or_else(
-        || delivery::summary_of(&structured),
-        |s| delivery::cut(&s, delivery::SUMMARY_BYTES),
-    );
-    let content = vec![ContentBlock::text(summary)];
+/// A result of `structured` content and one text block. A success's text block is the
+/// one-line summary of its ids ([`delivery::summary_of`]), not a copy: content travels once.
+/// Why not the serialized JSON, as MCP suggests for backwards compatibility: it sent every
+/// result twice (a 1 MiB `read_target` was a 2.08 MB line and a 2.08 MB wire-log record), and
+/// both supported hosts read `structuredContent` of a success ([`delivery::HOST_LIMITS`]).
+/// An error's text block is its JSON: Claude Code hands the model only the text blocks of an
+/// `isError` result; errors are small ([`delivery::ERROR_BUDGET_BYTES`]), so the second copy
+/// in the structured content (for clients that read that) is bounded too.
+fn with_summary(structured: Value, is_error: bool) -> CallToolResult {
+    let text = if is_error {
+        structured.to_string()
+    } else {
+        delivery::summary_of(&structured)
+    };
+    let content = vec![ContentBlock::text(text)];
     let mut result = if is_error {
         CallToolResult::error(content)
     } else {
@@ -749,24 +752,34 @@ fn bound_observed_text(mut value: Value) -> Value {
 }
 
 /// A receipt as delivered (K3, M6): ids first, at most [`delivery::REASONS_LISTED`] reasons
-/// in full with `reasons_total` and `reasons_omitted` summarising the rest; `reason_codes`
-/// stays whole (one short code per reason). Deterministic, so an identical retry's result is
-/// the same bytes (K4).
+/// in full with `reasons_total` and `reasons_omitted` summarising the rest — fewer when a
+/// rejection would not fit [`delivery::ERROR_BUDGET_BYTES`]; `reason_codes` stays whole (one
+/// short code per operation, at most 64). Deterministic, so an identical retry's result is the
+/// same bytes (K4).
 fn receipt_view(receipt: &crate::store::Receipt) -> Result<Value, ErrorData> {
-    let mut value = serde_json::to_value(receipt)
+    let value = serde_json::to_value(receipt)
         .map_err(|e| ErrorData::internal_error(format!("cannot serialize receipt: {e}"), None))?;
     let codes: Vec<String> = receipt
         .reason_codes
         .iter()
         .map(|c| c.as_str().to_owned())
         .collect();
-    let (listed, omitted) = delivery::bounded_reasons(&receipt.reasons, &codes);
-    value["reasons"] = json!(listed);
-    if let Some(omitted) = omitted {
-        value["reasons_total"] = json!(receipt.reasons.len());
-        value["reasons_omitted"] = json!(omitted);
+    let rejected = receipt.outcome != crate::store::Outcome::Accepted;
+    let mut listed = delivery::REASONS_LISTED;
+    loop {
+        let mut view = value.clone();
+        let (reasons, omitted) = delivery::bounded_reasons(&receipt.reasons, &codes, listed);
+        view["reasons"] = json!(reasons);
+        if let Some(omitted) = omitted {
+            view["reasons_total"] = json!(receipt.reasons.len());
+            view["reasons_omitted"] = json!(omitted);
+        }
+        let view = delivery::ids_first(view);
+        if !rejected || listed == 0 || delivery::json_len(&view) <= delivery::ERROR_BUDGET_BYTES {
+            return Ok(view);
+        }
+        listed -= 1;
     }
-    Ok(delivery::ids_first(value))
 }
 
 /// The innermost scope containing `[start, end)` (UTF-8 bytes), if any.
@@ -954,17 +967,7 @@ impl PatchdiffServer {
                 let accepted = receipt.outcome == crate::store::Outcome::Accepted;
                 span.attr("outcome", if accepted { "accepted" } else { "rejected" });
                 span.finish(Outcome::Ok);
-                let text = if accepted {
-                    format!("accepted at revision {}", receipt.revision)
-                } else {
-                    format!(
-                        "rejected ({} reason{}): {}",
-                        receipt.reasons.len(),
-                        if receipt.reasons.len() == 1 { "" } else { "s" },
-                        receipt.reasons.first().map_or("", String::as_str)
-                    )
-                };
-                Ok(with_summary(receipt_view(&receipt)?, !accepted, Some(text)))
+                Ok(with_summary(receipt_view(&receipt)?, !accepted))
             }
             Err(e) => {
                 span.finish(Outcome::Failed);
