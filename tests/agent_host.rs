@@ -546,9 +546,11 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
     .unwrap();
     // TEST MODEL: reads one target, then never answers again.
     let model = Model::start(runs.path(), &plan, "stall");
-    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=8\nexport\nreport\n";
+    // The timeout counts from the step's start (the checks before the host starts included):
+    // 15 s leave a loaded machine's CLI time to reach its first model turn.
+    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=15\nexport\nreport\n";
     let output = run_canary(runs.path(), &script(runs.path(), body), &model, &claude());
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stdout));
     let report = report(&output);
     let agent = step(&report, "agent");
     assert_eq!(agent["ok"], false);
@@ -556,7 +558,7 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
         agent["summary"]
             .as_str()
             .unwrap()
-            .contains("timed out after 8 s"),
+            .contains("timed out after 15 s"),
         "{agent}"
     );
     let host = &report["agent_host"];
