@@ -180,12 +180,11 @@ impl rmcp::ServerHandler for Bare {
         _request: CallToolRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        let mut r = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
-            format!(
+        let mut r =
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(format!(
                 "revision {}, sha256 {}; the result is the structured content",
                 self.body["revision"], self.body["sha256"]
-            ),
-        )]);
+            ))]);
         r.structured_content = Some(self.body.clone());
         Ok(rmcp::model::CallToolResponse::Complete(r))
     }
@@ -407,8 +406,14 @@ async fn wire_log_per_read(
     let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "patchdiff_read_target", "arguments": {"target": "big"}}});
     let result = json!({"jsonrpc": "2.0", "id": 1, "result": old});
-    log.record(patchdiff::evidence::Direction::Request, request.to_string().as_bytes());
-    log.record(patchdiff::evidence::Direction::Result, result.to_string().as_bytes());
+    log.record(
+        patchdiff::evidence::Direction::Request,
+        request.to_string().as_bytes(),
+    );
+    log.record(
+        patchdiff::evidence::Direction::Result,
+        result.to_string().as_bytes(),
+    );
     let before = std::fs::metadata(&before_log)?.len();
 
     // After: the real server's wire log over every page of the same content.
@@ -437,7 +442,11 @@ async fn wire_log_per_read(
     }
     ours.cancel().await?;
     if read != source {
-        bail!("the pages do not add up to the target ({} of {} bytes)", read.len(), source.len());
+        bail!(
+            "the pages do not add up to the target ({} of {} bytes)",
+            read.len(),
+            source.len()
+        );
     }
     let after = std::fs::metadata(&after_log)?.len() - start;
     println!();

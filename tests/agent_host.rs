@@ -550,7 +550,12 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
     // 15 s leave a loaded machine's CLI time to reach its first model turn.
     let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=15\nexport\nreport\n";
     let output = run_canary(runs.path(), &script(runs.path(), body), &model, &claude());
-    assert_eq!(output.status.code(), Some(1), "{}", String::from_utf8_lossy(&output.stdout));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let report = report(&output);
     let agent = step(&report, "agent");
     assert_eq!(agent["ok"], false);
@@ -1182,6 +1187,9 @@ fn agent_timeout_holds_when_the_host_is_stuck_before_it_starts() {
     // The step ended at its timeout, not after the 20 s `--version` wait plus a host run. (The
     // run as a whole also waits once, before `init`, for the version the manifest records.)
     let elapsed = agent["elapsed_ms"].as_u64().unwrap();
-    assert!((8_000..10_000).contains(&elapsed), "{elapsed} ms; run {took:?}");
+    assert!(
+        (8_000..10_000).contains(&elapsed),
+        "{elapsed} ms; run {took:?}"
+    );
     assert!(model.statuses().is_empty(), "the host never started");
 }

@@ -67,7 +67,9 @@ async fn launch(dir: &Path, profile: &str, env: Vec<(String, String)>) -> McpPro
         env,
         stderr: dir.join(format!("{profile}.stderr.log")),
     };
-    McpProcess::launch(&spec).await.expect("patchdiff mcp starts")
+    McpProcess::launch(&spec)
+        .await
+        .expect("patchdiff mcp starts")
 }
 
 /// Initializes `target` from `content` through a full-profile process.
@@ -87,7 +89,9 @@ async fn init(dir: &Path, target: &str, language: &str, content: &str) {
 /// A Python module of about `bytes` bytes shaped like CPython's `argparse.py`: classes with
 /// docstrings, quotes, backslashes and `self` on most lines (escapes count against a page).
 fn argparse_like(bytes: usize) -> String {
-    let mut s = String::from("\"\"\"Command-line parsing library, argparse-like.\"\"\"\n\nimport os as _os\nimport re as _re\n\n");
+    let mut s = String::from(
+        "\"\"\"Command-line parsing library, argparse-like.\"\"\"\n\nimport os as _os\nimport re as _re\n\n",
+    );
     let mut i = 0;
     while s.len() < bytes {
         s.push_str(&format!(
@@ -145,7 +149,11 @@ async fn an_11_mib_submission_of_control_characters_is_accepted_and_replays_to_t
         .await
         .expect("an 11 MiB submission gets an answer, not a transport refusal");
     assert!(!receipt.is_error, "{}", receipt.text);
-    assert_eq!(receipt.structured["outcome"], "accepted", "{}", receipt.text);
+    assert_eq!(
+        receipt.structured["outcome"], "accepted",
+        "{}",
+        receipt.text
+    );
     assert_eq!(receipt.structured["revision"], 1);
     // The journal: the fixture's entry, then the edit, alone on its page (K6).
     let (mut after, mut largest) = (Value::Null, String::new());
@@ -164,7 +172,10 @@ async fn an_11_mib_submission_of_control_characters_is_accepted_and_replays_to_t
         after = page["next_cursor"].clone();
     }
     assert!(largest.len() > 66 * 1024 * 1024, "{} bytes", largest.len());
-    assert!(largest.contains("\\u0001\\u0001"), "the edit's text is in the page");
+    assert!(
+        largest.contains("\\u0001\\u0001"),
+        "the edit's text is in the page"
+    );
     full.stop().await;
 }
 
@@ -253,7 +264,9 @@ fn preflight_of_a_9_8_mb_target_finishes() {
     let original = fixtures.join("calendar/original.js");
     let mut bytes = std::fs::read(&original).unwrap();
     while bytes.len() < 9_800_000 {
-        bytes.extend_from_slice(b"// padding: the target is large, its behaviour unchanged \"quoted\" \\ back\n");
+        bytes.extend_from_slice(
+            b"// padding: the target is large, its behaviour unchanged \"quoted\" \\ back\n",
+        );
     }
     std::fs::write(&original, &bytes).unwrap();
     let manifest_path = fixtures.join("manifest.json");
@@ -264,7 +277,11 @@ fn preflight_of_a_9_8_mb_target_finishes() {
             f["sha256"] = json!(sha256_hex(&bytes));
         }
     }
-    std::fs::write(&manifest_path, serde_json::to_vec_pretty(&manifest).unwrap()).unwrap();
+    std::fs::write(
+        &manifest_path,
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
     let script = dir.path().join("preflight.canary");
     std::fs::write(&script, "init\nlaunch observed\npreflight\n").unwrap();
     let runs = dir.path().join("runs");
@@ -304,7 +321,10 @@ fn preflight_of_a_9_8_mb_target_finishes() {
         .lines()
         .find(|l| l.contains("preflight"))
         .unwrap_or_else(|| panic!("{stdout}"));
-    assert!(line.contains("ok") && line.contains("targets fresh"), "{line}");
+    assert!(
+        line.contains("ok") && line.contains("targets fresh"),
+        "{line}"
+    );
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -371,12 +391,17 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         }
     }
     observed.stop().await;
-    assert!(offsets.len() >= 3 && finds.len() >= 2, "{offsets:?} {finds:?}");
+    assert!(
+        offsets.len() >= 3 && finds.len() >= 2,
+        "{offsets:?} {finds:?}"
+    );
 
     let mut plan = Vec::new();
     for (i, offset) in offsets.iter().enumerate() {
-        plan.push(json!({"step": format!("read-{i}"), "tool": "patchdiff_read_target",
-                         "args": {"target": "argparse", "offset": offset}}));
+        plan.push(
+            json!({"step": format!("read-{i}"), "tool": "patchdiff_read_target",
+                         "args": {"target": "argparse", "offset": offset}}),
+        );
     }
     for (i, offset) in finds.iter().enumerate() {
         plan.push(json!({"step": format!("find-{i}"), "tool": "patchdiff_find_occurrences",
@@ -390,10 +415,12 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
                         "new_text": "y"}))
         .collect();
     let request_key = "rejected-64-operations-key";
-    plan.push(json!({"step": "reject", "tool": "patchdiff_submit_observed_operations",
+    plan.push(
+        json!({"step": "reject", "tool": "patchdiff_submit_observed_operations",
                      "args": {"target": "argparse", "request_key": request_key,
                               "base_revision": "${obs.revision}", "operations": operations},
-                     "expect_error": true}));
+                     "expect_error": true}),
+    );
     let plan_path = dir.path().join("delivery.plan.jsonl");
     let lines: Vec<String> = plan.iter().map(Value::to_string).collect();
     std::fs::write(&plan_path, lines.join("\n") + "\n").unwrap();
@@ -443,7 +470,11 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         ("ANTHROPIC_API_KEY".to_owned(), "x".to_owned()),
     ];
     let output = Command::new(&run.binary)
-        .args(host::host_args(&run, &paths, "Read the target, find, and edit."))
+        .args(host::host_args(
+            &run,
+            &paths,
+            "Read the target, find, and edit.",
+        ))
         .current_dir(&workdir)
         .env_clear()
         .envs(host::host_env(Host::Claude, &paths, &provider))
@@ -459,7 +490,10 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(!stream.contains("saved to"), "a result was saved to a file");
-    assert!(!stream.contains("exceeds maximum allowed tokens"), "{stream}");
+    assert!(
+        !stream.contains("exceeds maximum allowed tokens"),
+        "{stream}"
+    );
     assert!(!stream.contains("characters truncated"), "a result was cut");
 
     // What the model was handed, tool result by tool result, in call order.
@@ -467,7 +501,12 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|v| v["type"] == "user")
-        .flat_map(|v| v["message"]["content"].as_array().cloned().unwrap_or_default())
+        .flat_map(|v| {
+            v["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter(|b| b["type"] == "tool_result")
         .map(|b| {
             let text = match &b["content"] {
@@ -484,7 +523,9 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         .collect();
     assert_eq!(results.len(), plan.len(), "{stream}");
     let leading = |text: &str| -> Value {
-        let start = text.find('{').unwrap_or_else(|| panic!("no JSON in {text}"));
+        let start = text
+            .find('{')
+            .unwrap_or_else(|| panic!("no JSON in {text}"));
         serde_json::Deserializer::from_str(&text[start..])
             .into_iter::<Value>()
             .next()
@@ -495,7 +536,10 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
     for (_, text) in &results[..offsets.len()] {
         read.push_str(leading(text)["content"].as_str().unwrap());
     }
-    assert_eq!(read, content, "the pages the model got add up to the target");
+    assert_eq!(
+        read, content,
+        "the pages the model got add up to the target"
+    );
     let mut found = 0;
     for (_, text) in &results[offsets.len()..offsets.len() + finds.len()] {
         let page = leading(text);

@@ -115,8 +115,14 @@ async fn results_carry_structured_content_once_with_the_ids_first(b: Backend) {
     // not a second copy; the ids lead the structured content (issue 25 item 1).
     let text = texts(&r);
     assert_eq!(text.len(), 1, "{text:?}");
-    assert!(text[0].len() <= 300 && !text[0].contains("addWindow"), "{text:?}");
-    assert!(text[0].contains(&format!("sha256 {}", sha256_hex(CALENDAR_JS.as_bytes()))), "{text:?}");
+    assert!(
+        text[0].len() <= 300 && !text[0].contains("addWindow"),
+        "{text:?}"
+    );
+    assert!(
+        text[0].contains(&format!("sha256 {}", sha256_hex(CALENDAR_JS.as_bytes()))),
+        "{text:?}"
+    );
     let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
     assert_eq!(keys[..2], ["revision", "sha256"], "{keys:?}");
     assert_eq!(s["has_more"], false);

@@ -21,9 +21,12 @@ pub fn patchdiff_exe() -> anyhow::Result<PathBuf> {
     let release = profile_dir.file_name().is_some_and(|p| p == "release");
     if let Some(cargo) = std::env::var_os("CARGO") {
         let mut build = std::process::Command::new(cargo);
-        build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "--bin", "patchdiff"]);
+        build.current_dir(env!("CARGO_MANIFEST_DIR")).args([
+            "build",
+            "--quiet",
+            "--bin",
+            "patchdiff",
+        ]);
         if release {
             build.arg("--release");
         }

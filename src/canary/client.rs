@@ -120,25 +120,33 @@ impl McpProcess {
         };
         // rmcp's own transport drops reply lines over 16 MiB and answers nothing, so a call
         // whose reply is longer would wait forever: this one accepts what our server may send.
-        let transport = AsyncRwTransport::new_client(stdout, stdin)
-            .with_max_line_length(REPLY_LINE_BYTES);
-        let handshake = tokio::time::timeout(CALL_DEADLINE, ().serve(transport));
-        let served = handshake.await.unwrap_or_else(|_| {
-            Err(rmcp::service::ClientInitializeError::ConnectionClosed(format!(
-                "no answer within {} s",
-                CALL_DEADLINE.as_secs()
-            )))
-        });
-        let client = served.map_err(|e| {
+        let transport =
+            AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(REPLY_LINE_BYTES);
+        let handshake = tokio::time::timeout(CALL_DEADLINE, ().serve(transport)).await;
+        let failed = |why: String| {
             let said = std::fs::read_to_string(&spec.stderr).unwrap_or_default();
-            let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             anyhow::anyhow!(
-                "the {} MCP process did not complete the MCP handshake ({e}); it said: {} (full stderr: {})",
+                "the {} MCP process did not complete the MCP handshake ({why}); it said: {} (full stderr: {})",
                 spec.kind.as_str(),
                 if last.is_empty() { "nothing" } else { last },
                 spec.stderr.display()
             )
-        })?;
+        };
+        let client = match handshake {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Err(_) => {
+                return Err(failed(format!(
+                    "no answer within {} s",
+                    CALL_DEADLINE.as_secs()
+                )));
+            }
+        };
         Ok(Self {
             kind: spec.kind,
             pid,

@@ -240,12 +240,7 @@ impl Canary {
         let mut state = StreamState::new(run.host);
         let ending = self
             .follow_stream(
-                &mut child,
-                &mut state,
-                stream_log,
-                &redactor,
-                started,
-                deadline,
+                &mut child, &mut state, stream_log, &redactor, started, deadline,
             )
             .await;
         let exit = match &ending {

@@ -152,7 +152,10 @@ pub fn summary_of(value: &Value) -> String {
         .filter_map(|id| value.get(*id).map(|v| format!("{id} {}", plain(v))))
         .collect();
     if value.get("has_more") == Some(&Value::Bool(true)) {
-        match value.get("next_offset").or_else(|| value.get("next_cursor")) {
+        match value
+            .get("next_offset")
+            .or_else(|| value.get("next_cursor"))
+        {
             Some(next) => parts.push(format!("has_more: call again from {}", plain(next))),
             None => parts.push("has_more".to_owned()),
         }
@@ -160,7 +163,10 @@ pub fn summary_of(value: &Value) -> String {
     if parts.is_empty() {
         parts.push("ok".to_owned());
     }
-    cut(&format!("{}; the result is the structured content", parts.join(", ")), SUMMARY_BYTES)
+    cut(
+        &format!("{}; the result is the structured content", parts.join(", ")),
+        SUMMARY_BYTES,
+    )
 }
 
 fn plain(v: &Value) -> String {
@@ -281,7 +287,10 @@ mod tests {
     #[test]
     fn escaped_len_counts_json_escapes() {
         let text = "a\"\\\n\u{1}é";
-        assert_eq!(escaped_len(text.as_bytes()), serde_json::to_string(text).unwrap().len() - 2);
+        assert_eq!(
+            escaped_len(text.as_bytes()),
+            serde_json::to_string(text).unwrap().len() - 2
+        );
         let controls = "\u{1}".repeat(100);
         assert_eq!(escaped_len(controls.as_bytes()), 600);
     }
@@ -290,7 +299,17 @@ mod tests {
     fn ids_lead_in_the_listed_order() {
         let v = json!({"reasons": ["x"], "attempt_id": "a", "sha256": "s", "revision": 3, "request_key": "k", "outcome": "rejected"});
         let keys: Vec<String> = ids_first(v).as_object().unwrap().keys().cloned().collect();
-        assert_eq!(keys, ["revision", "sha256", "request_key", "outcome", "reasons", "attempt_id"]);
+        assert_eq!(
+            keys,
+            [
+                "revision",
+                "sha256",
+                "request_key",
+                "outcome",
+                "reasons",
+                "attempt_id"
+            ]
+        );
     }
 
     #[test]
@@ -311,13 +330,27 @@ mod tests {
 
     #[test]
     fn sixty_four_reasons_list_eight_and_count_the_rest_by_code() {
-        let reasons: Vec<String> = (1..=64).map(|i| format!("operation {i}: old_text not found")).collect();
+        let reasons: Vec<String> = (1..=64)
+            .map(|i| format!("operation {i}: old_text not found"))
+            .collect();
         let codes: Vec<String> = (1..=64)
-            .map(|i| if i % 2 == 0 { "OLD_TEXT_NOT_FOUND" } else { "OBSERVATION_STALE" }.to_owned())
+            .map(|i| {
+                if i % 2 == 0 {
+                    "OLD_TEXT_NOT_FOUND"
+                } else {
+                    "OBSERVATION_STALE"
+                }
+                .to_owned()
+            })
             .collect();
         let (listed, rest) = bounded_reasons(&reasons, &codes, REASONS_LISTED);
         assert_eq!(listed.len(), REASONS_LISTED);
         let rest = rest.unwrap();
-        assert!(rest.starts_with("56 more not listed: 28 OBSERVATION_STALE, 28 OLD_TEXT_NOT_FOUND (reasons 9–64)"), "{rest}");
+        assert!(
+            rest.starts_with(
+                "56 more not listed: 28 OBSERVATION_STALE, 28 OLD_TEXT_NOT_FOUND (reasons 9–64)"
+            ),
+            "{rest}"
+        );
     }
 }

@@ -682,7 +682,11 @@ fn read_page(
             format!(
                 "`offset` {offset} is {} of target `{}` ({total} bytes); give a UTF-8 byte \
                  offset 0..={total} on a character boundary, e.g. a page's next_offset",
-                if offset > total { "past the end" } else { "inside a character" },
+                if offset > total {
+                    "past the end"
+                } else {
+                    "inside a character"
+                },
                 t.name
             ),
         ));
@@ -701,7 +705,8 @@ fn read_page(
     });
     // The envelope, its line numbers and the continuation hint (at most ~200 bytes) beside
     // the content.
-    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&page) + delivery::PAGE_RESERVE_BYTES);
+    let room = delivery::RESULT_BUDGET_BYTES
+        .saturating_sub(delivery::json_len(&page) + delivery::PAGE_RESERVE_BYTES);
     let end = delivery::page_end(&t.content, offset, room, limit.unwrap_or(usize::MAX));
     let line_of = |byte: usize| kernel::position_of(&t.content, byte).map_or(0, |p| p.line);
     let has_more = end < total;
@@ -730,7 +735,8 @@ fn read_page(
 fn bound_observed_text(mut value: Value) -> Value {
     let text = value["text"].as_str().unwrap_or_default().to_owned();
     value["text"] = json!("");
-    let room = delivery::RESULT_BUDGET_BYTES.saturating_sub(delivery::json_len(&value) + delivery::PAGE_RESERVE_BYTES);
+    let room = delivery::RESULT_BUDGET_BYTES
+        .saturating_sub(delivery::json_len(&value) + delivery::PAGE_RESERVE_BYTES);
     let end = delivery::page_end(&text, 0, room, usize::MAX);
     if end == text.len() {
         value["text"] = json!(text);
@@ -1224,7 +1230,11 @@ impl PatchdiffServer {
             .iter()
             .filter_map(|c| c.as_text().map(|t| t.text.len()))
             .sum();
-        let size = result.structured_content.as_ref().map_or(0, delivery::json_len) + text;
+        let size = result
+            .structured_content
+            .as_ref()
+            .map_or(0, delivery::json_len)
+            + text;
         if size <= delivery::RESULT_BUDGET_BYTES {
             return response;
         }
@@ -1329,7 +1339,11 @@ impl ServerHandler for PatchdiffServer {
         let mut span = self.recorder.span("mcp_call");
         span.id("tool", request.name.to_string());
         let tcc = ToolCallContext::new(self, request, context);
-        let result = self.tool_router.call(tcc).await.map(|r| self.deliverable(r));
+        let result = self
+            .tool_router
+            .call(tcc)
+            .await
+            .map(|r| self.deliverable(r));
         let failed = match &result {
             Ok(CallToolResponse::Complete(r)) => r.is_error == Some(true),
             _ => true,
