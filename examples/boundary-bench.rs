@@ -12,6 +12,9 @@
 //! 100 and 200). Needs the Waymark `node_modules`; uses the `patchdiff` binary next to this one
 //! and a temporary database.
 
+#[path = "shared/patchdiff_exe.rs"]
+mod patchdiff_exe;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -106,10 +109,7 @@ async fn save_times(client: &Client, target: &str, n: usize) -> anyhow::Result<V
 async fn main() -> anyhow::Result<()> {
     let submissions = flag("--submissions", 100)?;
     let saves = flag("--saves", 200)?;
-    let exe = std::env::current_exe()?.with_file_name("patchdiff");
-    if !exe.is_file() {
-        bail!("{} not found: build it first", exe.display());
-    }
+    let exe = patchdiff_exe::patchdiff_exe()?;
     // The checkout's worker directory: the stalling worker below needs its test-only
     // `test-fixtures/`, which the bundle an installed binary unpacks does not carry.
     let waymark = std::env::var_os("PATCHDIFF_WAYMARK_DIR")

@@ -6,17 +6,24 @@
 //! - an `echo` tool returning the same 10 KB on a minimal official Python SDK server
 //!   (`tests/python/echo_server.py`), skipped when the SDK is not installed.
 //!
+//! Then the wire-log bytes written per whole `read_target` of a 1 MiB target, before (one result
+//! carrying the content twice) and after (pages, each message once) — issue 23 item 8.
+//!
 //! Run: `cargo run --release --example mcp-bench -- [--calls N] [--bytes B]` (defaults 500 calls,
-//! 10240 bytes). The Python row needs `python3` with the SDK (`tests/requirements.txt`); needs the Waymark
+//! 10240 bytes); it builds the `patchdiff` binary of the same profile first. The Python row needs `python3` with the SDK (`tests/requirements.txt`); needs the Waymark
 //! `node_modules` (the observed process prewarms its worker, as in production). Builds its own
-//! temporary database; uses the `patchdiff` binary next to this one.
+//! temporary database.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Instant;
 
 use anyhow::{Context, bail};
+
+#[path = "shared/patchdiff_exe.rs"]
+mod patchdiff_exe;
+use patchdiff_exe::patchdiff_exe;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
@@ -63,18 +70,6 @@ fn target_source(bytes: usize) -> String {
     }
     s.push_str("}\n");
     s
-}
-
-fn patchdiff_exe() -> anyhow::Result<PathBuf> {
-    let me = std::env::current_exe()?;
-    let exe = me.with_file_name("patchdiff");
-    if !exe.is_file() {
-        bail!(
-            "{} not found: build it first (cargo build --release)",
-            exe.display()
-        );
-    }
-    Ok(exe)
 }
 
 async fn connect(
@@ -150,7 +145,7 @@ fn pct(times: &[f64], p: f64) -> f64 {
 }
 
 /// The bare baseline: an `rmcp` server whose only work per call is returning `body`
-/// (structured content plus its JSON text copy, as `patchdiff mcp` returns results).
+/// (structured content plus a one-line summary, as `patchdiff mcp` returns results).
 #[derive(Clone)]
 struct Bare {
     body: Value,
@@ -185,9 +180,11 @@ impl rmcp::ServerHandler for Bare {
         _request: CallToolRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        let mut r = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
-            self.body.to_string(),
-        )]);
+        let mut r =
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(format!(
+                "revision {}, sha256 {}; the result is the structured content",
+                self.body["revision"], self.body["sha256"]
+            ))]);
         r.structured_content = Some(self.body.clone());
         Ok(rmcp::model::CallToolResponse::Complete(r))
     }
@@ -196,10 +193,12 @@ impl rmcp::ServerHandler for Bare {
 /// `--serve-bare BYTES`: serves [`Bare`] over stdio with a read_target-shaped body.
 async fn serve_bare(bytes: usize) -> anyhow::Result<()> {
     let source = target_source(bytes);
+    let total = source.len();
     let body = json!({
-        "target": "calendar", "version": 0, "revision": 0,
-        "sha256": hex::encode(Sha256::digest(source.as_bytes())),
-        "language": "javascript", "content": source, "parses_cleanly": true,
+        "revision": 0, "sha256": hex::encode(Sha256::digest(source.as_bytes())),
+        "target": "calendar", "version": 0, "language": "javascript", "offset": 0,
+        "next_offset": null, "has_more": false, "total": total, "start_line": 1,
+        "end_line": source.lines().count(), "parses_cleanly": true, "content": source,
     });
     Bare { body }
         .serve(rmcp::transport::stdio())
@@ -365,5 +364,106 @@ async fn main() -> anyhow::Result<()> {
             pct(&a, 99.0) / pct(&b, 99.0)
         );
     }
+    wire_log_per_read(&exe, &vars, dir.path()).await
+}
+
+/// Issue 23 item 8: wire-log bytes written per whole read of a 1 MiB target, side by side —
+/// before: one result carrying the content twice (structured content and its JSON text copy,
+/// as `patchdiff mcp` answered until the change), recorded through the real `WireLog`; after:
+/// the real observed process's wire log while the target is read page by page.
+async fn wire_log_per_read(
+    exe: &Path,
+    vars: &BTreeMap<String, String>,
+    dir: &Path,
+) -> anyhow::Result<()> {
+    const BYTES: usize = 1024 * 1024;
+    let source = target_source(BYTES);
+    let fixture = dir.join("big.js");
+    std::fs::write(&fixture, &source)?;
+    let sha = hex::encode(Sha256::digest(source.as_bytes()));
+    let mut full_vars = vars.clone();
+    full_vars.insert("PATCHDIFF_MCP_PROFILE".into(), "full".into());
+    let full = connect(patchdiff_cmd(exe, &full_vars)).await?;
+    call(
+        &full,
+        "patchdiff_init_target",
+        json!({"target": "big", "fixture": fixture, "sha256": sha, "language": "javascript"}),
+    )
+    .await?;
+    full.cancel().await?;
+
+    // Before: the request and the one result as they were written, content twice.
+    let before_log = dir.join("before.mcp.jsonl");
+    let log = patchdiff::evidence::WireLog::open(&before_log)?;
+    let body = json!({
+        "content": source, "language": "javascript", "parses_cleanly": true, "revision": 0,
+        "sha256": sha, "target": "big", "version": 0,
+    });
+    let mut old = rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text(
+        body.to_string(),
+    )]);
+    old.structured_content = Some(body);
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "patchdiff_read_target", "arguments": {"target": "big"}}});
+    let result = json!({"jsonrpc": "2.0", "id": 1, "result": old});
+    log.record(
+        patchdiff::evidence::Direction::Request,
+        request.to_string().as_bytes(),
+    );
+    log.record(
+        patchdiff::evidence::Direction::Result,
+        result.to_string().as_bytes(),
+    );
+    let before = std::fs::metadata(&before_log)?.len();
+
+    // After: the real server's wire log over every page of the same content.
+    let after_log = dir.join("after.mcp.jsonl");
+    let mut observed = vars.clone();
+    observed.insert(
+        "PATCHDIFF_EVIDENCE_WIRE_LOG".into(),
+        after_log.display().to_string(),
+    );
+    let ours = connect(patchdiff_cmd(exe, &observed)).await?;
+    let start = std::fs::metadata(&after_log).map_or(0, |m| m.len());
+    let (mut offset, mut pages, mut read) = (0u64, 0usize, String::new());
+    loop {
+        let page = call(
+            &ours,
+            "patchdiff_read_target",
+            json!({"target": "big", "offset": offset}),
+        )
+        .await?;
+        read.push_str(page["content"].as_str().unwrap_or_default());
+        pages += 1;
+        match page["next_offset"].as_u64() {
+            Some(next) if page["has_more"] == true => offset = next,
+            _ => break,
+        }
+    }
+    ours.cancel().await?;
+    if read != source {
+        bail!(
+            "the pages do not add up to the target ({} of {} bytes)",
+            read.len(),
+            source.len()
+        );
+    }
+    let after = std::fs::metadata(&after_log)?.len() - start;
+    println!();
+    println!("wire-log bytes per read_target of a {BYTES} B target (requests + results):");
+    println!(
+        "{:<60} {:>12}",
+        "before: one result, structured + JSON text copy", before
+    );
+    println!(
+        "{:<60} {:>12}",
+        format!("after: {pages} pages, each message once"),
+        after
+    );
+    println!(
+        "ratio after/before {:.2}; per page {} B",
+        after as f64 / before as f64,
+        after / pages as u64
+    );
     Ok(())
 }

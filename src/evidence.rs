@@ -118,7 +118,28 @@ pub struct WireRecord {
     /// A stdio message that ended at end of stream without its newline.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unterminated: bool,
+    /// The message was not kept, only its length and digest: the process had already recorded
+    /// [`WIRE_LOG_MESSAGE_BYTES`] of messages (the wire log's bound).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub elided: bool,
+    /// With `elided`: the message's length in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub len: Option<u64>,
+    /// With `elided`: the SHA-256 (hex) of the message's bytes (after redaction).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
+
+/// The most message bytes one process records in full in its wire log: 1 GiB, so a run's evidence cannot grow without bound.
+/// Each message is recorded once, as its bytes (a JSON string: a JSON-RPC line grows by its
+/// escaped `"` and `\`, at most 2×; bytes that are not UTF-8 are hex, 2×), plus about 200 bytes
+/// of record fields and chain link. A message that would take the process past this bound is
+/// recorded as `elided` with its length and SHA-256 only, so one process's wire log stays
+/// below 2 GiB + 200 bytes per message whatever an agent sends; a canary run has three MCP
+/// processes (full, observed, the host's observed), each relaunch a new one. The largest legal
+/// request (193 MiB, `mcp::stdio::MAX_LINE_BYTES`) fits five times; agent-facing results are
+/// at most 32 KiB each (`mcp::delivery`).
+pub const WIRE_LOG_MESSAGE_BYTES: u64 = 1 << 30;
 
 impl WireRecord {
     /// The exact bytes of the message.
@@ -281,6 +302,8 @@ pub fn monotonic_ns() -> u64 {
 pub struct WireLog {
     log: JsonlLog,
     seq: Arc<Mutex<u64>>,
+    /// Message bytes recorded in full so far by this process (changed under `seq`'s lock).
+    recorded: Arc<std::sync::atomic::AtomicU64>,
     pid: u32,
 }
 
@@ -290,6 +313,7 @@ impl WireLog {
         Ok(Self {
             log: JsonlLog::open(path)?,
             seq: Arc::new(Mutex::new(0)),
+            recorded: Arc::default(),
             pid: std::process::id(),
         })
     }
@@ -317,9 +341,19 @@ impl WireLog {
     fn record_locked(&self, seq: &mut u64, direction: Direction, bytes: &[u8], unterminated: bool) {
         let mono_ns = monotonic_ns();
         let bytes = crate::redact::process().redact_bytes(bytes).into_owned();
-        let (raw, raw_hex) = match std::str::from_utf8(&bytes) {
-            Ok(text) => (Some(text.to_owned()), None),
-            Err(_) => (None, Some(hex::encode(&bytes))),
+        use std::sync::atomic::Ordering;
+        let recorded = self.recorded.load(Ordering::Relaxed);
+        let elided = recorded + bytes.len() as u64 > WIRE_LOG_MESSAGE_BYTES;
+        let (raw, raw_hex, len, sha256) = if elided {
+            let digest = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
+            (None, None, Some(bytes.len() as u64), Some(digest))
+        } else {
+            self.recorded
+                .store(recorded + bytes.len() as u64, Ordering::Relaxed);
+            match std::str::from_utf8(&bytes) {
+                Ok(text) => (Some(text.to_owned()), None, None, None),
+                Err(_) => (None, Some(hex::encode(&bytes)), None, None),
+            }
         };
         let record = WireRecord {
             seq: *seq,
@@ -330,6 +364,9 @@ impl WireLog {
             raw,
             raw_hex,
             unterminated,
+            elided,
+            len,
+            sha256,
         };
         *seq += 1;
         if let Ok(v) = serde_json::to_value(&record) {

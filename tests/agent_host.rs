@@ -546,9 +546,16 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
     .unwrap();
     // TEST MODEL: reads one target, then never answers again.
     let model = Model::start(runs.path(), &plan, "stall");
-    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=8\nexport\nreport\n";
+    // The timeout counts from the step's start (the checks before the host starts included):
+    // 15 s leave a loaded machine's CLI time to reach its first model turn.
+    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=15\nexport\nreport\n";
     let output = run_canary(runs.path(), &script(runs.path(), body), &model, &claude());
-    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
     let report = report(&output);
     let agent = step(&report, "agent");
     assert_eq!(agent["ok"], false);
@@ -556,7 +563,7 @@ fn a_model_that_never_saves_hits_the_timeout_and_the_host_group_is_stopped() {
         agent["summary"]
             .as_str()
             .unwrap()
-            .contains("timed out after 8 s"),
+            .contains("timed out after 15 s"),
         "{agent}"
     );
     let host = &report["agent_host"];
@@ -1139,4 +1146,50 @@ fn a_key_the_model_puts_into_tool_arguments_reaches_no_file_of_the_run() {
         wire.matches("[redacted:ANTHROPIC_API_KEY]").count() >= 3,
         "two requests and the error that echoes one: {wire}"
     );
+}
+
+/// Issue 25 item 2: the step's timeout holds from the step's start, the work before the host
+/// starts included. TEST HOST: the real CLI behind a wrapper whose `--version` never answers
+/// (a host stuck before it starts; the only way to stall that phase on purpose). Before, the
+/// console waited out its own 20 s for `--version` and then gave the host the whole timeout.
+#[test]
+fn agent_timeout_holds_when_the_host_is_stuck_before_it_starts() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let wrapper = runs.path().join("claude-stuck-before-start");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" = --version ]; then exec sleep 120; fi\nexec {:?} \"$@\"\n",
+            claude()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=8\nreport\n";
+    let started = std::time::Instant::now();
+    let output = run_canary(runs.path(), &script(runs.path(), body), &model, &wrapper);
+    let took = started.elapsed();
+    let report = report(&output);
+    let agent = step(&report, "agent");
+    assert_eq!(agent["ok"], false, "{report:#}");
+    let summary = agent["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("timeout of 8 s ran out before the host started")
+            && summary.contains("--version"),
+        "{summary}"
+    );
+    assert_eq!(report["agent_stop"]["acted"], false, "{report:#}");
+    // The step ended at its timeout, not after the 20 s `--version` wait plus a host run. (The
+    // run as a whole also waits once, before `init`, for the version the manifest records.)
+    let elapsed = agent["elapsed_ms"].as_u64().unwrap();
+    assert!(
+        (8_000..10_000).contains(&elapsed),
+        "{elapsed} ms; run {took:?}"
+    );
+    assert!(model.statuses().is_empty(), "the host never started");
 }

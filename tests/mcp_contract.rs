@@ -1,5 +1,5 @@
 //! SPEC M5, M6: the tool contract of the real `patchdiff mcp` binary — input schemas an agent can
-//! act on, structured content with a text copy, domain failures as `isError` results with
+//! act on, structured content once with a one-line summary, domain failures as `isError` results with
 //! recovery advice, protocol misuse as JSON-RPC errors. Every test runs on SQLite and PostgreSQL
 //! (S1; `tests/backends`).
 
@@ -94,7 +94,7 @@ async fn the_observed_profile_lists_exactly_the_six_contract_tools(b: Backend) {
     mcp.stop().await;
 }
 
-async fn results_carry_structured_content_and_a_text_copy(b: Backend) {
+async fn results_carry_structured_content_once_with_the_ids_first(b: Backend) {
     let (_scratch, env) = env_on(b);
     env.init_target("calendar", CALENDAR_JS).await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
@@ -111,8 +111,22 @@ async fn results_carry_structured_content_and_a_text_copy(b: Backend) {
     }
     assert_eq!(s["content"], CALENDAR_JS);
     assert_eq!(s["sha256"], sha256_hex(CALENDAR_JS.as_bytes()));
-    let copy: Value = serde_json::from_str(&texts(&r)[0]).expect("text copy is JSON");
-    assert_eq!(copy, s);
+    // Content travels once (issue 23 item 8): the text block is a one-line summary of the ids,
+    // not a second copy; the ids lead the structured content (issue 25 item 1).
+    let text = texts(&r);
+    assert_eq!(text.len(), 1, "{text:?}");
+    assert!(
+        text[0].len() <= 300 && !text[0].contains("addWindow"),
+        "{text:?}"
+    );
+    assert!(
+        text[0].contains(&format!("sha256 {}", sha256_hex(CALENDAR_JS.as_bytes()))),
+        "{text:?}"
+    );
+    let keys: Vec<&str> = s.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys[..2], ["revision", "sha256"], "{keys:?}");
+    assert_eq!(s["has_more"], false);
+    assert_eq!(s["total"], CALENDAR_JS.len());
 
     let found = mcp
         .ok(
@@ -330,7 +344,7 @@ fn env_on(b: Backend) -> (Scratch, TestEnv) {
 backend_tokio_tests!(
     every_tool_declares_a_described_input_schema,
     the_observed_profile_lists_exactly_the_six_contract_tools,
-    results_carry_structured_content_and_a_text_copy,
+    results_carry_structured_content_once_with_the_ids_first,
     domain_failures_are_is_error_results_with_recovery_advice,
     malformed_arguments_are_is_error_results_a_model_can_correct,
     export_reports_the_path_it_wrote,

@@ -9,7 +9,7 @@ use rmcp::RoleClient;
 use rmcp::ServiceExt;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
+use rmcp::transport::async_rw::AsyncRwTransport;
 use serde_json::{Map, Value};
 
 use super::command::ProcessKind;
@@ -76,7 +76,22 @@ pub struct McpProcess {
     pub pid: Option<u32>,
     pub started: Instant,
     client: RunningService<RoleClient, ()>,
+    /// Killed when dropped (`kill_on_drop`); [`McpProcess::stop`] lets it exit first.
+    child: tokio::process::Child,
 }
+
+/// The longest reply line the console's client accepts, in bytes: the server's own line limit
+/// ([`crate::mcp::stdio::MAX_LINE_BYTES`], 193 MiB). Agent-facing results are paged below
+/// 32 KiB ([`crate::mcp::delivery`]); what is larger goes to this client only — a replay page
+/// of one edit entry of up to 32 MiB of text (K8) at the worst escaping, six bytes per byte.
+pub const REPLY_LINE_BYTES: usize = crate::mcp::stdio::MAX_LINE_BYTES;
+
+/// How long the console waits for one answer of its MCP process (the handshake, a tool call,
+/// `tools/list`) before giving up on it: 120 s. The longest legitimate call holds its target's
+/// boundary for the outer discovery allowance (W6: 28 s by default) plus the store's busy wait
+/// (the allowance + 2 s), under a minute together; twice that is a process that no longer
+/// answers, and the step fails naming the call rather than waiting without a deadline.
+pub const CALL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl McpProcess {
     /// Spawns the child and completes the MCP initialize handshake.
@@ -94,35 +109,63 @@ impl McpProcess {
             cmd.env(k, v);
         }
         let stderr = crate::evidence::open_append_private(&spec.stderr)?;
-        let (transport, _) = TokioChildProcess::builder(cmd)
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
-            .spawn()?;
-        let pid = transport.id();
-        let client = ().serve(transport).await.map_err(|e| {
+            .kill_on_drop(true);
+        let mut child = cmd.spawn()?;
+        let pid = child.id();
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            anyhow::bail!("the {} MCP process has no stdio pipes", spec.kind.as_str());
+        };
+        // rmcp's own transport drops reply lines over 16 MiB and answers nothing, so a call
+        // whose reply is longer would wait forever: this one accepts what our server may send.
+        let transport =
+            AsyncRwTransport::new_client(stdout, stdin).with_max_line_length(REPLY_LINE_BYTES);
+        let handshake = tokio::time::timeout(CALL_DEADLINE, ().serve(transport)).await;
+        let failed = |why: String| {
             let said = std::fs::read_to_string(&spec.stderr).unwrap_or_default();
-            let last = said.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
+            let last = said
+                .lines()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("");
             anyhow::anyhow!(
-                "the {} MCP process did not complete the MCP handshake ({e}); it said: {} (full stderr: {})",
+                "the {} MCP process did not complete the MCP handshake ({why}); it said: {} (full stderr: {})",
                 spec.kind.as_str(),
                 if last.is_empty() { "nothing" } else { last },
                 spec.stderr.display()
             )
-        })?;
+        };
+        let client = match handshake {
+            Ok(Ok(client)) => client,
+            Ok(Err(e)) => return Err(failed(e.to_string())),
+            Err(_) => {
+                return Err(failed(format!(
+                    "no answer within {} s",
+                    CALL_DEADLINE.as_secs()
+                )));
+            }
+        };
         Ok(Self {
             kind: spec.kind,
             pid,
             started: Instant::now(),
             client,
+            child,
         })
     }
 
     /// Names of the tools the server lists.
     pub async fn tool_names(&self) -> Result<Vec<String>, CallError> {
-        let tools = self.client.list_all_tools().await.map_err(|e| CallError {
-            tool: "tools/list".into(),
-            message: e.to_string(),
-            code: None,
-        })?;
+        let listed = tokio::time::timeout(CALL_DEADLINE, self.client.list_all_tools()).await;
+        let tools = listed
+            .map_err(|_| no_answer("tools/list"))?
+            .map_err(|e| CallError {
+                tool: "tools/list".into(),
+                message: e.to_string(),
+                code: None,
+            })?;
         Ok(tools.into_iter().map(|t| t.name.to_string()).collect())
     }
 
@@ -141,9 +184,9 @@ impl McpProcess {
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = Some(arguments);
-        self.client
-            .call_tool(params)
+        tokio::time::timeout(CALL_DEADLINE, self.client.call_tool(params))
             .await
+            .map_err(|_| no_answer(tool))?
             .map(ToolReply::from_result)
             .map_err(|e| {
                 let code = match &e {
@@ -180,9 +223,37 @@ impl McpProcess {
         Ok(reply.structured)
     }
 
-    /// Closes the client (the child sees stdin close and exits) and waits for it.
-    pub async fn stop(self) {
-        let _ = self.client.cancel().await;
+    /// Closes the client (the child sees stdin close and exits) and waits for it: at most 3 s,
+    /// then SIGTERM and 3 s more, then SIGKILL.
+    pub async fn stop(mut self) {
+        const GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+        let _ = tokio::time::timeout(GRACE, self.client.cancel()).await;
+        if tokio::time::timeout(GRACE, self.child.wait()).await.is_ok() {
+            return;
+        }
+        if let Some(pid) = self.pid.and_then(|p| i32::try_from(p).ok()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            if tokio::time::timeout(GRACE, self.child.wait()).await.is_ok() {
+                return;
+            }
+        }
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The error of a call that got no answer within [`CALL_DEADLINE`].
+fn no_answer(tool: &str) -> CallError {
+    CallError {
+        tool: tool.into(),
+        message: format!(
+            "no answer within {} s: the MCP process is stuck or stopped (see its stderr and \
+             perf events)",
+            CALL_DEADLINE.as_secs()
+        ),
+        code: Some("NO_ANSWER".into()),
     }
 }
 

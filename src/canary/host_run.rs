@@ -111,6 +111,10 @@ impl Canary {
         max_turns: Option<u32>,
         timeout: Duration,
     ) -> anyhow::Result<String> {
+        // A1: the step's timeout holds from here, the step's start: the checks before the host
+        // starts count against it too, so nothing below waits without this deadline.
+        let started = Instant::now();
+        let deadline = started + timeout;
         let name = host.as_str();
         let model = self
             .check_host_step(host, model)
@@ -118,9 +122,16 @@ impl Canary {
         let binary = host::resolve_binary(host, &self.options.settings)
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // C3 for what the console can check before the host exists: fresh targets.
-        let fresh = self.check_targets_fresh().await;
+        let doing = "checking that the targets are fresh";
+        let fresh = before_deadline(deadline, timeout, doing, self.check_targets_fresh()).await;
         fresh.map_err(|e| self.stopped_before(StopReason::PreflightFailed, e))?;
-        let version = host::host_version(&binary).await;
+        let doing = "asking the host for its --version";
+        let asked = before_deadline(deadline, timeout, doing, async {
+            Ok(host::host_version(&binary).await)
+        });
+        let version = asked
+            .await
+            .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // `home` is removed when dropped, after the host's group is gone.
         let (paths, home, brief) = self
             .prepare_host_files(host)
@@ -133,9 +144,8 @@ impl Canary {
             timeout,
         };
         let provider = host::provider_env();
-        let started = Instant::now();
         let hosted = self
-            .run_host(&run, &paths, &brief, &provider, started)
+            .run_host(&run, &paths, &brief, &provider, deadline)
             .await;
         let hosted = hosted.map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let Hosted {
@@ -206,8 +216,9 @@ impl Canary {
         paths: &HostPaths,
         brief: &str,
         provider: &[(String, String)],
-        started: Instant,
+        deadline: Instant,
     ) -> anyhow::Result<Hosted> {
+        let started = Instant::now();
         let name = run.host.as_str();
         let redactor = Redactor::new(provider);
         let mut child = spawn_host(run, paths, brief, provider)?;
@@ -229,17 +240,12 @@ impl Canary {
         let mut state = StreamState::new(run.host);
         let ending = self
             .follow_stream(
-                &mut child,
-                &mut state,
-                stream_log,
-                &redactor,
-                started,
-                run.timeout,
+                &mut child, &mut state, stream_log, &redactor, started, deadline,
             )
             .await;
         let exit = match &ending {
             Ending::Exited => {
-                let remaining = run.timeout.saturating_sub(started.elapsed());
+                let remaining = deadline.saturating_duration_since(Instant::now());
                 match tokio::time::timeout(remaining, child.wait()).await {
                     Ok(Ok(status)) => status.to_string(),
                     Ok(Err(e)) => format!("wait failed: {e}"),
@@ -361,7 +367,7 @@ impl Canary {
         log: JsonlLog,
         redactor: &Redactor,
         started: Instant,
-        timeout: Duration,
+        deadline: Instant,
     ) -> Ending {
         let Some(stdout) = child.stdout.take() else {
             return Ending::Refused(
@@ -370,7 +376,7 @@ impl Canary {
             );
         };
         let mut lines = BufReader::new(stdout).lines();
-        let deadline = tokio::time::Instant::from_std(started + timeout);
+        let deadline = tokio::time::Instant::from_std(deadline);
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut sealed_at: Option<Instant> = None;
@@ -521,6 +527,24 @@ impl Canary {
         {
             p.state = how;
         }
+    }
+}
+
+/// Runs `work` (a step's part before its host starts) until the step's `deadline`; past it, the
+/// error says the step's `timeout` ran out before the host started, and while doing what.
+async fn before_deadline<T>(
+    deadline: Instant,
+    timeout: Duration,
+    doing: &str,
+    work: impl std::future::Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    match tokio::time::timeout(remaining, work).await {
+        Ok(done) => done,
+        Err(_) => Err(anyhow::anyhow!(
+            "the step's timeout of {} s ran out before the host started, while {doing}",
+            timeout.as_secs()
+        )),
     }
 }
 

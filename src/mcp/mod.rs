@@ -1,6 +1,7 @@
 //! The MCP server process (`patchdiff mcp`, SPEC M1–M6, W13): configuration from the
 //! environment, the stdio serving loop with the wire log (E1), and worker ownership across it.
 
+pub mod delivery;
 pub mod gate;
 pub mod http;
 pub mod params;

@@ -13,14 +13,36 @@ pub struct TargetArg {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct ReadTargetArgs {
+    /// Target name, e.g. `calendar`.
+    pub target: String,
+    /// UTF-8 byte offset where the page starts (default 0): pass the `next_offset` of the page
+    /// before while `has_more` is true. Must be at most `total` and fall on a character
+    /// boundary.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Most content bytes this page may hold (default and most: as many as fit in one result,
+    /// about 32 KiB). A page that stops early ends after its last whole line.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub limit: Option<usize>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct FindOccurrencesArgs {
     /// Target name.
     pub target: String,
     /// Exact text to find (case-sensitive, may span lines). Occurrences are returned with
     /// UTF-8 byte offsets, 1-based line and column, and their innermost structural scope.
     pub text: String,
-    /// Most occurrences to return (default 200, at most 1000); `total` counts them all and
-    /// `truncated` says whether some were left out.
+    /// Index of the first occurrence to return (0-based, default 0): pass the `next_offset`
+    /// of the page before while `has_more` is true.
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Most occurrences to return (default 200, at most 1000); a page also stops when one
+    /// result would hold no more (about 32 KiB). `total` counts them all, `has_more` says
+    /// whether more follow `next_offset`.
     #[serde(default)]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
@@ -157,7 +179,8 @@ pub fn validate(
     }
     let v = serde_json::Value::Object(arguments.cloned().unwrap_or_default());
     match tool {
-        "patchdiff_read_target" | "patchdiff_save" | "patchdiff_audit" => check::<TargetArg>(v),
+        "patchdiff_read_target" => check::<ReadTargetArgs>(v),
+        "patchdiff_save" | "patchdiff_audit" => check::<TargetArg>(v),
         "patchdiff_find_occurrences" => check::<FindOccurrencesArgs>(v),
         "patchdiff_observe_scope" => check::<ObserveScopeArgs>(v),
         "patchdiff_submit_observed_operations" => check::<SubmitArgs>(v),

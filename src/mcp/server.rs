@@ -17,6 +17,7 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, tool, tool_router};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::delivery;
 use super::params::*;
 use crate::config::Profile;
 use crate::kernel;
@@ -121,6 +122,8 @@ enum DomainCode {
     InvalidDest,
     /// `export` could not write the destination.
     ExportFailed,
+    /// A result larger than an agent host delivers ([`delivery::RESULT_BUDGET_BYTES`]).
+    ResultTooLarge,
 }
 
 impl DomainCode {
@@ -139,6 +142,7 @@ impl DomainCode {
             Self::FixtureUnreadable => "FIXTURE_UNREADABLE",
             Self::InvalidDest => "INVALID_DEST",
             Self::ExportFailed => "EXPORT_FAILED",
+            Self::ResultTooLarge => "RESULT_TOO_LARGE",
         }
     }
 }
@@ -170,26 +174,39 @@ impl From<StoreError> for DomainError {
 
 type ToolResult = Result<CallToolResult, ErrorData>;
 
-/// Structured content plus a text copy (M5).
+/// A successful result (M5): the structured content with the ids first, and a one-line
+/// summary as its text block — not a copy: content travels once ([`delivery`]). What an agent's
+/// profile may receive is bounded in [`PatchdiffServer::call_tool`].
 fn ok_result(value: impl Serialize) -> ToolResult {
     let value = serde_json::to_value(value)
         .map_err(|e| ErrorData::internal_error(format!("cannot serialize result: {e}"), None))?;
-    Ok(CallToolResult::structured(value))
+    Ok(with_summary(delivery::ids_first(value), false))
 }
 
-/// An `isError` result (M5): structured `{"error": {code, message}}`, a JSON text copy of it and
-/// a one-line `CODE: message` summary an agent can act on.
+/// An `isError` result (M5): `{"error": {code, message}}` (the message cut to fit
+/// [`delivery::ERROR_BUDGET_BYTES`]) as both the text block and the structured content.
 fn domain_error(err: DomainError) -> ToolResult {
-    let structured = json!({ "error": { "code": err.code.as_str(), "message": err.message } });
-    let summary = format!("{}: {}", err.code.as_str(), err.message);
-    Ok(with_copy(structured, true, Some(summary)))
+    Ok(with_summary(
+        delivery::error_value(err.code.as_str(), &err.message),
+        true,
+    ))
 }
 
-/// A result whose first text block is the serialized structured content (the MCP backwards
-/// compatibility copy), optionally followed by a one-line human summary.
-fn with_copy(structured: Value, is_error: bool, summary: Option<String>) -> CallToolResult {
-    let mut content = vec![ContentBlock::text(structured.to_string())];
-    content.extend(summary.map(ContentBlock::text));
+/// A result of `structured` content and one text block. A success's text block is the
+/// one-line summary of its ids ([`delivery::summary_of`]), not a copy: content travels once.
+/// Why not the serialized JSON, as MCP suggests for backwards compatibility: it sent every
+/// result twice (a 1 MiB `read_target` was a 2.08 MB line and a 2.08 MB wire-log record), and
+/// both supported hosts read `structuredContent` of a success ([`delivery::HOST_LIMITS`]).
+/// An error's text block is its JSON: Claude Code hands the model only the text blocks of an
+/// `isError` result; errors are small ([`delivery::ERROR_BUDGET_BYTES`]), so the second copy
+/// in the structured content (for clients that read that) is bounded too.
+fn with_summary(structured: Value, is_error: bool) -> CallToolResult {
+    let text = if is_error {
+        structured.to_string()
+    } else {
+        delivery::summary_of(&structured)
+    };
+    let content = vec![ContentBlock::text(text)];
     let mut result = if is_error {
         CallToolResult::error(content)
     } else {
@@ -358,7 +375,7 @@ impl PatchdiffServer {
             DomainError::new(DomainCode::Internal, format!("cannot serialize: {e}"))
         })?;
         value["parses_cleanly"] = json!(parses_cleanly);
-        Ok(value)
+        Ok(bound_observed_text(value))
     }
 
     /// The range of the scope named `name` (K2; `pick`: the `start_byte` of one of several
@@ -648,6 +665,129 @@ fn unknown_scope(found: &Discovery, name: &str, target: &str) -> DomainError {
     )
 }
 
+/// One page of `t`'s content from byte `offset`, so a host delivers it whole: as many bytes as fit in
+/// one result ([`delivery::RESULT_BUDGET_BYTES`], escapes counted) and `limit`, ending after a
+/// line end when it stops early. `OUT_OF_RANGE` for an offset past the end or inside a
+/// character, or a `limit` of 0.
+fn read_page(
+    t: &TargetState,
+    offset: usize,
+    limit: Option<usize>,
+    parses_cleanly: Option<bool>,
+) -> Result<Value, DomainError> {
+    let total = t.content.len();
+    if offset > total || !t.content.is_char_boundary(offset) {
+        return Err(DomainError::new(
+            DomainCode::Store(ErrorCode::OutOfRange),
+            format!(
+                "`offset` {offset} is {} of target `{}` ({total} bytes); give a UTF-8 byte \
+                 offset 0..={total} on a character boundary, e.g. a page's next_offset",
+                if offset > total {
+                    "past the end"
+                } else {
+                    "inside a character"
+                },
+                t.name
+            ),
+        ));
+    }
+    if limit == Some(0) {
+        return Err(DomainError::new(
+            DomainCode::Store(ErrorCode::OutOfRange),
+            "`limit` must be at least 1 byte; omit it for as much as one result holds",
+        ));
+    }
+    let mut page = json!({
+        "revision": t.revision, "sha256": t.sha256, "target": t.name, "version": t.version,
+        "language": t.language, "offset": offset, "next_offset": total, "has_more": false,
+        "total": total, "start_line": 0, "end_line": 0, "parses_cleanly": parses_cleanly,
+        "content": "",
+    });
+    // The envelope, its line numbers and the continuation hint (at most ~200 bytes) beside
+    // the content.
+    let room = delivery::RESULT_BUDGET_BYTES
+        .saturating_sub(delivery::json_len(&page) + delivery::PAGE_RESERVE_BYTES);
+    let end = delivery::page_end(&t.content, offset, room, limit.unwrap_or(usize::MAX));
+    let line_of = |byte: usize| kernel::position_of(&t.content, byte).map_or(0, |p| p.line);
+    let has_more = end < total;
+    page["next_offset"] = if has_more { json!(end) } else { Value::Null };
+    page["has_more"] = json!(has_more);
+    page["start_line"] = json!(line_of(offset));
+    // The line holding the page's last byte.
+    let last = t.content[offset..end]
+        .char_indices()
+        .next_back()
+        .map_or(offset, |(i, _)| offset + i);
+    page["end_line"] = json!(line_of(last));
+    page["content"] = json!(&t.content[offset..end]);
+    if has_more {
+        page["how_to_continue"] = json!(format!(
+            "bytes {offset}–{end} of {total} shown; call patchdiff_read_target again with \
+             offset={end} for the rest"
+        ));
+    }
+    Ok(page)
+}
+
+/// An observation whose scope text would not fit one result keeps the first page of it
+/// (`text_complete: false`) and says where the rest is: the observation itself covers the
+/// whole scope; `patchdiff_read_target` pages through its bytes.
+fn bound_observed_text(mut value: Value) -> Value {
+    let text = value["text"].as_str().unwrap_or_default().to_owned();
+    value["text"] = json!("");
+    let room = delivery::RESULT_BUDGET_BYTES
+        .saturating_sub(delivery::json_len(&value) + delivery::PAGE_RESERVE_BYTES);
+    let end = delivery::page_end(&text, 0, room, usize::MAX);
+    if end == text.len() {
+        value["text"] = json!(text);
+        return value;
+    }
+    let start = value["scope"]["start_byte"].as_u64().unwrap_or(0) as usize;
+    let scope_end = value["scope"]["end_byte"].as_u64().unwrap_or(0);
+    value["text"] = json!(&text[..end]);
+    value["text_complete"] = json!(false);
+    value["text_bytes"] = json!(text.len());
+    value["how_to_continue"] = json!(format!(
+        "the scope's text is {} bytes; its first {end} are shown. The observation covers all of \
+         it: read the rest with patchdiff_read_target offset={} (the scope ends at byte \
+         {scope_end})",
+        text.len(),
+        start + end
+    ));
+    value
+}
+
+/// A receipt as delivered (K3, M6): ids first, at most [`delivery::REASONS_LISTED`] reasons
+/// in full with `reasons_total` and `reasons_omitted` summarising the rest — fewer when a
+/// rejection would not fit [`delivery::ERROR_BUDGET_BYTES`]; `reason_codes` stays whole (one
+/// short code per operation, at most 64). Deterministic, so an identical retry's result is the
+/// same bytes (K4).
+fn receipt_view(receipt: &crate::store::Receipt) -> Result<Value, ErrorData> {
+    let value = serde_json::to_value(receipt)
+        .map_err(|e| ErrorData::internal_error(format!("cannot serialize receipt: {e}"), None))?;
+    let codes: Vec<String> = receipt
+        .reason_codes
+        .iter()
+        .map(|c| c.as_str().to_owned())
+        .collect();
+    let rejected = receipt.outcome != crate::store::Outcome::Accepted;
+    let mut listed = delivery::REASONS_LISTED;
+    loop {
+        let mut view = value.clone();
+        let (reasons, omitted) = delivery::bounded_reasons(&receipt.reasons, &codes, listed);
+        view["reasons"] = json!(reasons);
+        if let Some(omitted) = omitted {
+            view["reasons_total"] = json!(receipt.reasons.len());
+            view["reasons_omitted"] = json!(omitted);
+        }
+        let view = delivery::ids_first(view);
+        if !rejected || listed == 0 || delivery::json_len(&view) <= delivery::ERROR_BUDGET_BYTES {
+            return Ok(view);
+        }
+        listed -= 1;
+    }
+}
+
 /// The innermost scope containing `[start, end)` (UTF-8 bytes), if any.
 fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope> {
     scopes
@@ -662,25 +802,24 @@ fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Option<&Scope>
 #[tool_router]
 impl PatchdiffServer {
     #[tool(
-        description = "Read a target's current content with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 and language. Start here."
+        description = "Read a target's current content, a page at a time (about 32 KiB, ending at a line end), with its version (increases per save), revision (increases per accepted submission; pass it as base_revision), SHA-256 of the whole content and language. `offset` and `next_offset` are UTF-8 byte offsets; while has_more is true, call again with offset=next_offset. start_line/end_line give the page's lines, total the content's bytes. Start here."
     )]
-    async fn patchdiff_read_target(&self, Parameters(args): Parameters<TargetArg>) -> ToolResult {
+    async fn patchdiff_read_target(
+        &self,
+        Parameters(args): Parameters<ReadTargetArgs>,
+    ) -> ToolResult {
         answer(async {
             let t = self.blocking(move |s| s.read_target(&args.target)).await?;
             let parses_cleanly = self
                 .parses_cleanly(&t.language, &t.sha256, &t.content)
                 .await;
-            Ok(json!({
-                "target": t.name, "version": t.version, "revision": t.revision,
-                "sha256": t.sha256, "language": t.language, "content": t.content,
-                "parses_cleanly": parses_cleanly,
-            }))
+            read_page(&t, args.offset.unwrap_or(0), args.limit, parses_cleanly)
         })
         .await
     }
 
     #[tool(
-        description = "Find every occurrence of exact text in a target. Each has start_byte/end_byte (UTF-8 byte offsets), line and column (1-based; column in UTF-8 bytes, column_utf16 in UTF-16 units) and the innermost structural scope (or null)."
+        description = "Find occurrences of exact text in a target, a page at a time (`offset` = index of the first occurrence, `limit` at most 1000; a page also stops at about 32 KiB). Each has start_byte/end_byte (UTF-8 byte offsets), line and column (1-based; column in UTF-8 bytes, column_utf16 in UTF-16 units) and the innermost structural scope (or null). total counts all; while has_more is true, call again with offset=next_offset."
     )]
     async fn patchdiff_find_occurrences(
         &self,
@@ -701,13 +840,22 @@ impl PatchdiffServer {
             }
             let limit = limit as usize;
             // Text search needs no scopes: find first, then ask discovery only for the scopes
-            // of the occurrences returned. Without them the occurrences still stand.
+            // of the occurrences this page may return. Without them the occurrences still stand.
             let starts = kernel::find_all(&t.content, &args.text);
-            let ranges: Vec<[usize; 2]> = starts
-                .iter()
-                .take(limit)
-                .map(|&s| [s, s + args.text.len()])
-                .collect();
+            let offset = args.offset.unwrap_or(0);
+            if offset > starts.len() {
+                return Err(DomainError::new(
+                    DomainCode::Store(ErrorCode::OutOfRange),
+                    format!(
+                        "`offset` {offset} is past the {} occurrences of this text; give 0..={}",
+                        starts.len(),
+                        starts.len()
+                    ),
+                ));
+            }
+            let page: &[usize] = &starts[offset..starts.len().min(offset + limit)];
+            let ranges: Vec<[usize; 2]> =
+                page.iter().map(|&s| [s, s + args.text.len()]).collect();
             let mut scope_error = None;
             let scopes = match (&self.waymark, ranges.is_empty()) {
                 (Some(_), false) => match self
@@ -716,32 +864,56 @@ impl PatchdiffServer {
                 {
                     Ok(d) => d.scopes,
                     Err(e) => {
-                        scope_error = Some(json!({"code": e.code.as_str(), "message": e.message}));
+                        scope_error = Some(json!({"code": e.code.as_str(), "message": delivery::cut(&e.message, 1000)}));
                         Vec::new()
                     }
                 },
                 _ => Vec::new(),
             };
+            let mut result = json!({
+                "revision": t.revision, "target": t.name, "total": starts.len(),
+                "offset": offset, "next_offset": null, "has_more": false, "truncated": false,
+                "occurrences": [],
+            });
+            if let Some(e) = scope_error {
+                result["scope_error"] = e;
+            }
+            // Room for the page's occurrences: the budget less the envelope and its hint.
+            let room = delivery::RESULT_BUDGET_BYTES
+                .saturating_sub(delivery::json_len(&result) + delivery::PAGE_RESERVE_BYTES);
+            let mut used = 0;
             let mut occurrences = Vec::new();
-            for &start in starts.iter().take(limit) {
+            for &start in page {
                 let end = start + args.text.len();
                 let pos = kernel::position_of(&t.content, start)
                     .map_err(|e| DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string()))?;
                 let scope = innermost_scope(&scopes, start, end).map(|s| {
-                    json!({"kind": s.kind, "name": s.name, "start_line": s.start_line, "end_line": s.end_line})
+                    json!({"kind": s.kind, "name": delivery::cut(&s.name, 200), "start_line": s.start_line, "end_line": s.end_line})
                 });
-                occurrences.push(json!({
+                let occurrence = json!({
                     "start_byte": start, "end_byte": end, "line": pos.line,
                     "column": pos.column_utf8 + 1, "column_utf16": pos.column_utf16 + 1,
                     "scope": scope,
-                }));
+                });
+                let size = delivery::json_len(&occurrence) + 1;
+                if used + size > room {
+                    break;
+                }
+                used += size;
+                occurrences.push(occurrence);
             }
-            let mut result = json!({
-                "target": t.name, "revision": t.revision, "occurrences": occurrences,
-                "total": starts.len(), "truncated": starts.len() > limit,
-            });
-            if let Some(e) = scope_error {
-                result["scope_error"] = e;
+            let next = offset + occurrences.len();
+            let has_more = next < starts.len();
+            result["occurrences"] = Value::Array(occurrences);
+            result["has_more"] = json!(has_more);
+            result["truncated"] = json!(has_more);
+            if has_more {
+                result["next_offset"] = json!(next);
+                result["how_to_continue"] = json!(format!(
+                    "occurrences {offset}–{} of {} shown; call patchdiff_find_occurrences again with offset={next} for the rest",
+                    next.saturating_sub(1),
+                    starts.len()
+                ));
             }
             Ok(result)
         })
@@ -801,15 +973,7 @@ impl PatchdiffServer {
                 let accepted = receipt.outcome == crate::store::Outcome::Accepted;
                 span.attr("outcome", if accepted { "accepted" } else { "rejected" });
                 span.finish(Outcome::Ok);
-                let text = if accepted {
-                    format!("accepted at revision {}", receipt.revision)
-                } else {
-                    format!("rejected: {}", receipt.reasons.join("; "))
-                };
-                let value = serde_json::to_value(&receipt).map_err(|e| {
-                    ErrorData::internal_error(format!("cannot serialize receipt: {e}"), None)
-                })?;
-                Ok(with_copy(value, !accepted, Some(text)))
+                Ok(with_summary(receipt_view(&receipt)?, !accepted))
             }
             Err(e) => {
                 span.finish(Outcome::Failed);
@@ -829,10 +993,43 @@ impl PatchdiffServer {
         description = "Read the target's journal of accepted edits and saves in order, a page at a time. Pass the returned next_cursor as `after` while has_more is true."
     )]
     async fn patchdiff_replay(&self, Parameters(args): Parameters<ReplayArgs>) -> ToolResult {
-        respond(
-            self.blocking(move |s| s.replay(&args.target, args.after.as_deref(), args.limit))
-                .await,
-        )
+        answer(async {
+            // A page the host could not deliver whole is asked for again with half the
+            // entries; one entry alone too large is named, with the cursor past it.
+            let mut limit = args.limit;
+            loop {
+                let (target, after) = (args.target.clone(), args.after.clone());
+                let page = self
+                    .blocking(move |s| s.replay(&target, after.as_deref(), limit))
+                    .await?;
+                let value = serde_json::to_value(&page).map_err(|e| {
+                    DomainError::new(DomainCode::Internal, format!("cannot serialize: {e}"))
+                })?;
+                let size = delivery::json_len(&value);
+                let entries = value["entries"].as_array().map_or(0, Vec::len);
+                if !self.for_agent()
+                    || size + delivery::SUMMARY_BYTES <= delivery::RESULT_BUDGET_BYTES
+                {
+                    return Ok(value);
+                }
+                if entries <= 1 {
+                    return Err(DomainError::new(
+                        DomainCode::ResultTooLarge,
+                        format!(
+                            "the journal entry after cursor {} is {size} bytes as JSON, more \
+                             than the {} bytes an agent host delivers whole; read the target \
+                             itself with patchdiff_read_target, or continue the replay after \
+                             it with after={}",
+                            args.after.as_deref().unwrap_or("(start)"),
+                            delivery::RESULT_BUDGET_BYTES,
+                            value["next_cursor"]
+                        ),
+                    ));
+                }
+                limit = Some((entries / 2).max(1) as u32);
+            }
+        })
+        .await
     }
 
     #[tool(
@@ -1010,6 +1207,49 @@ fn refuse_store_paths(dest: &Path, database: &Path) -> Result<(), DomainError> {
     Ok(())
 }
 
+impl PatchdiffServer {
+    /// Whether results go to an agent host (observed and workspace profiles) rather than the
+    /// operator's own client (full), whose bound is the line limit of its transport.
+    fn for_agent(&self) -> bool {
+        self.profile != Profile::Full
+    }
+
+    /// A result an agent host would not deliver whole
+    /// ([`delivery::RESULT_BUDGET_BYTES`]) is never sent to an agent; paging keeps every tool
+    /// below it, and one that still grew past it becomes a `RESULT_TOO_LARGE` error naming its
+    /// size and what to ask for instead.
+    fn deliverable(&self, response: CallToolResponse) -> CallToolResponse {
+        let CallToolResponse::Complete(result) = &response else {
+            return response;
+        };
+        if !self.for_agent() || result.is_error == Some(true) {
+            return response;
+        }
+        let text: usize = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.len()))
+            .sum();
+        let size = result
+            .structured_content
+            .as_ref()
+            .map_or(0, delivery::json_len)
+            + text;
+        if size <= delivery::RESULT_BUDGET_BYTES {
+            return response;
+        }
+        let refused = DomainError::new(
+            DomainCode::ResultTooLarge,
+            format!(
+                "the result is {size} bytes, more than the {} bytes an agent host delivers \
+                 whole; ask for less (a smaller `limit`, or pages by `offset`)",
+                delivery::RESULT_BUDGET_BYTES
+            ),
+        );
+        domain_error(refused).map_or(response, CallToolResponse::Complete)
+    }
+}
+
 impl ServerHandler for PatchdiffServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -1099,7 +1339,11 @@ impl ServerHandler for PatchdiffServer {
         let mut span = self.recorder.span("mcp_call");
         span.id("tool", request.name.to_string());
         let tcc = ToolCallContext::new(self, request, context);
-        let result = self.tool_router.call(tcc).await;
+        let result = self
+            .tool_router
+            .call(tcc)
+            .await
+            .map(|r| self.deliverable(r));
         let failed = match &result {
             Ok(CallToolResponse::Complete(r)) => r.is_error == Some(true),
             _ => true,

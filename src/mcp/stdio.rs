@@ -2,7 +2,7 @@
 //!
 //! rmcp 3.11's own stdio transport drops a line that is not JSON (no reply), drops a line over
 //! 16 MiB (a log line on stderr, no reply) although a legal submission carries up to 32 MiB of
-//! text, answers shape errors with an `-32600` that has no `id`, and hands requests whose params
+//! text (up to 192 MiB once escaped), answers shape errors with an `-32600` that has no `id`, and hands requests whose params
 //! do not fit their method to the handler as unknown methods (`-32601`). This transport sits in
 //! front of rmcp's service loop and answers those itself, in JSON-RPC 2.0 terms:
 //!
@@ -35,10 +35,22 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::kernel::MAX_SUBMISSION_TEXT_BYTES;
 
-/// The longest request line accepted, in bytes (65 MiB): a legal submission's 32 MiB of
-/// `old_text` + `new_text` (K3) even when JSON escaping doubles it, plus 1 MiB for the rest.
-/// Longer lines are discarded unbuffered and answered with an error.
-pub const MAX_LINE_BYTES: usize = 2 * MAX_SUBMISSION_TEXT_BYTES + 1024 * 1024;
+/// Bytes one byte of text may take inside a JSON string at the worst escaping: a control
+/// character such as U+0001 is written `\u0001`.
+pub const WORST_ESCAPE_FACTOR: usize = 6;
+
+/// Bytes of a message line beside its texts: ids, names, 64 operations' keys (K8), framing.
+pub const LINE_ENVELOPE_BYTES: usize = 1024 * 1024;
+
+/// The longest request line accepted, in bytes (193 MiB): a legal submission's
+/// [`MAX_SUBMISSION_TEXT_BYTES`] (32 MiB) of `old_text` + `new_text` (K3) at the worst JSON
+/// escaping ([`WORST_ESCAPE_FACTOR`]: 32 MiB of control characters is 192 MiB of JSON), plus
+/// [`LINE_ENVELOPE_BYTES`]. So every legal submission fits whatever it holds, and the limit an
+/// agent must respect is the one on unescaped text. Longer lines are discarded unbuffered and
+/// answered with an error. The console's own client accepts replies up to the
+/// same bound (`canary::client`).
+pub const MAX_LINE_BYTES: usize =
+    WORST_ESCAPE_FACTOR * MAX_SUBMISSION_TEXT_BYTES + LINE_ENVELOPE_BYTES;
 
 /// How much of an oversize line is kept to find its `id` (bytes).
 const ID_SNIFF_BYTES: usize = 64 * 1024;
@@ -617,8 +629,9 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for StdioTrans
                         INVALID_REQUEST,
                         format!(
                             "Invalid request: the message is longer than {} bytes, the most this \
-                             server reads in one line; a submission carries at most {} bytes of \
-                             text — split it",
+                             server reads in one line. A submission carries at most {} bytes of \
+                             old_text + new_text, unescaped, and always fits; a line this long \
+                             holds more than that — split it into several submissions",
                             self.max_line, MAX_SUBMISSION_TEXT_BYTES
                         ),
                     ));

@@ -1,0 +1,356 @@
+//! What an agent host delivers of a tool result, and how every result is shaped to fit it, so
+//! that nothing between the agent and the edit backend fails the agent for reasons of ours.
+//!
+//! A host does not hand the model whatever the server answers: Claude Code replaces a long
+//! result by a note pointing at a file the sealed agent cannot read, and cuts the middle out of
+//! a long error. [`HOST_LIMITS`] is the one table of what each supported host delivers, with
+//! where it was measured; [`RESULT_BUDGET_BYTES`] and [`ERROR_BUDGET_BYTES`] follow from its
+//! smallest entries, and every result of this server is built to stay within them:
+//!
+//! - `read_target` and `find_occurrences` page (`offset`, `next_offset`, `has_more`, `total`),
+//!   and a page that stops early says how to get the rest (`how_to_continue`);
+//! - content travels once: a successful result is its structured content, with a one-line
+//!   summary of its ids as the text block, never a second copy (see [`summary_of`]); an error
+//!   (at most [`ERROR_BUDGET_BYTES`]) is its JSON as the text block, because that is all Claude
+//!   Code hands the model of an `isError` result, and also its structured content for the
+//!   clients that read that;
+//! - the ids an agent needs come first ([`ids_first`]; serde_json's `preserve_order` keeps the
+//!   order on the wire), so a cut, if any host makes one, takes the tail and not the ids;
+//! - a rejection lists at most [`REASONS_LISTED`] reasons in full and summarises the rest
+//!   ([`bounded_reasons`]).
+//!
+//! Sizes are counted in bytes of the serialized JSON, escapes included. A host counts characters
+//! (JavaScript string length, UTF-16 units) of its own serialization; a UTF-8 byte count is never
+//! smaller than the UTF-16 length of the same text, so a byte bound holds for both.
+
+use serde_json::{Map, Value, json};
+
+/// One supported host's delivery limits for MCP tool results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostLimit {
+    /// The host and the version measured.
+    pub host: &'static str,
+    /// Largest result size seen delivered whole, in characters (`None`: not measured).
+    pub delivered_chars: Option<usize>,
+    /// Smallest result size seen replaced instead of delivered, in characters.
+    pub replaced_chars: Option<usize>,
+    /// An `isError` result longer than `head + tail` characters keeps only its first `head` and
+    /// last `tail` characters.
+    pub error_kept_chars: Option<(usize, usize)>,
+    /// How a tool or an operator may declare a larger limit, when the host has a way.
+    pub larger_limit: &'static str,
+    /// Where and how the figures were measured.
+    pub measured: &'static str,
+}
+
+/// Each supported agent host's delivery limits, measured. The budgets below follow
+/// from the smallest figures here.
+pub const HOST_LIMITS: [HostLimit; 2] = [
+    HostLimit {
+        host: "Claude Code 2.1.328",
+        delivered_chars: Some(39_000),
+        replaced_chars: Some(95_000),
+        error_kept_chars: Some((5_000, 5_000)),
+        larger_limit: "the MAX_MCP_OUTPUT_TOKENS environment variable of the host (tokens, \
+                       default 25,000) and a tool's `_meta[\"anthropic/maxResultSizeChars\"]`; \
+                       a sealed host gets neither from us, so the defaults hold",
+        measured: "the real CLI offline against scripted-model on loopback (tests/agent_host.rs, \
+                   tests/host_delivery.rs; /work/shared/FACTS.md 2026-12-01): results of 95,000 \
+                   to 103,000 characters were replaced by `Error: result (N characters) exceeds \
+                   maximum allowed tokens. Output has been saved to …`, 39,000 passed; an isError \
+                   result keeps its first and last 5,000 characters around `... [N characters \
+                   truncated] ...`; on success it hands the model only structuredContent, on \
+                   isError only the text blocks (tests/host_delivery.rs, 2026-12-02)",
+    },
+    HostLimit {
+        host: "Codex 0.169.0",
+        delivered_chars: None,
+        replaced_chars: None,
+        error_kept_chars: None,
+        larger_limit: "none known",
+        measured: "not measured: the real CLI ran the bundled canary offline \
+                   (tests/agent_host.rs codex_runs_the_bundled_canary_sealed_and_passes_five_of_five) \
+                   with results under 10 KB; no cut or replacement was seen. Until measured, the \
+                   Claude Code figures bound it too",
+    },
+];
+
+/// Most bytes of serialized JSON (structured content plus text blocks) a successful result
+/// carries: 32 KiB, below the 39,000 characters Claude Code was seen to deliver whole
+/// ([`HOST_LIMITS`]). Pages are cut to fit it.
+pub const RESULT_BUDGET_BYTES: usize = 32 * 1024;
+
+/// Most bytes of serialized JSON an `isError` result carries: 9,000, below the 10,000
+/// characters (first and last 5,000) Claude Code keeps of a long error, since it shows both
+/// the structured content and the text blocks of an error.
+pub const ERROR_BUDGET_BYTES: usize = 9_000;
+
+/// Reasons a rejection lists in full; the rest are counted by code in `reasons_omitted`.
+pub const REASONS_LISTED: usize = 8;
+
+/// Longest single reason kept in full, in bytes; longer ones are cut at a character boundary.
+pub const REASON_BYTES: usize = 600;
+
+/// Longest one-line text summary, in bytes.
+pub const SUMMARY_BYTES: usize = 300;
+
+/// What a page leaves free beside its envelope for the fields added after it is cut (line
+/// numbers, `next_offset`, `how_to_continue`) and the text block's summary, in bytes.
+pub const PAGE_RESERVE_BYTES: usize = SUMMARY_BYTES + 400;
+
+/// The ids an agent needs, in the order every result leads with them.
+pub const IDS: [&str; 5] = [
+    "revision",
+    "sha256",
+    "request_key",
+    "observation_id",
+    "outcome",
+];
+
+/// Bytes `text` takes inside a JSON string as serde_json writes it: `"` and `\` take 2,
+/// `\n`, `\t`, `\r`, `\b`, `\f` take 2, the other control characters 6 (`\u0001`), everything
+/// else its UTF-8 bytes.
+pub fn escaped_len(text: &[u8]) -> usize {
+    text.iter().map(|&b| escaped_byte_len(b)).sum()
+}
+
+fn escaped_byte_len(b: u8) -> usize {
+    match b {
+        b'"' | b'\\' | b'\n' | b'\t' | b'\r' | 0x08 | 0x0c => 2,
+        0x00..=0x1f => 6,
+        _ => 1,
+    }
+}
+
+/// Serialized size of `value` in bytes.
+pub fn json_len(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
+}
+
+/// `value` with [`IDS`] moved to the front of its top-level object (in that order), the other
+/// fields after them in their order. Anything but an object is returned unchanged.
+pub fn ids_first(value: Value) -> Value {
+    let Value::Object(mut map) = value else {
+        return value;
+    };
+    let mut ordered = Map::with_capacity(map.len());
+    for id in IDS {
+        if let Some(v) = map.shift_remove(id) {
+            ordered.insert(id.to_owned(), v);
+        }
+    }
+    ordered.extend(map);
+    Value::Object(ordered)
+}
+
+/// The one-line text block beside a result's structured content: its ids and, for a page, where
+/// the next one starts — never a copy of the content (which travels once, in the structured
+/// content). At most [`SUMMARY_BYTES`].
+pub fn summary_of(value: &Value) -> String {
+    let mut parts: Vec<String> = IDS
+        .iter()
+        .filter_map(|id| value.get(*id).map(|v| format!("{id} {}", plain(v))))
+        .collect();
+    if value.get("has_more") == Some(&Value::Bool(true)) {
+        match value
+            .get("next_offset")
+            .or_else(|| value.get("next_cursor"))
+        {
+            Some(next) => parts.push(format!("has_more: call again from {}", plain(next))),
+            None => parts.push("has_more".to_owned()),
+        }
+    }
+    if parts.is_empty() {
+        parts.push("ok".to_owned());
+    }
+    cut(
+        &format!("{}; the result is the structured content", parts.join(", ")),
+        SUMMARY_BYTES,
+    )
+}
+
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ending in `…` when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// The end of the page of `content` that starts at byte `offset`: as much as fits in
+/// `budget` bytes of JSON string (escapes counted) and `max_bytes` raw bytes, ending after the
+/// last newline it holds when it stops early (so pages end at line ends, unless one line alone
+/// is longer than a page), always at a character boundary, and never empty while content
+/// remains. `offset` must be a character boundary.
+pub fn page_end(content: &str, offset: usize, budget: usize, max_bytes: usize) -> usize {
+    let bytes = content.as_bytes();
+    let mut used = 0;
+    let mut end = offset;
+    while end < bytes.len() && end - offset < max_bytes {
+        let add = escaped_byte_len(bytes[end]);
+        if used + add > budget {
+            break;
+        }
+        used += add;
+        end += 1;
+    }
+    if end < bytes.len() {
+        if let Some(nl) = bytes[offset..end].iter().rposition(|&b| b == b'\n') {
+            end = offset + nl + 1;
+        }
+        while end > offset && !content.is_char_boundary(end) {
+            end -= 1;
+        }
+        if end == offset {
+            // One character wider than the budget cannot happen (at most 6 bytes); take it.
+            end = offset + content[offset..].chars().next().map_or(0, char::len_utf8);
+        }
+    }
+    end
+}
+
+/// A rejection's reasons bounded for delivery: the first `listed` (at most
+/// [`REASONS_LISTED`]), each cut to [`REASON_BYTES`], and — when more were given — a summary of
+/// the rest counted by code, e.g. `56 more not listed: 50 OLD_TEXT_NOT_FOUND, 6
+/// OBSERVATION_STALE (reasons 9–64)`.
+pub fn bounded_reasons(
+    reasons: &[String],
+    codes: &[String],
+    listed: usize,
+) -> (Vec<String>, Option<String>) {
+    let shown = listed.min(REASONS_LISTED).min(reasons.len());
+    let listed = reasons
+        .iter()
+        .take(shown)
+        .map(|r| cut(r, REASON_BYTES))
+        .collect();
+    if reasons.len() <= shown {
+        return (listed, None);
+    }
+    let rest = &codes[shown.min(codes.len())..];
+    let mut counted: Vec<(String, usize)> = Vec::new();
+    for code in rest {
+        match counted.iter_mut().find(|(c, _)| c == code) {
+            Some((_, n)) => *n += 1,
+            None => counted.push((code.clone(), 1)),
+        }
+    }
+    let by_code = counted
+        .iter()
+        .map(|(c, n)| format!("{n} {c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let omitted = reasons.len() - shown;
+    let summary = if by_code.is_empty() {
+        format!("{omitted} more reasons not listed")
+    } else {
+        format!(
+            "{omitted} more not listed: {by_code} (reasons {}–{}); fix the listed ones and submit again to see the rest",
+            shown + 1,
+            reasons.len()
+        )
+    };
+    (listed, Some(cut(&summary, 2 * REASON_BYTES)))
+}
+
+/// The structured content of an `isError` domain failure, `{"error": {code, message}}`, with
+/// the message cut so the whole stays within [`ERROR_BUDGET_BYTES`] (escapes counted).
+pub fn error_value(code: &str, message: &str) -> Value {
+    let mut message = message.to_owned();
+    loop {
+        let value = json!({ "error": { "code": code, "message": message } });
+        let size = json_len(&value);
+        if size <= ERROR_BUDGET_BYTES || message.is_empty() {
+            return value;
+        }
+        // Each byte cut may have taken up to 6 bytes escaped: cut at least the excess.
+        let keep = message.len().saturating_sub(size - ERROR_BUDGET_BYTES + 8);
+        message = cut(&message, keep);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaped_len_counts_json_escapes() {
+        let text = "a\"\\\n\u{1}é";
+        assert_eq!(
+            escaped_len(text.as_bytes()),
+            serde_json::to_string(text).unwrap().len() - 2
+        );
+        let controls = "\u{1}".repeat(100);
+        assert_eq!(escaped_len(controls.as_bytes()), 600);
+    }
+
+    #[test]
+    fn ids_lead_in_the_listed_order() {
+        let v = json!({"reasons": ["x"], "attempt_id": "a", "sha256": "s", "revision": 3, "request_key": "k", "outcome": "rejected"});
+        let keys: Vec<String> = ids_first(v).as_object().unwrap().keys().cloned().collect();
+        assert_eq!(
+            keys,
+            [
+                "revision",
+                "sha256",
+                "request_key",
+                "outcome",
+                "reasons",
+                "attempt_id"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_page_ends_after_a_newline_within_the_budget_and_on_a_char_boundary() {
+        let content = "ab\ncd\nef";
+        assert_eq!(page_end(content, 0, 7, usize::MAX), 3);
+        assert_eq!(page_end(content, 0, 8, usize::MAX), 6);
+        assert_eq!(page_end(content, 0, 100, usize::MAX), content.len());
+        assert_eq!(page_end(content, 0, 100, 4), 3);
+        let long = "é".repeat(10);
+        let end = page_end(&long, 0, 5, usize::MAX);
+        assert_eq!(end, 4);
+        assert!(long.is_char_boundary(end));
+        // Control characters count six bytes each.
+        let controls = "\u{1}".repeat(10);
+        assert_eq!(page_end(&controls, 0, 30, usize::MAX), 5);
+    }
+
+    #[test]
+    fn sixty_four_reasons_list_eight_and_count_the_rest_by_code() {
+        let reasons: Vec<String> = (1..=64)
+            .map(|i| format!("operation {i}: old_text not found"))
+            .collect();
+        let codes: Vec<String> = (1..=64)
+            .map(|i| {
+                if i % 2 == 0 {
+                    "OLD_TEXT_NOT_FOUND"
+                } else {
+                    "OBSERVATION_STALE"
+                }
+                .to_owned()
+            })
+            .collect();
+        let (listed, rest) = bounded_reasons(&reasons, &codes, REASONS_LISTED);
+        assert_eq!(listed.len(), REASONS_LISTED);
+        let rest = rest.unwrap();
+        assert!(
+            rest.starts_with(
+                "56 more not listed: 28 OBSERVATION_STALE, 28 OLD_TEXT_NOT_FOUND (reasons 9–64)"
+            ),
+            "{rest}"
+        );
+    }
+}
