@@ -487,7 +487,11 @@ fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(
                         break;
                     };
                     assert_ne!(r.is_error, Some(true), "k{i}: {r:?}");
-                    let text = mcp_support::texts(&r).remove(0);
+                    // The receipt is the structured content (the text block is a summary).
+                    let text = serde_json::to_string(
+                        r.structured_content.as_ref().expect("structured receipt"),
+                    )
+                    .expect("receipt serializes");
                     if acks_tx.send((i, text)).is_err() {
                         break;
                     }
