@@ -59,6 +59,9 @@ impl Host {
 /// One console action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// C1: the fixture suite this run uses (its `manifest.json`, or the directory holding it);
+    /// before `init`. In a script a relative path is relative to the script.
+    Suite { path: PathBuf },
     /// C1: authenticate fixtures and initialize the five targets (`--reset` wipes history).
     Init { reset: bool },
     /// U1: start (or restart) MCP processes.
@@ -156,6 +159,11 @@ impl CommandSpec {
 /// definition; a test keeps the two lists of names equal.
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
+        name: "suite",
+        key: None,
+        help: "the fixture suite the run uses (a suite directory or its manifest.json; before init)",
+    },
+    CommandSpec {
         name: "record",
         key: Some('c'),
         help: "record the agent's identity for the run manifest (before init)",
@@ -244,6 +252,7 @@ impl Command {
     /// The command's table name.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Suite { .. } => "suite",
             Self::Init { .. } => "init",
             Self::Launch { .. } => "launch",
             Self::Preflight => "preflight",
@@ -363,6 +372,10 @@ impl clap::builder::TypedValueParser for PlanOrHost {
 /// values are checked when converting to [`Command`] (so errors can say which key was wrong).
 #[derive(Debug, clap::Subcommand)]
 enum Cli {
+    Suite {
+        #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
+        path: PathBuf,
+    },
     Record {
         #[arg(num_args = 0.., value_names = ["model=M", "provider=P", "reasoning=R"])]
         options: Vec<String>,
@@ -436,6 +449,7 @@ impl Cli {
     /// The [`Command`] the rest of the code uses; checks `key=value` arguments and numbers.
     fn into_command(self, usage: impl Fn() -> String) -> Result<Command, String> {
         Ok(match self {
+            Self::Suite { path } => Command::Suite { path },
             Self::Init { reset } => Command::Init { reset },
             Self::Launch { which } => Command::Launch {
                 which: Which::kind(which),

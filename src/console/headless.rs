@@ -317,6 +317,22 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
                     ));
                 }
             }
+            Command::Suite { path } => {
+                // The suite must load before anything runs (no run directory for a typo).
+                let manifest = if path.is_dir() {
+                    path.join("manifest.json")
+                } else {
+                    path.clone()
+                };
+                crate::fixtures::FixtureManifest::load(&manifest)
+                    .map_err(|e| format!("line {line}: suite: {e}"))?;
+                if let Some(init) = init_line {
+                    return Err(format!(
+                        "line {line}: `suite` must come before `init` (line {init}): init copies \
+                         the suite into the run"
+                    ));
+                }
+            }
             Command::Record { .. } => {
                 if let Some(init) = init_line {
                     return Err(format!(
@@ -341,6 +357,12 @@ fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usi
                 line,
                 Command::Agent {
                     plan: script_dir.join(plan),
+                },
+            ),
+            Command::Suite { path } if path.is_relative() => (
+                line,
+                Command::Suite {
+                    path: script_dir.join(path),
                 },
             ),
             Command::HostConfig {
