@@ -492,13 +492,15 @@ async fn controls_of(
     let cache = options.cache();
     let mut note = None;
     let digest = match &cache {
-        Some(_) => match control_digest(fixture, check_files, &expected, &original, timeout).await {
-            Ok(d) => Some(d),
-            Err(e) => {
-                note = Some(format!("no control digest ({e}); controls run"));
-                None
+        Some(_) => {
+            match control_digest(fixture, check_files, &expected, &original, timeout).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    note = Some(format!("no control digest ({e}); controls run"));
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     if let (Some(cache), Some(digest), false) = (&cache, &digest, options.fresh_controls)

@@ -274,7 +274,9 @@ fn check_schema3_fields(schema: u32, f: &Fixture) -> Result<(), String> {
         format!("target `{t}`: schema 3 pins the task: task_sha256 is missing (run `patchdiff suite pin DIR`)")
     })?;
     if !is_sha256_hex(task) {
-        return Err(format!("target `{t}`: task_sha256 `{task}` is not a 64-digit hex SHA-256"));
+        return Err(format!(
+            "target `{t}`: task_sha256 `{task}` is not a 64-digit hex SHA-256"
+        ));
     }
     let files = f.check.files.as_ref().ok_or_else(|| {
         format!("target `{t}`: schema 3 pins the check: check.files is missing (run `patchdiff suite pin DIR`)")
@@ -503,13 +505,13 @@ impl FixtureManifest {
                 .into_iter()
                 .map(|name| {
                     let path = dir.join(&name);
-                    std::fs::read(&path)
-                        .map(|b| (name, b))
-                        .map_err(|source| FixtureError::Missing {
+                    std::fs::read(&path).map(|b| (name, b)).map_err(|source| {
+                        FixtureError::Missing {
                             target: f.target.clone(),
                             path,
                             source,
-                        })
+                        }
+                    })
                 })
                 .collect();
         };

@@ -17,6 +17,7 @@ pub mod mcp;
 pub mod owned_fs;
 pub mod redact;
 pub mod store;
+pub mod suite;
 pub mod telemetry;
 pub mod trace;
 pub mod verify;

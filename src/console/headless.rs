@@ -31,6 +31,18 @@ pub const EXIT_INFRA_ABORT: i32 = 3;
 /// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
 /// [`EXIT_USAGE`], [`EXIT_INFRA_ABORT`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
+    run_script_with(options, script, &[], json).await
+}
+
+/// [`run_script`] with `--set NAME=VALUE` parameters filling the script's `${NAME}`
+/// placeholders ([`crate::canary::command::fill_placeholders`]); a placeholder without a
+/// value, or a parameter naming none, refuses the script before anything runs.
+pub async fn run_script_with(
+    options: CanaryOptions,
+    script: &Path,
+    params: &[(String, String)],
+    json: bool,
+) -> i32 {
     // Progress lines carry what the agent wrote (step summaries, check output,
     // stories); a person's terminal gets it only through `visible`.
     let mut progress: Box<dyn Write> = if json {
@@ -38,7 +50,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     } else {
         Box::new(VisibleWriter::new(std::io::stdout()))
     };
-    let commands = match load_script(script) {
+    let commands = match load_script(script, params) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("patchdiff: {}", visible(&e));
@@ -76,9 +88,14 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
 
 /// Reads, parses and checks the script, with paths resolved against its directory. U5: an
 /// invalid script is refused whole, before anything runs. Errors are `FILE:LINE: …` lines.
-fn load_script(script: &Path) -> Result<Vec<(usize, Command)>, String> {
+fn load_script(
+    script: &Path,
+    params: &[(String, String)],
+) -> Result<Vec<(usize, Command)>, String> {
     let text = std::fs::read_to_string(script)
         .map_err(|e| format!("cannot read script {}: {e}", script.display()))?;
+    let text = crate::canary::command::fill_placeholders(&text, params)
+        .map_err(|e| located(script, &e))?;
     let commands = parse_script(&text).map_err(|e| located(script, &e))?;
     let commands = resolve_paths(commands, script.parent().unwrap_or(Path::new(".")));
     // Plans must load and refer only to earlier steps, and `record` must precede `init` (the
