@@ -937,6 +937,7 @@ mod tests {
                 "wait" => "wait ready 5".to_owned(),
                 "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
                 "target" => "target chess".to_owned(),
+                "suite" => "suite my-suite".to_owned(),
                 other => other.to_owned(),
             };
             let cmd = Command::parse(&line).unwrap();
@@ -1078,6 +1079,7 @@ mod tests {
         assert_eq!(
             usages,
             [
+                "suite PATH",
                 "record [model=M] [provider=P] [reasoning=R]",
                 "init [--reset]",
                 "launch [full|observed]",
