@@ -587,6 +587,23 @@ impl FixtureManifest {
         Ok(manifest)
     }
 
+    /// Checks every pin of the suite — each file of [`FixtureManifest::pinned_files`] that has
+    /// one, and each check directory holding exactly its pinned files — and returns how many
+    /// files it authenticated. The first failure is returned, naming target and file. Blocking.
+    pub fn authenticate_all(&self) -> Result<usize, FixtureError> {
+        let mut n = 0;
+        for f in &self.fixtures {
+            for p in self.pinned_files(f)? {
+                if let Some(h) = &p.sha256 {
+                    read_pinned(&f.target, &self.resolve(&p.path), h)?;
+                    n += 1;
+                }
+            }
+            self.check_files(f)?;
+        }
+        Ok(n)
+    }
+
     /// C1: reads every original and checks it against its pinned SHA-256. Either all fixtures
     /// authenticate and their bytes are returned in manifest order, or the first failure is
     /// returned naming the target — so nothing is initialized from a partly valid set.
@@ -695,6 +712,78 @@ mod tests {
         let err = manifest.authenticate_originals().unwrap_err();
         assert!(matches!(err, FixtureError::HashMismatch { ref target, .. } if target == "t"));
         assert!(err.to_string().contains("fixture `t`"), "{err}");
+    }
+
+    #[test]
+    fn a_suite_is_copied_with_every_pinned_file_and_a_tampered_one_copies_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("suite");
+        crate::suite::new_suite(&suite).unwrap();
+        let manifest = FixtureManifest::load(&suite.join("manifest.json")).unwrap();
+        let copy = dir.path().join("run/suite");
+        let copied = manifest.copy_into(&copy).unwrap();
+        assert_eq!(
+            std::fs::read(&copied).unwrap(),
+            std::fs::read(suite.join("manifest.json")).unwrap()
+        );
+        let loaded = FixtureManifest::load(&copied).unwrap();
+        assert_eq!(loaded.authenticate_all().unwrap(), 4);
+        for rel in [
+            "example/original.py",
+            "example/expected.py",
+            "example/TASK.md",
+            "example/check/test_example.py",
+        ] {
+            assert_eq!(
+                std::fs::read(copy.join(rel)).unwrap(),
+                std::fs::read(suite.join(rel)).unwrap(),
+                "{rel}"
+            );
+        }
+        // A weakened check in the source: refused by name, and no copy is made.
+        std::fs::write(
+            suite.join("example/check/test_example.py"),
+            "import unittest\n",
+        )
+        .unwrap();
+        let elsewhere = dir.path().join("run2/suite");
+        let err = manifest.copy_into(&elsewhere).unwrap_err().to_string();
+        assert!(
+            err.contains("test_example.py") && err.contains("the manifest pins"),
+            "{err}"
+        );
+        assert!(!elsewhere.exists());
+    }
+
+    #[test]
+    fn schema_3_refuses_a_path_outside_the_suite_and_older_schemas_refuse_its_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("suite");
+        crate::suite::new_suite(&suite).unwrap();
+        let path = suite.join("manifest.json");
+        let pinned: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let mut outside = pinned.clone();
+        outside["fixtures"][0]["task"] = "../TASK.md".into();
+        std::fs::write(&path, outside.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("task `../TASK.md` must be a relative path inside"),
+            "{err}"
+        );
+        let mut older = pinned.clone();
+        older["schema"] = 2.into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("need \"schema\": 3"), "{err}");
+        let mut unpinned = pinned;
+        unpinned["fixtures"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("task_sha256");
+        std::fs::write(&path, unpinned.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("task_sha256 is missing"), "{err}");
     }
 
     #[test]

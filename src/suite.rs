@@ -393,21 +393,9 @@ pub async fn check(dir: &Path, settings: &Settings) -> Result<SuiteCheck, SuiteE
     }
     let authenticated = {
         let m = manifest.clone();
-        tokio::task::spawn_blocking(move || -> Result<usize, crate::fixtures::FixtureError> {
-            let mut n = 0;
-            for f in &m.fixtures {
-                for p in m.pinned_files(f)? {
-                    if let Some(h) = &p.sha256 {
-                        crate::fixtures::read_pinned(&f.target, &m.resolve(&p.path), h)?;
-                        n += 1;
-                    }
-                }
-                m.check_files(f)?;
-            }
-            Ok(n)
-        })
-        .await
-        .map_err(|e| SuiteError::Usage(format!("authentication task failed: {e}")))?
+        tokio::task::spawn_blocking(move || m.authenticate_all())
+            .await
+            .map_err(|e| SuiteError::Usage(format!("authentication task failed: {e}")))?
     };
     match authenticated {
         Ok(n) => lines.push(format!(

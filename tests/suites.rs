@@ -423,3 +423,34 @@ fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved
         "{report:#}"
     );
 }
+
+/// The fixture README documents every language the worker parses (it once said javascript,
+/// python, rust) and the scope naming of each, e.g. `Ring.Push` for a Go method.
+#[test]
+fn the_fixture_readme_documents_every_language_and_its_scope_names() {
+    let readme = std::fs::read_to_string(repo().join("assets/fixtures/README.md")).unwrap();
+    let table = readme
+        .split("## Languages")
+        .nth(1)
+        .expect("a Languages section")
+        .split("\n## ")
+        .next()
+        .unwrap();
+    for language in patchdiff::waymark::Language::ALL {
+        assert!(
+            table.contains(&format!("`{language}`")),
+            "{language} missing from the Languages section"
+        );
+    }
+    for example in [
+        "`Ring.Push`",
+        "`C.m`",
+        "`S.m`",
+        "check.env",
+        "task_sha256",
+        "observation_id",
+    ] {
+        assert!(readme.contains(example), "{example} missing");
+    }
+    assert!(!readme.contains("verify.sh") && !readme.contains("gen_manifest"));
+}
