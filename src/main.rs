@@ -61,6 +61,8 @@ enum Cmd {
     Suite(SuiteCmd),
 }
 
+// Parsed once per process and moved into its handler: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum SuiteCmd {
     /// Create a suite directory with one example target (Python, unittest), pinned.
