@@ -714,6 +714,7 @@ mod tests {
         assert!(err.to_string().contains("fixture `t`"), "{err}");
     }
 
+    /// C1: the run's copy of the suite holds every pinned file, authenticated as it is read.
     #[test]
     fn a_suite_is_copied_with_every_pinned_file_and_a_tampered_one_copies_nothing() {
         let dir = tempfile::tempdir().unwrap();

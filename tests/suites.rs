@@ -207,6 +207,8 @@ fn verify_json(run: &Path, home: &Path) -> (Output, Value) {
     (out, json)
 }
 
+/// C1, V2: authored, pinned, checked, run through `--set`, verified moved with its source gone
+/// (from the run's own copy of the suite), and a weakened check in that copy named.
 #[test]
 fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved() {
     if !toolchains_present() {
