@@ -533,7 +533,7 @@ impl FixtureManifest {
     /// Copies the authenticated suite — the manifest's own bytes as `manifest.json` and every
     /// file of [`FixtureManifest::pinned_files`], each checked against its pin as it is read —
     /// into `dest` (created, 0700; files 0600, created exclusively), keeping the manifest's
-    /// relative layout, so a run carries what its evaluation and brief depend on (issue 22).
+    /// relative layout, so a run carries what its evaluation and brief depend on and verifies on any machine.
     /// Returns the copy's manifest path. Errors: a pin that does not hold (nothing more is
     /// copied), a path outside the suite directory, or a write that fails.
     pub fn copy_into(&self, dest: &Path) -> Result<PathBuf, FixtureError> {

@@ -1,4 +1,5 @@
-//! Operators' own fixture suites (issue 26 item 3): `patchdiff suite new|add|pin|check`.
+//! Operators' own fixture suites: `patchdiff suite new|add|pin|check`, so a suite of one's own
+//! is authored and pinned by the binary, never by copying and editing a script.
 //!
 //! A suite is a directory holding `manifest.json` (schema [`MANIFEST_SCHEMA`]) and, per target,
 //! `<target>/original.<ext>`, `<target>/expected.<ext>`, `<target>/TASK.md` and

@@ -3,7 +3,7 @@
 //! tool calls, so a real agent host CLI (Claude Code, Codex) can run a canary with no network
 //! and no model (SPEC A1: real hosts tested offline).
 //!
-//! The operator's rehearsal tool (issue 26 item 6): rehearse a canary with a real host CLI and
+//! The operator's rehearsal tool: rehearse a canary with a real host CLI and
 //! a plan of your own — the host's seal, the MCP wiring, the evaluation, the report — offline,
 //! before a real model spends anything. The tests drive the real Claude Code and Codex CLIs
 //! with it too. A run against it records a loopback provider endpoint and is marked a

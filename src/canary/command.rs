@@ -748,7 +748,7 @@ fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
     })
 }
 
-/// Parses `--set NAME=VALUE` arguments (issue 26 item 4): `NAME` of `[A-Za-z_][A-Za-z0-9_]*`,
+/// Parses `--set NAME=VALUE` arguments (one script, many models): `NAME` of `[A-Za-z_][A-Za-z0-9_]*`,
 /// each named once. Errors name the argument and what is accepted.
 pub fn parse_parameters(sets: &[String]) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::new();
@@ -778,7 +778,7 @@ fn valid_parameter_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-/// Fills a script's placeholders (issue 26 item 4) before it is parsed: `${NAME}` takes the
+/// Fills a script's placeholders (one script serves many models) before it is parsed: `${NAME}` takes the
 /// value of `--set NAME=VALUE`, `${NAME:-DEFAULT}` falls back to `DEFAULT` (a plain word, no
 /// `}`). A value is inserted shell-quoted, so it stays one word whatever it holds. Comments
 /// (`#` lines and trailing ` # …`) are left as they are and hold no placeholders. Errors, each

@@ -128,7 +128,7 @@ pub struct Canary {
     /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
     pub provider_endpoints: Value,
     /// The suite's manifest the run's copy was made from, once `init` copied the
-    /// authenticated suite into the run (`suite/`, issue 22); from then on `manifest` and
+    /// authenticated suite into the run (`suite/`); from then on `manifest` and
     /// `options.manifest` are the run's copy.
     suite_source: Option<PathBuf>,
 }
@@ -256,7 +256,7 @@ impl Canary {
         Ok(summary)
     }
 
-    /// Copies the authenticated suite into the run (`suite/`, issue 22 item 4) once, and makes
+    /// Copies the authenticated suite into the run (`suite/`) once, and makes
     /// the copy the run's manifest from then on: init, the brief, the evaluator and `verify`
     /// all read the run's own copy, so the run verifies on any machine.
     async fn copy_suite_into_run(&mut self) -> anyhow::Result<()> {
@@ -613,7 +613,7 @@ impl Canary {
                     .map_or_else(|e| json!({ "error": e.to_string() }), |dir| record::waymark_packages(&dir)),
                 "console": record::console_record(),
                 // The run's own copy of the suite (relative to the run directory) and where
-                // it was copied from (issue 22: a run verifies from its copy anywhere).
+                // it was copied from (a run verifies from its copy wherever it is moved).
                 "fixture_manifest": self.options.manifest.strip_prefix(&self.run.path)
                     .map(Path::to_path_buf)
                     .unwrap_or_else(|_| self.options.manifest.clone()),
