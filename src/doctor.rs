@@ -480,13 +480,13 @@ fn check_fixtures() -> (Check, Option<crate::fixtures::FixtureManifest>) {
         Ok(m) => m,
         Err(e) => return (Check::fail("fixtures", e.to_string(), fix), None),
     };
-    match manifest.authenticate_originals() {
-        Ok(targets) => (
+    match manifest.authenticate_all() {
+        Ok(files) => (
             Check::ok(
                 "fixtures",
                 format!(
-                    "{} targets authenticated ({})",
-                    targets.len(),
+                    "{} targets authenticated, {files} pinned files ({})",
+                    manifest.fixtures.len(),
                     path.display()
                 ),
             ),

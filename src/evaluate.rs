@@ -442,7 +442,10 @@ pub async fn evaluate_controls(
     }
     let results: Vec<Result<(Controls, ControlSource), EvaluateError>> =
         futures::stream::iter(manifest.fixtures.iter())
-            .map(|fixture| controls_of(manifest, fixture, options))
+            .map(|fixture| async move {
+                let check_files = manifest.check_files(fixture)?;
+                controls_of(manifest, fixture, &check_files, options).await
+            })
             .buffered(options.jobs)
             .collect()
             .await;
@@ -472,6 +475,7 @@ pub async fn evaluate_controls(
 async fn controls_of(
     manifest: &FixtureManifest,
     fixture: &Fixture,
+    check_files: &[(String, Vec<u8>)],
     options: &EvaluateOptions,
 ) -> Result<(Controls, ControlSource), EvaluateError> {
     let expected = read_pinned(
@@ -488,13 +492,15 @@ async fn controls_of(
     let cache = options.cache();
     let mut note = None;
     let digest = match &cache {
-        Some(_) => match control_digest(manifest, fixture, &expected, &original, timeout).await {
-            Ok(d) => Some(d),
-            Err(e) => {
-                note = Some(format!("no control digest ({e}); controls run"));
-                None
+        Some(_) => {
+            match control_digest(fixture, check_files, &expected, &original, timeout).await {
+                Ok(d) => Some(d),
+                Err(e) => {
+                    note = Some(format!("no control digest ({e}); controls run"));
+                    None
+                }
             }
-        },
+        }
         None => None,
     };
     if let (Some(cache), Some(digest), false) = (&cache, &digest, options.fresh_controls)
@@ -510,8 +516,8 @@ async fn controls_of(
         ));
     }
     let (ran_expected, ran_original) = futures::join!(
-        run_check_in_scratch(manifest, fixture, &expected, timeout),
-        run_check_in_scratch(manifest, fixture, &original, timeout),
+        run_check_in_scratch(manifest, fixture, check_files, &expected, timeout),
+        run_check_in_scratch(manifest, fixture, check_files, &original, timeout),
     );
     let controls = Controls {
         expected: ran_expected?,
@@ -539,13 +545,16 @@ async fn controls_of(
 /// The control digest of `fixture` (see [`cache`]): its bytes, check files, command, declared
 /// environment (values hashed) and the toolchain command's output in the check's environment.
 async fn control_digest(
-    manifest: &FixtureManifest,
     fixture: &Fixture,
+    check_files: &[(String, Vec<u8>)],
     expected: &[u8],
     original: &[u8],
     timeout: Duration,
 ) -> std::io::Result<String> {
-    let check_files = cache::check_file_digests(&manifest.resolve(&fixture.check.dir))?;
+    let check_files = check_files
+        .iter()
+        .map(|(name, bytes)| (name.clone(), sha256_hex(bytes)))
+        .collect();
     let toolchain = fixture.check.toolchain_command();
     let scratch = tempfile::Builder::new()
         .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
@@ -689,8 +698,10 @@ async fn evaluate_target(
         controls_source: None,
     };
     let exported = compare_export(&mut verdict, &exports.join(&fixture.module_file), &expected);
+    // The check's files, authenticated against their pins (schema 3) before anything runs.
+    let check_files = manifest.check_files(fixture)?;
     // V3: the controls come first; if they do not hold, the export is not judged at all.
-    let (controls, source) = controls_of(manifest, fixture, options).await?;
+    let (controls, source) = controls_of(manifest, fixture, &check_files, options).await?;
     verdict.controls_source = Some(source);
     if let Some((reason, run)) = controls.failure() {
         verdict.status = Status::InfraError;
@@ -709,7 +720,9 @@ async fn evaluate_target(
     if let Some(exported) = exported {
         let mut runs = Vec::with_capacity(options.repeat as usize);
         for _ in 0..options.repeat {
-            runs.push(run_check_in_scratch(manifest, fixture, &exported, timeout).await?);
+            runs.push(
+                run_check_in_scratch(manifest, fixture, &check_files, &exported, timeout).await?,
+            );
         }
         judge_runs(&mut verdict, &runs, &fixture.check.command.join(" "));
     }
@@ -877,6 +890,7 @@ fn check_env(fixture: &Fixture) -> Vec<(String, std::ffi::OsString)> {
 async fn run_check_in_scratch(
     manifest: &FixtureManifest,
     fixture: &Fixture,
+    check_files: &[(String, Vec<u8>)],
     bytes: &[u8],
     check_timeout: Duration,
 ) -> Result<CheckRun, EvaluateError> {
@@ -885,7 +899,8 @@ async fn run_check_in_scratch(
         .tempdir()
         .map_err(EvaluateError::Scratch)?;
     let started = Instant::now();
-    let mut run = match run_check(manifest, fixture, bytes, scratch.path(), check_timeout).await {
+    let mut run = match run_check(fixture, check_files, bytes, scratch.path(), check_timeout).await
+    {
         Ok(run) => run,
         Err(e) => CheckRun {
             passed: false,
@@ -1002,20 +1017,18 @@ async fn run_hermetic(
     ))
 }
 
+/// Runs `fixture`'s check on `exported` in `scratch`: the check's files (authenticated by
+/// [`FixtureManifest::check_files`]) are written there, then the export as `module_file`.
 async fn run_check(
-    manifest: &FixtureManifest,
     fixture: &Fixture,
+    check_files: &[(String, Vec<u8>)],
     exported: &[u8],
     scratch: &Path,
     check_timeout: Duration,
 ) -> std::io::Result<CheckRun> {
     let dirs = ScratchDirs::create(scratch)?;
-    let check_dir = manifest.resolve(&fixture.check.dir);
-    for entry in std::fs::read_dir(&check_dir)? {
-        let entry = entry?;
-        if entry.file_type()?.is_file() {
-            std::fs::copy(entry.path(), dirs.work.join(entry.file_name()))?;
-        }
+    for (name, bytes) in check_files {
+        std::fs::write(dirs.work.join(name), bytes)?;
     }
     std::fs::write(dirs.work.join(&fixture.module_file), exported)?;
     let (out, junit) = run_hermetic(

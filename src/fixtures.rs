@@ -11,10 +11,17 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Newest manifest schema this build reads. Schema 1 still loads: it has no
-/// `require_full_byte`, `report`, `junit_file`, `env`, `timeout_s` or `toolchain`, and every
-/// fixture of it requires full-byte equality, as schema 1 always meant.
-pub const MANIFEST_SCHEMA: u32 = 2;
+/// The directory of a run that holds its copy of the suite (`<run>/suite/manifest.json`).
+pub const RUN_SUITE_DIR: &str = "suite";
+
+/// Newest manifest schema this build reads and `patchdiff suite pin` writes. Schema 3 pins every
+/// file a target's evaluation and brief depend on: `task_sha256` and `check.files` (each file of
+/// the check directory with its SHA-256), and every path stays inside the suite directory.
+/// Schemas 1 and 2 still load and mean what they meant: only `original` and `expected` are
+/// pinned (the task and the check files are read as they are, unauthenticated); schema 1 has
+/// no `require_full_byte`, `report`, `junit_file`, `env`, `timeout_s` or `toolchain`, and every
+/// fixture of it requires full-byte equality.
+pub const MANIFEST_SCHEMA: u32 = 3;
 /// Oldest manifest schema this build reads.
 pub const MANIFEST_SCHEMA_MIN: u32 = 1;
 /// Upper bound of a fixture's `check.timeout_s`, in seconds (one hour), as `--check-timeout`.
@@ -28,6 +35,9 @@ pub struct FixtureManifest {
     /// Directory the manifest was read from; paths resolve against it. Not serialized.
     #[serde(skip)]
     pub base: PathBuf,
+    /// The manifest file's bytes as read (what a run's copy of the suite holds). Not serialized.
+    #[serde(skip)]
+    pub raw: Vec<u8>,
 }
 
 /// One target's fixture entry. Unknown fields are refused, naming them.
@@ -50,6 +60,9 @@ pub struct Fixture {
     pub expected_sha256: String,
     /// The task text an agent is given.
     pub task: PathBuf,
+    /// Schema 3 (required there): SHA-256 pinned for `task`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_sha256: Option<String>,
     /// The behavioral check (C6).
     pub check: CheckSpec,
     /// Schema 2: the export must also equal `expected` byte for byte to pass.
@@ -121,6 +134,11 @@ pub struct CheckSpec {
     ///; absent = `[command[0], "--version"]`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub toolchain: Option<Vec<String>>,
+    /// Schema 3 (required there): every regular file of `dir` — the files the evaluator copies
+    /// beside the export — by file name, with its pinned SHA-256. The directory must hold
+    /// exactly these files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl CheckSpec {
@@ -216,11 +234,85 @@ fn check_schema2_fields(schema: u32, f: &Fixture) -> Result<(), String> {
             f.target
         ));
     }
+    check_schema3_fields(schema, f)?;
     if c.toolchain.as_ref().is_some_and(Vec::is_empty) {
         return Err(format!(
             "target `{}`: check.toolchain is empty (give a command, e.g. [\"rustc\", \"--version\"])",
             f.target
         ));
+    }
+    Ok(())
+}
+
+/// Whether `h` is a 64-digit hex SHA-256.
+fn is_sha256_hex(h: &str) -> bool {
+    h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `path` is relative and stays inside its base (only plain components, no `..`).
+pub fn is_inside_relative(path: &Path) -> bool {
+    path.components().next().is_some()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// Why a fixture's schema-3 pins are not valid, if they are not: schema 3 requires
+/// `task_sha256` and `check.files`, each a hex SHA-256 of a plain file name, and paths inside
+/// the suite directory; older schemas may not use them.
+fn check_schema3_fields(schema: u32, f: &Fixture) -> Result<(), String> {
+    let t = &f.target;
+    if schema < 3 {
+        if f.task_sha256.is_some() || f.check.files.is_some() {
+            return Err(format!(
+                "target `{t}`: task_sha256 and check.files need \"schema\": 3"
+            ));
+        }
+        return Ok(());
+    }
+    let task = f.task_sha256.as_deref().ok_or_else(|| {
+        format!("target `{t}`: schema 3 pins the task: task_sha256 is missing (run `patchdiff suite pin DIR`)")
+    })?;
+    if !is_sha256_hex(task) {
+        return Err(format!(
+            "target `{t}`: task_sha256 `{task}` is not a 64-digit hex SHA-256"
+        ));
+    }
+    let files = f.check.files.as_ref().ok_or_else(|| {
+        format!("target `{t}`: schema 3 pins the check: check.files is missing (run `patchdiff suite pin DIR`)")
+    })?;
+    for (name, h) in files {
+        let plain = !name.is_empty()
+            && !name.contains('/')
+            && name != "."
+            && name != ".."
+            && name.as_str() != f.module_file;
+        if !plain {
+            return Err(format!(
+                "target `{t}`: check.files entry `{name}` is not a plain file name of the check \
+                 directory (no `/`, not `.`/`..`, not the module file `{}`)",
+                f.module_file
+            ));
+        }
+        if !is_sha256_hex(h) {
+            return Err(format!(
+                "target `{t}`: check.files `{name}`: `{h}` is not a 64-digit hex SHA-256"
+            ));
+        }
+    }
+    for (field, path) in [
+        ("original", &f.original),
+        ("expected", &f.expected),
+        ("task", &f.task),
+        ("check.dir", &f.check.dir),
+    ] {
+        if !is_inside_relative(path) {
+            return Err(format!(
+                "target `{t}`: {field} `{}` must be a relative path inside the suite directory \
+                 (no `..`, not absolute), so the suite can be copied into a run",
+                path.display()
+            ));
+        }
     }
     Ok(())
 }
@@ -251,6 +343,26 @@ pub enum FixtureError {
         expected: String,
         actual: String,
     },
+    #[error("fixture `{target}`: the check directory {dir} {problem}")]
+    CheckFiles {
+        target: String,
+        dir: PathBuf,
+        problem: String,
+    },
+    #[error("cannot copy the fixture suite into {dest}: {message}")]
+    Copy { dest: PathBuf, message: String },
+}
+
+/// One file a fixture's evaluation or brief depends on, as [`FixtureManifest::pinned_files`]
+/// lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedFile {
+    /// Which field pins it: `original`, `expected`, `task` or `check`.
+    pub role: &'static str,
+    /// Path relative to the manifest's directory.
+    pub path: PathBuf,
+    /// The pinned SHA-256 (lowercase hex); `None` for a file an older schema does not pin.
+    pub sha256: Option<String>,
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
@@ -265,7 +377,7 @@ impl FixtureManifest {
     /// full-byte equality. Errors: [`FixtureError::Read`], [`FixtureError::Invalid`] naming the
     /// target and field.
     pub fn load(path: &Path) -> Result<Self, FixtureError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Read {
+        let raw = std::fs::read(path).map_err(|source| FixtureError::Read {
             path: path.to_path_buf(),
             source,
         })?;
@@ -274,7 +386,8 @@ impl FixtureManifest {
             message,
         };
         let mut manifest: FixtureManifest =
-            serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+            serde_json::from_slice(&raw).map_err(|e| invalid(e.to_string()))?;
+        manifest.raw = raw;
         if !(MANIFEST_SCHEMA_MIN..=MANIFEST_SCHEMA).contains(&manifest.schema) {
             return Err(invalid(format!(
                 "schema {} is not supported (this build reads schemas {MANIFEST_SCHEMA_MIN} \
@@ -291,7 +404,7 @@ impl FixtureManifest {
                 )));
             }
             for h in [&f.sha256, &f.expected_sha256] {
-                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                if !is_sha256_hex(h) {
                     return Err(invalid(format!(
                         "target `{}`: `{h}` is not a 64-digit hex SHA-256",
                         f.target
@@ -327,6 +440,168 @@ impl FixtureManifest {
     /// Looks up a fixture by target name.
     pub fn fixture(&self, target: &str) -> Option<&Fixture> {
         self.fixtures.iter().find(|f| f.target == target)
+    }
+
+    /// Every file `f`'s evaluation and brief depend on: original, expected, task and each file
+    /// of the check directory (schema 3: the pinned ones; older schemas: the directory's regular
+    /// files as they are now, unpinned, and the task unpinned). Errors: the check directory of
+    /// an older schema cannot be listed.
+    pub fn pinned_files(&self, f: &Fixture) -> Result<Vec<PinnedFile>, FixtureError> {
+        let mut files = vec![
+            PinnedFile {
+                role: "original",
+                path: f.original.clone(),
+                sha256: Some(f.sha256.clone()),
+            },
+            PinnedFile {
+                role: "expected",
+                path: f.expected.clone(),
+                sha256: Some(f.expected_sha256.clone()),
+            },
+            PinnedFile {
+                role: "task",
+                path: f.task.clone(),
+                sha256: f.task_sha256.clone(),
+            },
+        ];
+        match &f.check.files {
+            Some(pins) => files.extend(pins.iter().map(|(name, h)| PinnedFile {
+                role: "check",
+                path: f.check.dir.join(name),
+                sha256: Some(h.clone()),
+            })),
+            None => {
+                for name in list_regular_files(&self.resolve(&f.check.dir)).map_err(|e| {
+                    FixtureError::CheckFiles {
+                        target: f.target.clone(),
+                        dir: self.resolve(&f.check.dir),
+                        problem: format!("cannot be listed: {e}"),
+                    }
+                })? {
+                    files.push(PinnedFile {
+                        role: "check",
+                        path: f.check.dir.join(name),
+                        sha256: None,
+                    });
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    /// The files of `f`'s check directory the evaluator copies beside the export, as
+    /// `(file name, bytes)` sorted by name. Schema 3: the directory must hold exactly the
+    /// pinned `check.files`, each with its pinned SHA-256 — an added, missing or changed file
+    /// is refused, naming it. Older schemas: every regular file, unauthenticated. Blocking.
+    pub fn check_files(&self, f: &Fixture) -> Result<Vec<(String, Vec<u8>)>, FixtureError> {
+        let dir = self.resolve(&f.check.dir);
+        let listed = list_regular_files(&dir).map_err(|e| FixtureError::CheckFiles {
+            target: f.target.clone(),
+            dir: dir.clone(),
+            problem: format!("cannot be listed: {e}"),
+        })?;
+        let Some(pins) = &f.check.files else {
+            return listed
+                .into_iter()
+                .map(|name| {
+                    let path = dir.join(&name);
+                    std::fs::read(&path).map(|b| (name, b)).map_err(|source| {
+                        FixtureError::Missing {
+                            target: f.target.clone(),
+                            path,
+                            source,
+                        }
+                    })
+                })
+                .collect();
+        };
+        if let Some(extra) = listed.iter().find(|n| !pins.contains_key(n.as_str())) {
+            return Err(FixtureError::CheckFiles {
+                target: f.target.clone(),
+                dir,
+                problem: format!(
+                    "holds `{extra}`, which the manifest does not pin (check.files); re-pin the \
+                     suite with `patchdiff suite pin` if it belongs there"
+                ),
+            });
+        }
+        pins.iter()
+            .map(|(name, h)| Ok((name.clone(), read_pinned(&f.target, &dir.join(name), h)?)))
+            .collect()
+    }
+
+    /// Copies the authenticated suite — the manifest's own bytes as `manifest.json` and every
+    /// file of [`FixtureManifest::pinned_files`], each checked against its pin as it is read —
+    /// into `dest` (created, 0700; files 0600, created exclusively), keeping the manifest's
+    /// relative layout, so a run carries what its evaluation and brief depend on and verifies on any machine.
+    /// Returns the copy's manifest path. Errors: a pin that does not hold (nothing more is
+    /// copied), a path outside the suite directory, or a write that fails.
+    pub fn copy_into(&self, dest: &Path) -> Result<PathBuf, FixtureError> {
+        let copy_err = |message: String| FixtureError::Copy {
+            dest: dest.to_path_buf(),
+            message,
+        };
+        // Read and authenticate everything first: a suite that does not hold copies nothing.
+        let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        for f in &self.fixtures {
+            for pinned in self.pinned_files(f)? {
+                if !is_inside_relative(&pinned.path) {
+                    return Err(copy_err(format!(
+                        "target `{}`: {} `{}` is outside the suite directory",
+                        f.target,
+                        pinned.role,
+                        pinned.path.display()
+                    )));
+                }
+                let path = self.resolve(&pinned.path);
+                let bytes = match &pinned.sha256 {
+                    Some(h) => read_pinned(&f.target, &path, h)?,
+                    None => {
+                        let cap = crate::kernel::MAX_CONTENT_BYTES as u64;
+                        crate::owned_fs::read_regular_bounded(&path, cap).map_err(|source| {
+                            FixtureError::Missing {
+                                target: f.target.clone(),
+                                path: path.clone(),
+                                source,
+                            }
+                        })?
+                    }
+                };
+                if !files.iter().any(|(p, _)| *p == pinned.path) {
+                    files.push((pinned.path, bytes));
+                }
+            }
+        }
+        crate::owned_fs::create_private_dir(dest).map_err(|e| copy_err(e.to_string()))?;
+        let manifest = dest.join("manifest.json");
+        files.push((PathBuf::from("manifest.json"), self.raw.clone()));
+        for (rel, bytes) in &files {
+            let path = dest.join(rel);
+            if let Some(parent) = path.parent() {
+                crate::owned_fs::create_private_dir(parent)
+                    .map_err(|e| copy_err(format!("{}: {e}", parent.display())))?;
+            }
+            crate::owned_fs::write_new_private(&path, bytes)
+                .map_err(|e| copy_err(format!("{}: {e}", rel.display())))?;
+        }
+        Ok(manifest)
+    }
+
+    /// Checks every pin of the suite — each file of [`FixtureManifest::pinned_files`] that has
+    /// one, and each check directory holding exactly its pinned files — and returns how many
+    /// files it authenticated. The first failure is returned, naming target and file. Blocking.
+    pub fn authenticate_all(&self) -> Result<usize, FixtureError> {
+        let mut n = 0;
+        for f in &self.fixtures {
+            for p in self.pinned_files(f)? {
+                if let Some(h) = &p.sha256 {
+                    read_pinned(&f.target, &self.resolve(&p.path), h)?;
+                    n += 1;
+                }
+            }
+            self.check_files(f)?;
+        }
+        Ok(n)
     }
 
     /// C1: reads every original and checks it against its pinned SHA-256. Either all fixtures
@@ -367,6 +642,20 @@ pub fn read_pinned(target: &str, path: &Path, expected: &str) -> Result<Vec<u8>,
         });
     }
     Ok(bytes)
+}
+
+/// The names of the regular files directly in `dir` (dotfiles too, as the evaluator copies
+/// them), sorted. Symlinks and subdirectories are not listed.
+pub fn list_regular_files(dir: &Path) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_file() {
+            names.push(entry.file_name().to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// The bundled fixture suite's manifest, the default suite: `fixtures/manifest.json`
@@ -423,6 +712,79 @@ mod tests {
         let err = manifest.authenticate_originals().unwrap_err();
         assert!(matches!(err, FixtureError::HashMismatch { ref target, .. } if target == "t"));
         assert!(err.to_string().contains("fixture `t`"), "{err}");
+    }
+
+    /// C1: the run's copy of the suite holds every pinned file, authenticated as it is read.
+    #[test]
+    fn a_suite_is_copied_with_every_pinned_file_and_a_tampered_one_copies_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("suite");
+        crate::suite::new_suite(&suite).unwrap();
+        let manifest = FixtureManifest::load(&suite.join("manifest.json")).unwrap();
+        let copy = dir.path().join("run/suite");
+        let copied = manifest.copy_into(&copy).unwrap();
+        assert_eq!(
+            std::fs::read(&copied).unwrap(),
+            std::fs::read(suite.join("manifest.json")).unwrap()
+        );
+        let loaded = FixtureManifest::load(&copied).unwrap();
+        assert_eq!(loaded.authenticate_all().unwrap(), 4);
+        for rel in [
+            "example/original.py",
+            "example/expected.py",
+            "example/TASK.md",
+            "example/check/test_example.py",
+        ] {
+            assert_eq!(
+                std::fs::read(copy.join(rel)).unwrap(),
+                std::fs::read(suite.join(rel)).unwrap(),
+                "{rel}"
+            );
+        }
+        // A weakened check in the source: refused by name, and no copy is made.
+        std::fs::write(
+            suite.join("example/check/test_example.py"),
+            "import unittest\n",
+        )
+        .unwrap();
+        let elsewhere = dir.path().join("run2/suite");
+        let err = manifest.copy_into(&elsewhere).unwrap_err().to_string();
+        assert!(
+            err.contains("test_example.py") && err.contains("the manifest pins"),
+            "{err}"
+        );
+        assert!(!elsewhere.exists());
+    }
+
+    #[test]
+    fn schema_3_refuses_a_path_outside_the_suite_and_older_schemas_refuse_its_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let suite = dir.path().join("suite");
+        crate::suite::new_suite(&suite).unwrap();
+        let path = suite.join("manifest.json");
+        let pinned: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        let mut outside = pinned.clone();
+        outside["fixtures"][0]["task"] = "../TASK.md".into();
+        std::fs::write(&path, outside.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("task `../TASK.md` must be a relative path inside"),
+            "{err}"
+        );
+        let mut older = pinned.clone();
+        older["schema"] = 2.into();
+        std::fs::write(&path, older.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("need \"schema\": 3"), "{err}");
+        let mut unpinned = pinned;
+        unpinned["fixtures"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("task_sha256");
+        std::fs::write(&path, unpinned.to_string()).unwrap();
+        let err = FixtureManifest::load(&path).unwrap_err().to_string();
+        assert!(err.contains("task_sha256 is missing"), "{err}");
     }
 
     #[test]

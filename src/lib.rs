@@ -18,6 +18,7 @@ pub mod owned_fs;
 pub mod redact;
 pub mod seal;
 pub mod store;
+pub mod suite;
 pub mod telemetry;
 pub mod trace;
 pub mod verify;

@@ -60,6 +60,71 @@ enum Cmd {
     /// bundled fixture suite and the evaluator's controls. One ok/FAIL line each, with what to
     /// do; exit 0 only if every check holds.
     Doctor(DoctorArgs),
+    /// Author and pin a fixture suite of your own: `new`, `add`, `pin`, `check`. A canary
+    /// script names it with `suite PATH` before `init` (or `console --manifest DIR/manifest.json`).
+    #[command(subcommand)]
+    Suite(SuiteCmd),
+}
+
+// Parsed once per process and moved into its handler: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Subcommand)]
+enum SuiteCmd {
+    /// Create a suite directory with one example target (Python, unittest), pinned.
+    New {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Add a target: copies its files into DIR/NAME/ and re-pins the suite. --check takes the
+    /// rest of the line as the check's command.
+    Add {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        #[arg(value_name = "NAME")]
+        name: String,
+        /// javascript, jsx, typescript, tsx, python, rust or go.
+        #[arg(long, value_name = "L")]
+        language: String,
+        /// The bytes the target starts from.
+        #[arg(long, value_name = "F")]
+        original: PathBuf,
+        /// The reference result (the fix applied).
+        #[arg(long, value_name = "F")]
+        expected: PathBuf,
+        /// The task text the agent is given.
+        #[arg(long, value_name = "F")]
+        task: PathBuf,
+        /// A file of the check (its tests, a go.mod, a package.json…); repeat for several.
+        #[arg(long = "check-file", value_name = "F")]
+        check_file: Vec<PathBuf>,
+        /// The name the check imports the export as (default: the original's file name).
+        #[arg(long, value_name = "NAME")]
+        module_file: Option<String>,
+        /// How the check reports its sub-tests: tap, junit, unittest or libtest.
+        #[arg(long, value_name = "FORMAT")]
+        report: Option<String>,
+        /// A variable the check gets from the evaluator's environment: NAME or NAME=DEFAULT
+        /// (`~/` = the evaluator's HOME); repeat for several. Checks otherwise see only PATH,
+        /// a private HOME and TMPDIR, and the C.UTF-8 locale.
+        #[arg(long, value_name = "NAME[=DEFAULT]")]
+        env: Vec<String>,
+        /// The check's command (argv; everything after --check).
+        #[arg(long, value_name = "CMD", num_args = 1.., allow_hyphen_values = true, required = true)]
+        check: Vec<String>,
+    },
+    /// Rewrite DIR/manifest.json pinning the SHA-256 of every file the evaluation and brief
+    /// depend on (original, expected, TASK.md, each file of check/).
+    Pin {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
+    /// Authenticate the suite, run the evaluator's controls (each check passes on expected and
+    /// fails on original) and list the scopes discovery finds in each original (the names a
+    /// plan may use). Exit 0 only if all hold.
+    Check {
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -269,8 +334,13 @@ struct ConsoleArgs {
     /// With --script: print the final report as JSON on stdout (progress goes to stderr).
     #[arg(long, requires = "script")]
     json: bool,
+    /// With --script: fill the script's `${NAME}` placeholders (e.g. `--set model=M`); repeat
+    /// for several. A placeholder with no value (and no `${NAME:-DEFAULT}`) and a NAME the
+    /// script does not use are refused before anything runs.
+    #[arg(long = "set", value_name = "NAME=VALUE", requires = "script")]
+    set: Vec<String>,
     /// Fixture manifest to authenticate and evaluate against (default: the bundled suite the
-    /// binary carries).
+    /// binary carries; a script's `suite PATH` overrides it).
     #[arg(long, value_name = "PATH")]
     manifest: Option<PathBuf>,
     /// Directory for run evidence (default: <data dir>/runs).
@@ -395,12 +465,80 @@ fn main() -> ExitCode {
                 compare::report(&args.dir, &args.runs, args.json, args.markdown, &settings).await
             }
             Some(Cmd::Doctor(args)) => patchdiff::doctor::run(&settings, args.json).await,
+            Some(Cmd::Suite(cmd)) => run_suite(cmd, &settings).await,
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an
     // open stdin (an MCP server stopped by SIGTERM while its client keeps the pipe open).
     runtime.shutdown_background();
     ExitCode::from(code as u8)
+}
+
+/// `patchdiff suite …`: exit 0 when done (for `check`: when everything holds), 1 when
+/// `check` found a problem, 2 for refused input (nothing changed).
+async fn run_suite(cmd: SuiteCmd, settings: &Settings) -> i32 {
+    use patchdiff::suite;
+    let done = match cmd {
+        SuiteCmd::New { dir } => suite::new_suite(&dir),
+        SuiteCmd::Add {
+            dir,
+            name,
+            language,
+            original,
+            expected,
+            task,
+            check_file,
+            module_file,
+            report,
+            env,
+            check,
+        } => suite::add_target(
+            &dir,
+            &suite::NewTarget {
+                name,
+                language,
+                original,
+                expected,
+                task,
+                check_files: check_file,
+                check,
+                module_file,
+                report,
+                env,
+                toolchain: None,
+            },
+        ),
+        SuiteCmd::Pin { dir } => suite::pin(&dir),
+        SuiteCmd::Check { dir } => {
+            return match suite::check(&dir, settings).await {
+                Ok(found) => {
+                    for line in &found.lines {
+                        println!("{line}");
+                    }
+                    println!(
+                        "suite {}: {}",
+                        dir.display(),
+                        if found.ok { "ok" } else { "FAILED" }
+                    );
+                    if found.ok { 0 } else { EXIT_FAILED }
+                }
+                Err(e) => {
+                    eprintln!("patchdiff suite check: {e}");
+                    EXIT_USAGE
+                }
+            };
+        }
+    };
+    match done {
+        Ok(summary) => {
+            println!("{summary}");
+            0
+        }
+        Err(e) => {
+            eprintln!("patchdiff suite: {e}");
+            EXIT_USAGE
+        }
+    }
 }
 
 /// `patchdiff compare power`: the power table for `--runs` at `--alpha`, as
@@ -490,9 +628,18 @@ async fn run_console(args: ConsoleArgs, settings: Settings) -> i32 {
     }
     match &args.script {
         Some(script) => match patchdiff::assets::resolve_script(script) {
-            Ok(script) => {
-                patchdiff::console::headless::run_script(options, &script, args.json).await
-            }
+            Ok(script) => match patchdiff::canary::command::parse_parameters(&args.set) {
+                Ok(params) => {
+                    patchdiff::console::headless::run_script_with(
+                        options, &script, &params, args.json,
+                    )
+                    .await
+                }
+                Err(e) => {
+                    eprintln!("patchdiff console: {e}");
+                    EXIT_USAGE
+                }
+            },
             Err(e) => {
                 eprintln!("patchdiff console: {e}");
                 EXIT_USAGE

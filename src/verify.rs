@@ -502,12 +502,11 @@ fn check_chains(ctx: &mut Ctx) {
 fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManifest> {
     let before = ctx.problems.len();
     let run_manifest = read_run_manifest(ctx);
-    let recorded = run_manifest.as_ref().and_then(|m| {
-        m.configuration["fixture_manifest"]
-            .as_str()
-            .map(PathBuf::from)
-    });
-    let Some(path) = options.manifest.clone().or(recorded) else {
+    let Some(path) = options
+        .manifest
+        .clone()
+        .or_else(|| run_suite_manifest(&ctx.root, run_manifest.as_ref()))
+    else {
         ctx.done("fixtures", before, "no fixture manifest".into());
         return None;
     };
@@ -550,6 +549,22 @@ fn check_fixtures(ctx: &mut Ctx, options: &VerifyOptions) -> Option<FixtureManif
     Some(fixtures)
 }
 
+/// The fixture manifest a run is verified against: the run's own copy of its suite
+/// (`suite/manifest.json`, which `init` writes; the run manifest records it relative to the
+/// run), so a run verifies wherever it is moved; a run from before the copy existed records
+/// the absolute path of the manifest it used.
+fn run_suite_manifest(root: &Path, run: Option<&RunManifest>) -> Option<PathBuf> {
+    let copy = root
+        .join(crate::fixtures::RUN_SUITE_DIR)
+        .join("manifest.json");
+    let recorded = run.and_then(|m| m.configuration["fixture_manifest"].as_str());
+    match recorded.map(PathBuf::from) {
+        Some(p) if p.is_relative() => Some(root.join(p)),
+        Some(p) if !copy.exists() => Some(p),
+        _ => copy.exists().then_some(copy),
+    }
+}
+
 /// The run's `manifest.json`, or `None` with a problem saying why it could not be read.
 fn read_run_manifest(ctx: &mut Ctx) -> Option<RunManifest> {
     let parsed = std::fs::read(ctx.root.join("manifest.json"))
@@ -560,17 +575,34 @@ fn read_run_manifest(ctx: &mut Ctx) -> Option<RunManifest> {
         .ok()
 }
 
-/// A fixture's original and expected files against their pinned SHA-256.
+/// Every file a fixture's evaluation and brief depend on against its pin (schema 3: original,
+/// expected, task and each check file; older schemas: original and expected), and the check
+/// directory holding only its pinned files; each problem names the file, relative to the run
+/// when the suite is the run's copy.
 fn check_fixture_files(ctx: &mut Ctx, fixtures: &FixtureManifest, f: &Fixture) {
-    for (file, pin) in [(&f.original, &f.sha256), (&f.expected, &f.expected_sha256)] {
-        if let Err(e) = read_pinned(&f.target, &fixtures.resolve(file), pin) {
-            ctx.problem(
-                "fixtures",
-                &fixtures.resolve(file).display().to_string(),
-                None,
-                e.to_string(),
-            );
+    let shown = |p: &Path| {
+        let p = fixtures.resolve(p);
+        p.strip_prefix(&ctx.root)
+            .map_or_else(|_| p.display().to_string(), |r| r.display().to_string())
+    };
+    let mut found = Vec::new();
+    match fixtures.pinned_files(f) {
+        Ok(files) => {
+            for pinned in files {
+                if let Some(pin) = &pinned.sha256
+                    && let Err(e) = read_pinned(&f.target, &fixtures.resolve(&pinned.path), pin)
+                {
+                    found.push((shown(&pinned.path), e.to_string()));
+                }
+            }
         }
+        Err(e) => found.push((shown(&f.check.dir), e.to_string())),
+    }
+    if let Err(e @ crate::fixtures::FixtureError::CheckFiles { .. }) = fixtures.check_files(f) {
+        found.push((shown(&f.check.dir), e.to_string()));
+    }
+    for (file, message) in found {
+        ctx.problem("fixtures", &file, None, message);
     }
 }
 

@@ -606,6 +606,7 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         .arg("console")
         .arg("--script")
         .arg(repo().join("assets/canary/codex.canary"))
+        .args(["--set", "model=gpt-5.1-codex"])
         .arg("--runs-dir")
         .arg(runs.path())
         .arg("--json")
@@ -662,6 +663,10 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         assert_eq!(ours, sealed_tools(), "offered: {tools:?}");
     }
     let run = the_only_run(runs.path());
+    // Issue 26 item 4: the model came from `--set model=…` into the script's `${model}`.
+    let manifest: Value =
+        serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["agent"]["model"], "gpt-5.1-codex", "{manifest:#}");
     let stream = host_stream(&run.join("agent.codex.jsonl"));
     assert!(stream[0].contains("thread.started"));
     assert_no_credential(&run);
@@ -1033,6 +1038,17 @@ fn scripted_model_documents_its_rehearsals_and_refuses_a_status_that_is_no_error
         "--after-plan",
     ] {
         assert!(help.contains(option), "{option} in:\n{help}");
+    }
+    // Issue 26 item 6: documented as the operator's rehearsal tool, with both hosts' recipes
+    // (Codex's base URL ends in /v1) that stop the server they start.
+    for said in [
+        "rehearsal tool",
+        "ANTHROPIC_BASE_URL=$(head -1 model.url)",
+        "OPENAI_BASE_URL=$(head -1 model.url)/v1",
+        "trap 'kill $model' EXIT",
+        "--set model=",
+    ] {
+        assert!(help.contains(said), "`{said}` in:\n{help}");
     }
     let refused = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
         .args(["--plan", "x.jsonl", "--fail-status", "200"])

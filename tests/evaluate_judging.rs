@@ -201,6 +201,7 @@ fn a_fixture_may_require_full_byte_and_a_schema_1_manifest_always_does() {
             let command = f["check"]["command"].clone();
             let dir = f["check"]["dir"].clone();
             f["check"] = serde_json::json!({"command": command, "dir": dir});
+            f.as_object_mut().unwrap().remove("task_sha256");
         }
     });
     let (_, evaluation) = evaluate(dir.path(), &schema1, &exports, &[]);
@@ -399,11 +400,25 @@ fn controls_are_reused_by_digest_and_fresh_controls_runs_them() {
     let (_, fresh) = evaluate(dir.path(), &manifest, &exports, &["--fresh-controls"]);
     assert_eq!(fresh["controls_run"], 5, "{fresh:#}");
 
-    // A changed check file is a different digest: that target's controls run again.
+    // A changed check file that the manifest does not pin is refused, naming it (schema 3);
+    // re-pinned, it is a different digest: that target's controls run again.
     let check = manifest.parent().unwrap().join("chess/check/test_chess.py");
     let mut text = std::fs::read_to_string(&check).unwrap();
     text.push_str("\n# a comment changes the digest\n");
     std::fs::write(&check, text).unwrap();
+    let refused = run_evaluate(dir.path(), &manifest, &exports, &[], &[]);
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("test_chess.py") && said.contains("the manifest pins"),
+        "{said}"
+    );
+    let pinned = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .args(["suite", "pin"])
+        .arg(manifest.parent().unwrap())
+        .output()
+        .unwrap();
+    assert!(pinned.status.success(), "{pinned:?}");
     let (_, changed) = evaluate(dir.path(), &manifest, &exports, &[]);
     assert_eq!(target(&changed, "chess")["controls_source"]["how"], "run");
     assert_ne!(

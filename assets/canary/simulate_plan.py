@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import shutil
 import re
 import subprocess
 import sys
@@ -511,15 +513,24 @@ def export(sim: Simulator, dest: Path) -> None:
 
 
 def run_verify(dest: Path) -> dict[str, bool]:
-    """Runs verify.sh --candidate on an export; returns target -> behavioral check passed."""
-    proc = subprocess.run(["sh", str(FIXTURES / "verify.sh"), "--candidate", str(dest)],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    verdicts = {}
-    for line in proc.stdout.splitlines():
-        m = re.match(r"^(ok|FAIL) +([\w-]+): behavioral check passes", line)
-        if m:
-            verdicts[m.group(2)] = m.group(1) == "ok"
-    return verdicts
+    """Runs the real evaluator (`patchdiff evaluate`, PATCHDIFF env var or `patchdiff` on PATH)
+    on an export; returns target -> behavioral check passed."""
+    flat = dest / "_evaluate"
+    flat.mkdir(exist_ok=True)
+    for target_dir in dest.iterdir():
+        if target_dir.is_dir() and target_dir != flat:
+            for f in target_dir.iterdir():
+                shutil.copyfile(f, flat / f.name)
+    exe = os.environ.get("PATCHDIFF", "patchdiff")
+    proc = subprocess.run([exe, "evaluate", "--manifest", str(FIXTURES / "manifest.json"),
+                           "--exports", str(flat), "--json"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        evaluation = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        print(f"  evaluator failed: {proc.stderr.strip()}")
+        return {}
+    return {t["name"]: bool(t["behavioral"]) for t in evaluation["targets"]}
 
 
 def main(argv: list[str]) -> int:

@@ -3,7 +3,11 @@
 //! tool calls, so a real agent host CLI (Claude Code, Codex) can run a canary with no network
 //! and no model (SPEC A1: real hosts tested offline).
 //!
-//! Not a user tool; tests and offline demos run it.
+//! The operator's rehearsal tool: rehearse a canary with a real host CLI and
+//! a plan of your own — the host's seal, the MCP wiring, the evaluation, the report — offline,
+//! before a real model spends anything. The tests drive the real Claude Code and Codex CLIs
+//! with it too. A run against it records a loopback provider endpoint and is marked a
+//! rehearsal.
 //!
 //! ```text
 //! scripted-model --plan PLAN.jsonl [--listen 127.0.0.1:0] [--after-plan finish|stall]
@@ -68,8 +72,10 @@ enum AfterPlan {
     Stall,
 }
 
-/// A model server on loopback that plays a canary plan as tool calls, so a real agent host CLI
-/// runs a canary offline. Prints `http://ADDR` once it listens.
+/// The operator's rehearsal tool: a model server on loopback that plays a canary plan as tool
+/// calls, so a real agent host CLI (Claude Code, Codex) runs a canary offline, with no network
+/// and no model. Prints `http://ADDR` on its first line once it listens, then serves until
+/// stopped. A run against it is marked a rehearsal (its provider endpoint is loopback).
 #[derive(clap::Parser)]
 #[command(
     name = "scripted-model",
@@ -78,7 +84,16 @@ enum AfterPlan {
       scripted-model --plan demo.plan.jsonl --stall-after-saves 2      # saves two targets, then hangs\n  \
       scripted-model --plan demo.plan.jsonl --fail-status 529          # overloaded at the first request\n  \
       scripted-model --plan demo.plan.jsonl --fail-status 500 --fail-from 4 --fail-count 1\n\n\
-      Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code), OPENAI_BASE_URL=http://ADDR/v1 (Codex)."
+      Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code), OPENAI_BASE_URL=http://ADDR/v1 (Codex;\n\
+      the /v1 matters).\n\n\
+      Rehearse the Claude canary (the recipe stops what it starts):\n  \
+      scripted-model --plan assets/canary/demo.plan.jsonl > model.url & model=$!\n  \
+      trap 'kill $model' EXIT; until [ -s model.url ]; do sleep 0.1; done\n  \
+      ANTHROPIC_BASE_URL=$(head -1 model.url) ANTHROPIC_API_KEY=rehearsal \\\n    \
+      patchdiff console --script claude --set model=claude-sonnet-4-5\n\n\
+      Rehearse the Codex canary:\n  \
+      OPENAI_BASE_URL=$(head -1 model.url)/v1 OPENAI_API_KEY=rehearsal \\\n    \
+      patchdiff console --script codex --set model=gpt-5-codex"
 )]
 struct Args {
     /// The canary plan to play (one step per line), for every model no `--mixture` names.

@@ -59,6 +59,9 @@ impl Host {
 /// One console action.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
+    /// C1: the fixture suite this run uses (its `manifest.json`, or the directory holding it);
+    /// before `init`. In a script a relative path is relative to the script.
+    Suite { path: PathBuf },
     /// C1: authenticate fixtures and initialize the five targets (`--reset` wipes history).
     Init { reset: bool },
     /// U1: start (or restart) MCP processes.
@@ -156,6 +159,11 @@ impl CommandSpec {
 /// definition; a test keeps the two lists of names equal.
 pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
+        name: "suite",
+        key: None,
+        help: "the fixture suite the run uses (a suite directory or its manifest.json; before init)",
+    },
+    CommandSpec {
         name: "record",
         key: Some('c'),
         help: "record the agent's identity for the run manifest (before init)",
@@ -244,6 +252,7 @@ impl Command {
     /// The command's table name.
     pub fn name(&self) -> &'static str {
         match self {
+            Self::Suite { .. } => "suite",
             Self::Init { .. } => "init",
             Self::Launch { .. } => "launch",
             Self::Preflight => "preflight",
@@ -363,6 +372,10 @@ impl clap::builder::TypedValueParser for PlanOrHost {
 /// values are checked when converting to [`Command`] (so errors can say which key was wrong).
 #[derive(Debug, clap::Subcommand)]
 enum Cli {
+    Suite {
+        #[arg(value_name = "PATH", value_hint = clap::ValueHint::AnyPath)]
+        path: PathBuf,
+    },
     Record {
         #[arg(num_args = 0.., value_names = ["model=M", "provider=P", "reasoning=R"])]
         options: Vec<String>,
@@ -436,6 +449,7 @@ impl Cli {
     /// The [`Command`] the rest of the code uses; checks `key=value` arguments and numbers.
     fn into_command(self, usage: impl Fn() -> String) -> Result<Command, String> {
         Ok(match self {
+            Self::Suite { path } => Command::Suite { path },
             Self::Init { reset } => Command::Init { reset },
             Self::Launch { which } => Command::Launch {
                 which: Which::kind(which),
@@ -734,6 +748,117 @@ fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
     })
 }
 
+/// Parses `--set NAME=VALUE` arguments (one script, many models): `NAME` of `[A-Za-z_][A-Za-z0-9_]*`,
+/// each named once. Errors name the argument and what is accepted.
+pub fn parse_parameters(sets: &[String]) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for set in sets {
+        let (name, value) = set.split_once('=').ok_or_else(|| {
+            format!("--set {set}: expected NAME=VALUE (e.g. --set model=claude-sonnet-4-5)")
+        })?;
+        if !valid_parameter_name(name) {
+            return Err(format!(
+                "--set {set}: `{name}` is not a parameter name (letters, digits and `_`, not \
+                 starting with a digit)"
+            ));
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!("--set {name}=…: given twice"));
+        }
+        out.push((name.to_owned(), value.to_owned()));
+    }
+    Ok(out)
+}
+
+fn valid_parameter_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Fills a script's placeholders (one script serves many models) before it is parsed: `${NAME}` takes the
+/// value of `--set NAME=VALUE`, `${NAME:-DEFAULT}` falls back to `DEFAULT` (a plain word, no
+/// `}`). A value is inserted shell-quoted, so it stays one word whatever it holds. Comments
+/// (`#` lines and trailing ` # …`) are left as they are and hold no placeholders. Errors, each
+/// naming the line — refused before anything runs: a placeholder with no value and no default
+/// (naming the `--set` that would fill it), a malformed `${…}`, and a `--set` that names no
+/// placeholder of the script (listing the ones it has).
+pub fn fill_placeholders(text: &str, params: &[(String, String)]) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut errors = Vec::new();
+    let mut used = std::collections::BTreeSet::new();
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let n = i + 1;
+        let (body, comment) = if line.trim_start().starts_with('#') {
+            ("", line)
+        } else {
+            match line.find(" #") {
+                Some(at) => line.split_at(at),
+                None => (line, ""),
+            }
+        };
+        let mut rest = body;
+        while let Some(at) = rest.find("${") {
+            out.push_str(&rest[..at]);
+            let after = &rest[at + 2..];
+            let Some(end) = after.find('}') else {
+                errors.push(format!("line {n}: `${{` without a closing `}}`"));
+                rest = "";
+                break;
+            };
+            let inner = &after[..end];
+            let (name, default) = match inner.split_once(":-") {
+                Some((name, default)) => (name, Some(default)),
+                None => (inner, None),
+            };
+            if !valid_parameter_name(name) {
+                errors.push(format!(
+                    "line {n}: `${{{inner}}}` is not a placeholder (`${{NAME}}` or \
+                     `${{NAME:-DEFAULT}}`, NAME of letters, digits and `_`)"
+                ));
+            } else {
+                used.insert(name.to_owned());
+                match params
+                    .iter()
+                    .find(|(p, _)| p == name)
+                    .map(|(_, v)| v.as_str())
+                    .or(default)
+                {
+                    Some(value) => {
+                        out.push_str(&shlex::try_quote(value).unwrap_or_else(|_| value.into()))
+                    }
+                    None => errors.push(format!(
+                        "line {n}: `${{{name}}}` has no value: give `--set {name}=VALUE`"
+                    )),
+                }
+            }
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        out.push_str(comment);
+    }
+    for (name, _) in params {
+        if !used.contains(name) {
+            let known: Vec<&str> = used.iter().map(String::as_str).collect();
+            errors.push(format!(
+                "--set {name}=…: the script has no `${{{name}}}` placeholder ({})",
+                if known.is_empty() {
+                    "it has none".to_owned()
+                } else {
+                    format!("it has: {}", known.join(", "))
+                }
+            ));
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
 /// Parses a `--script` file: one command per line; blank lines, `#` comments and trailing
 /// `# …` comments are skipped. Every bad line is reported, one per line of the error, each as
 /// `line N: …` (1-based); a script with no command is refused.
@@ -812,6 +937,7 @@ mod tests {
                 "wait" => "wait ready 5".to_owned(),
                 "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
                 "target" => "target chess".to_owned(),
+                "suite" => "suite my-suite".to_owned(),
                 other => other.to_owned(),
             };
             let cmd = Command::parse(&line).unwrap();
@@ -953,6 +1079,7 @@ mod tests {
         assert_eq!(
             usages,
             [
+                "suite PATH",
                 "record [model=M] [provider=P] [reasoning=R]",
                 "init [--reset]",
                 "launch [full|observed]",
@@ -1106,6 +1233,58 @@ mod tests {
             parse_script("report\nnew\n")
                 .unwrap_err()
                 .contains("line 2: `new` works only in the interactive console")
+        );
+    }
+
+    #[test]
+    fn placeholders_take_set_values_quoted_or_their_default() {
+        let script =
+            "record model=${model} # ${not_one}\nagent claude model=${model:-x} timeout=${t:-60}\n";
+        let filled = fill_placeholders(script, &[("model".into(), "my model".into())]).unwrap();
+        assert_eq!(
+            filled,
+            "record model='my model' # ${not_one}\nagent claude model='my model' timeout=60\n"
+        );
+        let parsed = parse_script(&filled).unwrap();
+        assert!(matches!(
+            &parsed[0].1,
+            Command::Record { model: Some(m), .. } if m == "my model"
+        ));
+    }
+
+    #[test]
+    fn an_unset_placeholder_and_an_unused_set_are_refused_naming_them() {
+        let err = fill_placeholders("record model=${model}\ninit\n", &[]).unwrap_err();
+        assert_eq!(
+            err,
+            "line 1: `${model}` has no value: give `--set model=VALUE`"
+        );
+        let err = fill_placeholders(
+            "record model=${model}\n",
+            &[
+                ("model".into(), "m".into()),
+                ("host".into(), "claude".into()),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err,
+            "--set host=…: the script has no `${host}` placeholder (it has: model)"
+        );
+        assert!(
+            fill_placeholders("init ${oops\n", &[])
+                .unwrap_err()
+                .contains("line 1")
+        );
+        assert!(
+            parse_parameters(&["model".into()])
+                .unwrap_err()
+                .contains("NAME=VALUE")
+        );
+        assert!(
+            parse_parameters(&["a=1".into(), "a=2".into()])
+                .unwrap_err()
+                .contains("twice")
         );
     }
 

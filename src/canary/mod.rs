@@ -127,6 +127,10 @@ pub struct Canary {
     /// [`record::provider_endpoints`] of the provider variables this console
     /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
     pub provider_endpoints: Value,
+    /// The suite's manifest the run's copy was made from, once `init` copied the
+    /// authenticated suite into the run (`suite/`); from then on `manifest` and
+    /// `options.manifest` are the run's copy.
+    suite_source: Option<PathBuf>,
 }
 
 /// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
@@ -203,7 +207,74 @@ impl Canary {
             agent_planned: false,
             sealed: false,
             provider_endpoints: record::provider_endpoints(&host::provider_env()),
+            suite_source: None,
         })
+    }
+
+    /// `suite PATH`: the fixture suite this run uses — a suite directory (its `manifest.json`)
+    /// or a manifest file. Only before `init`; the targets shown are the suite's. Errors: after
+    /// `init`, or a manifest that does not load (naming the file and the field).
+    pub fn use_suite(&mut self, path: &Path) -> anyhow::Result<String> {
+        if self.initialized || self.suite_source.is_some() {
+            anyhow::bail!(
+                "`suite` must come before `init`: this run already copied its suite from {}",
+                self.suite_source
+                    .as_deref()
+                    .unwrap_or(&self.options.manifest)
+                    .display()
+            );
+        }
+        let manifest_path = if path.is_dir() {
+            path.join("manifest.json")
+        } else {
+            path.to_path_buf()
+        };
+        let manifest = FixtureManifest::load(&manifest_path)?;
+        self.targets = manifest
+            .fixtures
+            .iter()
+            .map(|f| TargetRow {
+                name: f.target.clone(),
+                language: f.language.clone(),
+                initial_sha256: f.sha256.clone(),
+                ..TargetRow::default()
+            })
+            .collect();
+        let summary = format!(
+            "{} targets ({}) · {}",
+            manifest.fixtures.len(),
+            manifest
+                .fixtures
+                .iter()
+                .map(|f| f.target.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            manifest_path.display()
+        );
+        self.manifest = manifest;
+        self.options.manifest = manifest_path;
+        Ok(summary)
+    }
+
+    /// Copies the authenticated suite into the run (`suite/`) once, and makes
+    /// the copy the run's manifest from then on: init, the brief, the evaluator and `verify`
+    /// all read the run's own copy, so the run verifies on any machine.
+    async fn copy_suite_into_run(&mut self) -> anyhow::Result<()> {
+        if self.suite_source.is_some() {
+            return Ok(());
+        }
+        let source = self.manifest.clone();
+        let dest = self.run.path.join(crate::fixtures::RUN_SUITE_DIR);
+        let copy = tokio::task::spawn_blocking(move || {
+            source
+                .copy_into(&dest)
+                .and_then(|m| FixtureManifest::load(&m).map(|l| (m, l)))
+        })
+        .await
+        .map_err(|e| anyhow::anyhow!("suite copy task failed: {e}"))??;
+        self.suite_source = Some(std::mem::replace(&mut self.options.manifest, copy.0));
+        self.manifest = copy.1;
+        Ok(())
     }
 
     /// `PATCHDIFF_DATABASE_URL` for the run's processes: the operator's, else the run's own file.
@@ -239,6 +310,7 @@ impl Canary {
                 provider,
                 reasoning,
             } => self.record(model, provider, reasoning),
+            Command::Suite { path } => self.use_suite(path),
             Command::Init { reset } => self.init(*reset).await,
             Command::Launch { which } => self.launch(*which).await,
             Command::Preflight => self.preflight().await,
@@ -475,6 +547,7 @@ impl Canary {
         let fixtures = tokio::task::spawn_blocking(move || manifest.authenticate_originals())
             .await
             .map_err(|e| anyhow::anyhow!("fixture authentication task failed: {e}"))??;
+        self.copy_suite_into_run().await?;
         self.ensure_full().await?;
         let full = self
             .full
@@ -584,8 +657,14 @@ impl Canary {
                 "console": record::console_record(),
                 // The database the journal lives in (`verify` refuses another one).
                 "store_identity": store_identity,
-                "fixture_manifest": std::fs::canonicalize(&self.options.manifest)
+                // The run's own copy of the suite (relative to the run directory) and where
+                // it was copied from (a run verifies from its copy wherever it is moved).
+                "fixture_manifest": self.options.manifest.strip_prefix(&self.run.path)
+                    .map(Path::to_path_buf)
                     .unwrap_or_else(|_| self.options.manifest.clone()),
+                "fixture_manifest_source": self.suite_source.as_ref().map(|s| {
+                    std::fs::canonicalize(s).unwrap_or_else(|_| s.clone())
+                }),
                 "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
                 "executable": self.options.exe,
                 "agent_host": self.planned_host,

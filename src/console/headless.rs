@@ -31,6 +31,18 @@ pub const EXIT_INFRA_ABORT: i32 = 3;
 /// carries only the JSON report). Returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
 /// [`EXIT_USAGE`], [`EXIT_INFRA_ABORT`], 130/143 when interrupted).
 pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i32 {
+    run_script_with(options, script, &[], json).await
+}
+
+/// [`run_script`] with `--set NAME=VALUE` parameters filling the script's `${NAME}`
+/// placeholders ([`crate::canary::command::fill_placeholders`]); a placeholder without a
+/// value, or a parameter naming none, refuses the script before anything runs.
+pub async fn run_script_with(
+    options: CanaryOptions,
+    script: &Path,
+    params: &[(String, String)],
+    json: bool,
+) -> i32 {
     // Progress lines carry what the agent wrote (step summaries, check output,
     // stories); a person's terminal gets it only through `visible`.
     let mut progress: Box<dyn Write> = if json {
@@ -38,7 +50,7 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
     } else {
         Box::new(VisibleWriter::new(std::io::stdout()))
     };
-    let commands = match load_script(script) {
+    let commands = match load_script(script, params) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("patchdiff: {}", visible(&e));
@@ -76,9 +88,14 @@ pub async fn run_script(options: CanaryOptions, script: &Path, json: bool) -> i3
 
 /// Reads, parses and checks the script, with paths resolved against its directory. U5: an
 /// invalid script is refused whole, before anything runs. Errors are `FILE:LINE: …` lines.
-fn load_script(script: &Path) -> Result<Vec<(usize, Command)>, String> {
+fn load_script(
+    script: &Path,
+    params: &[(String, String)],
+) -> Result<Vec<(usize, Command)>, String> {
     let text = std::fs::read_to_string(script)
         .map_err(|e| format!("cannot read script {}: {e}", script.display()))?;
+    let text = crate::canary::command::fill_placeholders(&text, params)
+        .map_err(|e| located(script, &e))?;
     let commands = parse_script(&text).map_err(|e| located(script, &e))?;
     let commands = resolve_paths(commands, script.parent().unwrap_or(Path::new(".")));
     // Plans must load and refer only to earlier steps, and `record` must precede `init` (the
@@ -317,6 +334,22 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
                     ));
                 }
             }
+            Command::Suite { path } => {
+                // The suite must load before anything runs (no run directory for a typo).
+                let manifest = if path.is_dir() {
+                    path.join("manifest.json")
+                } else {
+                    path.clone()
+                };
+                crate::fixtures::FixtureManifest::load(&manifest)
+                    .map_err(|e| format!("line {line}: suite: {e}"))?;
+                if let Some(init) = init_line {
+                    return Err(format!(
+                        "line {line}: `suite` must come before `init` (line {init}): init copies \
+                         the suite into the run"
+                    ));
+                }
+            }
             Command::Record { .. } => {
                 if let Some(init) = init_line {
                     return Err(format!(
@@ -341,6 +374,12 @@ fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usi
                 line,
                 Command::Agent {
                     plan: script_dir.join(plan),
+                },
+            ),
+            Command::Suite { path } if path.is_relative() => (
+                line,
+                Command::Suite {
+                    path: script_dir.join(path),
                 },
             ),
             Command::HostConfig {
