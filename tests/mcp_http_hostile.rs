@@ -528,13 +528,6 @@ async fn sixty_four_long_lived_get_streams_do_not_lock_a_new_client_out() {
     drop(held);
 }
 
-/// A `tools/call` of `patchdiff_read_target` for `target` in `session`.
-fn read_target_call(target: &str) -> String {
-    serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "patchdiff_read_target", "arguments": {"target": target}}})
-    .to_string()
-}
-
 #[tokio::test(start_paused = true)]
 async fn eight_clients_that_never_read_a_large_read_target_are_dropped_at_the_write_timeout() {
     // An agent's `read_target` answers in pages of at most 32 KiB, so one response no longer
