@@ -70,6 +70,39 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// `patchdiff suite add SUITE NAME --language L --original … --expected … --task …` with each
+/// `--check-file`, then `extra` (options and `--check CMD…`); asserts it succeeded.
+fn suite_add(
+    home: &Path,
+    suite: &str,
+    name: &str,
+    language: &str,
+    [original, expected, task]: [&Path; 3],
+    check_files: &[&Path],
+    extra: &[&str],
+) {
+    let mut args = vec![
+        "suite",
+        "add",
+        suite,
+        name,
+        "--language",
+        language,
+        "--original",
+        original.to_str().unwrap(),
+        "--expected",
+        expected.to_str().unwrap(),
+        "--task",
+        task.to_str().unwrap(),
+    ];
+    for f in check_files {
+        args.extend(["--check-file", f.to_str().unwrap()]);
+    }
+    args.extend(extra);
+    let out = patchdiff(&args, home);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
 fn write(path: &Path, body: &str) -> PathBuf {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, body).unwrap();
@@ -236,24 +269,14 @@ fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved
     );
     let test = write(&inputs.join("ts/stack.test.mjs"), STACK_TEST_MJS);
     let pkg = write(&inputs.join("ts/package.json"), "{\"type\": \"module\"}\n");
-    let out = patchdiff(
+    suite_add(
+        home,
+        s,
+        "stack",
+        "typescript",
+        [&original, &expected, &task],
+        &[&test, &pkg],
         &[
-            "suite",
-            "add",
-            s,
-            "stack",
-            "--language",
-            "typescript",
-            "--original",
-            original.to_str().unwrap(),
-            "--expected",
-            expected.to_str().unwrap(),
-            "--task",
-            task.to_str().unwrap(),
-            "--check-file",
-            test.to_str().unwrap(),
-            "--check-file",
-            pkg.to_str().unwrap(),
             "--report",
             "tap",
             "--env",
@@ -263,9 +286,7 @@ fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved
             "-c",
             "\"$TSC\" --strict --target es2022 --module es2022 --outDir out stack.ts && node --test --test-reporter=tap",
         ],
-        home,
     );
-    assert!(out.status.success(), "{}", text(&out));
 
     // add: Go, its build cache through check.env (the check's own HOME is private).
     let original = write(&inputs.join("go/ring.go"), RING_GO);
@@ -279,24 +300,14 @@ fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved
     );
     let test = write(&inputs.join("go/ring_test.go"), RING_TEST_GO);
     let gomod = write(&inputs.join("go/go.mod"), "module ring\n\ngo 1.19\n");
-    let out = patchdiff(
+    suite_add(
+        home,
+        s,
+        "ring",
+        "go",
+        [&original, &expected, &task],
+        &[&test, &gomod],
         &[
-            "suite",
-            "add",
-            s,
-            "ring",
-            "--language",
-            "go",
-            "--original",
-            original.to_str().unwrap(),
-            "--expected",
-            expected.to_str().unwrap(),
-            "--task",
-            task.to_str().unwrap(),
-            "--check-file",
-            test.to_str().unwrap(),
-            "--check-file",
-            gomod.to_str().unwrap(),
             "--env",
             "GOCACHE=~/.cache/go-build",
             "--env",
@@ -307,9 +318,7 @@ fn an_authored_three_language_suite_runs_a_canary_through_set_and_verifies_moved
             "-v",
             ".",
         ],
-        home,
     );
-    assert!(out.status.success(), "{}", text(&out));
 
     // A task edited after pinning fails the check, naming it; pin re-pins it.
     let task = suite.join("example/TASK.md");
