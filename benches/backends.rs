@@ -12,7 +12,7 @@
 //!
 //! Durability is production's on both: SQLite WAL with `synchronous = FULL`; PostgreSQL with its
 //! defaults (`fsync = on`, `synchronous_commit = on`, `wal_sync_method = fdatasync`) — the
-//! scratch cluster from `tests/backends` (or `PATCHDIFF_TEST_POSTGRES`); nothing is turned off
+//! scratch cluster from `tests/util/backends.rs` (or `PATCHDIFF_TEST_POSTGRES`); nothing is turned off
 //! for the comparison. SQLite's file lives under `STORE_BENCH_DIR` (default: the target dir),
 //! on the same disk as the scratch cluster's temp dir unless you say otherwise.
 //!
@@ -20,9 +20,7 @@
 //! 3000 entries), `BACKEND_BENCH_PER_CLIENT` (default 60 submissions per client per case).
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does a tiny smoke run.
 
-#[path = "../tests/backends/mod.rs"]
-#[allow(unused_macros, unused_imports)]
-mod backends;
+use patchdiff_test_util::backends;
 
 use std::path::Path;
 use std::sync::{Arc, Barrier};

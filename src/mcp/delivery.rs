@@ -54,13 +54,13 @@ pub const HOST_LIMITS: [HostLimit; 2] = [
         larger_limit: "the MAX_MCP_OUTPUT_TOKENS environment variable of the host (tokens, \
                        default 25,000) and a tool's `_meta[\"anthropic/maxResultSizeChars\"]`; \
                        a sealed host gets neither from us, so the defaults hold",
-        measured: "the real CLI offline against scripted-model on loopback (tests/agent_host.rs, \
-                   tests/host_delivery.rs; /work/shared/FACTS.md 2026-12-01): results of 95,000 \
+        measured: "the real CLI offline against scripted-model on loopback (tests/canary/agent_host.rs, \
+                   tests/canary/host_delivery.rs; /work/shared/FACTS.md 2026-12-01): results of 95,000 \
                    to 103,000 characters were replaced by `Error: result (N characters) exceeds \
                    maximum allowed tokens. Output has been saved to …`, 39,000 passed; an isError \
                    result keeps its first and last 5,000 characters around `... [N characters \
                    truncated] ...`; on success it hands the model only structuredContent, on \
-                   isError only the text blocks (tests/host_delivery.rs, 2026-12-02)",
+                   isError only the text blocks (tests/canary/host_delivery.rs, 2026-12-02)",
     },
     HostLimit {
         host: "Codex 0.169.0",
@@ -69,7 +69,7 @@ pub const HOST_LIMITS: [HostLimit; 2] = [
         error_kept_chars: None,
         larger_limit: "none known",
         measured: "not measured: the real CLI ran the bundled canary offline \
-                   (tests/agent_host.rs codex_runs_the_bundled_canary_sealed_and_passes_five_of_five) \
+                   (tests/canary/agent_host.rs codex_runs_the_bundled_canary_sealed_and_passes_five_of_five) \
                    with results under 10 KB; no cut or replacement was seen. Until measured, the \
                    Claude Code figures bound it too",
     },

@@ -2,7 +2,7 @@
 //! (the whole matrix, and `--slot` from separate processes), `compare report` and `verify` on
 //! a comparison directory, through the real binary with the real Claude Code CLI (pinned in
 //! `tests/tools`) driven offline by `scripted-model` on loopback — the same setup as
-//! `tests/agent_host.rs`. Everything a member run does is real: the CLI, the observed process,
+//! `tests/canary/agent_host.rs`. Everything a member run does is real: the CLI, the observed process,
 //! the worker, the store, the evaluator.
 //!
 //! Sizes: 5 runs per arm (the plan's minimum). At N = 5 a target at 5/5 is flagged only at

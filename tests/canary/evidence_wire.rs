@@ -2,14 +2,12 @@
 //! byte and in the same order, what an independent client-side recording of the same session
 //! saw; logs are private, append-only and hash-chained.
 
-mod mcp_support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
-use mcp_support::*;
+use crate::mcp::*;
 use patchdiff::evidence::{Direction, JsonlLog, WireRecord};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
@@ -94,7 +92,7 @@ async fn wire_log_equals_what_the_client_sent_and_received() {
     let env = TestEnv::new();
     env.init_target("calendar", CALENDAR_JS).await;
     let wire = env.path().join("observed.mcp.jsonl");
-    let mut cmd = tokio::process::Command::new(EXE);
+    let mut cmd = tokio::process::Command::new(exe());
     cmd.arg("mcp")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -273,7 +271,7 @@ async fn sigterm_shuts_the_worker_down_and_completes_its_stderr_evidence() {
     let env = TestEnv::new();
     let perf = env.path().join("observed.perf.jsonl");
     let worker_log = env.path().join("worker.observed.stderr.log");
-    let mut child = tokio::process::Command::new(EXE)
+    let mut child = tokio::process::Command::new(exe())
         .arg("mcp")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -4,9 +4,7 @@
 //! `report.json` keeps the exact text; and no credential — provider keys, the database password
 //! — reaches any file of the run, wherever the agent puts it (item 3).
 
-#[macro_use]
-mod backends;
-
+use crate::backends;
 use std::path::{Path, PathBuf};
 
 use std::process::{Command, Output};

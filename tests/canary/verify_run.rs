@@ -2,8 +2,7 @@
 //! `report`; `patchdiff verify` accepts it untouched and, for one flipped byte in any file of
 //! the run (and for one changed journal row in `store.sqlite`), exits non-zero naming the file.
 
-mod backends;
-
+use crate::backends;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;

@@ -4,13 +4,11 @@
 //! directory without `PATCHDIFF_CONFIG`, its settings take effect (profile, database, perf
 //! events), and the environment wins over the file.
 
-mod mcp_support;
-
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::json;
 
 /// M2: the observed profile's six tools, sorted.

@@ -2,7 +2,7 @@
 //!
 //! Every requirement id `src/` cites has an entry there, and every entry lists tests that exist
 //! and that name the id themselves: in the test's name, its doc comment or its body, or in the
-//! header (`//!`) of the test binary holding it. So an id cannot drift out of the document, and
+//! header (`//!`) of the test file holding it. So an id cannot drift out of the document, and
 //! the document cannot claim a test pins what the test never mentions.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,12 +1,10 @@
 //! SPEC T1–T4: perf-event configuration, file modes and bounds — through the library's
 //! `Recorder` and end to end through the status receipt of a real `patchdiff mcp` process.
 
-mod mcp_support;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use mcp_support::*;
+use crate::mcp::*;
 use patchdiff::telemetry::{
     Limits, MAX_EVENT_BYTES, MAX_EVENTS, PerfEvent, Recorder, memory_path_for,
 };

@@ -3,12 +3,8 @@
 //! recovery advice, protocol misuse as JSON-RPC errors. Every test runs on SQLite and PostgreSQL
 //! (S1; `tests/backends`).
 
-#[macro_use]
-mod backends;
-mod mcp_support;
-
-use backends::{Backend, Scratch};
-use mcp_support::*;
+use crate::backends::{Backend, Scratch};
+use crate::mcp::*;
 use serde_json::{Value, json};
 
 /// M6: required argument names per tool (the stable public contract).

@@ -2,9 +2,7 @@
 //! loopback only, with only `{"ready", "worker"}`, and never starts a worker — against the real
 //! binary.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 
 /// One raw `GET /healthz` with `headers` (a `Host` of the bound address unless given);
 /// returns `(status, body)`.

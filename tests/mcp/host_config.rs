@@ -2,9 +2,7 @@
 //! host parses (JSON for Claude Code and Cursor, TOML for Codex) that starts the observed
 //! process in resident mode with strict observation, the perf events path and the database URL.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::Value;
 
 fn print_host_config(env: &TestEnv, host: &str) -> (String, String) {
@@ -13,7 +11,7 @@ fn print_host_config(env: &TestEnv, host: &str) -> (String, String) {
         "PATCHDIFF_PERF_EVENTS".into(),
         env.path().join("observed.perf.jsonl").display().to_string(),
     );
-    let out = std::process::Command::new(EXE)
+    let out = std::process::Command::new(exe())
         .args(["mcp", "--print-host-config", host])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -118,7 +116,7 @@ fn codex_config_is_valid_toml() {
 #[test]
 fn unknown_host_is_refused() {
     let env = TestEnv::new();
-    let out = std::process::Command::new(EXE)
+    let out = std::process::Command::new(exe())
         .args(["mcp", "--print-host-config", "vim"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -177,7 +175,7 @@ fn the_printed_claude_config_connects_in_the_real_cli_on_a_fresh_home() {
     let project = home.path().join("project");
     std::fs::create_dir(&project).unwrap();
     let base = || {
-        let mut c = std::process::Command::new(EXE);
+        let mut c = std::process::Command::new(exe());
         c.env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
             .env("HOME", home.path())

@@ -5,14 +5,12 @@
 //! Some cases need root (a file owned by another user, a device node); they check their
 //! precondition and say so when skipped.
 
-mod mcp_support;
-
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use mcp_support::*;
+use crate::mcp::*;
 use patchdiff::telemetry::Recorder;
 use serde_json::{Value, json};
 
@@ -45,7 +43,7 @@ fn foreign_file(path: &Path, text: &str) {
 
 /// Runs `patchdiff mcp` with `vars` and stdin closed; returns (exit code, stderr).
 fn run_mcp(vars: &std::collections::BTreeMap<String, String>) -> (Option<i32>, String) {
-    let out = std::process::Command::new(EXE)
+    let out = std::process::Command::new(exe())
         .arg("mcp")
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())

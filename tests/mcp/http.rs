@@ -1,9 +1,7 @@
 //! SPEC M1: Streamable HTTP for the console — loopback only, bearer token on every request,
 //! `Origin` validated, the bounds set by `PATCHDIFF_MCP_HTTP_*` — against the real binary.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 
 #[tokio::test]
 async fn requests_without_the_bearer_token_get_401() {
@@ -71,7 +69,7 @@ async fn the_token_opens_an_mcp_session() {
 fn non_loopback_binds_are_refused_at_startup() {
     let env = TestEnv::new();
     for bind in ["0.0.0.0:0", "10.0.0.1:8080", "[::]:0", "example.com:80"] {
-        let out = std::process::Command::new(EXE)
+        let out = std::process::Command::new(exe())
             .args(["mcp", "--http", bind])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -90,7 +88,7 @@ fn non_loopback_binds_are_refused_at_startup() {
 async fn without_a_token_file_the_token_is_printed_once_with_the_banner() {
     use tokio::io::AsyncBufReadExt;
     let env = TestEnv::new();
-    let mut child = tokio::process::Command::new(EXE)
+    let mut child = tokio::process::Command::new(exe())
         .args(["mcp", "--http", "127.0.0.1:0"])
         .env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -120,7 +118,7 @@ fn an_existing_token_file_is_never_overwritten() {
     let env = TestEnv::new();
     let token_file = env.path().join("token");
     std::fs::write(&token_file, "old").unwrap();
-    let out = std::process::Command::new(EXE)
+    let out = std::process::Command::new(exe())
         .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
         .arg(&token_file)
         .env_clear()
@@ -140,7 +138,7 @@ async fn a_dev_null_stdin_does_not_stop_the_server_but_sigterm_does() {
     use tokio::io::AsyncBufReadExt;
     let env = TestEnv::new();
     let token_file = env.path().join("token");
-    let mut child = tokio::process::Command::new(EXE)
+    let mut child = tokio::process::Command::new(exe())
         .args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
         .arg(&token_file)
         .env_clear()
@@ -239,7 +237,7 @@ fn an_out_of_range_http_bound_refuses_to_start_naming_it() {
         ("PATCHDIFF_MCP_HTTP_SESSION_IDLE_S", "5"),
         ("PATCHDIFF_MCP_HTTP_WRITE_TIMEOUT_S", "never"),
     ] {
-        let out = std::process::Command::new(EXE)
+        let out = std::process::Command::new(exe())
             .args(["mcp", "--http", "127.0.0.1:0"])
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -5,12 +5,10 @@
 //! client that never reads is dropped at the write timeout (in process, on paused tokio time
 //! where time matters).
 
-mod mcp_support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_support::*;
+use crate::mcp::*;
 use patchdiff::config::Profile;
 use patchdiff::mcp::PatchdiffServer;
 use patchdiff::mcp::http::{HttpLimits, HttpListener, HttpOptions};

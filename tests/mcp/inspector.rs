@@ -5,18 +5,16 @@
 //! ```text
 //! npm install --prefix /tmp/mcptools @modelcontextprotocol/inspector@2.12.0
 //! PATCHDIFF_MCP_INSPECTOR=/tmp/mcptools/node_modules/.bin/mcp-inspector \
-//!     cargo test --test mcp_inspector -- --ignored --nocapture
+//!     cargo test --test mcp inspector:: -- --ignored --nocapture
 //! ```
 //!
 //! Each scenario prints `inspector scenario: NAME ... pass`. (The conformance suite
 //! `@modelcontextprotocol/conformance` 0.1.16 needs Node >= 22 and cannot send a bearer token,
 //! so it is not run here.)
 
-mod mcp_support;
-
 use std::collections::BTreeMap;
 
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::Value;
 
 fn inspector() -> String {
@@ -91,7 +89,7 @@ async fn inspector_cli_scenarios() {
     six.sort();
     let observed = env.vars("observed");
 
-    let (code, v, err) = run(&observed, &[EXE, "mcp", "--method", "tools/list"]).await;
+    let (code, v, err) = run(&observed, &[exe(), "mcp", "--method", "tools/list"]).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(names(&v), six);
     pass("stdio tools/list lists exactly the six observed tools");
@@ -99,7 +97,7 @@ async fn inspector_cli_scenarios() {
     let (code, v, err) = run(
         &observed,
         &[
-            EXE,
+            exe(),
             "mcp",
             "--method",
             "tools/call",
@@ -118,7 +116,7 @@ async fn inspector_cli_scenarios() {
     let (code, v, _) = run(
         &observed,
         &[
-            EXE,
+            exe(),
             "mcp",
             "--method",
             "tools/call",
@@ -136,7 +134,7 @@ async fn inspector_cli_scenarios() {
     let (code, _, _) = run(
         &observed,
         &[
-            EXE,
+            exe(),
             "mcp",
             "--method",
             "tools/call",
@@ -150,7 +148,7 @@ async fn inspector_cli_scenarios() {
     assert_ne!(code, 0);
     pass("stdio full-profile tool is refused in the observed profile");
 
-    let (code, v, err) = run(&env.vars("full"), &[EXE, "mcp", "--method", "tools/list"]).await;
+    let (code, v, err) = run(&env.vars("full"), &[exe(), "mcp", "--method", "tools/list"]).await;
     assert_eq!(code, 0, "{err}");
     assert_eq!(names(&v).len(), 10);
     pass("stdio tools/list on the full profile lists ten tools");

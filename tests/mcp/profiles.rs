@@ -1,11 +1,9 @@
 //! SPEC M2–M4, W13, P1/P2: the profile boundary of the real `patchdiff mcp` binary, driven by
 //! an `rmcp` client over stdio.
 
-mod mcp_support;
-
 use std::os::unix::fs::PermissionsExt;
 
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::json;
 
 /// M2, spelled out from SPEC (not `patchdiff::mcp::OBSERVED_TOOLS`, so a seventh tool or a
@@ -25,7 +23,7 @@ fn sorted(names: &[&str]) -> Vec<String> {
     v
 }
 
-// The observed and full tool lists are pinned by `tests/mcp_rmcp.rs`.
+// The observed and full tool lists are pinned by `tests/mcp/rmcp_client.rs`.
 
 #[tokio::test]
 async fn workspace_profile_lists_the_editing_tools() {
@@ -276,7 +274,7 @@ fn invalid_profile_or_strict_value_refuses_to_start() {
     ] {
         let mut vars = env.vars("observed");
         vars.insert(var.into(), value.into());
-        let out = std::process::Command::new(EXE)
+        let out = std::process::Command::new(exe())
             .arg("mcp")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

@@ -2,9 +2,7 @@
 //! the real binary over stdio and Streamable HTTP (`tests/python/sdk_client.py`). The SDK being
 //! absent is a failure with instructions, never a skip: CI installs it.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::json;
 
 /// The interpreter with the SDK: `PATCHDIFF_TEST_PYTHON`, else the project-local virtual
@@ -30,7 +28,7 @@ async fn python_sdk_client_sees_the_contract() {
     // stdio first, then reads it over HTTP.
     let http = HttpServer::start(&env, "observed").await;
     let config = json!({
-        "exe": EXE,
+        "exe": exe(),
         "env": env.vars("observed"),
         "fixture": fixture,
         "sha256": sha,

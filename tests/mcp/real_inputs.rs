@@ -3,9 +3,7 @@
 //! entries told apart by byte range, parse errors made visible, and a 2.3 MB generated file with
 //! ~24,000 scopes that discovery answers question by question.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::{Value, json};
 
 /// A full-profile process (it has the agent's tools too) with `target` initialized in

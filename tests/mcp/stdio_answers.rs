@@ -1,12 +1,10 @@
 //! Issue 12 (K8, M5): every request over stdio gets an answer — each malformed input the attack
 //! run found, written raw to a real `patchdiff mcp` process's stdin, one line at a time.
 
-mod mcp_support;
-
 use std::process::Stdio;
 use std::time::Duration;
 
-use mcp_support::*;
+use crate::mcp::*;
 use patchdiff::mcp::stdio::MAX_LINE_BYTES;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -26,7 +24,7 @@ struct Raw {
 impl Raw {
     async fn launch(profile: &str) -> Self {
         let env = TestEnv::new();
-        let mut child = Command::new(EXE)
+        let mut child = Command::new(exe())
             .arg("mcp")
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())

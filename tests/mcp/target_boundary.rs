@@ -3,14 +3,10 @@
 //! `patchdiff mcp` process on the same database nor in the stalled process itself. Synchronized on
 //! the FIFOs, not on timing.
 
-#[macro_use]
-mod backends;
-mod mcp_support;
-
 use std::path::{Path, PathBuf};
 
-use backends::{Backend, Scratch};
-use mcp_support::*;
+use crate::backends::{Backend, Scratch};
+use crate::mcp::*;
 use serde_json::{Value, json};
 
 /// A script directory whose `waymark_worker.mjs` runs the fault worker in `stall_marker` mode.

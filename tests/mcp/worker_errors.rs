@@ -4,9 +4,7 @@
 //! back with its worker error in the audit and no attempt, and its retry after recovery (same
 //! process) is accepted exactly once.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::json;
 
 #[tokio::test]
@@ -101,7 +99,7 @@ async fn the_workspace_profile_starts_and_edits_without_node() {
 #[test]
 fn the_workspace_profile_still_refuses_invalid_worker_settings() {
     // P2 holds without Node too: a bad mode is refused naming the variable.
-    let out = std::process::Command::new(EXE)
+    let out = std::process::Command::new(exe())
         .arg("mcp")
         .env_clear()
         .env("PATH", "/nonexistent")

@@ -1,12 +1,8 @@
 //! Store behaviour through the public `EditStore` API: init (C1), observe (K2), submit (K3, K4),
 //! save and replay (K6), audit, and every K8 error code.
 
-#[macro_use]
-mod backends;
-mod common;
-
-use backends::Backend;
-use common::*;
+use crate::backends::{self, Backend};
+use crate::util::*;
 use patchdiff::kernel::sha256_hex;
 use patchdiff::store::*;
 

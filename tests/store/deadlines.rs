@@ -8,14 +8,10 @@
 //! Needs a PostgreSQL server whose backends this process may signal (the scratch cluster the
 //! harness starts, as root or its owner); otherwise says SKIPPED.
 
-#[macro_use]
-mod backends;
-mod common;
-
 use std::time::{Duration, Instant};
 
-use backends::*;
-use common::*;
+use crate::backends::*;
+use crate::util::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use patchdiff::store::*;

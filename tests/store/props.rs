@@ -2,12 +2,8 @@
 //! interleaved with saves, agree with a model of operational transform (K3), and replaying the
 //! journal reproduces every saved version byte for byte, also after reopening (K6).
 
-#[macro_use]
-mod backends;
-mod common;
-
-use backends::Backend;
-use common::*;
+use crate::backends::Backend;
+use crate::util::*;
 use patchdiff::store::*;
 use proptest::prelude::*;
 

@@ -3,16 +3,12 @@
 //! a second OS process sharing the database — on SQLite and PostgreSQL (S1). K7's chunk
 //! rows and the periodic snapshots are SQLite's storage layout; those checks stay SQLite-only.
 
-#[macro_use]
-mod backends;
-mod common;
-mod mcp_support;
-
+use crate::mcp;
 use std::collections::HashMap;
 use std::sync::{Arc, Barrier};
 
-use backends::Backend;
-use common::*;
+use crate::backends::{self, Backend};
+use crate::util::*;
 use patchdiff::kernel::sha256_hex;
 use patchdiff::store::*;
 
@@ -464,8 +460,7 @@ fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(
         .unwrap()
         .block_on(async move {
             let scratch = backends::Scratch::new(b);
-            let env =
-                mcp_support::TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
+            let env = mcp::TestEnv::with_database_url(scratch.postgres_url().map(str::to_owned));
             env.init_target("t", "// log <<END>>\nfunction f() { return 1; }\n")
                 .await;
             let mut vars = env.vars("observed");
@@ -474,7 +469,7 @@ fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(
                 json!({"target": "t", "request_key": format!("k{i}"), "base_revision": i,
                    "operations": [{"old_text": "<<END>>", "new_text": format!("[{i}]<<END>>")}]})
             };
-            let mcp = mcp_support::Mcp::launch(&vars).await;
+            let mcp = mcp::Mcp::launch(&vars).await;
             let pid = mcp.pid;
             let peer = mcp.peer().clone();
             let (acks_tx, mut acks) = tokio::sync::mpsc::unbounded_channel::<(u64, String)>();
@@ -557,7 +552,7 @@ fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(
 
             // The agent retries through a new process: the last acknowledged keys and the rest.
             let total = n + 5;
-            let mcp = mcp_support::Mcp::launch(&vars).await;
+            let mcp = mcp::Mcp::launch(&vars).await;
             for i in n - 3..total {
                 let r = mcp
                     .ok("patchdiff_submit_observed_operations", args(i))

@@ -5,16 +5,12 @@
 //! `GO`; the tests synchronize on those, never on sleeps. Each runs on SQLite (a `flock` per
 //! target) and PostgreSQL (a per-target lock in the database) (issue 15).
 
-#[macro_use]
-mod backends;
-mod common;
-
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::Duration;
 
-use backends::Backend;
-use common::*;
+use crate::backends::Backend;
+use crate::util::*;
 use patchdiff::store::*;
 
 /// Generous bound for "did not wait": only a failure waits this long.

@@ -1,10 +1,6 @@
 //! Helpers shared by the store integration tests.
-#![allow(dead_code)]
 
-#[path = "../shared/example_binary.rs"]
-mod example_binary;
-#[allow(unused_imports)]
-pub use example_binary::example_binary;
+pub use patchdiff_test_util::example_binary::example_binary;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

@@ -19,7 +19,6 @@
 //! in CI (`CI=true` or `CI=1`), where a missing PostgreSQL fails the test.
 //!
 //! Databases are created with `psql` (the PostgreSQL client, installed with the server tools).
-#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,10 +43,10 @@ impl Backend {
     }
 }
 
-#[allow(unused_macros)]
 /// Generates `mod sqlite` and `mod postgres`, each with one `#[test]` per listed function
 /// `fn name(b: Backend)` of the enclosing module. The PostgreSQL variant skips (loudly, and
 /// fails instead under CI) when no PostgreSQL is available.
+#[macro_export]
 macro_rules! backend_tests {
     ($($name:ident),* $(,)?) => {
         mod sqlite {
@@ -72,7 +71,7 @@ macro_rules! backend_tests {
 }
 
 /// [`backend_tests!`] for `async fn name(b: Backend)` bodies (each on its own tokio runtime).
-#[allow(unused_macros)]
+#[macro_export]
 macro_rules! backend_tokio_tests {
     ($($name:ident),* $(,)?) => {
         mod sqlite {

@@ -24,7 +24,7 @@ pub fn example_binary(name: &str) -> PathBuf {
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let mut build = Command::new(cargo);
         build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .current_dir(crate::checkout())
             .args(["build", "--quiet", "--example", name]);
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             build.arg("--release");

@@ -1,7 +1,6 @@
 //! Shared helpers for the MCP integration tests: an isolated environment per test (temp data,
 //! state and config dirs, its own database), a fixture target, and an `rmcp` client driving the
 //! real `patchdiff mcp` binary as a child process.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,8 +13,27 @@ use rmcp::{ErrorData, RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 
-/// The binary under test.
-pub const EXE: &str = env!("CARGO_BIN_EXE_patchdiff");
+/// The binary under test, `target/<profile>/patchdiff`: beside the `deps/` directory holding
+/// the running test binary (cargo builds the package's binaries before its integration tests
+/// and benches). A library cannot read `CARGO_BIN_EXE_patchdiff`, which cargo sets only while
+/// compiling a test binary.
+pub fn exe() -> &'static str {
+    static EXE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        let test = std::env::current_exe().expect("the test binary's path");
+        let exe = test
+            .parent()
+            .and_then(Path::parent)
+            .expect("test binaries live in target/<profile>/deps")
+            .join("patchdiff");
+        assert!(
+            exe.is_file(),
+            "{} is missing: run the tests with cargo, which builds it",
+            exe.display()
+        );
+        exe.to_str().expect("a UTF-8 target directory").to_owned()
+    });
+    &EXE
+}
 
 /// A JavaScript target with a structural scope (`Calendar.addWindow`) in which one line occurs
 /// twice, for the ambiguous-`old_text` domain error.
@@ -23,7 +41,7 @@ pub const CALENDAR_JS: &str = "class Calendar {\n  constructor() { this.windows 
 
 /// `integrations/waymark` (with `node_modules` installed).
 pub fn waymark_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/integrations/waymark"))
+    crate::checkout().join("integrations/waymark")
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -129,7 +147,7 @@ impl Mcp {
     }
 
     pub async fn launch_with_stderr(vars: &BTreeMap<String, String>, stderr: Stdio) -> Self {
-        let mut cmd = tokio::process::Command::new(EXE);
+        let mut cmd = tokio::process::Command::new(exe());
         cmd.arg("mcp").env_clear();
         for k in ["PATH", "HOME", "LANG"] {
             if let Some(v) = std::env::var_os(k) {
@@ -235,7 +253,7 @@ impl HttpServer {
     pub async fn start_with(env: &TestEnv, profile: &str, extra: &[(&str, String)]) -> Self {
         use tokio::io::AsyncBufReadExt;
         let token_file = env.path().join(format!("{profile}.token"));
-        let mut cmd = tokio::process::Command::new(EXE);
+        let mut cmd = tokio::process::Command::new(exe());
         cmd.args(["mcp", "--http", "127.0.0.1:0", "--token-file"])
             .arg(&token_file)
             .env_clear()

@@ -2,14 +2,12 @@
 //! both modes, owned files, generation retirement by count and age, the launch limit, and lock
 //! holders that never spawn.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::util::{self, EventLog, JS, PY, RS, TS};
 use patchdiff::waymark::{
     Clock, DiscoveryError, DomainFailure, Language, Scope, Waymark, WaymarkMode, WorkerErrorCode,
 };
-use support::{EventLog, JS, PY, RS, TS};
 
 fn find<'a>(scopes: &'a [Scope], name: &str) -> &'a Scope {
     scopes
@@ -88,7 +86,7 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
     let work = tempfile::tempdir().expect("tempdir");
     let log = EventLog::default();
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         log.recorder(),
     );
     waymark.prewarm().await.expect("prewarm");
@@ -103,7 +101,7 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
     assert_eq!(status.engine.as_deref(), Some("web-tree-sitter@0.25.10"));
 
     // W2/W3: request files are removed after each discovery; only the manifest remains.
-    let roots = support::roots(work.path());
+    let roots = util::roots(work.path());
     assert_eq!(roots.len(), 1);
     let left: Vec<_> = std::fs::read_dir(&roots[0])
         .expect("root")
@@ -145,8 +143,8 @@ async fn resident_worker_discovers_each_language_in_one_generation() {
 
     // W11: shutdown reaps the child and removes every owned file.
     waymark.shutdown().await;
-    support::wait_gone(pid, Duration::from_secs(5)).await;
-    assert!(support::roots(work.path()).is_empty());
+    util::wait_gone(pid, Duration::from_secs(5)).await;
+    assert!(util::roots(work.path()).is_empty());
     let err = waymark
         .discover(Language::Python, PY)
         .await
@@ -162,7 +160,7 @@ async fn oneshot_mode_starts_a_child_per_discovery_with_the_same_results() {
     let work = tempfile::tempdir().expect("tempdir");
     let log = EventLog::default();
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Oneshot, work.path()),
+        util::config(WaymarkMode::Oneshot, work.path()),
         log.recorder(),
     );
     waymark
@@ -175,7 +173,7 @@ async fn oneshot_mode_starts_a_child_per_discovery_with_the_same_results() {
     assert_eq!(status.launches_total, 4);
     assert!(!status.ready, "nothing stays resident");
     waymark.shutdown().await;
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
     let launches = log.named("worker_launch");
     assert_eq!(launches.len(), 4);
     assert!(launches.iter().all(|e| e.attrs["mode"] == "oneshot"));
@@ -186,7 +184,7 @@ async fn lock_holder_never_spawns_a_child() {
     let work = tempfile::tempdir().expect("tempdir");
     let log = EventLog::default();
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         log.recorder(),
     );
     let err = waymark
@@ -199,7 +197,7 @@ async fn lock_holder_never_spawns_a_child() {
     );
     assert_eq!(waymark.status().launches_total, 0);
     assert!(log.named("worker_launch").is_empty());
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
 
     // With an already-ready worker, the lock holder is served by it.
     waymark.prewarm().await.expect("prewarm");
@@ -213,7 +211,7 @@ async fn lock_holder_never_spawns_a_child() {
 
     // Oneshot mode never has an already-ready worker.
     let oneshot = Waymark::new(
-        support::config(WaymarkMode::Oneshot, work.path()),
+        util::config(WaymarkMode::Oneshot, work.path()),
         log.recorder(),
     );
     let err = oneshot
@@ -231,7 +229,7 @@ async fn lock_holder_never_spawns_a_child() {
 async fn output_over_2_mib_is_a_domain_result_not_a_worker_error() {
     let work = tempfile::tempdir().expect("tempdir");
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
     // ~26,000 functions: the scopes JSON is well over 2 MiB.
@@ -265,7 +263,7 @@ async fn output_over_2_mib_is_a_domain_result_not_a_worker_error() {
 async fn generation_retires_gracefully_at_the_request_count() {
     let work = tempfile::tempdir().expect("tempdir");
     let log = EventLog::default();
-    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let mut config = util::config(WaymarkMode::Resident, work.path());
     config.limits.max_requests = 2; // product default 10,000 (asserted in config tests)
     let waymark = Waymark::new(config, log.recorder());
     waymark.discover(Language::Python, PY).await.expect("1");
@@ -281,7 +279,7 @@ async fn generation_retires_gracefully_at_the_request_count() {
         "latest generation until the next launch"
     );
     assert!(status.pid.is_none());
-    support::wait_gone(pid1, Duration::from_secs(5)).await;
+    util::wait_gone(pid1, Duration::from_secs(5)).await;
     waymark.discover(Language::Python, PY).await.expect("3");
     assert_eq!(waymark.status().generation, Some(2));
     waymark.shutdown().await;
@@ -290,7 +288,7 @@ async fn generation_retires_gracefully_at_the_request_count() {
 #[tokio::test]
 async fn generation_retires_at_sixty_minutes_on_the_policy_clock() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let mut config = util::config(WaymarkMode::Resident, work.path());
     let clock = Clock::manual();
     config.clock = clock.clone();
     let waymark = Waymark::new(config, EventLog::default().recorder());
@@ -325,7 +323,7 @@ async fn generation_retires_at_sixty_minutes_on_the_policy_clock() {
 async fn an_idle_generation_retires_at_sixty_minutes_without_a_request() {
     // W10: the age is enforced on the clock, not only when the next request arrives.
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let mut config = util::config(WaymarkMode::Resident, work.path());
     let clock = Clock::manual();
     config.clock = clock.clone();
     let events = EventLog::default();
@@ -344,7 +342,7 @@ async fn an_idle_generation_retires_at_sixty_minutes_without_a_request() {
     assert_eq!(status.retirements[0].generation, 1);
     assert_eq!(status.retirements[0].requests, 0);
     assert!(status.pid.is_none(), "no current generation: {status:?}");
-    support::wait_gone(pid, Duration::from_secs(5)).await;
+    util::wait_gone(pid, Duration::from_secs(5)).await;
     // The next request launches a fresh generation.
     waymark
         .discover(Language::Rust, RS)
@@ -357,7 +355,7 @@ async fn an_idle_generation_retires_at_sixty_minutes_without_a_request() {
 #[tokio::test]
 async fn fourth_launch_in_a_rolling_minute_is_refused() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let mut config = util::config(WaymarkMode::Resident, work.path());
     let clock = Clock::manual();
     config.clock = clock.clone();
     config.limits.max_requests = 1; // every request retires its generation
@@ -399,7 +397,7 @@ async fn rss_is_sampled_every_100_ms_into_the_memory_file() {
     assert!(status.memory_sampling_enabled);
     let events = EventLog::default();
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         events.listening(files),
     );
     assert_eq!(

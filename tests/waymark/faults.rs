@@ -2,18 +2,16 @@
 //! real worker cannot produce (garbage frames, unsolicited or mislabelled frames, stderr floods,
 //! hangs, missing readiness, memory balloons) come from the TEST-ONLY fault worker
 //! `integrations/waymark/test-fixtures/fault_worker.mjs`, selected through the config's
-//! `worker_script`/`worker_args` (see `support::fault_config`). Ceilings are lowered in the
+//! `worker_script`/`worker_args` (see `util::fault_config`). Ceilings are lowered in the
 //! config where a test would otherwise wait for the product default; the defaults themselves are
 //! asserted in `waymark::config` unit tests.
 
-mod support;
-
 use std::time::Duration;
 
+use crate::util::{self, EventLog, JS, PY};
 use patchdiff::waymark::{
     DiscoveryError, DomainFailure, Language, Waymark, WaymarkConfig, WaymarkMode, WorkerErrorCode,
 };
-use support::{EventLog, JS, PY};
 
 fn start(config: WaymarkConfig) -> (Waymark, EventLog) {
     let log = EventLog::default();
@@ -40,14 +38,14 @@ async fn assert_retired(waymark: &Waymark, log: &EventLog, reason: &str, pid: u3
         status.launches_total, 1,
         "a failed discovery is never retried (W4)"
     );
-    support::wait_gone(pid, Duration::from_secs(5)).await;
+    util::wait_gone(pid, Duration::from_secs(5)).await;
     waymark.shutdown().await;
 }
 
 #[tokio::test]
 async fn child_sigkill_mid_request_is_protocol_loss_and_retires_the_generation() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    let (waymark, log) = start(util::fault_config("hang", work.path()));
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let w = waymark.clone();
@@ -81,14 +79,14 @@ async fn child_sigkill_mid_request_is_protocol_loss_and_retires_the_generation()
     );
     assert_eq!(waymark.status().launches_total, 1, "never retried (W4)");
     waymark.shutdown().await;
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
 }
 
 /// Starts a fault worker (`fault`), asks for one discovery, and checks the protocol fault comes
 /// back as `WAYMARK_WORKER_PROTOCOL` and retires the generation with `reason` (W4).
 async fn protocol_fault_retires_the_generation(fault: &str, reason: &str) {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config(fault, work.path()));
+    let (waymark, log) = start(util::fault_config(fault, work.path()));
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let result = waymark.discover(Language::JavaScript, JS).await;
@@ -108,7 +106,7 @@ async fn garbage_frame_retires_the_generation() {
 #[tokio::test]
 async fn unsolicited_frame_retires_the_generation() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("unsolicited", work.path()));
+    let (waymark, log) = start(util::fault_config("unsolicited", work.path()));
     // The fault worker sends a result right after ready, with no request outstanding.
     let _ = waymark.prewarm().await;
     let pid = log
@@ -118,7 +116,7 @@ async fn unsolicited_frame_retires_the_generation() {
         .as_u64()
         .expect("pid") as u32;
     assert_retired(&waymark, &log, "unsolicited_data", pid).await;
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
 }
 
 #[tokio::test]
@@ -134,7 +132,7 @@ async fn wrong_request_id_retires_the_generation() {
 #[tokio::test]
 async fn stderr_flood_is_captured_up_to_64_kib_per_generation() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, _log) = start(support::fault_config("stderr_flood", work.path()));
+    let (waymark, _log) = start(util::fault_config("stderr_flood", work.path()));
     let d = waymark
         .discover(Language::JavaScript, JS)
         .await
@@ -156,7 +154,7 @@ async fn a_killed_generation_leaves_its_stderr_and_signal_in_the_evidence_log() 
     use std::os::unix::fs::PermissionsExt;
     let work = tempfile::tempdir().expect("tempdir");
     let log_path = work.path().join("worker.observed.stderr.log");
-    let mut config = support::fault_config("stderr_flood", work.path());
+    let mut config = util::fault_config("stderr_flood", work.path());
     config.stderr_log = Some(log_path.clone());
     let (waymark, log) = start(config);
     waymark
@@ -194,7 +192,7 @@ async fn a_killed_generation_leaves_its_stderr_and_signal_in_the_evidence_log() 
 #[tokio::test]
 async fn hang_past_the_active_timeout_is_a_domain_result_and_retires() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("hang", work.path());
+    let mut config = util::fault_config("hang", work.path());
     config.active_timeout = Duration::from_millis(300); // product default 15 s
     let (waymark, log) = start(config);
     waymark.prewarm().await.expect("prewarm");
@@ -216,7 +214,7 @@ async fn hang_past_the_active_timeout_is_a_domain_result_and_retires() {
 #[tokio::test]
 async fn startup_past_the_readiness_ceiling_fails_with_startup_timeout() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("no_ready", work.path());
+    let mut config = util::fault_config("no_ready", work.path());
     config.limits.readiness = Duration::from_millis(400); // product default 7 s
     let (waymark, log) = start(config);
     let err = waymark.prewarm().await.expect_err("never ready");
@@ -230,7 +228,7 @@ async fn startup_past_the_readiness_ceiling_fails_with_startup_timeout() {
 #[tokio::test]
 async fn rss_over_the_limit_kills_the_generation() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("balloon", work.path());
+    let mut config = util::fault_config("balloon", work.path());
     config.limits.rss_limit_bytes = 160 * 1024 * 1024; // product default 1 GiB
     let (waymark, log) = start(config);
     waymark.prewarm().await.expect("prewarm");
@@ -253,7 +251,7 @@ async fn rss_over_the_limit_kills_the_generation() {
 #[tokio::test]
 async fn ninth_waiting_request_is_refused_with_queue_full() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("hang", work.path());
+    let mut config = util::fault_config("hang", work.path());
     config.limits.admission = Duration::from_secs(60); // keep the eight waiting
     let (waymark, log) = start(config);
     waymark.prewarm().await.expect("prewarm");
@@ -292,7 +290,7 @@ async fn ninth_waiting_request_is_refused_with_queue_full() {
 #[tokio::test]
 async fn waiting_request_expires_at_the_admission_ceiling() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("hang", work.path());
+    let mut config = util::fault_config("hang", work.path());
     config.limits.admission = Duration::from_millis(300); // product default 2 s
     let (waymark, log) = start(config);
     waymark.prewarm().await.expect("prewarm");
@@ -326,7 +324,7 @@ async fn waiting_request_expires_at_the_admission_ceiling() {
 #[tokio::test]
 async fn lock_holder_waits_at_most_250_ms_behind_a_busy_worker() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    let (waymark, log) = start(util::fault_config("hang", work.path()));
     waymark.prewarm().await.expect("prewarm");
     let w = waymark.clone();
     let _active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
@@ -354,7 +352,7 @@ async fn lock_holder_waits_at_most_250_ms_behind_a_busy_worker() {
 #[tokio::test]
 async fn missing_worker_script_fails_to_spawn_without_retry() {
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::config(WaymarkMode::Resident, work.path());
+    let mut config = util::config(WaymarkMode::Resident, work.path());
     config.worker_script = Some(work.path().join("no-such-script.mjs"));
     let (waymark, _log) = start(config);
     let err = waymark.prewarm().await.expect_err("node exits");
@@ -383,7 +381,7 @@ fn assert_ceiling(elapsed: Duration, ceiling: Duration) {
 #[tokio::test]
 async fn startup_readiness_ceiling_is_seven_seconds_on_paused_time() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("no_ready", work.path()));
+    let (waymark, log) = start(util::fault_config("no_ready", work.path()));
     tokio::time::pause();
     let started = tokio::time::Instant::now();
     let err = waymark.prewarm().await.expect_err("never ready");
@@ -398,7 +396,7 @@ async fn startup_readiness_ceiling_is_seven_seconds_on_paused_time() {
 #[tokio::test]
 async fn active_timeout_default_is_fifteen_seconds_on_paused_time() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    let (waymark, log) = start(util::fault_config("hang", work.path()));
     waymark.prewarm().await.expect("prewarm in real time");
     tokio::time::pause();
     let started = tokio::time::Instant::now();
@@ -421,7 +419,7 @@ async fn active_timeout_default_is_fifteen_seconds_on_paused_time() {
 #[tokio::test]
 async fn admission_ceiling_is_two_seconds_on_paused_time() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    let (waymark, log) = start(util::fault_config("hang", work.path()));
     waymark.prewarm().await.expect("prewarm in real time");
     let w = waymark.clone();
     let _active = tokio::spawn(async move { w.discover(Language::Python, PY).await });
@@ -445,7 +443,7 @@ async fn admission_ceiling_is_two_seconds_on_paused_time() {
 #[tokio::test]
 async fn dropped_discovery_retires_the_generation_as_cancelled() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, log) = start(support::fault_config("hang", work.path()));
+    let (waymark, log) = start(util::fault_config("hang", work.path()));
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let w = waymark.clone();
@@ -465,9 +463,9 @@ async fn dropped_discovery_retires_the_generation_as_cancelled() {
         "T4: cancellation is a failed outcome"
     );
     assert_eq!(waymark.status().active, 0, "the active slot was released");
-    support::wait_gone(pid, Duration::from_secs(5)).await;
+    util::wait_gone(pid, Duration::from_secs(5)).await;
     waymark.shutdown().await;
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
 }
 
 #[tokio::test]
@@ -475,7 +473,7 @@ async fn an_unremovable_request_directory_is_the_cleanup_worker_error() {
     // W8: cleanup failures raise WAYMARK_WORKER_CLEANUP (the fault worker leaves a regular file
     // where the request directory was, so removing it fails).
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, _log) = start(support::fault_config("pin_request", work.path()));
+    let (waymark, _log) = start(util::fault_config("pin_request", work.path()));
     let r = waymark.discover(Language::JavaScript, JS).await;
     assert_eq!(worker_code(&r), Some(WorkerErrorCode::Cleanup), "{r:?}");
     let message = match &r {
@@ -489,7 +487,7 @@ async fn an_unremovable_request_directory_is_the_cleanup_worker_error() {
     assert_eq!(WorkerErrorCode::Cleanup.as_str(), "WAYMARK_WORKER_CLEANUP");
     waymark.shutdown().await;
     assert!(
-        support::roots(work.path()).is_empty(),
+        util::roots(work.path()).is_empty(),
         "shutdown still removes the generation root"
     );
 }
@@ -500,7 +498,7 @@ async fn the_outer_allowance_fires_when_the_phases_together_exceed_it() {
     // ceiling is longer (here readiness is lifted to 60 s and the worker never becomes ready).
     // Paused tokio time: the 14 s pass without waiting for them.
     let work = tempfile::tempdir().expect("tempdir");
-    let mut config = support::fault_config("no_ready", work.path());
+    let mut config = util::fault_config("no_ready", work.path());
     config.limits.readiness = Duration::from_secs(60);
     config.active_timeout = Duration::from_secs(1);
     assert_eq!(config.outer_allowance(), Duration::from_secs(14));
@@ -526,7 +524,7 @@ async fn the_outer_allowance_fires_when_the_phases_together_exceed_it() {
 #[tokio::test]
 async fn the_spawned_worker_runs_with_old_space_capped_at_768_mib() {
     let work = tempfile::tempdir().expect("tempdir");
-    let (waymark, _log) = start(support::config(WaymarkMode::Resident, work.path()));
+    let (waymark, _log) = start(util::config(WaymarkMode::Resident, work.path()));
     waymark.prewarm().await.expect("prewarm");
     let pid = waymark.status().pid.expect("pid");
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the child's argv");
@@ -552,10 +550,7 @@ async fn rss_is_sampled_every_100_ms_on_paused_time() {
     let memory = work.path().join("perf.jsonl.memory.jsonl");
     let (recorder, status) = patchdiff::telemetry::Recorder::configure(Some(&events), Some("1"));
     assert_eq!(status.memory_path.as_deref(), Some(memory.as_path()));
-    let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
-        recorder,
-    );
+    let waymark = Waymark::new(util::config(WaymarkMode::Resident, work.path()), recorder);
     waymark.prewarm().await.expect("prewarm in real time");
     let samples = || {
         std::fs::read_to_string(&memory)

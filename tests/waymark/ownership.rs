@@ -2,29 +2,27 @@
 //! stale generation roots are removed only when their owner is confirmed dead or its pid reused,
 //! and owner guards nest.
 
-mod support;
-
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::util::{self, EventLog, PY};
 use patchdiff::waymark::process::{ProcessIdentity, is_running};
 use patchdiff::waymark::stale::{self, Manifest};
 use patchdiff::waymark::{Language, Waymark, WaymarkMode, owner::OwnerGuard};
-use support::{EventLog, PY};
 
 /// Starts `waymark-probe` (a real parent owning a resident worker, optionally a fault worker)
 /// and returns it with its worker's pid once the worker is ready.
 async fn launch_probe(work: &Path, fault: Option<&str>) -> (std::process::Child, u32) {
-    let mut cmd = Command::new(support::example_binary("waymark-probe"));
+    let mut cmd = Command::new(util::example_binary("waymark-probe"));
     cmd.arg(work);
     if let Some(fault) = fault {
         cmd.args(["--fault", fault]);
     }
     let mut probe = cmd
-        .env("PATCHDIFF_WAYMARK_DIR", support::script_dir())
-        .env("PATCHDIFF_NODE_BINARY", support::node())
+        .env("PATCHDIFF_WAYMARK_DIR", util::script_dir())
+        .env("PATCHDIFF_NODE_BINARY", util::node())
         .env_remove("PATCHDIFF_WAYMARK_MODE")
         .stdout(Stdio::piped())
         .spawn()
@@ -66,18 +64,18 @@ async fn parent_sigkill_leaves_no_orphan_worker() {
 
     kill_probe(probe);
     // The stdin-reader guard makes the child exit once its stdin closes.
-    support::wait_gone(child, Duration::from_secs(10)).await;
+    util::wait_gone(child, Duration::from_secs(10)).await;
 
     // Its root now has a dead owner: a new owner's sweep removes it.
-    assert_eq!(support::roots(work.path()).len(), 1);
+    assert_eq!(util::roots(work.path()).len(), 1);
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
     let report = waymark.sweep_stale_roots();
     assert_eq!(report.removed.len(), 1, "{report:?}");
     assert_eq!(report.removed[0].reason, "owner_dead");
-    assert!(support::roots(work.path()).is_empty());
+    assert!(util::roots(work.path()).is_empty());
 }
 
 fn fake_root(work: &Path, name: &str, manifest: Option<&Manifest>) -> std::path::PathBuf {
@@ -99,7 +97,7 @@ async fn parent_sigkill_kills_a_worker_busy_on_its_main_thread() {
     // TEST ONLY fault worker: reports ready, then spins synchronously forever.
     let (probe, child) = launch_probe(work.path(), Some("spin")).await;
     kill_probe(probe);
-    support::wait_gone(child, Duration::from_secs(5)).await;
+    util::wait_gone(child, Duration::from_secs(5)).await;
 }
 
 /// W11: a SIGSTOPped worker cannot read the end of its stdin; it used to stay forever once its
@@ -115,7 +113,7 @@ async fn parent_sigkill_kills_a_stopped_worker() {
     )
     .expect("SIGSTOP worker");
     kill_probe(probe);
-    support::wait_gone(child, Duration::from_secs(5)).await;
+    util::wait_gone(child, Duration::from_secs(5)).await;
 }
 
 /// W12: a root is removed only on a valid manifest whose owner is dead or whose pid was reused.
@@ -163,7 +161,7 @@ async fn stale_roots_dead_owner_and_reused_pid_are_removed_ambiguous_kept() {
 
     let log = EventLog::default();
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         log.recorder(),
     );
     let report = waymark.sweep_stale_roots();
@@ -200,7 +198,7 @@ async fn nested_owner_guards_share_one_worker_and_the_last_release_cleans_up() {
     let work = tempfile::tempdir().expect("tempdir");
     let make = || {
         Ok(Waymark::new(
-            support::config(WaymarkMode::Resident, work.path()),
+            util::config(WaymarkMode::Resident, work.path()),
             EventLog::default().recorder(),
         ))
     };
@@ -224,8 +222,8 @@ async fn nested_owner_guards_share_one_worker_and_the_last_release_cleans_up() {
     inner.release().await;
     assert!(is_running(pid), "the outer guard still owns it");
     outer.release().await;
-    support::wait_gone(pid, Duration::from_secs(5)).await;
-    assert!(support::roots(work.path()).is_empty());
+    util::wait_gone(pid, Duration::from_secs(5)).await;
+    assert!(util::roots(work.path()).is_empty());
 }
 
 #[tokio::test]
@@ -234,10 +232,10 @@ async fn the_lazy_singleton_cleans_up_its_worker_at_process_exit() {
     // roots are removed by exit-time cleanup when the process exits normally.
     use std::io::Write;
     let work = tempfile::tempdir().expect("tempdir");
-    let mut probe = Command::new(support::example_binary("waymark-probe"))
+    let mut probe = Command::new(util::example_binary("waymark-probe"))
         .arg("--lazy")
-        .env("PATCHDIFF_WAYMARK_DIR", support::script_dir())
-        .env("PATCHDIFF_NODE_BINARY", support::node())
+        .env("PATCHDIFF_WAYMARK_DIR", util::script_dir())
+        .env("PATCHDIFF_NODE_BINARY", util::node())
         .env("PATCHDIFF_WAYMARK_WORK_ROOT", work.path())
         .env_remove("PATCHDIFF_WAYMARK_MODE")
         .env_remove("PATCHDIFF_PERF_EVENTS")
@@ -259,7 +257,7 @@ async fn the_lazy_singleton_cleans_up_its_worker_at_process_exit() {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("unexpected probe output {line:?}"));
     assert!(child > 0 && is_running(child));
-    assert_eq!(support::roots(work.path()).len(), 1);
+    assert_eq!(util::roots(work.path()).len(), 1);
     // W9: the real child runs with old space capped at 768 MiB.
     let cmdline = std::fs::read(format!("/proc/{child}/cmdline")).expect("child cmdline");
     let args: Vec<String> = cmdline
@@ -273,6 +271,6 @@ async fn the_lazy_singleton_cleans_up_its_worker_at_process_exit() {
     writeln!(probe.stdin.take().expect("stdin"), "exit").expect("tell the probe to exit");
     assert!(probe.wait().expect("reap probe").success());
     // Exit-time cleanup killed the worker (no stdin-close grace needed) and removed its root.
-    support::wait_gone(child, Duration::from_secs(5)).await;
-    assert!(support::roots(work.path()).is_empty(), "roots left behind");
+    util::wait_gone(child, Duration::from_secs(5)).await;
+    assert!(util::roots(work.path()).is_empty(), "roots left behind");
 }

@@ -2,11 +2,9 @@
 //! (W6, 7 s) instead of being refused `WAYMARK_WORKER_QUEUE_FULL`; the FIFO's eight waiting
 //! places count requests for a ready worker (W5). Real `patchdiff mcp`, real Node worker.
 
-mod mcp_support;
-
 use std::sync::Arc;
 
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::json;
 
 /// Submissions sent at once; the attack run saw 31–32 of 40 refused.

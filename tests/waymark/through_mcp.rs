@@ -17,9 +17,7 @@
 //! reports the pause as `paused_ms`. Before, the ceiling fired the moment the server resumed
 //! and retired the healthy generation as `active_timeout`.
 
-mod mcp_support;
-
-use mcp_support::*;
+use crate::mcp::*;
 use serde_json::{Value, json};
 
 /// A class, then `lines` one-line declarations (22 bytes each).

@@ -1,11 +1,7 @@
 //! Shared helpers for the Waymark integration tests: paths, configs, and an in-process event log
 //! fed by the recorder's listener (tests wait on events, never on sleeps).
-#![allow(dead_code)]
 
-#[path = "../shared/example_binary.rs"]
-mod example_binary;
-#[allow(unused_imports)]
-pub use example_binary::example_binary;
+pub use patchdiff_test_util::example_binary::example_binary;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};

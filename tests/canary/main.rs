@@ -1,0 +1,20 @@
+//! The canary boundary: whole canaries through the real binary — agent hosts (the real Claude
+//! Code CLI offline), evidence, verification, evaluation, comparison, suites, trace export and a
+//! hostile agent.
+
+use patchdiff_test_util::{backends, mcp};
+
+mod agent_host;
+mod compare_power;
+mod compare_runs;
+mod e2e;
+mod evaluate_controls;
+mod evaluate_judging;
+mod evidence_holds;
+mod evidence_run;
+mod evidence_wire;
+mod host_delivery;
+mod hostile_agent;
+mod suites;
+mod trace_export;
+mod verify_run;
