@@ -56,6 +56,12 @@ pub struct TestEnv {
     pub database_url: Option<String>,
 }
 
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl TestEnv {
     pub fn new() -> Self {
         Self {
