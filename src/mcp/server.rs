@@ -1375,6 +1375,7 @@ mod tests {
             parse_ms: 0.0,
             read_ms: 0.0,
             has_error: false,
+            error_line: None,
             scope_count: scopes.len(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),
         }
