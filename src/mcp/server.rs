@@ -1458,6 +1458,59 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_scope_after_a_parse_error_names_the_line_and_that_lines_still_work() {
+        let scopes = [scope("f1", "function", (1, 5))];
+        let mut d = answer("f4", &scopes, &["f1"]);
+        let plain = resolve_scope(&d, "f4", "t", None).unwrap_err();
+        assert_eq!(
+            plain.message,
+            "no scope named `f4` in target `t`; scopes are: f1"
+        );
+        d.has_error = true;
+        d.error_line = Some(2);
+        assert_eq!(
+            resolve_scope(&d, "f4", "t", None).unwrap_err().message,
+            "no scope named `f4` in target `t`; scopes are: f1; the content does not parse from line 2 (a syntax error), so scopes after it may be missing — observe by `lines` {start, end} instead, which works whatever the parser sees"
+        );
+        d.error_line = None;
+        d.names.clear();
+        assert_eq!(
+            resolve_scope(&d, "f4", "t", None).unwrap_err().message,
+            "no scope named `f4` in target `t`; it has no structural scopes; the content has syntax errors, so some scopes may be missing — observe by `lines` {start, end} instead, which works whatever the parser sees"
+        );
+    }
+
+    #[test]
+    fn find_occurrences_matches_across_line_endings_and_says_so() {
+        // As sent: same endings, no line break, or a target without any.
+        for (content, text) in [("a\r\nb", "a\r\nb"), ("a\nb", "a"), ("ab", "a\nb")] {
+            assert_eq!(match_line_endings(content, text), (text.to_owned(), None));
+        }
+        let (needle, note) = match_line_endings("x\r\ny\r\n", "x\ny");
+        assert_eq!(needle, "x\r\ny");
+        assert_eq!(
+            note.unwrap(),
+            "text used LF line endings and the target uses CRLF: matched with CRLF: send old_text with the target's line endings, as the occurrences' bytes have them"
+        );
+        let (needle, note) = match_line_endings("x\ny\n", "x\r\ny");
+        assert_eq!(needle, "x\ny");
+        assert!(note.unwrap().contains("matched with LF"));
+        // A mixed target: as sent when that matches, else CRLF, else LF.
+        assert_eq!(
+            match_line_endings("a\nb\r\nc", "a\nb"),
+            ("a\nb".to_owned(), None)
+        );
+        assert_eq!(match_line_endings("a\nb\r\nc", "b\nc").0, "b\r\nc");
+        assert_eq!(match_line_endings("a\r\nb\nc", "b\r\nc").0, "b\nc");
+        let (needle, note) = match_line_endings("x\r\ny", "q\nz");
+        assert_eq!(needle, "q\nz");
+        assert_eq!(
+            note.unwrap(),
+            "text used LF line endings and the target uses CRLF; it was searched with the target's too and not found"
+        );
+    }
+
+    #[test]
     fn identical_entries_are_told_apart_by_start_byte() {
         // Minified code: `function lines 2–2` twice.
         let scopes = [scope("f", "function", (2, 2)), {
