@@ -43,9 +43,9 @@ export const LANGUAGES = Object.freeze({
 });
 
 /**
- * The languages a resident worker loads before it reports ready; the others load right after,
- * ahead of any request (a request waits for them in order). Thirteen grammars before readiness
- * took 1.5-3 s on a loaded 2-core machine against W6's 7 s readiness ceiling.
+ * The languages a resident worker loads and warms up before it reports ready; the others load at
+ * their first request. Thirteen grammars before readiness took 1.5-3 s on a loaded 2-core
+ * machine against W6's 7 s readiness ceiling.
  */
 export const FIRST_LANGUAGES = Object.freeze(["javascript", "jsx", "typescript", "tsx", "python", "rust", "go"]);
 

@@ -1,6 +1,6 @@
-// Waymark resident worker entry (SPEC W1, W3, W11): loads and warms up every grammar once (the
-// first languages before it reports ready, the rest right after), then answers discover frames
-// in order until stdin closes.
+// Waymark resident worker entry (SPEC W1, W3, W11): loads each grammar once (the first
+// languages, warmed up, before it reports ready; the others at their first request), then
+// answers discover frames in order until stdin closes.
 //
 // Usage: node --max-old-space-size=768 waymark_worker.mjs --generation G --root DIR
 // DIR is the generation's working root; request files live at DIR/<token>/source.
@@ -14,16 +14,22 @@ const root = args.get("root");
 if (!Number.isSafeInteger(generation) || generation < 0) die("missing or invalid --generation", 2);
 if (!root) die("missing --root", 2);
 
-// The first languages load before readiness, the rest right after it; frames are answered in
-// order behind that load, so a request in a later language waits for its grammar (inside its
-// active phase) instead of failing.
-const later = Object.keys(LANGUAGES).filter((l) => !FIRST_LANGUAGES.includes(l));
+// The first languages load (and warm up) before readiness; each other language's grammar loads
+// when its first request comes (tens of milliseconds, inside that request), so neither
+// readiness nor the first languages' requests pay for grammars nobody asked for. Frames are
+// answered in order.
 const { engine, warmup_ms } = await initEngine(FIRST_LANGUAGES);
 let inOrder = Promise.resolve();
-const next = (step) => {
-  inOrder = inOrder.then(step).catch((e) => die(`worker failed: ${e?.message ?? e}`, 4));
-};
-readFrames((request) => next(() => answer(engine, root, generation, request)));
+readFrames((request) => {
+  inOrder = inOrder
+    .then(async () => {
+      const language = request.language;
+      if (Object.hasOwn(LANGUAGES, language ?? "") && !engine.languages.includes(language)) {
+        await engine.extend([language], { warmUp: false });
+      }
+      answer(engine, root, generation, request);
+    })
+    .catch((e) => die(`worker failed: ${e?.message ?? e}`, 4));
+});
 const languages = Object.keys(LANGUAGES);
 writeFrame({ type: "ready", generation, pid: process.pid, mode: "resident", languages, warmup_ms, engine: ENGINE });
-next(() => engine.extend(later));
