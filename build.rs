@@ -7,7 +7,7 @@
 //! - `$OUT_DIR/embedded_assets.rs`: an `include_bytes!` table of the files an installed binary
 //!   needs beside Node (read by `src/assets.rs`): the Waymark worker's scripts, the engine files
 //!   the worker actually loads (web-tree-sitter's ES module and runtime wasm, and every grammar
-//!   `.wasm` that `discovery_core.mjs` names — about 5 MB, not the whole `node_modules`), the
+//!   `.wasm` that `discovery_core.mjs` names — about 19 MB, not the whole `node_modules`), the
 //!   bundled fixture suite (`assets/fixtures`) and canary scripts (`assets/canary`), each with
 //!   its SHA-256 (hex) and whether it is executable. Without `integrations/waymark/node_modules`
 //!   the build still succeeds, says so in a `cargo:warning`, and the binary needs

@@ -296,6 +296,12 @@ fn sample(language: Language) -> &'static str {
         Language::Python => "def doctor():\n    return 1\n",
         Language::Rust => "fn doctor() -> u32 { 1 }\n",
         Language::Go => "package doctor\n\nfunc Doctor() int { return 1 }\n",
+        Language::Java => "class Doctor { int check() { return 1; } }\n",
+        Language::C => "int doctor(void) { return 1; }\n",
+        Language::Cpp => "namespace doctor { int check() { return 1; } }\n",
+        Language::CSharp => "class Doctor { int Check() { return 1; } }\n",
+        Language::Ruby => "def doctor\n  1\nend\n",
+        Language::Php => "<?php\nfunction doctor(): int { return 1; }\n",
     }
 }
 

@@ -77,6 +77,12 @@ fn extension(language: Language) -> &'static str {
         Language::Python => "py",
         Language::Rust => "rs",
         Language::Go => "go",
+        Language::Java => "java",
+        Language::C => "c",
+        Language::Cpp => "cpp",
+        Language::CSharp => "cs",
+        Language::Ruby => "rb",
+        Language::Php => "php",
     }
 }
 

@@ -33,7 +33,21 @@ export const LANGUAGES = Object.freeze({
   python: "tree-sitter-python/tree-sitter-python.wasm",
   rust: "tree-sitter-rust/tree-sitter-rust.wasm",
   go: "tree-sitter-go/tree-sitter-go.wasm",
+  java: "tree-sitter-java/tree-sitter-java.wasm",
+  c: "tree-sitter-c/tree-sitter-c.wasm",
+  cpp: "tree-sitter-cpp/tree-sitter-cpp.wasm",
+  csharp: "tree-sitter-c-sharp/tree-sitter-c_sharp.wasm",
+  ruby: "tree-sitter-ruby/tree-sitter-ruby.wasm",
+  // The full PHP grammar: a .php file is HTML text around `<?php … ?>` sections.
+  php: "tree-sitter-php/tree-sitter-php.wasm",
 });
+
+/**
+ * The languages a resident worker loads and warms up before it reports ready; the others load at
+ * their first request. Thirteen grammars before readiness took 1.5-3 s on a loaded 2-core
+ * machine against W6's 7 s readiness ceiling.
+ */
+export const FIRST_LANGUAGES = Object.freeze(["javascript", "jsx", "typescript", "tsx", "python", "rust", "go"]);
 
 /** A small sample per language, parsed once at startup to warm up the JIT (FACTS: 9-24 ms). */
 const WARMUP_SAMPLES = Object.freeze({
@@ -48,6 +62,14 @@ const WARMUP_SAMPLES = Object.freeze({
   go: "package m\n\ntype Limiter struct{ n int }\n\nfunc (l *Limiter) Allow() bool { l.n++; return true }\n\ntype Limit interface{ Limit() int }\n\nfunc ParseLine(l string) []string { return nil }\n",
   rust:
     "struct RateLimiter { n: u32 }\nimpl RateLimiter {\n    fn allow(&mut self) -> bool { self.n += 1; true }\n}\ntrait T { fn t(&self); }\nenum E { A }\nmod m { fn inner() {} }\nfn parse_line(l: &str) -> Vec<&str> { l.split(',').collect() }\n",
+  java:
+    "package m;\n\npublic class Limiter {\n  private int n;\n\n  @Override\n  public boolean allow() { return ++n > 0; }\n\n  static class Window { Window() {} }\n}\n",
+  c: "#include <stddef.h>\n\nstruct limiter { int n; };\n\ntypedef struct { int a; } window;\n\nint limiter_allow(struct limiter *l) { return ++l->n > 0; }\n",
+  cpp: "namespace rl {\ntemplate <typename T>\nclass Limiter {\n public:\n  bool allow() { return ++n > 0; }\n  int n = 0;\n};\nvoid reset(Limiter<int> &l) { l.n = 0; }\n}  // namespace rl\n",
+  csharp:
+    "namespace Rl\n{\n    [System.Serializable]\n    public class Limiter\n    {\n        private int _n;\n        public bool Allow() { return ++_n > 0; }\n    }\n}\n",
+  ruby: "module Rl\n  class Limiter\n    def self.build = new\n\n    def allow\n      @n = (@n || 0) + 1\n    end\n  end\nend\n",
+  php: "<?php\nnamespace Rl;\n\nclass Limiter\n{\n    private int $n = 0;\n\n    public function allow(): bool\n    {\n        return ++$this->n > 0;\n    }\n}\n",
 });
 
 let parserInit = null;
@@ -92,20 +114,37 @@ export async function initEngine(languages = Object.keys(LANGUAGES), { warmUp = 
 
 /**
  * Creates an engine over the loaded grammars of `languages`. `engine.discover(language, source)`
- * returns {scopes, parse_ms, has_error}; it throws DiscoveryError for a language not loaded or a
+ * returns {scopes, parse_ms, has_error, error_line} (`error_line`: the 1-based line of the first
+ * syntax error, null when there is none); it throws DiscoveryError for a language not loaded or a
  * parse that yields no tree.
  */
 export async function createEngine(languages = Object.keys(LANGUAGES)) {
   const loaded = new Map();
   const queries = new Map();
-  for (const language of languages) {
-    const grammar = await loadLanguage(language);
-    loaded.set(language, grammar);
-    queries.set(language, scopeQuery(grammar, HANDLERS[language]));
-  }
+  const byGrammar = new Map(); // grammar -> its query (javascript and jsx share one)
+  const load = async (more) => {
+    // Grammars compile concurrently (V8 compiles wasm on background threads).
+    const grammars = await Promise.all(more.map((language) => loadLanguage(language)));
+    for (const [i, language] of more.entries()) {
+      const grammar = grammars[i];
+      loaded.set(language, grammar);
+      const key = HANDLERS[language];
+      let perGrammar = byGrammar.get(grammar);
+      if (perGrammar === undefined) byGrammar.set(grammar, (perGrammar = new Map()));
+      if (!perGrammar.has(key)) perGrammar.set(key, scopeQuery(grammar, key));
+      queries.set(language, perGrammar.get(key));
+    }
+  };
+  await load(languages);
   const parser = new Parser();
-  return {
+  const engine = {
     languages: [...loaded.keys()],
+    /** Loads (and with `warmUp`, warms) more grammars into this engine. */
+    async extend(more, { warmUp = true } = {}) {
+      await load(more);
+      engine.languages = [...loaded.keys()];
+      if (warmUp) for (const language of more) engine.discover(language, WARMUP_SAMPLES[language]);
+    },
     discover(language, source) {
       const grammar = loaded.get(language);
       if (grammar === undefined) {
@@ -120,12 +159,37 @@ export async function createEngine(languages = Object.keys(LANGUAGES)) {
       }
       try {
         const scopes = collectScopes(language, queries.get(language), tree, source);
-        return { scopes, parse_ms: performance.now() - started, has_error: tree.rootNode.hasError };
+        const has_error = tree.rootNode.hasError;
+        const error_line = has_error ? firstErrorLine(tree.rootNode) : null;
+        return { scopes, parse_ms: performance.now() - started, has_error, error_line };
       } finally {
         tree.delete();
       }
     },
   };
+  return engine;
+}
+
+/**
+ * The 1-based line of the first syntax error (an `ERROR` or `MISSING` node, in source order)
+ * under `root`, which has one; scopes after it may be missing or misread.
+ */
+function firstErrorLine(root) {
+  let node = root;
+  for (let depth = 0; depth < 10000; depth++) {
+    let next = null;
+    for (const child of node.children) {
+      if (child === null) continue;
+      if (child.isError || child.isMissing) return child.startPosition.row + 1;
+      if (child.hasError) {
+        next = child;
+        break;
+      }
+    }
+    if (next === null) return node.startPosition.row + 1;
+    node = next;
+  }
+  return node.startPosition.row + 1;
 }
 
 /** How many distinct names an unmatched name query lists (for the agent's advice). */
@@ -276,15 +340,49 @@ function named(kind) {
   };
 }
 
+// Decorators, attributes and annotations belong to the scope they decorate, in every language.
+// Most grammars make them children of the declaration; where a grammar makes them preceding
+// siblings (Rust's `#[attr]` items; TypeScript's decorators of methods and of exported classes,
+// tree-sitter-typescript #331 and #309), the scope starts at the first of them. Comments between
+// them are inside; a comment above the first is not.
+function leadingStart(node, isLeading) {
+  let start = node;
+  for (let s = node.previousNamedSibling; s !== null; s = s.previousNamedSibling) {
+    if (isLeading(s)) start = s;
+    else if (!s.type.endsWith("comment")) break;
+  }
+  return start;
+}
+
+const isDecorator = (n) => n.type === "decorator";
+
+// JS/TS: a member's decorators are preceding siblings in TypeScript's grammar; an exported
+// class's are children of the `export` statement, before the `export` keyword.
+function withDecorators(handler) {
+  return (node, enclosingKind) => {
+    const found = handler(node, enclosingKind);
+    if (found === null) return null;
+    const range = found.range;
+    const parent = range.parent;
+    if (parent !== null && parent.type === "export_statement") {
+      const first = parent.namedChildren.find((c) => c !== null && isDecorator(c));
+      if (first !== undefined && first.startIndex < range.startIndex) return { ...found, from: first };
+      return found;
+    }
+    const from = leadingStart(range, isDecorator);
+    return from === range ? found : { ...found, from };
+  };
+}
+
 const JS_HANDLERS = {
   function_declaration: named("function"),
   generator_function_declaration: named("function"),
-  class_declaration: named("class"),
-  abstract_class_declaration: named("class"),
-  method_definition: named("method"),
+  class_declaration: withDecorators(named("class")),
+  abstract_class_declaration: withDecorators(named("class")),
+  method_definition: withDecorators(named("method")),
   variable_declarator: jsDeclarator,
-  field_definition: jsField,
-  public_field_definition: jsField,
+  field_definition: withDecorators(jsField),
+  public_field_definition: withDecorators(jsField),
   interface_declaration: named("interface"),
   enum_declaration: named("enum"),
   internal_module: named("module"),
@@ -333,7 +431,20 @@ function rustTypeName(typeNode) {
   return typeNode.text;
 }
 
-const RUST_HANDLERS = {
+const isRustAttribute = (n) => n.type === "attribute_item";
+
+// A Rust item's outer attributes (`#[derive(…)]`, `#[test]`, `#[cfg(…)]`) are its preceding
+// `attribute_item` siblings in the grammar; the scope starts at the first.
+function withAttributes(handler) {
+  return (node, enclosingKind) => {
+    const found = handler(node, enclosingKind);
+    if (found === null) return null;
+    const from = leadingStart(found.range, isRustAttribute);
+    return from === found.range ? found : { ...found, from };
+  };
+}
+
+const RUST_HANDLERS_BARE = {
   function_item: (node, enclosingKind) => {
     const name = fieldText(node, "name");
     if (name === null) return null;
@@ -359,6 +470,10 @@ const RUST_HANDLERS = {
     return named("module")(node);
   },
 };
+
+const RUST_HANDLERS = Object.fromEntries(
+  Object.entries(RUST_HANDLERS_BARE).map(([type, handler]) => [type, withAttributes(handler)]),
+);
 
 // Go: `func (c *Calendar) Add()` is the method `Calendar.Add` (the receiver's type, without
 // pointer or type parameters); `type T struct {…}` / `type I interface {…}` are struct/interface.
@@ -398,6 +513,174 @@ const GO_HANDLERS = {
   },
 };
 
+// ---------------------------------------------------------------------------------------------
+// Java and C#: `Outer.Inner.method`. Annotations and attributes are children of the declaration
+// (its modifiers / attribute lists), so a scope covers them as it is. A constructor is named by
+// its class (`RangeSet.RangeSet`). Java's `package` and C#'s file-scoped `namespace N;` are not
+// scopes (nothing is nested in them); a C# `namespace N { … }` block is (`N.C.M`).
+
+const JAVA_HANDLERS = {
+  class_declaration: named("class"),
+  interface_declaration: named("interface"),
+  annotation_type_declaration: named("interface"),
+  enum_declaration: named("enum"),
+  record_declaration: named("record"),
+  method_declaration: named("method"),
+  constructor_declaration: named("constructor"),
+  compact_constructor_declaration: named("constructor"),
+};
+
+const CSHARP_HANDLERS = {
+  namespace_declaration: named("namespace"),
+  class_declaration: named("class"),
+  struct_declaration: named("struct"),
+  interface_declaration: named("interface"),
+  enum_declaration: named("enum"),
+  record_declaration: named("record"),
+  record_struct_declaration: named("record"),
+  method_declaration: named("method"),
+  constructor_declaration: named("constructor"),
+  local_function_statement: named("function"),
+};
+
+// ---------------------------------------------------------------------------------------------
+// C and C++. A function definition is named by its declarator (through pointers, references and
+// parentheses); a prototype (`int f(void);`, `void m();` in a class) declares and is no scope.
+// C++ names are `ns::Class::method`; an out-of-line `R IntervalMap<K, V>::size() const` is the
+// method `IntervalMap::size` (template arguments dropped) of its namespace. `template <…>` is
+// inside the scope it introduces; so is `typedef` around a struct (`typedef struct {…} T;` is
+// the struct `T`); C++ attributes (`[[nodiscard]]`) are children already.
+
+const DECLARATOR_WRAPPERS = new Set([
+  "function_declarator",
+  "pointer_declarator",
+  "reference_declarator",
+  "parenthesized_declarator",
+  "attributed_declarator",
+]);
+
+function declaratorName(node) {
+  let d = node.childForFieldName("declarator");
+  for (let i = 0; i < 16 && d !== null; i++) {
+    if (!DECLARATOR_WRAPPERS.has(d.type)) break;
+    d = d.childForFieldName("declarator") ?? d.namedChildren.find((c) => c !== null && c.type !== "type_qualifier") ?? null;
+  }
+  if (d === null) return null;
+  if (d.type === "qualified_identifier") {
+    // Drop template arguments from the qualifying part only (`operator<` keeps its `<`).
+    const text = d.text.replace(/\s+/g, " ");
+    const cut = text.lastIndexOf("::");
+    let scope = text.slice(0, cut);
+    for (let k = 0; k < 8 && scope.includes("<"); k++) scope = scope.replace(/<[^<>]*>/g, "");
+    return `${scope.replace(/\s+/g, "")}::${text.slice(cut + 2)}`;
+  }
+  return d.text;
+}
+
+// The node a declaration's scope covers: itself, inside any `template <…>` wrappers.
+function templated(node) {
+  let range = node;
+  while (range.parent !== null && range.parent.type === "template_declaration") range = range.parent;
+  return range;
+}
+
+function cFunction(node, enclosingKind) {
+  const name = declaratorName(node);
+  if (name === null) return null;
+  const member = enclosingKind === "class" || enclosingKind === "struct" || name.includes("::");
+  return { kind: member ? "method" : "function", name, range: templated(node) };
+}
+
+// `struct S {…}` / `union U {…}` / `enum E {…}` / C++ `class C {…}` with a body; inside a
+// `typedef`, the typedef is the scope and an anonymous struct takes the typedef's name.
+function cType(kind) {
+  return (node) => {
+    if (node.childForFieldName("body") === null) return null; // `struct S *p`: a use, no scope
+    let name = fieldText(node, "name");
+    let range = node;
+    const parent = node.parent;
+    if (parent !== null && parent.type === "type_definition" && parent.childForFieldName("type")?.id === node.id) {
+      range = parent;
+      name ??= fieldText(parent, "declarator");
+    }
+    if (name === null) return null;
+    return { kind, name, range: templated(range) };
+  };
+}
+
+const C_HANDLERS = {
+  function_definition: cFunction,
+  struct_specifier: cType("struct"),
+  union_specifier: cType("struct"),
+  enum_specifier: cType("enum"),
+};
+
+const CPP_HANDLERS = {
+  ...C_HANDLERS,
+  class_specifier: cType("class"),
+  // `namespace {…}` (anonymous) is no scope; `namespace a::b {…}` is `a::b`.
+  namespace_definition: (node) => {
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind: "namespace", name, range: node };
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// Ruby: `Module::Class#method` for instance methods, `Class.method` for singleton methods
+// (`def self.m`, and a `def` inside `class << self`, which is no scope itself). A `def` outside
+// any class or module is a function.
+
+function rubyInSingletonClass(node) {
+  for (let p = node.parent; p !== null; p = p.parent) {
+    if (p.type === "singleton_class") return true;
+    if (p.type === "class" || p.type === "module") return false;
+  }
+  return false;
+}
+
+const RUBY_HANDLERS = {
+  module: named("module"),
+  class: named("class"),
+  method: (node, enclosingKind) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    if (enclosingKind === null) return { kind: "function", name, range: node };
+    return { kind: "method", name, range: node, singleton: rubyInSingletonClass(node) };
+  },
+  singleton_method: (node) => {
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind: "method", name, range: node, singleton: true };
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// PHP: `Class::method`; a `namespace N { … }` block is a scope (`N\Class::method`), the
+// statement `namespace N;` is not (like Java's package). Attributes (`#[…]`) are children of
+// the declaration.
+
+const PHP_HANDLERS = {
+  namespace_definition: (node) => {
+    if (node.childForFieldName("body") === null) return null;
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind: "namespace", name, range: node };
+  },
+  class_declaration: named("class"),
+  interface_declaration: named("interface"),
+  trait_declaration: named("trait"),
+  enum_declaration: named("enum"),
+  method_declaration: named("method"),
+  function_definition: named("function"),
+};
+
+// How a scope's qualified name joins its enclosing scope's, per language (default ".").
+const TYPE_KINDS = new Set(["class", "module", "struct", "interface", "enum", "trait", "namespace"]);
+const JOINS = {
+  cpp: () => "::",
+  ruby: (enclosing, found) =>
+    found.kind === "method" ? (found.singleton ? "." : "#") : enclosing.kind === "method" ? "." : "::",
+  php: (enclosing) => (enclosing.kind === "namespace" ? "\\" : TYPE_KINDS.has(enclosing.kind) ? "::" : "."),
+};
+
 const HANDLERS = {
   javascript: JS_HANDLERS,
   jsx: JS_HANDLERS,
@@ -406,32 +689,38 @@ const HANDLERS = {
   python: PYTHON_HANDLERS,
   rust: RUST_HANDLERS,
   go: GO_HANDLERS,
+  java: JAVA_HANDLERS,
+  c: C_HANDLERS,
+  cpp: CPP_HANDLERS,
+  csharp: CSHARP_HANDLERS,
+  ruby: RUBY_HANDLERS,
+  php: PHP_HANDLERS,
 };
 
 // One query per grammar capturing every candidate scope node (@scope). The query runs inside the
 // wasm module, which is much faster than visiting every node from JS; the handlers then decide.
+// Only node types the grammar has are asked for (looked up by name: compiling a trial query per
+// type cost 30-600 ms per grammar at startup).
 function scopeQuery(grammar, handlers) {
+  const has = (type) => (grammar.idForNodeType(type, true) ?? 0) !== 0;
   const patterns = [];
   for (const type of Object.keys(handlers)) {
-    const pattern =
-      type === "variable_declarator"
-        ? `(variable_declarator value: [${[...FUNCTION_VALUES, ...CLASS_VALUES].map((t) => `(${t})`).join(" ")}]) @scope`
-        : `(${type}) @scope`;
-    for (const candidate of [pattern, `(${type}) @scope`]) {
-      try {
-        new Query(grammar, candidate).delete(); // only node types this grammar has
-        patterns.push(candidate);
-        break;
-      } catch {
-        // not a node type (or value alternative) of this grammar
+    if (!has(type)) continue;
+    if (type === "variable_declarator") {
+      const values = [...FUNCTION_VALUES, ...CLASS_VALUES].filter(has);
+      if (values.length > 0) {
+        patterns.push(`(variable_declarator value: [${values.map((t) => `(${t})`).join(" ")}]) @scope`);
+        continue;
       }
     }
+    patterns.push(`(${type}) @scope`);
   }
   return new Query(grammar, patterns.join("\n"));
 }
 
 function collectScopes(language, query, tree, source) {
   const handlers = HANDLERS[language];
+  const join = JOINS[language] ?? (() => ".");
   const toByte = makeOffsetMapper(source);
   const nodes = query.captures(tree.rootNode).map((c) => c.node);
   // Outer before inner: by start, then by larger end.
@@ -445,15 +734,17 @@ function collectScopes(language, query, tree, source) {
     const enclosing = stack.length > 0 ? stack[stack.length - 1] : null;
     const found = handler(node, enclosing === null ? null : enclosing.kind);
     if (found === null) continue;
-    const qname = enclosing === null ? found.name : `${enclosing.qname}.${found.name}`;
+    const qname =
+      enclosing === null ? found.name : `${enclosing.qname}${join(enclosing, found)}${found.name}`;
     const r = found.range;
-    const startRow = r.startPosition.row;
+    const from = found.from ?? r; // leading decorators/attributes, when they are siblings
+    const startRow = from.startPosition.row;
     const end = r.endPosition;
     const endRow = end.column === 0 && end.row > startRow ? end.row - 1 : end.row;
     scopes.push({
       kind: found.kind,
       name: qname,
-      start_byte: toByte(r.startIndex),
+      start_byte: toByte(from.startIndex),
       end_byte: toByte(r.endIndex),
       start_line: startRow + 1,
       end_line: endRow + 1,

@@ -12,7 +12,8 @@
 //   supervisor: {"type":"discover","generation":G,"request":R,"language":L,"token":T,
 //                "bytes":N,"sha256":HEX,"query":Q?}   (Q: see selectScopes in discovery_core)
 //   worker:     {"type":"result","generation":G,"request":R,"ok":true,"scopes":[...],
-//                "parse_ms":F,"read_ms":F,"has_error":B,"scope_count":N,"names":[...]?}
+//                "parse_ms":F,"read_ms":F,"has_error":B,"error_line":N?,"scope_count":N,
+//                "names":[...]?}   (error_line: 1-based line of the first syntax error)
 //            or {"type":"result","generation":G,"request":R,"ok":false,
 //                "error":{"code":"parse_failed"|"output_too_large"|"integrity_mismatch"|
 //                         "unsupported_language","message":S}}
@@ -176,6 +177,7 @@ export function answer(engine, root, generation, request) {
     parse_ms: found.parse_ms,
     read_ms,
     has_error: found.has_error,
+    ...(found.error_line === null ? {} : { error_line: found.error_line }),
     scope_count: found.scopes.length,
     ...(selected.names === undefined ? {} : { names: selected.names }),
   });

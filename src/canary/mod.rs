@@ -934,6 +934,22 @@ impl Canary {
             row.current_sha256 = t["sha256"].as_str().unwrap_or_default().to_owned();
             row.accepted = audit["attempts"]["accepted"].as_u64().unwrap_or(0);
             row.rejected = audit["attempts"]["rejected"].as_u64().unwrap_or(0);
+            // An accepted edit that left syntax errors is the agent's doing and worth a line.
+            for process in ["observed", host_run::HOST_OBSERVED] {
+                if let Ok(file) = std::fs::File::open(self.run.wire_log(process)) {
+                    let log = std::io::BufReader::with_capacity(64 * 1024, file);
+                    for a in story::attempts_in_log(log, process, &name) {
+                        for w in a
+                            .warnings
+                            .iter()
+                            .filter(|w| w.starts_with("SYNTAX_ERRORS_INTRODUCED"))
+                        {
+                            let at = a.revision.map_or("-".into(), |r| format!("r{r}"));
+                            row.notes.push(format!("{at} (key {}): {w}", a.request_key));
+                        }
+                    }
+                }
+            }
             attempts_total += row.accepted + row.rejected;
             rejected_total += row.rejected;
             worker_errors += audit["worker_errors"]

@@ -32,6 +32,8 @@ pub struct Attempt {
     pub outcome: String,
     pub revision: Option<u64>,
     pub reasons: Vec<String>,
+    /// The receipt's warnings (`SYNTAX_ERRORS_INTRODUCED: …`, `LINE_ENDINGS_NORMALISED: …`).
+    pub warnings: Vec<String>,
 }
 
 /// The JSON-RPC messages of a wire log ([`crate::evidence::WireRecord`] lines: the exact bytes of each message),
@@ -110,6 +112,17 @@ pub fn attempts_in_log(log: impl std::io::BufRead, process: &str, target: &str) 
                 }
             }
         };
+        let warnings = reply
+            .as_ref()
+            .and_then(|r| {
+                r["result"]["structuredContent"]["warnings"]
+                    .as_array()
+                    .cloned()
+            })
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|w| w.as_str().map(str::to_owned))
+            .collect();
         Attempt {
             process: process.to_owned(),
             request_key: args["request_key"].as_str().unwrap_or("?").to_owned(),
@@ -117,6 +130,7 @@ pub fn attempts_in_log(log: impl std::io::BufRead, process: &str, target: &str) 
             outcome,
             revision,
             reasons,
+            warnings,
         }
     })
     .collect()
@@ -265,6 +279,9 @@ impl Canary {
             for r in &a.reasons {
                 out.push(format!("        reason: {}", visible_inline(r)));
             }
+            for w in &a.warnings {
+                out.push(format!("        warning: {}", visible_inline(w)));
+            }
         }
         out
     }
@@ -348,7 +365,8 @@ mod tests {
             record(json!({"jsonrpc": "2.0", "id": 6, "result": {"structuredContent": {
                 "outcome": "rejected", "reasons": [{"code": "OLD_TEXT_NOT_FOUND", "message": "gone"}]}}})),
             record(json!({"jsonrpc": "2.0", "id": 4, "result": {"structuredContent": {
-                "outcome": "accepted", "revision": 2}}})),
+                "outcome": "accepted", "revision": 2,
+                "warnings": ["SYNTAX_ERRORS_INTRODUCED: the accepted edit leaves the python with syntax errors"]}}})),
             "not a record".to_owned(),
         ]
         .join("\n");
@@ -359,6 +377,12 @@ mod tests {
         assert_eq!(attempts[0].revision, Some(2));
         assert_eq!(attempts[1].outcome, "rejected");
         assert_eq!(attempts[1].reasons, ["OLD_TEXT_NOT_FOUND gone"]);
+        // A receipt's warnings reach the story (and, for syntax errors, the report's notes).
+        assert_eq!(
+            attempts[0].warnings,
+            ["SYNTAX_ERRORS_INTRODUCED: the accepted edit leaves the python with syntax errors"]
+        );
+        assert!(attempts[1].warnings.is_empty());
         let unanswered = attempts_in(&submit(9, "k-9", "chess"), "observed", "chess");
         assert_eq!(unanswered[0].outcome, "no reply");
     }

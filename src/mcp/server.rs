@@ -656,12 +656,61 @@ fn unknown_scope(found: &Discovery, name: &str, target: &str) -> DomainError {
     } else {
         String::new()
     };
+    let listed = if found.names.is_empty() {
+        "it has no structural scopes".to_owned()
+    } else {
+        format!("scopes are: {}{more}", found.names.join(", "))
+    };
+    // After a syntax error the parser may lose every later scope: say so, and what still works.
+    let parse = match (found.has_error, found.error_line) {
+        (true, Some(line)) => format!(
+            "; the content does not parse from line {line} (a syntax error), so scopes after it may be missing — observe by `lines` {{start, end}} instead, which works whatever the parser sees"
+        ),
+        (true, None) => "; the content has syntax errors, so some scopes may be missing — observe by `lines` {start, end} instead, which works whatever the parser sees".to_owned(),
+        (false, _) => String::new(),
+    };
     DomainError::new(
         DomainCode::UnknownScope,
-        format!(
-            "no scope named `{name}` in target `{target}`; scopes are: {}{more}",
-            found.names.join(", ")
-        ),
+        format!("no scope named `{name}` in target `{target}`; {listed}{parse}"),
+    )
+}
+
+/// The text `find_occurrences` searches for `text` in `content`, and a note when it differs:
+/// a `text` with other line endings than the target's is searched with the target's (a mixed
+/// target: as sent, else with CRLF, else with LF), so an LF needle finds CRLF text.
+fn match_line_endings(content: &str, text: &str) -> (String, Option<String>) {
+    use kernel::near_miss::{LineEndings, with_line_endings};
+    let sent = LineEndings::of(text);
+    let target = LineEndings::of(content);
+    if sent == LineEndings::None || sent == target || target == LineEndings::None {
+        return (text.to_owned(), None);
+    }
+    let candidates = match target {
+        LineEndings::Mixed => vec![LineEndings::Crlf, LineEndings::Lf],
+        other => vec![other],
+    };
+    if target == LineEndings::Mixed && !kernel::find_all(content, text).is_empty() {
+        return (text.to_owned(), None);
+    }
+    for endings in candidates {
+        let converted = with_line_endings(text, endings).into_owned();
+        if converted != text && !kernel::find_all(content, &converted).is_empty() {
+            let note = format!(
+                "text used {} line endings and the target uses {}: matched with {}: send old_text with the target's line endings, as the occurrences' bytes have them",
+                sent.as_str(),
+                target.as_str(),
+                endings.as_str()
+            );
+            return (converted, Some(note));
+        }
+    }
+    (
+        text.to_owned(),
+        Some(format!(
+            "text used {} line endings and the target uses {}; it was searched with the target's too and not found",
+            sent.as_str(),
+            target.as_str()
+        )),
     )
 }
 
@@ -841,7 +890,10 @@ impl PatchdiffServer {
             let limit = limit as usize;
             // Text search needs no scopes: find first, then ask discovery only for the scopes
             // of the occurrences this page may return. Without them the occurrences still stand.
-            let starts = kernel::find_all(&t.content, &args.text);
+            // A text whose line endings differ from the target's matches across them (an LF
+            // needle in a CRLF file finds the CRLF text), and the result says so.
+            let (needle, line_endings) = match_line_endings(&t.content, &args.text);
+            let starts = kernel::find_all(&t.content, &needle);
             let offset = args.offset.unwrap_or(0);
             if offset > starts.len() {
                 return Err(DomainError::new(
@@ -855,7 +907,7 @@ impl PatchdiffServer {
             }
             let page: &[usize] = &starts[offset..starts.len().min(offset + limit)];
             let ranges: Vec<[usize; 2]> =
-                page.iter().map(|&s| [s, s + args.text.len()]).collect();
+                page.iter().map(|&s| [s, s + needle.len()]).collect();
             let mut scope_error = None;
             let scopes = match (&self.waymark, ranges.is_empty()) {
                 (Some(_), false) => match self
@@ -878,13 +930,16 @@ impl PatchdiffServer {
             if let Some(e) = scope_error {
                 result["scope_error"] = e;
             }
+            if let Some(note) = line_endings {
+                result["line_endings"] = json!(note);
+            }
             // Room for the page's occurrences: the budget less the envelope and its hint.
             let room = delivery::RESULT_BUDGET_BYTES
                 .saturating_sub(delivery::json_len(&result) + delivery::PAGE_RESERVE_BYTES);
             let mut used = 0;
             let mut occurrences = Vec::new();
             for &start in page {
-                let end = start + args.text.len();
+                let end = start + needle.len();
                 let pos = kernel::position_of(&t.content, start)
                     .map_err(|e| DomainError::new(DomainCode::Store(ErrorCode::OutOfRange), e.to_string()))?;
                 let scope = innermost_scope(&scopes, start, end).map(|s| {
@@ -1375,6 +1430,7 @@ mod tests {
             parse_ms: 0.0,
             read_ms: 0.0,
             has_error: false,
+            error_line: None,
             scope_count: scopes.len(),
             names: names.iter().map(|n| (*n).to_owned()).collect(),
         }
@@ -1399,6 +1455,59 @@ mod tests {
         );
         let d = answer("Temp", &scopes, &[]);
         assert_eq!(resolve_scope(&d, "Temp", "t", None).unwrap().start_line, 1);
+    }
+
+    #[test]
+    fn an_unknown_scope_after_a_parse_error_names_the_line_and_that_lines_still_work() {
+        let scopes = [scope("f1", "function", (1, 5))];
+        let mut d = answer("f4", &scopes, &["f1"]);
+        let plain = resolve_scope(&d, "f4", "t", None).unwrap_err();
+        assert_eq!(
+            plain.message,
+            "no scope named `f4` in target `t`; scopes are: f1"
+        );
+        d.has_error = true;
+        d.error_line = Some(2);
+        assert_eq!(
+            resolve_scope(&d, "f4", "t", None).unwrap_err().message,
+            "no scope named `f4` in target `t`; scopes are: f1; the content does not parse from line 2 (a syntax error), so scopes after it may be missing — observe by `lines` {start, end} instead, which works whatever the parser sees"
+        );
+        d.error_line = None;
+        d.names.clear();
+        assert_eq!(
+            resolve_scope(&d, "f4", "t", None).unwrap_err().message,
+            "no scope named `f4` in target `t`; it has no structural scopes; the content has syntax errors, so some scopes may be missing — observe by `lines` {start, end} instead, which works whatever the parser sees"
+        );
+    }
+
+    #[test]
+    fn find_occurrences_matches_across_line_endings_and_says_so() {
+        // As sent: same endings, no line break, or a target without any.
+        for (content, text) in [("a\r\nb", "a\r\nb"), ("a\nb", "a"), ("ab", "a\nb")] {
+            assert_eq!(match_line_endings(content, text), (text.to_owned(), None));
+        }
+        let (needle, note) = match_line_endings("x\r\ny\r\n", "x\ny");
+        assert_eq!(needle, "x\r\ny");
+        assert_eq!(
+            note.unwrap(),
+            "text used LF line endings and the target uses CRLF: matched with CRLF: send old_text with the target's line endings, as the occurrences' bytes have them"
+        );
+        let (needle, note) = match_line_endings("x\ny\n", "x\r\ny");
+        assert_eq!(needle, "x\ny");
+        assert!(note.unwrap().contains("matched with LF"));
+        // A mixed target: as sent when that matches, else CRLF, else LF.
+        assert_eq!(
+            match_line_endings("a\nb\r\nc", "a\nb"),
+            ("a\nb".to_owned(), None)
+        );
+        assert_eq!(match_line_endings("a\nb\r\nc", "b\nc").0, "b\r\nc");
+        assert_eq!(match_line_endings("a\r\nb\nc", "b\r\nc").0, "b\nc");
+        let (needle, note) = match_line_endings("x\r\ny", "q\nz");
+        assert_eq!(needle, "q\nz");
+        assert_eq!(
+            note.unwrap(),
+            "text used LF line endings and the target uses CRLF; it was searched with the target's too and not found"
+        );
     }
 
     #[test]

@@ -341,6 +341,7 @@ pub(crate) fn decided_receipt(
             edits,
             new_content,
             corrections,
+            notes,
         } => {
             let applied = Applied {
                 attempt_id: receipt.attempt_id.clone(),
@@ -354,7 +355,7 @@ pub(crate) fn decided_receipt(
             receipt.revision = applied.revision;
             receipt.sha256 = applied.sha256.clone();
             receipt.corrections = corrections;
-            receipt.warnings = warnings;
+            receipt.warnings = notes.into_iter().chain(warnings).collect();
             (receipt, Some(applied))
         }
         Plan::Reject { reasons } => {
@@ -1019,6 +1020,7 @@ mod tests {
             }],
             new_content: format!("{new_text}bc"),
             corrections: Vec::new(),
+            notes: Vec::new(),
         }
     }
 

@@ -46,11 +46,20 @@ pub enum Language {
     Python,
     Rust,
     Go,
+    Java,
+    C,
+    /// C++ (`.cc`, `.cpp`, `.h` of C++ code), through `tree-sitter-cpp`.
+    Cpp,
+    /// C#, through `tree-sitter-c-sharp`.
+    CSharp,
+    Ruby,
+    /// PHP files (HTML around `<?php … ?>`), through `tree-sitter-php`'s full grammar.
+    Php,
 }
 
 impl Language {
     /// Every supported language.
-    pub const ALL: [Language; 7] = [
+    pub const ALL: [Language; 13] = [
         Language::JavaScript,
         Language::Jsx,
         Language::TypeScript,
@@ -58,9 +67,16 @@ impl Language {
         Language::Python,
         Language::Rust,
         Language::Go,
+        Language::Java,
+        Language::C,
+        Language::Cpp,
+        Language::CSharp,
+        Language::Ruby,
+        Language::Php,
     ];
 
-    /// The protocol name: `javascript`, `jsx`, `typescript`, `tsx`, `python`, `rust` or `go`.
+    /// The protocol name: `javascript`, `jsx`, `typescript`, `tsx`, `python`, `rust`, `go`,
+    /// `java`, `c`, `cpp`, `csharp`, `ruby` or `php`.
     pub fn as_str(self) -> &'static str {
         match self {
             Language::JavaScript => "javascript",
@@ -70,6 +86,12 @@ impl Language {
             Language::Python => "python",
             Language::Rust => "rust",
             Language::Go => "go",
+            Language::Java => "java",
+            Language::C => "c",
+            Language::Cpp => "cpp",
+            Language::CSharp => "csharp",
+            Language::Ruby => "ruby",
+            Language::Php => "php",
         }
     }
 
@@ -101,6 +123,9 @@ fn near_miss(name: &str) -> Option<Language> {
         "py" | "python3" => "python",
         "rs" => "rust",
         "golang" => "go",
+        "c++" | "cc" | "cxx" | "hpp" => "cpp",
+        "c#" | "cs" | "c_sharp" | "c-sharp" => "csharp",
+        "rb" => "ruby",
         other => other,
     };
     Language::ALL.into_iter().find(|l| l.as_str() == alias)
@@ -146,9 +171,12 @@ impl Serialize for ScopeQuery {
 
 /// One structural scope found by discovery.
 ///
-/// `kind` is one of `class`, `function`, `method`, `interface`, `enum`, `struct`, `impl`,
-/// `trait`, `module`. `name` is the qualified name: enclosing scope names joined with `.`
-/// (`Calendar.addWindow`; an `impl Foo` block's methods are `Foo.method`). Byte offsets are
+/// `kind` is one of `class`, `function`, `method`, `constructor`, `interface`, `enum`, `struct`,
+/// `record`, `impl`, `trait`, `module`, `namespace`. `name` is the qualified name, written the
+/// way the language's people write it: enclosing names joined with `.` (`Calendar.addWindow`,
+/// Java's `Outer.Inner.method`; an `impl Foo` block's methods are `Foo.method`), `::` in C++
+/// (`ns::Class::method`), `Module::Class#method` / `Class.singleton` in Ruby,
+/// `Ns\Class::method` in PHP. A scope covers its decorators, attributes and annotations. Byte offsets are
 /// **UTF-8** bytes into the source, `end_byte` exclusive; lines are 1-based and inclusive.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Scope {
@@ -175,6 +203,10 @@ pub struct Discovery {
     /// reported for what did parse.
     #[serde(default)]
     pub has_error: bool,
+    /// With [`Discovery::has_error`]: the 1-based line of the first syntax error; the content
+    /// does not parse from there, so scopes after it may be missing.
+    #[serde(default)]
+    pub error_line: Option<usize>,
     /// How many scopes the whole content has (`scopes` may list fewer for a query).
     #[serde(default)]
     pub scope_count: usize,

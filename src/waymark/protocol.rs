@@ -69,6 +69,8 @@ struct WireWorkerMessage {
     #[serde(default)]
     has_error: Option<bool>,
     #[serde(default)]
+    error_line: Option<usize>,
+    #[serde(default)]
     scope_count: Option<usize>,
     #[serde(default)]
     names: Option<Vec<String>>,
@@ -99,6 +101,7 @@ impl<'de> Deserialize<'de> for WorkerMessage {
                 parse_ms: w.parse_ms,
                 read_ms: w.read_ms,
                 has_error: w.has_error,
+                error_line: w.error_line,
                 scope_count: w.scope_count,
                 names: w.names,
                 error: w.error,
@@ -141,6 +144,9 @@ pub struct ResultFrame {
     /// True when the tree contains syntax errors (discovery still succeeds).
     #[serde(default)]
     pub has_error: Option<bool>,
+    /// With `has_error`: the 1-based line of the first syntax error.
+    #[serde(default)]
+    pub error_line: Option<usize>,
     /// How many scopes the whole file has (the answer may list fewer).
     #[serde(default)]
     pub scope_count: Option<usize>,

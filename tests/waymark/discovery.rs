@@ -432,3 +432,297 @@ async fn rss_is_sampled_every_100_ms_into_the_memory_file() {
         "median gap {median} ms: {gaps:?}"
     );
 }
+
+/// The files under `tests/fixtures/waymark/`, written for these tests in the style of the
+/// projects each names (Guava, Redis, LLVM, the .NET runtime, Rails, Laravel, Angular, a Rust
+/// crate), with every scope each must yield: `kind name start-end`, lines 1-based inclusive; a
+/// trailing ` ;` marks a scope that ends just before its line's `;`, a leading `export ` one that
+/// starts after its line's `export` (an undecorated exported JS/TS declaration).
+const REAL_FILES: &[(Language, &str, &[&str])] = &[
+    (
+        Language::Java,
+        "RangeSet.java",
+        &[
+            "class RangeSet 10-80",
+            "constructor RangeSet.RangeSet 14-14",
+            "method RangeSet.iterator 16-19",
+            "method RangeSet.add 22-28",
+            "method RangeSet.encloses 30-39",
+            "class RangeSet.Range 42-63",
+            "constructor RangeSet.Range.Range 46-49",
+            "method RangeSet.Range.contains 51-53",
+            "enum RangeSet.Range.BoundType 55-62",
+            "method RangeSet.Range.BoundType.flip 59-61",
+            "interface RangeSet.Visitor 65-69",
+            "method RangeSet.Visitor.visit 66-66",
+            "method RangeSet.Visitor.done 68-68",
+            "record RangeSet.Span 71-79",
+            "constructor RangeSet.Span.Span 72-74",
+            "method RangeSet.Span.length 76-78",
+            "interface Merger 82-85",
+            "method Merger.merge 84-84",
+        ],
+    ),
+    (
+        Language::C,
+        "sds.c",
+        &[
+            "struct sdshdr 11-15 ;",
+            "struct sdsRange 17-20",
+            "enum sdsType 22-25 ;",
+            "struct sdsValue 27-30 ;",
+            "function sdsHeader 34-36",
+            "function sdslen 38-40",
+            "function sdsnewlen 42-50",
+            "function sdsfree 52-55",
+            "function sdsIsRange 57-61",
+        ],
+    ),
+    (
+        Language::Cpp,
+        "interval_map.cc",
+        &[
+            "namespace llvm 5-63",
+            "namespace llvm::detail 6-13",
+            "struct llvm::detail::IntervalTraits 8-11",
+            "method llvm::detail::IntervalTraits::less 10-10",
+            "enum llvm::Overlap 15-15 ;",
+            "class llvm::IntervalMap 18-44",
+            "class llvm::IntervalMap::iterator 21-29 ;",
+            "method llvm::IntervalMap::iterator::valid 23-23",
+            "method llvm::IntervalMap::empty 31-31",
+            "method llvm::IntervalMap::insert 35-39",
+            "method llvm::IntervalMap::size 46-49",
+            "method llvm::IntervalMap::iterator::advance 51-54",
+            "struct llvm::Coalescer 56-59 ;",
+            "method llvm::Coalescer::run 61-61",
+            "function countOverlaps 65-70",
+        ],
+    ),
+    (
+        Language::CSharp,
+        "RetryPolicy.cs",
+        &[
+            "namespace Example.Extensions.Resilience 5-65",
+            "class Example.Extensions.Resilience.RetryPolicy 8-42",
+            "constructor Example.Extensions.Resilience.RetryPolicy.RetryPolicy 13-17",
+            "method Example.Extensions.Resilience.RetryPolicy.ShouldRetry 19-20",
+            "method Example.Extensions.Resilience.RetryPolicy.ShouldRetry 22-25",
+            "struct Example.Extensions.Resilience.RetryPolicy.Backoff 27-35",
+            "method Example.Extensions.Resilience.RetryPolicy.Backoff.Next 31-34",
+            "enum Example.Extensions.Resilience.RetryPolicy.State 37-41",
+            "interface Example.Extensions.Resilience.IRetryListener 44-47",
+            "method Example.Extensions.Resilience.IRetryListener.OnRetry 46-46",
+            "record Example.Extensions.Resilience.RetryEvent 49-52",
+            "method Example.Extensions.Resilience.RetryEvent.ToString 51-51",
+            "class Example.Extensions.Resilience.RetryPolicyExtensions 54-64",
+            "method Example.Extensions.Resilience.RetryPolicyExtensions.Delays 56-63",
+        ],
+    ),
+    (
+        Language::Ruby,
+        "cache_store.rb",
+        &[
+            "module ActiveSupport 4-47",
+            "module ActiveSupport::Cache 5-46",
+            "class ActiveSupport::Cache::Entry 6-17",
+            "method ActiveSupport::Cache::Entry#initialize 9-12",
+            "method ActiveSupport::Cache::Entry#expired? 14-16",
+            "class ActiveSupport::Cache::MemoryStore 19-45",
+            "method ActiveSupport::Cache::MemoryStore.supports_cache_versioning? 20-22",
+            "method ActiveSupport::Cache::MemoryStore.build 25-27",
+            "method ActiveSupport::Cache::MemoryStore#read 30-33",
+            "method ActiveSupport::Cache::MemoryStore#write 35-38",
+            "method ActiveSupport::Cache::MemoryStore#prune 42-44",
+            "module Cache::Strategy 49-53",
+            "method Cache::Strategy#with_local_cache 50-52",
+            "function instrument 55-57",
+        ],
+    ),
+    (
+        Language::Php,
+        "Collection.php",
+        &[
+            "interface Enumerable 10-13",
+            "method Enumerable::all 12-12",
+            "trait Conditionable 15-21",
+            "method Conditionable::when 17-20",
+            "enum SortDirection 23-32",
+            "method SortDirection::flip 28-31",
+            "class Collection 34-60",
+            "method Collection::__construct 40-43",
+            "method Collection::all 45-48",
+            "method Collection::offsetExists 50-54",
+            "method Collection::times 56-59",
+            "function collect 62-65",
+        ],
+    ),
+    (
+        Language::TypeScript,
+        "app.component.ts",
+        &[
+            "class TitleService 4-11",
+            "method TitleService.get 8-10",
+            "class AppComponent 13-31",
+            "method AppComponent.constructor 20-20",
+            "method AppComponent.onResize 22-25",
+            "method AppComponent.label 27-30",
+            "class FooterComponent 33-34",
+            "export function bootstrap 36-38",
+        ],
+    ),
+    (
+        Language::Rust,
+        "ring.rs",
+        &[
+            "struct Ring 6-11",
+            "impl Ring 13-28",
+            "method Ring.with_capacity 14-17",
+            "method Ring.push 20-27",
+            "enum Pressure 30-34",
+            "module tests 36-47",
+            "function tests.push_drops_the_oldest_sample 40-46",
+        ],
+    ),
+];
+
+/// The byte range lines `start..=end` (1-based) span without the first line's indentation and
+/// the last line's trailing comment (`} // namespace detail`) and whitespace (and its final `;`
+/// when `before_semicolon`).
+fn line_span(source: &str, start: usize, end: usize, before_semicolon: bool) -> (usize, usize) {
+    let mut offsets = vec![0];
+    offsets.extend(source.match_indices('\n').map(|(i, _)| i + 1));
+    let first = offsets[start - 1];
+    let first_line_end = offsets.get(start).copied().unwrap_or(source.len());
+    let indent =
+        source[first..first_line_end].len() - source[first..first_line_end].trim_start().len();
+    let last = offsets[end - 1];
+    let last_end = offsets.get(end).copied().unwrap_or(source.len());
+    let line = &source[last..last_end];
+    let mut trimmed = line.split(" //").next().unwrap_or(line).trim_end();
+    if before_semicolon {
+        trimmed = trimmed.strip_suffix(';').expect("the line ends with `;`");
+    }
+    (first + indent, last + trimmed.len())
+}
+
+#[tokio::test]
+async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_languages_names() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let waymark = Waymark::new(
+        support::config(WaymarkMode::Resident, work.path()),
+        EventLog::default().recorder(),
+    );
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/waymark");
+    for (language, file, expected) in REAL_FILES {
+        let source = std::fs::read_to_string(dir.join(file)).expect("fixture");
+        let found = waymark.discover(*language, &source).await.expect(file);
+        assert!(!found.has_error, "{file} parses cleanly");
+        let got: Vec<String> = found
+            .scopes
+            .iter()
+            .map(|s| format!("{} {} {}-{}", s.kind, s.name, s.start_line, s.end_line))
+            .collect();
+        let want: Vec<&str> = expected
+            .iter()
+            .map(|e| e.trim_end_matches(" ;").trim_start_matches("export "))
+            .collect();
+        assert_eq!(got, want, "{file}: every scope, in order");
+        for (scope, line) in found.scopes.iter().zip(expected.iter()) {
+            let mut span = line_span(
+                &source,
+                scope.start_line,
+                scope.end_line,
+                line.ends_with(" ;"),
+            );
+            if line.starts_with("export ") {
+                span.0 += "export ".len();
+            }
+            assert_eq!(
+                (scope.start_byte, scope.end_byte),
+                span,
+                "{file}: {line} covers its lines exactly: {:?}",
+                &source[scope.start_byte..scope.end_byte]
+            );
+        }
+    }
+    waymark.shutdown().await;
+}
+
+/// Decorators, attributes and annotations are inside the scope they decorate, whether the
+/// grammar makes them children (Java, C#, PHP, Python) or preceding siblings (Rust items,
+/// TypeScript methods and exported classes): the scope starts at the first of them.
+#[tokio::test]
+async fn a_scope_covers_its_decorators_attributes_and_annotations_in_every_language() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let waymark = Waymark::new(
+        support::config(WaymarkMode::Resident, work.path()),
+        EventLog::default().recorder(),
+    );
+    let cases: &[(Language, &str, &str, &str)] = &[
+        (
+            Language::TypeScript,
+            "@Component({selector: 'app-root'})\nexport class AppComponent {\n  @HostListener('click')\n  onClick() {}\n}\n",
+            "AppComponent",
+            "@Component({selector: 'app-root'})\nexport class AppComponent {",
+        ),
+        (
+            Language::TypeScript,
+            "@Component({selector: 'app-root'})\nexport class AppComponent {\n  @HostListener('click')\n  onClick() {}\n}\n",
+            "AppComponent.onClick",
+            "@HostListener('click')\n  onClick() {}",
+        ),
+        (
+            Language::Rust,
+            "#[derive(Debug)]\n#[cfg_attr(test, derive(Clone))]\npub struct S;\n",
+            "S",
+            "#[derive(Debug)]\n#[cfg_attr(test, derive(Clone))]\npub struct S;",
+        ),
+        (
+            Language::Rust,
+            "/// Doc.\n#[test]\nfn t() {}\n",
+            "t",
+            "#[test]\nfn t() {}",
+        ),
+        (
+            Language::Python,
+            "class C:\n    @staticmethod\n    def m():\n        pass\n",
+            "C.m",
+            "@staticmethod\n    def m():\n        pass",
+        ),
+        (
+            Language::Java,
+            "class A {\n  @Override\n  public String toString() { return \"\"; }\n}\n",
+            "A.toString",
+            "@Override\n  public String toString() { return \"\"; }",
+        ),
+        (
+            Language::CSharp,
+            "class A\n{\n    [Obsolete]\n    void M() {}\n}\n",
+            "A.M",
+            "[Obsolete]\n    void M() {}",
+        ),
+        (
+            Language::Php,
+            "<?php\nclass A\n{\n    #[Pure]\n    function m() {}\n}\n",
+            "A::m",
+            "#[Pure]\n    function m() {}",
+        ),
+        (
+            Language::Cpp,
+            "class A {\n  [[nodiscard]] int m() { return 1; }\n};\n",
+            "A::m",
+            "[[nodiscard]] int m() { return 1; }",
+        ),
+    ];
+    for (language, source, name, text) in cases {
+        let found = waymark.discover(*language, source).await.expect("discover");
+        let scope = find(&found.scopes, name);
+        let covered = &source[scope.start_byte..scope.end_byte];
+        assert!(
+            covered.starts_with(text),
+            "{language} {name}: {covered:?} starts with {text:?}"
+        );
+    }
+    waymark.shutdown().await;
+}

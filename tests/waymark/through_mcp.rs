@@ -270,3 +270,166 @@ async fn a_paused_server_does_not_retire_a_healthy_generation() {
         "the active phase reports the pause: {active}"
     );
 }
+
+/// Initializes `target` in `language` from `content` through a full-profile process.
+async fn init_in(env: &TestEnv, target: &str, language: &str, content: &str) {
+    let (fixture, sha) = env.fixture(&format!("{target}.fixture"), content);
+    let full = Mcp::launch(&env.vars("full")).await;
+    let r = full
+        .call(
+            "patchdiff_init_target",
+            json!({"target": target, "fixture": fixture, "sha256": sha, "language": language}),
+        )
+        .await
+        .expect("init_target is a full-profile tool");
+    assert_ne!(r.is_error, Some(true), "init failed: {r:?}");
+    full.stop().await;
+}
+
+/// Each misleading answer the issue quotes, through the real server and worker, now names its
+/// cause: a scope lost to a parse error, an LF needle in a CRLF file, an LF new text mixed
+/// into CRLF, and a decorator outside its class's scope.
+#[tokio::test]
+async fn advice_names_the_real_cause_of_each_near_miss() {
+    let env = TestEnv::new();
+    init_in(
+        &env,
+        "broken",
+        "python",
+        "def f1():\n    return [1,\n\ndef f4():\n    return 4\n",
+    )
+    .await;
+    init_in(
+        &env,
+        "crlf",
+        "python",
+        "def total(xs):\r\n    s = 0\r\n    return s\r\n",
+    )
+    .await;
+    init_in(
+        &env,
+        "app",
+        "typescript",
+        "@Component({selector: 'app-root'})\nexport class AppComponent {\n  title = 'app';\n}\n",
+    )
+    .await;
+    let mcp = Mcp::launch(&env.vars("observed")).await;
+
+    // UNKNOWN_SCOPE after `return [1,`: it said only "scopes are: f1".
+    let r = mcp
+        .call(
+            "patchdiff_observe_scope",
+            json!({"target": "broken", "scope": "f4"}),
+        )
+        .await
+        .expect("a tool result");
+    let e = error_of(&r);
+    assert_eq!(e["code"], "UNKNOWN_SCOPE");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("the content does not parse from line 2 (a syntax error)")
+            && message.contains("observe by `lines` {start, end} instead"),
+        "{message}"
+    );
+    let by_lines = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "broken", "lines": {"start": 4, "end": 5}}),
+        )
+        .await;
+    assert_eq!(by_lines["text"], "def f4():\n    return 4\n");
+
+    // find_occurrences of an LF needle in a CRLF file: it found nothing and said nothing.
+    let found = mcp
+        .ok(
+            "patchdiff_find_occurrences",
+            json!({"target": "crlf", "text": "s = 0\n    return s"}),
+        )
+        .await;
+    assert_eq!(found["total"], 1, "{found}");
+    assert_eq!(found["occurrences"][0]["line"], 2);
+    assert_eq!(
+        found["occurrences"][0]["end_byte"].as_u64().unwrap()
+            - found["occurrences"][0]["start_byte"].as_u64().unwrap(),
+        19
+    );
+    assert!(
+        found["line_endings"]
+            .as_str()
+            .unwrap()
+            .starts_with("text used LF line endings and the target uses CRLF: matched with CRLF"),
+        "{found}"
+    );
+
+    // An LF old_text on the CRLF file: it was "read the scope again and copy the exact text".
+    let obs = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "crlf", "scope": "total"}),
+        )
+        .await;
+    let submit = |key: &str, old: &str, new: &str| {
+        json!({"target": "crlf", "request_key": key, "base_revision": obs["revision"],
+               "operations": [{"observation_id": obs["observation_id"], "old_text": old, "new_text": new}]})
+    };
+    let rejected = mcp
+        .call(
+            "patchdiff_submit_observed_operations",
+            submit("k1", "s = 0\n    return s", "s = 1\n    return s"),
+        )
+        .await
+        .expect("a tool result");
+    let text = serde_json::to_string(&rejected.structured_content).unwrap();
+    assert!(
+        text.contains("its line endings differ: old_text uses LF but the scope uses CRLF"),
+        "{text}"
+    );
+
+    // An LF new_text into the CRLF file was accepted and mixed line endings.
+    let accepted = mcp
+        .ok(
+            "patchdiff_submit_observed_operations",
+            submit("k2", "    s = 0\r\n", "    s = 0\n    s += sum(xs)\n"),
+        )
+        .await;
+    assert_eq!(accepted["outcome"], "accepted", "{accepted}");
+    assert!(
+        accepted["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("LINE_ENDINGS_NORMALISED: operation 1 (index 0): new_text used LF"),
+        "{accepted}"
+    );
+    let read = mcp
+        .ok("patchdiff_read_target", json!({"target": "crlf"}))
+        .await;
+    assert_eq!(
+        read["content"],
+        "def total(xs):\r\n    s = 0\r\n    s += sum(xs)\r\n    return s\r\n"
+    );
+
+    // The decorator of an exported class is inside the class's scope: editing it was rejected
+    // OLD_TEXT_NOT_FOUND "… copy the exact text" though the text was there.
+    let obs = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "app", "scope": "AppComponent"}),
+        )
+        .await;
+    assert!(
+        obs["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("@Component({selector: 'app-root'})")
+    );
+    let edited = mcp
+        .ok(
+            "patchdiff_submit_observed_operations",
+            json!({"target": "app", "request_key": "k3", "base_revision": obs["revision"],
+                   "operations": [{"observation_id": obs["observation_id"],
+                                   "old_text": "selector: 'app-root'", "new_text": "selector: 'app-main'"}]}),
+        )
+        .await;
+    assert_eq!(edited["outcome"], "accepted", "{edited}");
+    mcp.stop().await;
+}

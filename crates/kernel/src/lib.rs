@@ -4,9 +4,12 @@
 //!   search, line ranges (K1).
 //! - [`ot`]: byte-range replacements, range transform over accepted steps, application (K3).
 //! - [`types`]: the data shapes shared with the store and the MCP layer (M6 field names).
+//! - [`near_miss`]: why an `old_text` was not found (elsewhere, line endings, whitespace,
+//!   escaping) and the line endings a new text is written with (K2, K3).
 //! - [`plan`]: deciding a submission — locate `old_text` in the observed scope at the base
 //!   revision, enforce strict observation (K2), transform over intervening steps (K3).
 
+pub mod near_miss;
 pub mod ot;
 pub mod plan;
 pub mod position;

@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use super::near_miss::{LineEndings, explain_not_found, with_line_endings};
 use super::ot::{EditShape, TextEdit, apply_edits, map_scope, transform_range};
 use super::position::find_all;
 use super::types::{Correction, ObservedScope, Submission};
@@ -125,6 +126,9 @@ pub enum Plan {
         edits: Vec<TextEdit>,
         new_content: String,
         corrections: Vec<Correction>,
+        /// What the receipt's `warnings` say about the plan itself, e.g.
+        /// `LINE_ENDINGS_NORMALISED` (a `new_text` rewritten to the target's line endings).
+        notes: Vec<String>,
     },
     Reject {
         reasons: Vec<Rejection>,
@@ -207,11 +211,23 @@ fn locate_operation(input: &PlanInput<'_>, i: usize) -> Result<(usize, usize), R
         }
         0 => Err(Rejection {
             code: RejectionCode::OldTextNotFound,
-            message: format!(
-                "{}: old_text {:?} does not occur in scope {label} at revision {base}; read the scope again and copy the exact text (whitespace included)",
-                op_name(i),
-                snippet(&op.old_text, 60)
-            ),
+            message: match explain_not_found(
+                input.base_content,
+                scope_start,
+                scope_text,
+                &op.old_text,
+            ) {
+                Some(cause) => format!(
+                    "{}: old_text {:?} does not occur in scope {label} at revision {base}: {cause}",
+                    op_name(i),
+                    snippet(&op.old_text, 60)
+                ),
+                None => format!(
+                    "{}: old_text {:?} does not occur in scope {label} at revision {base}, nor anywhere else in the target, nor with other line endings, whitespace or escaping; read the scope again and copy the exact text",
+                    op_name(i),
+                    snippet(&op.old_text, 60)
+                ),
+            },
         }),
         n => Err(Rejection {
             code: RejectionCode::OldTextAmbiguous,
@@ -341,6 +357,7 @@ fn carry_over(
     reasons: &mut Vec<Rejection>,
 ) -> (Vec<TextEdit>, Vec<Correction>) {
     let (base, current) = (input.submission.base_revision, input.current_revision);
+    let endings = LineEndings::of(input.current_content);
     let mut edits = Vec::with_capacity(located.len());
     let mut corrections = Vec::new();
     for &(i, bs, be) in located {
@@ -384,7 +401,7 @@ fn carry_over(
         edits.push(TextEdit {
             start: s,
             end: e,
-            new_text: op.new_text.clone(),
+            new_text: with_line_endings(&op.new_text, endings).into_owned(),
         });
     }
     (edits, corrections)
@@ -412,11 +429,13 @@ fn apply_plan(
             }],
         };
     }
+    let notes = line_ending_notes(input);
     match apply_edits(input.current_content, &edits) {
         Ok(new_content) => Plan::Accept {
             edits,
             new_content,
             corrections,
+            notes,
         },
         Err(e) => Plan::Reject {
             reasons: vec![Rejection {
@@ -425,4 +444,26 @@ fn apply_plan(
             }],
         },
     }
+}
+
+/// A new text's line endings are the target's: a `new_text` with LF breaks into a CRLF target
+/// (or CRLF into LF) is written with the target's, never mixed in, and the receipt says so. A
+/// target that already mixes them, or has no line break, takes `new_text` as sent.
+fn line_ending_notes(input: &PlanInput<'_>) -> Vec<String> {
+    let target = LineEndings::of(input.current_content);
+    input
+        .submission
+        .operations
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| with_line_endings(&op.new_text, target) != op.new_text.as_str())
+        .map(|(i, op)| {
+            format!(
+                "LINE_ENDINGS_NORMALISED: {}: new_text used {} line endings; it was written with the target's {}",
+                op_name(i),
+                LineEndings::of(&op.new_text).as_str(),
+                target.as_str()
+            )
+        })
+        .collect()
 }

@@ -88,6 +88,7 @@ fn accepted_plan_applies_every_operation_at_once() {
             new_content,
             corrections,
             edits,
+            ..
         } => {
             assert_eq!(new_content, "1 two 3");
             assert!(corrections.is_empty());

@@ -524,6 +524,7 @@ fn map_result(frame: ResultFrame) -> Result<Discovery, DiscoveryError> {
             parse_ms: frame.parse_ms.unwrap_or(0.0),
             read_ms: frame.read_ms.unwrap_or(0.0),
             has_error: frame.has_error.unwrap_or(false),
+            error_line: frame.error_line,
             names: frame.names.unwrap_or_default(),
         });
     }

@@ -174,6 +174,7 @@ async fn run(
                 parse_ms: Some(0.1),
                 read_ms: Some(0.0),
                 has_error: Some(false),
+                error_line: None,
                 scope_count: Some(0),
                 names: None,
                 error: None,
