@@ -746,9 +746,9 @@ fn agent_stop(
 
 /// Whether an MCP wire log holds a `tools/call` request (the agent reached the process).
 fn wire_has_tool_call(wire: &str) -> bool {
-    super::story::wire_messages(wire)
+    crate::evidence::wire_messages(wire)
         .iter()
-        .any(|m| m["method"] == "tools/call")
+        .any(|m| m.message["method"] == "tools/call")
 }
 
 /// The step's summary when the host succeeded: version, model, turns, tool calls and errors,

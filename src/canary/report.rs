@@ -9,7 +9,7 @@ use super::{Canary, StepOutcome, TargetRow};
 use crate::display::{visible, visible_inline};
 use crate::evaluate::Status;
 use crate::evidence::{RunDir, write_new_private};
-use crate::fixtures::sha256_hex;
+use crate::verify::replay::{JournalReplay, entry_from_json};
 
 /// Page size used when replaying a journal for inspection.
 const REPLAY_PAGE: u32 = 500;
@@ -17,14 +17,16 @@ const REPLAY_PAGE: u32 = 500;
 /// K6 check through the full process: replaying the journal from the fixture bytes reproduces
 /// every saved version (hash per `save` entry) and the current revision; revisions advance by
 /// exactly one per edit, so no edit is applied twice. Pages of [`REPLAY_PAGE`] entries are
-/// followed by their replay cursor. Errors say which entry (kind, revision, version) broke it.
+/// followed by their replay cursor and replayed by the one journal replayer
+/// ([`JournalReplay`], which `verify` uses too). Errors say which entry (kind, revision,
+/// version) broke it.
 pub async fn replay_consistency(
     full: &McpProcess,
     target: &str,
     original: &[u8],
     current: &Value,
 ) -> Result<(), String> {
-    let mut replayed = Replayed::new(original);
+    let mut replay = JournalReplay::new(original);
     let mut after: Option<String> = None;
     loop {
         let mut args = json!({"target": target, "limit": REPLAY_PAGE});
@@ -36,119 +38,22 @@ pub async fn replay_consistency(
             .await
             .map_err(|e| format!("replay failed: {}", e.message))?;
         for entry in page["entries"].as_array().into_iter().flatten() {
-            replayed.apply(entry)?;
+            entry_from_json(entry)
+                .and_then(|entry| replay.apply(&entry))
+                .map_err(|e| e.to_string())?;
         }
         match page["next_cursor"].as_str() {
             Some(c) if page["has_more"].as_bool() == Some(true) => after = Some(c.to_owned()),
             _ => break,
         }
     }
-    replayed.matches(current)
-}
-
-/// A target's content rebuilt from its fixture bytes by applying journal entries in order.
-struct Replayed {
-    original_sha256: String,
-    content: Vec<u8>,
-    revision: u64,
-    saves: u64,
-}
-
-impl Replayed {
-    fn new(original: &[u8]) -> Self {
-        Self {
-            original_sha256: sha256_hex(original),
-            content: original.to_vec(),
-            revision: 0,
-            saves: 0,
-        }
-    }
-
-    fn content_is(&self, sha256: &Value) -> bool {
-        sha256.as_str() == Some(sha256_hex(&self.content).as_str())
-    }
-
-    /// Applies one journal entry (`init`, `edit` or `save`), checking its hash and revision.
-    fn apply(&mut self, entry: &Value) -> Result<(), String> {
-        let entry_revision = entry["revision"].as_u64().unwrap_or(u64::MAX);
-        match entry["kind"].as_str().unwrap_or_default() {
-            "init" => {
-                if entry["sha256"].as_str() != Some(self.original_sha256.as_str()) {
-                    return Err("the journal's init entry does not match the fixture bytes".into());
-                }
-            }
-            "edit" => {
-                if entry_revision != self.revision + 1 {
-                    return Err(format!(
-                        "journal edit for revision {entry_revision} follows revision {}",
-                        self.revision
-                    ));
-                }
-                self.apply_operations(entry_revision, entry["operations"].as_array())?;
-                self.revision = entry_revision;
-                if !self.content_is(&entry["sha256"]) {
-                    return Err(format!(
-                        "replay of revision {} does not reproduce its hash",
-                        self.revision
-                    ));
-                }
-            }
-            "save" => {
-                self.saves += 1;
-                if entry_revision != self.revision || !self.content_is(&entry["sha256"]) {
-                    return Err(format!(
-                        "saved version {} does not match the replayed content at revision {}",
-                        entry["version"], self.revision
-                    ));
-                }
-            }
-            other => return Err(format!("unknown journal entry kind `{other}`")),
-        }
-        Ok(())
-    }
-
-    /// Applies an edit's byte-range replacements, last range first so earlier offsets hold.
-    fn apply_operations(
-        &mut self,
-        entry_revision: u64,
-        operations: Option<&Vec<Value>>,
-    ) -> Result<(), String> {
-        let mut ops = operations.cloned().unwrap_or_default();
-        ops.sort_by_key(|o| std::cmp::Reverse(o["start_byte"].as_u64().unwrap_or(0)));
-        for op in ops {
-            let (s, e) = (
-                op["start_byte"].as_u64().unwrap_or(0) as usize,
-                op["end_byte"].as_u64().unwrap_or(0) as usize,
-            );
-            if s > e || e > self.content.len() {
-                return Err(format!(
-                    "revision {entry_revision}: operation range {s}..{e} is out of bounds"
-                ));
-            }
-            let new_text = op["new_text"].as_str().unwrap_or_default().as_bytes();
-            self.content.splice(s..e, new_text.iter().copied());
-        }
-        Ok(())
-    }
-
-    /// The replay's end against the target's `current` state: revision, hash and version.
-    fn matches(&self, current: &Value) -> Result<(), String> {
-        if current["revision"].as_u64() != Some(self.revision)
-            || !self.content_is(&current["sha256"])
-        {
-            return Err(format!(
-                "replay ends at revision {} but the target is at revision {}",
-                self.revision, current["revision"]
-            ));
-        }
-        if current["version"].as_u64() != Some(self.saves) {
-            return Err(format!(
-                "the journal has {} saves but the target is at version {}",
-                self.saves, current["version"]
-            ));
-        }
-        Ok(())
-    }
+    replay
+        .ends_at(
+            current["revision"].as_u64(),
+            current["sha256"].as_str(),
+            current["version"].as_u64(),
+        )
+        .map_err(|e| e.to_string())
 }
 
 /// The agent host's lines of the text report: host, version, models, turns, seal, tool calls.
@@ -895,102 +800,6 @@ mod tests {
             check_exit: Some("exit 1".into()),
             check_output: Some(output.into()),
             notes: Vec::new(),
-        }
-    }
-
-    /// K6: a journal replays from the fixture bytes to the target's state; a skipped revision,
-    /// an edit or save whose hash the replay does not reproduce, or a mismatched end is named.
-    #[test]
-    fn a_replayed_journal_reproduces_each_hash_and_names_the_first_that_does_not() {
-        let original = b"let a = 1;\n";
-        let edit = |revision: u64, content: &[u8]| {
-            json!({"kind": "edit", "revision": revision, "sha256": sha256_hex(content),
-                   "operations": [{"start_byte": 8, "end_byte": 9, "new_text": "2"}]})
-        };
-        let edited = b"let a = 2;\n";
-        let init = json!({"kind": "init", "revision": 0, "sha256": sha256_hex(original)});
-        let save =
-            json!({"kind": "save", "revision": 1, "version": 1, "sha256": sha256_hex(edited)});
-        let current = json!({"revision": 1, "version": 1, "sha256": sha256_hex(edited)});
-
-        let mut replayed = Replayed::new(original);
-        for entry in [&init, &edit(1, edited), &save] {
-            replayed.apply(entry).unwrap();
-        }
-        assert_eq!(replayed.content, edited);
-        replayed.matches(&current).unwrap();
-
-        let cases = [
-            (
-                vec![json!({"kind": "init", "revision": 0, "sha256": sha256_hex(b"other")})],
-                "the journal's init entry does not match the fixture bytes",
-            ),
-            (
-                vec![init.clone(), edit(2, edited)],
-                "journal edit for revision 2 follows revision 0",
-            ),
-            (
-                vec![init.clone(), edit(1, b"something else")],
-                "replay of revision 1 does not reproduce its hash",
-            ),
-            (
-                vec![
-                    init.clone(),
-                    json!({"kind": "save", "revision": 0, "version": 1, "sha256": "00"}),
-                ],
-                "saved version 1 does not match the replayed content at revision 0",
-            ),
-            (
-                vec![
-                    init.clone(),
-                    json!({"kind": "edit", "revision": 1, "sha256": "00",
-                    "operations": [{"start_byte": 5, "end_byte": 99, "new_text": ""}]}),
-                ],
-                "revision 1: operation range 5..99 is out of bounds",
-            ),
-            (
-                vec![json!({"kind": "rename"})],
-                "unknown journal entry kind `rename`",
-            ),
-        ];
-        for (entries, expected) in cases {
-            let mut replayed = Replayed::new(original);
-            let err = entries
-                .iter()
-                .map(|e| replayed.apply(e))
-                .find_map(Result::err)
-                .unwrap_or_else(|| panic!("no error for {entries:?}"));
-            assert_eq!(err, expected);
-        }
-        let behind = Replayed::new(original);
-        assert_eq!(
-            behind.matches(&current).unwrap_err(),
-            "replay ends at revision 0 but the target is at revision 1"
-        );
-    }
-
-    #[test]
-    fn replayed_edits_may_insert_and_reach_the_end_but_not_reverse_or_pass_it() {
-        // "let a = 1;\n" is 11 bytes. One step inserts at 0 (an empty range) and replaces
-        // bytes 10..11 (the last one); K6 replays both, applied from the end backwards.
-        let original = b"let a = 1;\n";
-        let step = |ops: Value, content: &[u8]| json!({"kind": "edit", "revision": 1, "sha256": sha256_hex(content), "operations": ops});
-        let mut replayed = Replayed::new(original);
-        let both = json!([
-            {"start_byte": 0, "end_byte": 0, "new_text": "// x\n"},
-            {"start_byte": 10, "end_byte": 11, "new_text": "\n\n"},
-        ]);
-        replayed
-            .apply(&step(both, b"// x\nlet a = 1;\n\n"))
-            .expect("an insertion and an edit ending at the content's end replay");
-        assert_eq!(replayed.content, b"// x\nlet a = 1;\n\n");
-        for (start, end) in [(5, 4), (11, 12)] {
-            let mut replayed = Replayed::new(original);
-            let op = json!([{"start_byte": start, "end_byte": end, "new_text": ""}]);
-            assert_eq!(
-                replayed.apply(&step(op, b"")).unwrap_err(),
-                format!("revision 1: operation range {start}..{end} is out of bounds")
-            );
         }
     }
 

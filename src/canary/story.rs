@@ -34,15 +34,6 @@ pub struct Attempt {
     pub reasons: Vec<String>,
 }
 
-/// The JSON-RPC messages of a wire log ([`crate::evidence::WireRecord`] lines: the exact bytes of each message),
-/// in wire order; lines that are not records, or messages that are not JSON, are skipped.
-pub fn wire_messages(log: &str) -> Vec<Value> {
-    crate::evidence::wire_messages(log)
-        .into_iter()
-        .map(|m| m.message)
-        .collect()
-}
-
 /// The submissions to `target` in a wire log, each paired with its result by (process,
 /// request id) through [`crate::evidence::pair_requests`] (processes sharing a log
 /// reuse ids).
