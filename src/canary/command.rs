@@ -7,23 +7,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Which MCP process a command addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ProcessKind {
-    /// The trusted full-profile process (init, export, audit; C2).
-    Full,
-    /// The observed-profile process the agent reaches.
-    Observed,
-}
-
-impl ProcessKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Full => "full",
-            Self::Observed => "observed",
-        }
-    }
-}
+pub use super::names::{Host, ProcessKind};
 
 /// What `wait` waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,28 +16,6 @@ pub enum WaitFor {
     Ready,
     /// Every target has been saved at least once (a real agent host finished).
     Saved,
-}
-
-/// Agent host configurations `host-config` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Host {
-    Claude,
-    Codex,
-    Cursor,
-}
-
-impl Host {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::Codex => "codex",
-            Self::Cursor => "cursor",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        <Self as clap::ValueEnum>::from_str(s, false).ok()
-    }
 }
 
 /// One console action.

@@ -6,6 +6,7 @@ pub mod client;
 pub mod command;
 pub mod host;
 pub mod host_run;
+pub mod names;
 pub mod outcome;
 pub mod plan;
 pub mod record;

@@ -16,12 +16,17 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::command::Host;
-use crate::config::{Key, Settings};
-use crate::mcp::OBSERVED_TOOLS;
+pub mod claude;
+pub mod codex;
+pub mod cursor;
 
-/// A2: the one MCP server the sealed host may see, as named in its configuration.
-pub const SERVER_NAME: &str = "patchdiff";
+pub use claude::{claude_mcp_config, claude_settings};
+pub use codex::{codex_config, codex_server_config};
+pub use cursor::cursor_mcp_config;
+
+use super::names::Host;
+pub use super::names::SERVER_NAME;
+use crate::config::{Key, Settings};
 
 /// A1: the default wall-clock limit of one host run (`timeout=` overrides it).
 pub const DEFAULT_HOST_TIMEOUT: Duration = Duration::from_secs(1800);
@@ -40,51 +45,6 @@ const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ",
 /// Prefixes of provider variables (credentials, endpoints, model settings) passed through to
 /// the host (A1); their values never reach evidence (A4).
 const PROVIDER_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "CLAUDE_CODE_", "CODEX_"];
-
-impl Host {
-    /// The setting naming the host's executable (`PATCHDIFF_<HOST>_BINARY`).
-    pub fn binary_key(self) -> Key {
-        match self {
-            Self::Claude => Key::ClaudeBinary,
-            Self::Codex => Key::CodexBinary,
-            Self::Cursor => Key::CursorBinary,
-        }
-    }
-
-    /// The variable naming the host's executable.
-    pub fn binary_variable(self) -> &'static str {
-        self.binary_key().variable()
-    }
-
-    /// The executable looked up on `PATH` when the variable is unset.
-    pub fn default_binary(self) -> &'static str {
-        match self {
-            Self::Claude => "claude",
-            Self::Codex => "codex",
-            Self::Cursor => "cursor-agent",
-        }
-    }
-
-    /// How an operator installs the host.
-    fn install_hint(self) -> &'static str {
-        match self {
-            Self::Claude => "npm install -g @anthropic-ai/claude-code",
-            Self::Codex => "npm install -g @openai/codex",
-            Self::Cursor => "Cursor's agent CLI",
-        }
-    }
-
-    /// The six observed tools as this host names them to the model.
-    pub fn sealed_tool_names(self) -> Vec<String> {
-        OBSERVED_TOOLS
-            .iter()
-            .map(|t| match self {
-                Self::Claude => format!("mcp__{SERVER_NAME}__{t}"),
-                Self::Codex | Self::Cursor => (*t).to_owned(),
-            })
-            .collect()
-    }
-}
 
 /// Resolves the host's executable once (A1): `PATCHDIFF_<HOST>_BINARY` (an absolute path, or a
 /// name on `PATH`), else the host's usual name on `PATH`. The result is absolute and executable.
@@ -172,13 +132,13 @@ pub use crate::redact::Redactor;
 /// printed as written there. Each parses and names exactly the six observed tools (tested).
 pub mod templates {
     /// Claude Code's `.mcp.json`.
-    pub const CLAUDE_MCP: &str = include_str!("../../config/hosts/claude.mcp.json");
+    pub const CLAUDE_MCP: &str = include_str!("../../../config/hosts/claude.mcp.json");
     /// Claude Code's settings: allow the six observed tools, deny the native ones (A2).
-    pub const CLAUDE_SETTINGS: &str = include_str!("../../config/hosts/claude.settings.json");
+    pub const CLAUDE_SETTINGS: &str = include_str!("../../../config/hosts/claude.settings.json");
     /// Cursor's `.cursor/mcp.json`.
-    pub const CURSOR_MCP: &str = include_str!("../../config/hosts/cursor.mcp.json");
+    pub const CURSOR_MCP: &str = include_str!("../../../config/hosts/cursor.mcp.json");
     /// Codex's `~/.codex/config.toml`, up to its (empty) `[mcp_servers.patchdiff.env]` table.
-    pub const CODEX_CONFIG: &str = include_str!("../../config/hosts/codex.config.toml");
+    pub const CODEX_CONFIG: &str = include_str!("../../../config/hosts/codex.config.toml");
 }
 
 /// Parses a compiled-in template; they are fixed at build time and parsed by the tests, so a
@@ -198,43 +158,6 @@ fn mcp_servers_json(template: &str, exe: &str, env: &[(String, String)]) -> Valu
             .collect(),
     );
     config
-}
-
-/// Claude Code's MCP configuration (`config/hosts/claude.mcp.json`) for the observed process
-/// started as `exe mcp` with `env`.
-pub fn claude_mcp_config(exe: &str, env: &[(String, String)]) -> Value {
-    mcp_servers_json(templates::CLAUDE_MCP, exe, env)
-}
-
-/// Cursor's MCP configuration (`config/hosts/cursor.mcp.json`).
-pub fn cursor_mcp_config(exe: &str, env: &[(String, String)]) -> Value {
-    mcp_servers_json(templates::CURSOR_MCP, exe, env)
-}
-
-/// Codex's server tables (`config/hosts/codex.config.toml`) with `command = exe` and one line
-/// per variable of `env` in the server's env table; values are TOML strings.
-pub fn codex_server_config(exe: &str, env: &[(String, String)]) -> String {
-    let toml_string = |s: &str| toml::Value::String(s.to_owned()).to_string();
-    let mut text = String::new();
-    for line in templates::CODEX_CONFIG.lines() {
-        if line.starts_with("command = ") {
-            text.push_str(&format!("command = {}", toml_string(exe)));
-        } else {
-            text.push_str(line);
-        }
-        text.push('\n');
-    }
-    for (k, v) in env {
-        text.push_str(&format!("{k} = {}\n", toml_string(v)));
-    }
-    text
-}
-
-/// Claude Code settings that allow exactly the six observed tools and deny the native ones
-/// (A2; `config/hosts/claude.settings.json`); printed next to the MCP configuration, passed with
-/// `--settings` when launched.
-pub fn claude_settings() -> Value {
-    template_json(templates::CLAUDE_SETTINGS)
 }
 
 /// What the step asks of the host.
@@ -270,105 +193,13 @@ impl HostPaths {
     }
 }
 
-/// The command line of a headless sealed host run (A1, A2). `prompt` is the agent brief.
+/// The command line of a headless sealed host run (A1, A2): each host's own
+/// ([`claude::args`], [`codex::args`]). `prompt` is the agent brief.
 pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> {
     match run.host {
-        Host::Claude => {
-            let mut args = vec![
-                "-p".to_owned(),
-                prompt.to_owned(),
-                "--model".into(),
-                run.model.clone(),
-                "--output-format".into(),
-                "stream-json".into(),
-                "--verbose".into(),
-                // A2: no other MCP server, no native tool, only the six allowed.
-                "--strict-mcp-config".into(),
-                "--mcp-config".into(),
-                paths.host_mcp_config().display().to_string(),
-                "--settings".into(),
-                paths.settings.display().to_string(),
-                "--setting-sources".into(),
-                "".into(),
-                "--tools".into(),
-                "".into(),
-                "--allowedTools".into(),
-                Host::Claude.sealed_tool_names().join(","),
-            ];
-            if let Some(n) = run.max_turns {
-                args.extend(["--max-turns".into(), n.to_string()]);
-            }
-            args
-        }
-        Host::Codex | Host::Cursor => {
-            let mut args = vec![
-                "exec".to_owned(),
-                "--json".into(),
-                "--model".into(),
-                run.model.clone(),
-                "--skip-git-repo-check".into(),
-                "--sandbox".into(),
-                "read-only".into(),
-                "--cd".into(),
-                paths.workdir.display().to_string(),
-            ];
-            args.extend(codex_overrides());
-            args.push(prompt.to_owned());
-            args
-        }
+        Host::Claude => claude::args(run, paths, prompt),
+        Host::Codex | Host::Cursor => codex::args(run, paths, prompt),
     }
-}
-
-/// Codex features that put native tools (shell, patch, web, images, sub-agents, plugins…) in
-/// front of the model: all off for a sealed run (A2).
-const CODEX_DISABLED_FEATURES: &[&str] = &[
-    "shell_tool",
-    "unified_exec",
-    "shell_snapshot",
-    "multi_agent",
-    "goals",
-    "image_generation",
-    "computer_use",
-    "browser_use",
-    "apps",
-    "plugins",
-    "hooks",
-    "sleep_tool",
-    "tool_suggest",
-    "skill_search",
-    "view_image",
-];
-
-/// Codex `--disable`/`-c` arguments that seal it (A2): no native tool features, no web search,
-/// no user-input tool. Codex warns about a setting it does not recognize, and the stream reader
-/// treats that warning as a broken seal.
-fn codex_overrides() -> Vec<String> {
-    let mut args = Vec::new();
-    for feature in CODEX_DISABLED_FEATURES {
-        args.extend(["--disable".to_owned(), (*feature).to_owned()]);
-    }
-    for setting in [
-        "web_search=\"disabled\"",
-        "tools.experimental_request_user_input.enabled=false",
-    ] {
-        args.extend(["-c".to_owned(), setting.to_owned()]);
-    }
-    args
-}
-
-/// Codex's `config.toml` for a sealed run: a model provider at `OPENAI_BASE_URL` when the
-/// console's environment names one (Codex itself ignores that variable), then `server` (the
-/// printed `[mcp_servers.patchdiff]` tables).
-pub fn codex_config(server: &str, provider: &[(String, String)]) -> String {
-    let mut text = String::new();
-    if let Some((_, url)) = provider.iter().find(|(k, _)| k == "OPENAI_BASE_URL") {
-        text.push_str(&format!(
-            "model_provider = \"patchdiff-openai\"\n\n[model_providers.patchdiff-openai]\nname = \"OpenAI-compatible endpoint from OPENAI_BASE_URL\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\n",
-            toml::Value::String(url.clone())
-        ));
-    }
-    text.push_str(server);
-    text
 }
 
 /// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables and a
@@ -574,151 +405,6 @@ impl StreamState {
         *self.tool_calls.entry(short.clone()).or_default() += 1;
         self.last_tool = Some(short);
     }
-
-    fn observe_claude(&mut self, event: &Value) {
-        match event["type"].as_str() {
-            Some("system") if event["subtype"] == "init" => {
-                let tools = strings(&event["tools"]);
-                let servers: Vec<(String, String)> = event["mcp_servers"]
-                    .as_array()
-                    .map(|a| {
-                        a.iter()
-                            .map(|s| {
-                                (
-                                    s["name"].as_str().unwrap_or("?").to_owned(),
-                                    s["status"].as_str().unwrap_or("?").to_owned(),
-                                )
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                self.session_id = event["session_id"].as_str().map(str::to_owned);
-                if let Some(m) = event["model"].as_str() {
-                    self.note_model(m);
-                }
-                self.seal = Some(check_seal(Host::Claude, &tools, &servers));
-            }
-            Some("assistant") => {
-                let message = &event["message"];
-                // Claude Code writes a provider error as a `<synthetic>` assistant message.
-                if message["model"] == "<synthetic>" || event["is_api_error_message"] == true {
-                    self.provider_error = Some(claude_api_error(event, message));
-                    return;
-                }
-                let id = message["id"].as_str().unwrap_or_default().to_owned();
-                if self.message_ids.insert(id.clone()) {
-                    self.turns += 1;
-                }
-                if message["usage"].is_object() {
-                    self.message_usage.insert(id, message["usage"].clone());
-                }
-                if let Some(m) = message["model"].as_str() {
-                    self.note_model(m);
-                }
-                for block in message["content"].as_array().into_iter().flatten() {
-                    if block["type"] == "tool_use"
-                        && let Some(name) = block["name"].as_str()
-                    {
-                        self.note_tool(name);
-                    }
-                }
-            }
-            Some("result") => {
-                self.result = event["subtype"].as_str().map(str::to_owned);
-                self.result_is_error = event["is_error"].as_bool().unwrap_or(false);
-                // Kept beside `turns`: the host counts a turn for a request the provider refused
-                // or the turn limit stopped, so its figure is not the model's answers.
-                self.host_turns = event["num_turns"].as_u64();
-                if let Some(status) = event["api_error_status"].as_u64() {
-                    self.provider_error = Some(format!(
-                        "HTTP {status} {}: {}",
-                        event["api_error_type"].as_str().unwrap_or("error"),
-                        event["result"].as_str().unwrap_or("")
-                    ));
-                }
-                self.usage = event["usage"].clone();
-                self.cost_usd = event["total_cost_usd"].as_f64();
-                self.host_duration_ms = event["duration_ms"].as_u64();
-                if let Some(models) = event["modelUsage"].as_object() {
-                    for m in models.keys() {
-                        self.note_model(m);
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Codex `exec --json`: `thread.started`, `turn.started`, `item.started|completed` (items of
-    /// type `mcp_tool_call`, `agent_message`, `command_execution`, `error`, …), `turn.completed`
-    /// with usage, `turn.failed`, `error`. Codex lists no tools in its stream, so its seal is
-    /// judged from what it does say: a configuration warning (a sealing setting it ignored)
-    /// before the first turn breaks the seal, and any item that is not a message, reasoning or
-    /// a call of one of our six tools breaks it when it appears.
-    fn observe_codex(&mut self, event: &Value) {
-        match event["type"].as_str() {
-            Some("thread.started") => {
-                self.session_id = event["thread_id"].as_str().map(str::to_owned);
-            }
-            Some("turn.started") => {
-                *self.host_turns.get_or_insert(0) += 1;
-                let problem = self.codex_config_problem.take();
-                self.seal.get_or_insert_with(|| SealReport {
-                    tools: Host::Codex.sealed_tool_names(),
-                    mcp_servers: vec![format!("{SERVER_NAME}: configured, required")],
-                    problem,
-                });
-            }
-            Some("item.started") | Some("item.completed") => {
-                let item = &event["item"];
-                let started = event["type"] == "item.started";
-                match item["type"].as_str() {
-                    Some("mcp_tool_call") if started => {
-                        self.turns += 1;
-                        let server = item["server"].as_str().unwrap_or_default();
-                        let tool = item["tool"].as_str().unwrap_or_default();
-                        if server != SERVER_NAME || !OBSERVED_TOOLS.contains(&tool) {
-                            self.foreign_call = Some(format!("{server}/{tool}"));
-                        }
-                        self.note_tool(tool);
-                    }
-                    Some("error") => {
-                        let message = item["message"].as_str().unwrap_or_default();
-                        if message.contains("configuration") && self.seal.is_none() {
-                            self.codex_config_problem =
-                                Some(format!("Codex ignored a sealing setting: {message}"));
-                        }
-                    }
-                    // A reasoning item comes with the answer it leads to: not counted on its own.
-                    Some("agent_message") if !started => self.turns += 1,
-                    Some("mcp_tool_call")
-                    | Some("agent_message")
-                    | Some("reasoning")
-                    | Some("todo_list")
-                    | None => {}
-                    Some(other) => self.foreign_call = Some(other.to_owned()),
-                }
-            }
-            Some("turn.completed") => {
-                self.turn_usage.push(event["usage"].clone());
-                self.usage = sum_fields(&self.turn_usage);
-            }
-            Some("turn.failed") | Some("error") => {
-                let message = event["error"]["message"]
-                    .as_str()
-                    .or(event["message"].as_str())
-                    .unwrap_or("error")
-                    .to_owned();
-                // Codex reports retries as `error` events and goes on; a failed turn ends it.
-                if event["type"] == "turn.failed" {
-                    self.result_is_error = true;
-                    self.provider_error = Some(message.clone());
-                }
-                self.result = Some(message);
-            }
-            _ => {}
-        }
-    }
 }
 
 impl StreamState {
@@ -797,23 +483,6 @@ fn sum_fields(objects: &[Value]) -> Value {
         }
     }
     Value::Object(sum)
-}
-
-/// Claude Code's synthetic API-error message as `HTTP <status> <type>: <text>`.
-fn claude_api_error(event: &Value, message: &Value) -> String {
-    let text = message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find_map(|b| b["text"].as_str())
-        .unwrap_or("");
-    match event["api_error_status"].as_u64() {
-        Some(status) => format!(
-            "HTTP {status} {}: {text}",
-            event["api_error_type"].as_str().unwrap_or("error")
-        ),
-        None => text.to_owned(),
-    }
 }
 
 fn strings(v: &Value) -> Vec<String> {
@@ -922,9 +591,9 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
     }
     let kind = event.get("type")?.as_str()?;
     let text = match kind {
-        "system" => system_summary(event),
-        "assistant" => format!("model {}", blocks_summary(&event["message"])),
-        "user" => format!("host {}", blocks_summary(&event["message"])),
+        "system" => claude::system_summary(event),
+        "assistant" => format!("model {}", claude::blocks_summary(&event["message"])),
+        "user" => format!("host {}", claude::blocks_summary(&event["message"])),
         "result" => format!(
             "result {} · {} turns · {} ms{}",
             event["subtype"].as_str().unwrap_or("?"),
@@ -943,67 +612,6 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         _ => return None,
     };
     Some(text.trim_end().to_owned())
-}
-
-/// A host's `system` line: subtype, model, how many tools, and each MCP server's status.
-fn system_summary(event: &Value) -> String {
-    let servers = event["mcp_servers"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| {
-                    format!(
-                        "{}:{}",
-                        s["name"].as_str().unwrap_or("?"),
-                        s["status"].as_str().unwrap_or("?")
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        })
-        .unwrap_or_default();
-    format!(
-        "host {} · model {} · {} tools · servers {servers}",
-        event["subtype"].as_str().unwrap_or("?"),
-        event["model"].as_str().unwrap_or("?"),
-        event["tools"].as_array().map_or(0, Vec::len),
-    )
-}
-
-/// A message's content blocks, ` · `-joined: `→ tool target` for a tool call, `← ok|isError`
-/// for its result, the first 80 characters of text in quotes.
-fn blocks_summary(message: &Value) -> String {
-    message["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| match b["type"].as_str() {
-            Some("tool_use") => Some(format!(
-                "→ {} {}",
-                b["name"].as_str().unwrap_or("?"),
-                b["input"]["target"].as_str().unwrap_or("")
-            )),
-            Some("tool_result") => Some(format!(
-                "← {}",
-                if b["is_error"] == true {
-                    "isError"
-                } else {
-                    "ok"
-                }
-            )),
-            Some("text") => Some(format!(
-                "“{}”",
-                b["text"]
-                    .as_str()
-                    .unwrap_or("")
-                    .chars()
-                    .take(80)
-                    .collect::<String>()
-            )),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join(" · ")
 }
 
 #[cfg(test)]
