@@ -2,59 +2,16 @@
 //! (SPEC C5, K6, U5).
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::client::McpProcess;
-use super::{Canary, StepOutcome, TargetRow};
+use super::host::HostRecord;
+use super::outcome::AgentStop;
+use super::state::{StepOutcome, TargetRow};
 use crate::display::{visible, visible_inline};
+use crate::evaluate::Evaluation;
 use crate::evaluate::Status;
+use crate::evidence::AgentIdentity;
 use crate::evidence::{RunDir, write_new_private};
-use crate::verify::replay::{JournalReplay, entry_from_json};
-
-/// Page size used when replaying a journal for inspection.
-const REPLAY_PAGE: u32 = 500;
-
-/// K6 check through the full process: replaying the journal from the fixture bytes reproduces
-/// every saved version (hash per `save` entry) and the current revision; revisions advance by
-/// exactly one per edit, so no edit is applied twice. Pages of [`REPLAY_PAGE`] entries are
-/// followed by their replay cursor and replayed by the one journal replayer
-/// ([`JournalReplay`], which `verify` uses too). Errors say which entry (kind, revision,
-/// version) broke it.
-pub async fn replay_consistency(
-    full: &McpProcess,
-    target: &str,
-    original: &[u8],
-    current: &Value,
-) -> Result<(), String> {
-    let mut replay = JournalReplay::new(original);
-    let mut after: Option<String> = None;
-    loop {
-        let mut args = json!({"target": target, "limit": REPLAY_PAGE});
-        if let Some(a) = &after {
-            args["after"] = Value::String(a.clone());
-        }
-        let page = full
-            .call_ok("patchdiff_replay", args)
-            .await
-            .map_err(|e| format!("replay failed: {}", e.message))?;
-        for entry in page["entries"].as_array().into_iter().flatten() {
-            entry_from_json(entry)
-                .and_then(|entry| replay.apply(&entry))
-                .map_err(|e| e.to_string())?;
-        }
-        match page["next_cursor"].as_str() {
-            Some(c) if page["has_more"].as_bool() == Some(true) => after = Some(c.to_owned()),
-            _ => break,
-        }
-    }
-    replay
-        .ends_at(
-            current["revision"].as_u64(),
-            current["sha256"].as_str(),
-            current["version"].as_u64(),
-        )
-        .map_err(|e| e.to_string())
-}
 
 /// The agent host's lines of the text report: host, version, models, turns, seal, tool calls.
 fn host_text(h: &super::host::HostRecord) -> String {
@@ -117,86 +74,6 @@ fn host_text(h: &super::host::HostRecord) -> String {
             calls.join(", ")
         },
     )
-}
-
-/// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
-/// broken check environment stops the canary before the agent starts. A target whose
-/// controls do not hold is marked `infra_error` with the check's exit and output.
-pub(super) async fn run_controls(canary: &mut Canary) -> anyhow::Result<String> {
-    let output = tokio::process::Command::new(&canary.options.exe)
-        .arg("evaluate")
-        .arg("--controls-only")
-        .arg("--manifest")
-        .arg(&canary.options.manifest)
-        .arg("--control-cache")
-        .arg(canary.control_cache_dir())
-        .arg("--json")
-        .kill_on_drop(true)
-        .output()
-        .await?;
-    let report: crate::evaluate::ControlReport =
-        serde_json::from_slice(&output.stdout).map_err(|e| {
-            anyhow::anyhow!(
-                "the evaluator's controls produced no report ({e}): {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            )
-        })?;
-    let mut broken = Vec::new();
-    for t in report.targets.iter().filter(|t| !t.hold) {
-        if let Some(row) = canary.targets.iter_mut().find(|r| r.name == t.name) {
-            row.status = Some(crate::evaluate::Status::InfraError);
-            row.check_exit.clone_from(&t.check_exit);
-            row.check_output = Some(t.check_output.clone());
-            row.notes.push(format!(
-                "infra_error: {}",
-                t.reason.as_deref().unwrap_or("")
-            ));
-        }
-        broken.push(format!(
-            "{} ({}; {}: {})",
-            t.name,
-            t.reason.as_deref().unwrap_or("control failed"),
-            t.check_exit.as_deref().unwrap_or("-"),
-            crate::evaluate::headline(&t.check_output)
-        ));
-    }
-    if !broken.is_empty() {
-        anyhow::bail!(
-            "evaluator controls do not hold — infra_error, not the agent's: {}",
-            broken.join("; ")
-        );
-    }
-    let reused = report
-        .targets
-        .iter()
-        .filter(|t| t.source.as_ref().is_some_and(|s| s.how == "reused"))
-        .count();
-    Ok(format!(
-        "{} checks' controls hold ({} run, {reused} reused from the control cache)",
-        report.targets.len(),
-        report.targets.len() - reused
-    ))
-}
-
-/// V1: the report seals the run, so nothing may write into it afterwards: stops both processes
-/// and waits (bounded, 5 s) until they have exited.
-pub(super) async fn stop_for_seal(canary: &mut Canary) {
-    use std::time::{Duration, Instant};
-    let pids: Vec<u32> = [&canary.full, &canary.observed]
-        .into_iter()
-        .filter_map(|p| p.as_ref().and_then(|p| p.pid))
-        .collect();
-    canary.stop(None).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for pid in pids {
-        while Instant::now() < deadline {
-            let state = super::client::proc_state(u64::from(pid));
-            if state == "gone" || state.starts_with('Z') {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
 }
 
 /// The run's report.
@@ -328,8 +205,25 @@ impl From<&TargetRow> for ReportTarget {
     }
 }
 
+/// What the report is built from: the run's state as of now.
+pub struct ReportInputs<'a> {
+    pub run: &'a RunDir,
+    pub steps: &'a [StepOutcome],
+    pub targets: &'a [TargetRow],
+    pub evaluation: Option<&'a Evaluation>,
+    pub identity: &'a AgentIdentity,
+    pub host_record: Option<&'a HostRecord>,
+    pub agent_stop: Option<&'a AgentStop>,
+    pub agent_planned: bool,
+    /// [`super::record::provider_endpoints`]: a loopback one makes the run a rehearsal.
+    pub provider_endpoints: &'a Value,
+    /// What the run's chained evidence logs lost (one line per log and fault).
+    pub evidence_incomplete: Vec<String>,
+}
+
 impl Report {
-    pub fn build(canary: &Canary) -> Self {
+    /// The report of a run in the state `canary` gives.
+    pub fn build(canary: ReportInputs<'_>) -> Self {
         let targets: Vec<ReportTarget> = canary.targets.iter().map(ReportTarget::from).collect();
         // The report step itself is judged by this report, so it is not counted here.
         let steps_ok = canary
@@ -338,7 +232,7 @@ impl Report {
             .filter(|s| s.command != "report")
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
-        let evidence_incomplete = canary.evidence_incomplete();
+        let evidence_incomplete = canary.evidence_incomplete;
         let rehearsal = canary
             .provider_endpoints
             .as_array()
@@ -362,27 +256,22 @@ impl Report {
             .iter()
             .find(|s| !s.ok && s.command != "report")
             .map(|s| (s.command.as_str(), s.summary.as_str()));
-        let (outcome, infra_abort) = super::outcome::decide(
-            failed_step,
-            passed,
-            canary.agent_stop.as_ref(),
-            canary.agent_planned,
-        );
+        let (outcome, infra_abort) =
+            super::outcome::decide(failed_step, passed, canary.agent_stop, canary.agent_planned);
         Self {
             run_id: canary.run.run_id.clone(),
             run_dir: canary.run.path.display().to_string(),
             passed,
             outcome,
             infra_abort,
-            agent_stop: canary.agent_stop.clone(),
-            steps: canary.steps.clone(),
+            agent_stop: canary.agent_stop.cloned(),
+            steps: canary.steps.to_vec(),
             targets,
             agent: canary.identity.clone(),
-            agent_host: canary.host_record.clone(),
-            require: canary.evaluation.as_ref().map(|e| e.require),
+            agent_host: canary.host_record.cloned(),
+            require: canary.evaluation.map(|e| e.require),
             rule: canary
                 .evaluation
-                .as_ref()
                 .map(|e| e.rule.clone())
                 .unwrap_or_default(),
             gate2: "closed",
