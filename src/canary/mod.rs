@@ -6,6 +6,7 @@ pub mod client;
 pub mod command;
 pub mod error;
 pub mod host;
+pub mod launch;
 pub mod names;
 pub mod outcome;
 pub mod plan;
@@ -20,15 +21,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use self::client::{LaunchSpec, McpProcess, observed_env};
+use self::client::{LaunchSpec, McpProcess};
 use self::command::{Command, WaitFor};
 use self::error::{StepError, StepResult};
 use self::names::{HOST_OBSERVED, Host, ProcessKind};
 use self::steps::evaluate::{EvaluateOptions, Evaluator};
 use crate::evaluate::Evaluation;
-use crate::evidence::{AgentIdentity, InitialTarget, JsonlLog, RunDir, RunManifest};
+use crate::evidence::{AgentIdentity, JsonlLog, RunDir};
 use crate::fixtures::FixtureManifest;
 use crate::telemetry::unix_ms_now;
 
@@ -120,16 +121,7 @@ impl Canary {
         let manifest = FixtureManifest::load(&options.manifest)?;
         let run = RunDir::create(&options.runs_root, &new_run_id())?;
         let transcript = JsonlLog::open(&run.transcript())?;
-        let targets = manifest
-            .fixtures
-            .iter()
-            .map(|f| TargetRow {
-                name: f.target.clone(),
-                language: f.language.clone(),
-                initial_sha256: f.sha256.clone(),
-                ..TargetRow::default()
-            })
-            .collect();
+        let targets = TargetRow::of(&manifest);
         Ok(Self {
             options,
             run,
@@ -170,33 +162,9 @@ impl Canary {
                     .display()
             )));
         }
-        let manifest_path = if path.is_dir() {
-            path.join("manifest.json")
-        } else {
-            path.to_path_buf()
-        };
-        let manifest = FixtureManifest::load(&manifest_path).map_err(anyhow::Error::from)?;
-        self.targets = manifest
-            .fixtures
-            .iter()
-            .map(|f| TargetRow {
-                name: f.target.clone(),
-                language: f.language.clone(),
-                initial_sha256: f.sha256.clone(),
-                ..TargetRow::default()
-            })
-            .collect();
-        let summary = format!(
-            "{} targets ({}) · {}",
-            manifest.fixtures.len(),
-            manifest
-                .fixtures
-                .iter()
-                .map(|f| f.target.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            manifest_path.display()
-        );
+        let (manifest, manifest_path) = steps::suite::load(path)?;
+        self.targets = TargetRow::of(&manifest);
+        let summary = steps::suite::summary(&manifest, &manifest_path);
         self.manifest = manifest;
         self.options.manifest = manifest_path;
         Ok(summary)
@@ -224,18 +192,37 @@ impl Canary {
         Ok(())
     }
 
+    /// The run's launcher ([`launch::Launcher`]).
+    fn launcher(&self) -> launch::Launcher<'_> {
+        launch::Launcher {
+            options: &self.options,
+            run: &self.run,
+        }
+    }
+
     /// `PATCHDIFF_DATABASE_URL` for the run's processes: the operator's, else the run's own file.
     pub fn database_url(&self) -> String {
-        self.options
-            .database_url
-            .clone()
-            .unwrap_or_else(|| format!("sqlite://{}", self.run.database().display()))
+        self.launcher().database_url()
     }
 
     /// The database file the run's processes use.
     pub fn database_path(&self) -> PathBuf {
-        crate::config::parse_database_url(&self.database_url())
-            .unwrap_or_else(|_| self.run.database())
+        self.launcher().database_path()
+    }
+
+    fn launch_spec(&self, kind: ProcessKind) -> LaunchSpec {
+        self.launcher().spec(kind)
+    }
+
+    fn host_observed_env(&self) -> Vec<(String, String)> {
+        self.launcher().host_observed_env()
+    }
+
+    /// Resolves the host's binary and version before `init`, so the manifest names them (A4;
+    /// [`host::plan`]).
+    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
+        let model = model.or(self.identity.model.as_deref());
+        self.planned_host = Some(host::plan(host, model, &self.options.settings).await);
     }
 
     /// Runs one command. Never panics on bad input; failures come back as `ok: false` with a
@@ -374,70 +361,6 @@ impl Canary {
         ))
     }
 
-    fn launch_spec(&self, kind: ProcessKind) -> LaunchSpec {
-        let mut env = match kind {
-            ProcessKind::Observed => {
-                observed_env(&self.database_path(), &self.run.perf_events(kind.as_str()))
-            }
-            // The trusted process only initializes, exports and audits: it needs no resident
-            // worker, so it runs discovery one-shot if ever asked.
-            ProcessKind::Full => vec![
-                (
-                    crate::config::Key::McpProfile.variable().into(),
-                    "full".into(),
-                ),
-                (
-                    crate::config::Key::WaymarkMode.variable().into(),
-                    "oneshot".into(),
-                ),
-                (
-                    crate::config::Key::PerfEvents.variable().into(),
-                    self.run.perf_events("full").display().to_string(),
-                ),
-            ],
-        };
-        env.retain(|(k, _)| k != crate::config::Key::DatabaseUrl.variable());
-        env.push((
-            crate::config::Key::DatabaseUrl.variable().into(),
-            self.database_url(),
-        ));
-        env.push((
-            crate::config::Key::EvidenceWireLog.variable().into(),
-            self.run.wire_log(kind.as_str()).display().to_string(),
-        ));
-        env.push((
-            crate::config::Key::WorkerStderrLog.variable().into(),
-            self.run
-                .worker_stderr_log(kind.as_str())
-                .display()
-                .to_string(),
-        ));
-        // P1/P3: the child gets exactly the configuration this console resolved (its
-        // environment, with its config file already applied), nothing else: the operator-level
-        // settings it honours are forwarded, and it reads no config file of its own (the
-        // operator's `patchdiff.toml` was this console's to apply, or not).
-        env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
-        env.push((
-            crate::config::Key::Config.variable().into(),
-            "/dev/null".into(),
-        ));
-        // The observed process knows the provider credentials' values (and never uses them) so
-        // that its wire log redacts a key the agent puts into a tool argument.
-        if kind == ProcessKind::Observed {
-            for (k, v) in host::provider_env() {
-                if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
-                    env.push((k, v));
-                }
-            }
-        }
-        LaunchSpec {
-            kind,
-            exe: self.options.exe.clone(),
-            env,
-            stderr: self.run.stderr_log(kind.as_str()),
-        }
-    }
-
     fn slot(&mut self, kind: ProcessKind) -> &mut Option<McpProcess> {
         match kind {
             ProcessKind::Full => &mut self.full,
@@ -445,105 +368,10 @@ impl Canary {
         }
     }
 
-    /// The run's database's identity (backend, database name, store id, on PostgreSQL the
-    /// cluster's `system_identifier` and the database oid; never a secret), or why it could
-    /// not be read — the manifest records either, and `verify` refuses another database.
-    async fn store_identity(&self) -> serde_json::Value {
-        let (path, url) = (self.database_path(), self.options.database_url.clone());
-        let read = tokio::task::spawn_blocking(move || {
-            crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.identity())
-        })
-        .await;
-        match read {
-            Ok(Ok(identity)) => serde_json::to_value(identity).unwrap_or_default(),
-            Ok(Err(e)) => json!({ "error": e.to_string() }),
-            Err(e) => json!({ "error": e.to_string() }),
-        }
-    }
-
-    fn write_manifest(
-        &mut self,
-        initial_targets: Vec<InitialTarget>,
-        store_identity: serde_json::Value,
-    ) -> anyhow::Result<()> {
-        let (source_sha, source_sha_origin) = crate::evidence::source_sha();
-        let observed = self.launch_spec(ProcessKind::Observed);
-        let full = self.launch_spec(ProcessKind::Full);
-        let manifest = RunManifest {
-            run_id: self.run.run_id.clone(),
-            started_ms: self.started_ms,
-            written_ms: unix_ms_now(),
-            source_sha,
-            source_sha_origin,
-            agent: self.identity.clone(),
-            initial_targets,
-            configuration: json!({
-                "observed_process": record::redacted_env(observed.env.iter().cloned()),
-                // E1: the complete run record (resolved per process; software versions).
-                "processes": {
-                    "observed": record::process_record(&observed.env, &self.options.settings),
-                    "full": record::process_record(&full.env, &self.options.settings),
-                },
-                "node": record::node_record(&observed.env, &self.options.settings),
-                "waymark_packages": crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
-                    .map_or_else(|e| json!({ "error": e.to_string() }), |dir| record::waymark_packages(&dir)),
-                "console": record::console_record(),
-                // The database the journal lives in (`verify` refuses another one).
-                "store_identity": store_identity,
-                // The run's own copy of the suite (relative to the run directory) and where
-                // it was copied from (a run verifies from its copy wherever it is moved).
-                "fixture_manifest": self.options.manifest.strip_prefix(&self.run.path)
-                    .map(Path::to_path_buf)
-                    .unwrap_or_else(|_| self.options.manifest.clone()),
-                "fixture_manifest_source": self.suite_source.as_ref().map(|s| {
-                    std::fs::canonicalize(s).unwrap_or_else(|_| s.clone())
-                }),
-                "fixture_manifest_sha256": crate::evidence::file_digest(&self.options.manifest).ok(),
-                "executable": self.options.exe,
-                "agent_host": self.planned_host,
-                // Which provider endpoints the agent host would talk to (host
-                // and whether it is loopback, never a URL's secrets).
-                "provider_endpoints": self.provider_endpoints,
-                // A1: the observed process an agent host starts from its MCP configuration.
-                "host_observed_process": self.planned_host.as_ref().map(|_| {
-                    record::redacted_env(self.host_observed_env())
-                }),
-            }),
-            gate2: "closed".to_owned(),
-        };
-        self.run.write_manifest(&manifest)?;
-        self.manifest_written = true;
-        Ok(())
-    }
-
     /// Where the evaluator caches controls that hold: the data directory's
     /// `control-cache`.
     pub fn control_cache_dir(&self) -> PathBuf {
         self.options.settings.paths.data_dir.join("control-cache")
-    }
-
-    /// Each target row's version, revision, accepted/rejected counts and
-    /// current hash from the store (the run's SQLite file or the operator's database), when it
-    /// can be read; the connection is closed again before returning. Unreadable: rows stay.
-    async fn refresh_rows_from_store(&mut self) {
-        let (path, url) = (self.database_path(), self.options.database_url.clone());
-        if url.is_none() && !path.is_file() {
-            return;
-        }
-        let read = tokio::task::spawn_blocking(move || {
-            crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.list_targets())
-        })
-        .await;
-        let Ok(Ok(summaries)) = read else { return };
-        for row in &mut self.targets {
-            if let Some(t) = summaries.iter().find(|t| t.name == row.name) {
-                row.version = t.version;
-                row.revision = t.revision;
-                row.accepted = t.accepted;
-                row.rejected = t.rejected;
-                row.current_sha256.clone_from(&t.sha256);
-            }
-        }
     }
 
     async fn launch_one(&mut self, kind: ProcessKind) -> StepResult {
@@ -595,8 +423,16 @@ impl Canary {
             steps::init::init_targets(full, &self.manifest, &fixtures, reset, &mut self.targets)
                 .await?;
         if !self.manifest_written {
-            let store = self.store_identity().await;
-            self.write_manifest(initial, store)?;
+            let store = self.launcher().store_identity().await;
+            let inputs = steps::init::ManifestInputs {
+                started_ms: self.started_ms,
+                identity: &self.identity,
+                suite_source: self.suite_source.as_ref(),
+                planned_host: self.planned_host.as_ref(),
+                provider_endpoints: &self.provider_endpoints,
+            };
+            steps::init::write_run_manifest(self.launcher(), &inputs, initial, store)?;
+            self.manifest_written = true;
         }
         self.initialized = true;
         Ok(format!(
@@ -741,7 +577,12 @@ impl Canary {
         steps::seal::wait_gone(&pids).await;
         // The report's target rows come from the store whenever it is
         // readable, whatever step failed.
-        self.refresh_rows_from_store().await;
+        steps::seal::rows_from_store(
+            &self.database_path(),
+            self.options.database_url.as_deref(),
+            &mut self.targets,
+        )
+        .await;
         // Sealed means finished — the run's own database is checkpointed into its
         // main file (its -wal/-shm are never sealed) before anything is hashed.
         let database = self.database_path();
@@ -868,64 +709,6 @@ impl Canary {
         )
     }
 
-    /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
-    /// A binary that does not resolve is recorded as `binary: null` with `binary_error` (as
-    /// [`host::resolve_binary`] words it): the `agent` step then fails before the agent acted
-    /// and the run is `infra_abort`, with a report saying so.
-    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
-        let model = model.or(self.identity.model.as_deref());
-        self.planned_host = Some(match host::resolve_binary(host, &self.options.settings) {
-            Ok(binary) => {
-                let version = host::host_version(&binary).await;
-                json!({
-                    "host": host.as_str(), "binary": binary, "version": version,
-                    "requested_model": model,
-                })
-            }
-            Err(e) => json!({
-                "host": host.as_str(), "binary": null, "binary_error": format!("{e:#}"),
-                "version": null, "requested_model": model,
-            }),
-        });
-    }
-
-    /// The observed process's environment as the host is to start it: the console's observed
-    /// configuration, with its own perf events and wire log in the run directory (E1) and the
-    /// resolved Node binary (P1).
-    fn host_observed_env(&self) -> Vec<(String, String)> {
-        let mut env = self.launch_spec(ProcessKind::Observed).env;
-        env.retain(|(k, _)| {
-            k != crate::config::Key::PerfEvents.variable()
-                && k != crate::config::Key::EvidenceWireLog.variable()
-                && k != crate::config::Key::NodeBinary.variable()
-        });
-        let node = steps::host_config::resolved_node_binary(&self.options.settings);
-        let extra = client::host_env(
-            &self.database_path(),
-            &self.run.perf_events(HOST_OBSERVED),
-            &self.run.wire_log(HOST_OBSERVED),
-            node.as_deref(),
-        );
-        for (k, v) in extra {
-            if !env.iter().any(|(ek, _)| *ek == k) {
-                env.push((k, v));
-            }
-        }
-        // The observed process knows the provider credentials' values (and never uses
-        // them) so that its wire log redacts a key the model puts into a tool argument.
-        for (k, v) in host::provider_env() {
-            if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
-                env.push((k, v));
-            }
-        }
-        // A3: the process holds tool calls until the step has checked the seal.
-        env.push((
-            crate::mcp::gate::GATE_VARIABLE.into(),
-            self.run.admission().display().to_string(),
-        ));
-        env
-    }
-
     /// Whether `report` sealed this run.
     pub fn is_sealed(&self) -> bool {
         self.sealed
@@ -1004,22 +787,6 @@ pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
         root.join(id)
     }
 }
-
-/// P1/P3: the operator-level settings a console's `patchdiff mcp` children honour, forwarded
-/// from the console's resolved [`crate::config::Settings`] (environment and config file).
-const FORWARDED_TO_CHILDREN: [crate::config::Key; 8] = {
-    use crate::config::Key;
-    [
-        Key::NodeBinary,
-        Key::WaymarkDir,
-        Key::WaymarkWorkers,
-        Key::WaymarkActiveTimeoutMs,
-        Key::WaymarkWorkRoot,
-        Key::PerfMemory,
-        Key::StateDir,
-        Key::DataDir,
-    ]
-};
 
 #[cfg(test)]
 mod tests {

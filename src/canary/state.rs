@@ -63,3 +63,19 @@ pub struct CanaryOptions {
     /// and host CLIs it resolves.
     pub settings: crate::config::Settings,
 }
+
+impl TargetRow {
+    /// One fresh row per fixture of `manifest`, in its order: name, language, initial hash.
+    pub fn of(manifest: &crate::fixtures::FixtureManifest) -> Vec<Self> {
+        manifest
+            .fixtures
+            .iter()
+            .map(|f| Self {
+                name: f.target.clone(),
+                language: f.language.clone(),
+                initial_sha256: f.sha256.clone(),
+                ..Self::default()
+            })
+            .collect()
+    }
+}

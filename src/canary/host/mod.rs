@@ -614,6 +614,26 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
     Some(text.trim_end().to_owned())
 }
 
+/// What the run manifest records of the agent host a script will launch (A4), resolved before
+/// `init`: `host`, `binary`, `version`, `requested_model`. A binary that does not resolve is
+/// recorded as `binary: null` with `binary_error` (as [`resolve_binary`] words it): the
+/// `agent` step then fails before the agent acted and the run is `infra_abort`.
+pub async fn plan(host: Host, model: Option<&str>, settings: &Settings) -> Value {
+    match resolve_binary(host, settings) {
+        Ok(binary) => {
+            let version = host_version(&binary).await;
+            serde_json::json!({
+                "host": host.as_str(), "binary": binary, "version": version,
+                "requested_model": model,
+            })
+        }
+        Err(e) => serde_json::json!({
+            "host": host.as_str(), "binary": null, "binary_error": format!("{e:#}"),
+            "version": null, "requested_model": model,
+        }),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

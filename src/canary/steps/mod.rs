@@ -13,6 +13,7 @@ pub mod init;
 pub mod inspect;
 pub mod preflight;
 pub mod seal;
+pub mod suite;
 pub mod wait;
 
 use super::client::{LaunchSpec, McpProcess};

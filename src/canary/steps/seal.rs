@@ -108,3 +108,31 @@ pub fn sign_seal(run: &RunDir, config_dir: &Path) -> String {
         Err(e) => format!("NOT signed: {e}"),
     }
 }
+
+/// Each target row's version, revision, accepted/rejected counts and
+/// current hash from the store (the run's SQLite file or the operator's database), when it
+/// can be read; the connection is closed again before returning. Unreadable: rows stay.
+pub async fn rows_from_store(
+    database: &Path,
+    database_url: Option<&str>,
+    targets: &mut [TargetRow],
+) {
+    let (path, url) = (database.to_path_buf(), database_url.map(str::to_owned));
+    if url.is_none() && !path.is_file() {
+        return;
+    }
+    let read = tokio::task::spawn_blocking(move || {
+        crate::store::open_backend(&path, url.as_deref()).and_then(|s| s.list_targets())
+    })
+    .await;
+    let Ok(Ok(summaries)) = read else { return };
+    for row in targets.iter_mut() {
+        if let Some(t) = summaries.iter().find(|t| t.name == row.name) {
+            row.version = t.version;
+            row.revision = t.revision;
+            row.accepted = t.accepted;
+            row.rejected = t.rejected;
+            row.current_sha256.clone_from(&t.sha256);
+        }
+    }
+}

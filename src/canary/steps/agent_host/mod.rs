@@ -11,16 +11,22 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::super::client::McpProcess;
-use super::super::error::StepError;
-use super::super::host::{
+mod ending;
+
+use self::ending::{
+    Ending, HostOutcome, agent_stop, host_record, host_summary, judge_host, seal_refusal,
+    wire_has_tool_call,
+};
+use crate::canary::client::McpProcess;
+use crate::canary::error::StepError;
+use crate::canary::host::{
     self, HostPaths, HostProgress, HostRecord, HostRun, Redactor, SEAL_REPORT_WAIT, SharedProgress,
     StreamState, TERMINATE_GRACE,
 };
-use super::super::names::{HOST_OBSERVED, Host};
-use super::super::outcome::{AgentStop, StopReason};
-use super::super::state::TargetRow;
-use super::preflight::{READINESS_WAIT, WorkerReadiness, worker_readiness};
+use crate::canary::names::{HOST_OBSERVED, Host};
+use crate::canary::outcome::{AgentStop, StopReason};
+use crate::canary::state::TargetRow;
+use crate::canary::steps::preflight::{READINESS_WAIT, WorkerReadiness, worker_readiness};
 use crate::config::Settings;
 use crate::evidence::run_dir::AgentFile;
 use crate::evidence::{
@@ -28,16 +34,6 @@ use crate::evidence::{
 };
 use crate::fixtures::FixtureManifest;
 use crate::telemetry::unix_ms_now;
-
-/// How the host run ended, before it is judged.
-enum Ending {
-    /// The stream closed and the host exited.
-    Exited,
-    TimedOut,
-    /// The step stopped the host: the seal or the preflight did not hold (the reason before
-    /// the agent acted: [`StopReason::SealRefused`], [`StopReason::PreflightFailed`], …).
-    Refused(StopReason, String),
-}
 
 /// The run state the agent host step uses (A1–A4), borrowed from the run for the step's
 /// length; what the step learned comes back in [`HostStep::stop`] and [`HostStep::record`].
@@ -146,7 +142,7 @@ impl HostStep<'_> {
             },
             timed_out,
             provider: &provider,
-            tool_errors: super::super::outcome::tool_errors_in_wire_log(&wire),
+            tool_errors: crate::canary::outcome::tool_errors_in_wire_log(&wire),
         });
         write_new_private(
             &host.file(self.run, AgentFile::Record),
@@ -280,7 +276,8 @@ impl HostStep<'_> {
         &self,
         host: Host,
     ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
-        let brief_path = super::host_config::write_agent_brief(self.run, self.manifest)?;
+        let brief_path =
+            crate::canary::steps::host_config::write_agent_brief(self.run, self.manifest)?;
         let brief = std::fs::read_to_string(&brief_path)?;
         let workdir = self.run.path.join(AGENT_WORKDIR);
         if workdir.exists() {
@@ -327,8 +324,11 @@ impl HostStep<'_> {
             Host::Codex | Host::Cursor => {
                 let codex_home = paths.home.join(".codex");
                 create_private_dir(&codex_home)?;
-                let text =
-                    super::host_config::host_config_text(Some(Host::Codex), &exe, observed_env);
+                let text = crate::canary::steps::host_config::host_config_text(
+                    Some(Host::Codex),
+                    &exe,
+                    observed_env,
+                );
                 let server: String = text
                     .lines()
                     .filter(|l| !l.starts_with('#'))
@@ -555,34 +555,6 @@ struct Hosted {
     stopped: String,
 }
 
-/// A3 on a stream line just observed: a call to a tool outside the six, or a seal the host
-/// reported that does not hold, refuses the host; a seal that holds is timed (`sealed_at`).
-fn seal_refusal(state: &StreamState, sealed_at: &mut Option<Instant>) -> Option<Ending> {
-    if let Some(call) = &state.foreign_call {
-        // After the agent acted this is its outcome (`SealBroken`), see `agent_stop`.
-        return Some(Ending::Refused(
-            StopReason::SealRefused,
-            format!(
-                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
-            ),
-        ));
-    }
-    if sealed_at.is_none()
-        && let Some(seal) = &state.seal
-    {
-        if let Some(problem) = &seal.problem {
-            return Some(Ending::Refused(
-                StopReason::SealRefused,
-                format!(
-                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
-                ),
-            ));
-        }
-        *sealed_at = Some(Instant::now());
-    }
-    None
-}
-
 /// Starts the host CLI headless in its sealed working directory, with only the environment
 /// [`host::host_env`] gives it, in its own process group (A1: the whole group stops at the
 /// timeout). Errors name the binary that could not start.
@@ -606,172 +578,6 @@ fn spawn_host(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", run.binary.display()))
-}
-
-/// What one host run produced, for its [`HostRecord`].
-struct HostOutcome<'a> {
-    run: &'a HostRun,
-    version: String,
-    pid: Option<u32>,
-    state: &'a StreamState,
-    duration: Duration,
-    /// The exit status, and what stopping the group took.
-    exit: String,
-    timed_out: bool,
-    provider: &'a [(String, String)],
-    /// Tool errors by tool and reason code, from the host-started observed process's wire log.
-    tool_errors: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
-}
-
-/// A4: the record of the run (`agent.<host>.json`, and the report).
-fn host_record(o: HostOutcome<'_>) -> HostRecord {
-    let state = o.state;
-    let usage = state.normalized_usage();
-    HostRecord {
-        host: o.run.host.as_str().to_owned(),
-        binary: o.run.binary.display().to_string(),
-        version: o.version,
-        pid: o.pid,
-        requested_model: o.run.model.clone(),
-        reported_models: state.reported_models.clone(),
-        max_turns: o.run.max_turns,
-        timeout_s: o.run.timeout.as_secs(),
-        session_id: state.session_id.clone(),
-        seal: state.seal.clone().unwrap_or_default(),
-        turns: state.turns,
-        host_turns: state.host_turns,
-        tool_calls: state.tool_calls.clone(),
-        tool_calls_total: state.tool_calls.values().sum(),
-        tool_errors: o.tool_errors,
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        usage_source: usage.source.to_owned(),
-        usage: usage.raw,
-        cost_usd: state.cost_usd,
-        host_duration_ms: state.host_duration_ms,
-        duration_ms: o.duration.as_millis() as u64,
-        minutes: o.duration.as_secs_f64() / 60.0,
-        provider_error: state.provider_error.clone(),
-        result: state.result.clone(),
-        exit: o.exit,
-        timed_out: o.timed_out,
-        provider_variables: o.provider.iter().map(|(k, _)| k.clone()).collect(),
-    }
-}
-
-/// The step's verdict: the host exited with status 0 and a result that is not an error, within
-/// the timeout; otherwise why not (timed out, refused, closed its stream but did not exit, or
-/// the exit and result it ended with). `exit` is the status without what stopping took.
-fn judge_host(
-    ending: &Ending,
-    exit: &str,
-    timed_out: bool,
-    state: &StreamState,
-    record: &HostRecord,
-    run: &HostRun,
-) -> Result<(), String> {
-    let name = run.host.as_str();
-    let calls: u64 = record.tool_calls.values().sum();
-    match ending {
-        Ending::TimedOut => Err(format!(
-            "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
-            run.timeout.as_secs(),
-            record.pid.map_or("?".into(), |p| p.to_string()),
-            record.turns
-        )),
-        Ending::Refused(_, why) => Err(why.clone()),
-        Ending::Exited if timed_out => Err(format!(
-            "closed its stream but did not exit within the timeout of {} s",
-            run.timeout.as_secs()
-        )),
-        Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
-            Err(format!(
-                "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
-                record.result.as_deref().unwrap_or("none")
-            ))
-        }
-        Ending::Exited => Ok(()),
-    }
-}
-
-/// How the agent stopped, from how the host run ended, the step's verdict,
-/// whether it ran into the timeout, its stream, and whether the agent `acted` (the model
-/// answered, or a tool call reached the observed process). Before acting, a refusal keeps its
-/// reason, a provider error is `ProviderRefused`, a timeout `ProviderSilent`, any other end
-/// `HostExitedEarly`; after it, the reasons are the agent's own.
-fn agent_stop(
-    ending: &Ending,
-    verdict: &Result<(), String>,
-    timed_out: bool,
-    state: &StreamState,
-    acted: bool,
-) -> AgentStop {
-    let detail = match verdict {
-        Ok(()) => state.result.clone().unwrap_or_else(|| "exited".into()),
-        Err(why) => why.clone(),
-    };
-    let detail = match &state.provider_error {
-        Some(e) if !detail.contains(e.as_str()) => format!("{detail}; provider: {e}"),
-        _ => detail,
-    };
-    let reason = match (ending, acted) {
-        (Ending::Refused(reason, _), false) => *reason,
-        // The admission gate holds every tool call until the host-started process passes
-        // preflight, so a failed preflight (its worker not ready in time, a wrong tool list)
-        // kept the agent's calls from every target even when the model already answered:
-        // the product's fault, before the agent could act, never the agent's seal.
-        (Ending::Refused(StopReason::PreflightFailed, _), true) => StopReason::PreflightFailed,
-        (Ending::Refused(..), true) => StopReason::SealBroken,
-        (Ending::TimedOut, true) => StopReason::TimedOut,
-        (Ending::TimedOut, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
-        (Ending::TimedOut, false) => StopReason::ProviderSilent,
-        (Ending::Exited, _) if verdict.is_ok() && acted => StopReason::Finished,
-        (Ending::Exited, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
-        (Ending::Exited, false) => StopReason::HostExitedEarly,
-        (Ending::Exited, true) if timed_out => StopReason::HostCrashed,
-        (Ending::Exited, true) if state.result.as_deref() == Some("error_max_turns") => {
-            StopReason::MaxTurns
-        }
-        (Ending::Exited, true) if state.provider_error.is_some() => StopReason::ProviderError,
-        (Ending::Exited, true) => StopReason::HostCrashed,
-    };
-    AgentStop::new(reason, detail)
-}
-
-/// Whether an MCP wire log holds a `tools/call` request (the agent reached the process).
-fn wire_has_tool_call(wire: &str) -> bool {
-    crate::evidence::wire_messages(wire)
-        .iter()
-        .any(|m| m.message["method"] == "tools/call")
-}
-
-/// The step's summary when the host succeeded: version, model, turns, tool calls and errors,
-/// tokens in and out, cost, seal, seconds.
-fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
-    let calls = record.tool_calls_total;
-    let errors: u64 = record.tool_errors.values().flat_map(|c| c.values()).sum();
-    let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
-    let tokens = match (record.input_tokens, record.output_tokens) {
-        (Some(i), Some(o)) => format!(" · {i} in / {o} out tokens"),
-        _ => String::new(),
-    };
-    format!(
-        "{} {} · model {} · {} turns · {calls} tool calls ({errors} errors){tokens}{} · {seal} · {:.1} s",
-        run.host.as_str(),
-        record.version,
-        record
-            .reported_models
-            .first()
-            .cloned()
-            .unwrap_or_else(|| run.model.clone()),
-        record.turns,
-        record
-            .cost_usd
-            .map_or(String::new(), |c| format!(" · ${c:.4}")),
-        elapsed.as_secs_f64()
-    )
 }
 
 /// Copies the host's stderr to its log, line by line, with credentials redacted (A4).
