@@ -6,7 +6,8 @@
 //! The pieces here are pure or process-local: binary resolution, the host's command line and
 //! environment, the host's MCP configuration file, the stream reader ([`StreamState`]) that
 //! turns the host's JSON lines into progress and a [`HostRecord`], the seal check, and
-//! credential redaction. [`super::Canary`] drives them in its `agent claude|codex` step.
+//! credential redaction. The agent host step (`steps/agent_host`) drives them in the `agent
+//! claude|codex` step.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
