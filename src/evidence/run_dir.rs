@@ -118,7 +118,7 @@ impl RunDir {
     }
     /// `report.<ext>`, `ext` one of [`REPORT_EXTENSIONS`].
     pub fn report(&self, ext: &str) -> PathBuf {
-        self.path.join(format!("report.{ext}"))
+        self.path.join(report_name(ext))
     }
     /// [`SUMS_FILE`].
     pub fn sums(&self) -> PathBuf {
@@ -162,6 +162,11 @@ impl RunDir {
             crate::redact::process().redact(&text).as_bytes(),
         )
     }
+}
+
+/// A report's file name, `report.<ext>` (`ext` one of [`REPORT_EXTENSIONS`]).
+pub fn report_name(ext: &str) -> String {
+    format!("report.{ext}")
 }
 
 /// The wire log's file name of one MCP process, `<process>.mcp.jsonl`.

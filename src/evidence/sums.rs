@@ -4,7 +4,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-use super::run_dir::RunDir;
+use super::run_dir::{MANIFEST_FILE, RunDir};
 use super::{line_digest, write_new_private};
 
 pub use super::run_dir::{SEAL_FILE, SIGNATURE_FILE, SUMS_FILE};
@@ -123,7 +123,7 @@ pub fn refuse_sealed_destination(path: &Path) -> Result<(), String> {
 pub fn seal_text(run_id: &str, manifest_sha256: Option<&str>, sums_sha256: &str) -> String {
     let mut text = format!("{SEAL_HEADER}\nrun {run_id}\n");
     if let Some(m) = manifest_sha256 {
-        text.push_str(&format!("SHA256 (manifest.json) = {m}\n"));
+        text.push_str(&format!("SHA256 ({MANIFEST_FILE}) = {m}\n"));
     }
     text.push_str(&format!("SHA256 ({SUMS_FILE}) = {sums_sha256}\n"));
     text

@@ -4,18 +4,19 @@
 use serde_json::Value;
 
 use super::Ctx;
+use crate::evidence::run_dir::{EXPORT_DIR, report_name};
 use crate::fixtures::FixtureManifest;
 
 /// Re-runs the evaluator on the exports and compares each target's verdict with `report.json`.
 pub(super) async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) {
     let before = ctx.problems.len();
-    let report: Value = match std::fs::read(ctx.root.join("report.json"))
+    let report: Value = match std::fs::read(ctx.run.report("json"))
         .map_err(|e| e.to_string())
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| e.to_string()))
     {
         Ok(v) => v,
         Err(e) => {
-            ctx.problem("evaluation", "report.json", None, e);
+            ctx.problem("evaluation", &report_name("json"), None, e);
             ctx.done("evaluation", before, "no report".into());
             return;
         }
@@ -40,10 +41,10 @@ pub(super) async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) 
         ..Default::default()
     };
     let evaluation =
-        match crate::evaluate::evaluate_with(fixtures, &ctx.root.join("export"), &options).await {
+        match crate::evaluate::evaluate_with(fixtures, &ctx.run.exports(), &options).await {
             Ok(e) => e,
             Err(e) => {
-                ctx.problem("evaluation", "export", None, e.to_string());
+                ctx.problem("evaluation", EXPORT_DIR, None, e.to_string());
                 ctx.done("evaluation", before, "evaluator failed".into());
                 return;
             }
@@ -58,7 +59,7 @@ pub(super) async fn check_evaluation(ctx: &mut Ctx, fixtures: &FixtureManifest) 
         if stated != fresh {
             ctx.problem(
                 "evaluation",
-                "report.json",
+                &report_name("json"),
                 None,
                 format!(
                     "target `{}`: the report states {stated}, a fresh evaluation gives {fresh}",

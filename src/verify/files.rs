@@ -5,6 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::Ctx;
+use crate::evidence::run_dir::{
+    JOURNAL_FILE, MANIFEST_FILE, TRANSCRIPT_FILE, process, report_name, wire_log_name,
+};
 use crate::evidence::{SEAL_FILE, SUMS_FILE, audit_file, audit_log, evidence_files};
 
 /// The files a sealed run must hold, whatever `SHA256SUMS` lists —
@@ -16,16 +19,13 @@ use crate::evidence::{SEAL_FILE, SUMS_FILE, audit_file, audit_log, evidence_file
 /// A re-sealed run with a deleted log is named here.
 pub(super) fn check_files(ctx: &mut Ctx) {
     let before = ctx.problems.len();
-    let mut required: Vec<&str> = vec![
-        "manifest.json",
-        SUMS_FILE,
-        SEAL_FILE,
-        "report.json",
-        "report.txt",
-        "report.junit.xml",
-        "transcript.jsonl",
-    ];
-    let report: Value = std::fs::read(ctx.root.join("report.json"))
+    let mut required: Vec<String> = [MANIFEST_FILE, SUMS_FILE, SEAL_FILE]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(["json", "txt", "junit.xml"].map(report_name))
+        .chain([TRANSCRIPT_FILE.to_owned()])
+        .collect();
+    let report: Value = std::fs::read(ctx.run.report("json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
@@ -37,7 +37,7 @@ pub(super) fn check_files(ctx: &mut Ctx) {
     // The manifest is written by `init`: a run that holds one initialized its targets through
     // the full-profile process even when its report is gone; one that records its store's
     // identity was sealed with its journal binding.
-    let manifest: Value = std::fs::read(ctx.root.join("manifest.json"))
+    let manifest: Value = std::fs::read(ctx.run.manifest())
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
@@ -46,13 +46,13 @@ pub(super) fn check_files(ctx: &mut Ctx) {
             .as_array()
             .is_some_and(|t| !t.is_empty())
     {
-        required.push("full.mcp.jsonl");
+        required.push(wire_log_name(process::FULL));
     }
     if manifest["configuration"]["store_identity"]["store_id"].is_string() {
-        required.push(crate::seal::JOURNAL_FILE);
+        required.push(JOURNAL_FILE.to_owned());
     }
     if ran("preflight") {
-        required.push("observed.mcp.jsonl");
+        required.push(wire_log_name(process::OBSERVED));
     }
     for rel in &required {
         match std::fs::symlink_metadata(ctx.root.join(rel)) {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{Ctx, VerifyOptions};
+use crate::evidence::run_dir::MANIFEST_FILE;
 use crate::evidence::{RunManifest, file_digest};
 use crate::fixtures::{Fixture, FixtureManifest, read_pinned};
 
@@ -77,11 +78,11 @@ fn run_suite_manifest(root: &Path, run: Option<&RunManifest>) -> Option<PathBuf>
 
 /// The run's `manifest.json`, or `None` with a problem saying why it could not be read.
 fn read_run_manifest(ctx: &mut Ctx) -> Option<RunManifest> {
-    let parsed = std::fs::read(ctx.root.join("manifest.json"))
+    let parsed = std::fs::read(ctx.run.manifest())
         .map_err(|e| format!("cannot read: {e}"))
         .and_then(|b| serde_json::from_slice(&b).map_err(|e| format!("not a run manifest: {e}")));
     parsed
-        .map_err(|message| ctx.problem("fixtures", "manifest.json", None, message))
+        .map_err(|message| ctx.problem("fixtures", MANIFEST_FILE, None, message))
         .ok()
 }
 
@@ -122,7 +123,7 @@ fn check_initial_target(ctx: &mut Ctx, run: &RunManifest, f: &Fixture) {
         Some(t) if t.sha256 == f.sha256 => {}
         Some(t) => ctx.problem(
             "fixtures",
-            "manifest.json",
+            MANIFEST_FILE,
             None,
             format!(
                 "target `{}` started from {}, but the fixture manifest pins {}",
@@ -131,7 +132,7 @@ fn check_initial_target(ctx: &mut Ctx, run: &RunManifest, f: &Fixture) {
         ),
         None => ctx.problem(
             "fixtures",
-            "manifest.json",
+            MANIFEST_FILE,
             None,
             format!("target `{}` is missing from initial_targets", f.target),
         ),

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::Ctx;
 use super::replay::JournalReplay;
+use crate::evidence::run_dir::EXPORT_DIR;
 use crate::fixtures::{FixtureManifest, sha256_hex};
 use crate::store::EditStore;
 
@@ -33,7 +34,7 @@ pub(super) fn replay_all(
     let mut exports = 0;
     let mut digests = 0;
     let mut indexes = std::collections::HashMap::new();
-    let report: Value = std::fs::read(ctx.root.join("report.json"))
+    let report: Value = std::fs::read(ctx.run.report("json"))
         .ok()
         .and_then(|b| serde_json::from_slice(&b).ok())
         .unwrap_or(Value::Null);
@@ -79,7 +80,7 @@ pub(super) fn replay_all(
                     );
                 }
                 indexes.insert(f.target.clone(), index);
-                let rel = format!("export/{}", f.module_file);
+                let rel = format!("{EXPORT_DIR}/{}", f.module_file);
                 match std::fs::read(ctx.root.join(&rel)) {
                     Ok(exported) if exported == saved => exports += 1,
                     Ok(exported) => ctx.problem(

@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::evidence::RunDir;
+
 use self::evaluation::check_evaluation;
 use self::files::{check_chains, check_files};
 use self::fixtures::check_fixtures;
@@ -110,6 +112,8 @@ impl VerifyReport {
 
 struct Ctx {
     root: PathBuf,
+    /// The run's files by name ([`RunDir`], from `root`).
+    run: RunDir,
     problems: Vec<Problem>,
     checks: Vec<Checked>,
 }
@@ -141,6 +145,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
     }
     let mut ctx = Ctx {
         root: root.to_path_buf(),
+        run: RunDir::at(root),
         problems: Vec::new(),
         checks: Vec::new(),
     };
@@ -167,7 +172,7 @@ pub async fn verify(root: &Path, options: &VerifyOptions) -> Result<VerifyReport
 /// The run id: the run manifest's (so an archived copy under another directory name still
 /// verifies), else the directory's name.
 fn run_id_of(root: &Path) -> String {
-    if let Some(id) = std::fs::read(root.join("manifest.json"))
+    if let Some(id) = std::fs::read(root.join(crate::evidence::run_dir::MANIFEST_FILE))
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .and_then(|v| v["run_id"].as_str().map(str::to_owned))

@@ -31,7 +31,7 @@ pub(super) fn check_receipts(
     let logs: Vec<String> = evidence_files(&ctx.root)
         .unwrap_or_default()
         .into_iter()
-        .filter(|f| f.ends_with(".mcp.jsonl"))
+        .filter(|f| crate::evidence::run_dir::is_wire_log(f))
         .collect();
     let mut checked = 0;
     for rel in &logs {

@@ -2,6 +2,7 @@
 //! current `SHA256SUMS` and manifest, the operator's signature, every listed file's digest.
 
 use super::{Ctx, run_id_of};
+use crate::evidence::run_dir::MANIFEST_FILE;
 use crate::evidence::{SEAL_FILE, SUMS_FILE, evidence_files, file_digest, seal_text};
 
 /// The seal must be exactly what the current `SHA256SUMS` and `manifest.json` give.
@@ -21,14 +22,14 @@ pub(super) fn check_seal(ctx: &mut Ctx) {
         }
     };
     let sums = file_digest(&ctx.root.join(SUMS_FILE)).unwrap_or_default();
-    let manifest = file_digest(&ctx.root.join("manifest.json")).ok();
+    let manifest = file_digest(&ctx.run.manifest()).ok();
     let expected = seal_text(&run_id_of(&ctx.root), manifest.as_deref(), &sums);
     if found != expected.as_bytes() {
         let found = String::from_utf8_lossy(&found).into_owned();
         // Name the sealed file whose digest moved, then the seal itself.
         for (name, now) in [
             (SUMS_FILE, Some(sums.as_str())),
-            ("manifest.json", manifest.as_deref()),
+            (MANIFEST_FILE, manifest.as_deref()),
         ] {
             let prefix = format!("SHA256 ({name}) = ");
             let recorded = found.lines().find_map(|l| l.strip_prefix(prefix.as_str()));

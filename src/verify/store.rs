@@ -17,7 +17,7 @@ fn open_run_store(
     database_url: Option<&str>,
     before: usize,
 ) -> Option<(Box<dyn EditStore>, String, Option<tempfile::TempDir>)> {
-    const DB: &str = "store.sqlite";
+    const DB: &str = crate::evidence::run_dir::DATABASE_FILE;
     let db = ctx.root.join(DB);
     if !db.is_file() {
         // A run on PostgreSQL replays from the database PATCHDIFF_DATABASE_URL names.
@@ -130,7 +130,7 @@ fn check_store_identity(
             return None;
         }
     };
-    let recorded_at_init: Option<StoreIdentity> = std::fs::read(ctx.root.join("manifest.json"))
+    let recorded_at_init: Option<StoreIdentity> = std::fs::read(ctx.run.manifest())
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
         .and_then(|m| serde_json::from_value(m["configuration"]["store_identity"].clone()).ok());
@@ -143,7 +143,10 @@ fn check_store_identity(
     };
     let mut compared = Vec::new();
     for (file, recorded) in [
-        ("manifest.json", recorded_at_init.as_ref()),
+        (
+            crate::evidence::run_dir::MANIFEST_FILE,
+            recorded_at_init.as_ref(),
+        ),
         (JOURNAL_FILE, binding.as_ref().map(|b| &b.store)),
     ] {
         let Some(recorded) = recorded else { continue };

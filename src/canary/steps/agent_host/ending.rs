@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use crate::canary::host::{self, HostRecord, HostRun, StreamState};
 use crate::canary::outcome::{AgentStop, StopReason};
+use crate::evidence::run_dir::AgentFile;
 
 /// How the host run ended, before it is judged.
 pub(super) enum Ending {
@@ -125,8 +126,10 @@ pub(super) fn judge_host(
         )),
         Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
             Err(format!(
-                "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
-                record.result.as_deref().unwrap_or("none")
+                "{name} ended with {exit}, result {}; see {} and {}",
+                record.result.as_deref().unwrap_or("none"),
+                AgentFile::Stream.name(name),
+                AgentFile::Stderr.name(name)
             ))
         }
         Ending::Exited => Ok(()),
