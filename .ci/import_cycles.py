@@ -49,6 +49,13 @@ for m, p in mods.items():
             if best is None and '::'.join(base) in mods: best = '::'.join(base)
             if best and best != m:
                 edges[m].add(best)
+    # Bare paths into this module's own children (`steps::init::…` in the parent).
+    kids = re.findall(r'^\s*(?:pub(?:\([a-z]+\))? )?mod ([a-z_]+);', src, flags=re.M)
+    for kid in kids:
+        if re.search(r'(?<![:\w])' + kid + r'::', src):
+            name = '::'.join(here + [kid])
+            if name in mods:
+                edges[m].add(name)
 # a parent module declaring children (`pub mod x;`) is not an import edge: drop edges parent->descendant from `mod` lines only? We count only use/paths above.
 sys.setrecursionlimit(10000)
 color = {}

@@ -1,11 +1,12 @@
 //! The one clap definition of the commands' arguments ([`Line`]), from which parsing
-//! ([`super::Command::parse`]), usage lines ([`usage`], [`agent_host_usage`]) and `:`
+//! ([`Command::parse`]), usage lines ([`usage`], [`agent_host_usage`]) and `:`
 //! completion ([`argument_choices`]) are generated (U3).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{Command, DEFAULT_WAIT, Host, ProcessKind, RunsAction, WaitFor};
+use super::types::{Command, DEFAULT_WAIT, RunsAction, WaitFor};
+use crate::canary::names::{Host, ProcessKind};
 
 /// One console command line, as clap parses it (after `shlex` splitting). This is the one
 /// definition of the commands' arguments: [`Command::parse`], [`usage`] and
@@ -70,7 +71,7 @@ impl clap::builder::TypedValueParser for PlanOrHost {
     }
 }
 
-/// The commands, in [`COMMANDS`]' order. `key=value` arguments are positionals whose keys and
+/// The commands, in the command table's order. `key=value` arguments are positionals whose keys and
 /// values are checked when converting to [`Command`] (so errors can say which key was wrong).
 #[derive(Debug, clap::Subcommand)]
 pub(super) enum Cli {
@@ -448,4 +449,32 @@ fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
         max_turns,
         timeout,
     })
+}
+
+impl Command {
+    /// Parses one command line (script line or `:` input), split like a shell line (quotes
+    /// allowed in paths), with the clap definition [`Line`]. Errors name the command's usage.
+    pub fn parse(line: &str) -> Result<Self, String> {
+        let words = shlex::split(line)
+            .ok_or_else(|| format!("unbalanced quotes or trailing `\\` in `{}`", line.trim()))?;
+        let name = words.first().ok_or_else(|| "empty command".to_owned())?;
+        if cli().find_subcommand(name).is_none() {
+            let names: Vec<&str> = cli()
+                .get_subcommands()
+                .map(clap::Command::get_name)
+                .collect();
+            return Err(format!(
+                "unknown command `{name}`; commands are: {}",
+                names.join(", ")
+            ));
+        }
+        let usage = || format!("usage: {}", usage(name));
+        let matches = cli()
+            .clone()
+            .try_get_matches_from(&words)
+            .map_err(|_| usage())?;
+        let Line { command } =
+            <Line as clap::FromArgMatches>::from_arg_matches(&matches).map_err(|_| usage())?;
+        command.into_command(usage)
+    }
 }

@@ -1,7 +1,7 @@
 //! `--script` files (U5): `--set NAME=VALUE` parameters, `${NAME}` / `${NAME:-DEFAULT}`
 //! placeholders filled shell-quoted, and one command per line, every bad line named.
 
-use super::Command;
+use super::types::Command;
 
 /// each named once. Errors name the argument and what is accepted.
 pub fn parse_parameters(sets: &[String]) -> Result<Vec<(String, String)>, String> {

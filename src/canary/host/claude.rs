@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{
+use super::common::{
     HostPaths, HostRun, StreamState, check_seal, mcp_servers_json, strings, template_json,
     templates,
 };

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{HostPaths, HostRun, SealReport, StreamState, sum_fields, templates};
+use super::common::{HostPaths, HostRun, SealReport, StreamState, sum_fields, templates};
 use crate::canary::names::{Host, SERVER_NAME};
 use crate::mcp::OBSERVED_TOOLS;
 

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::{mcp_servers_json, templates};
+use super::common::{mcp_servers_json, templates};
 
 /// Cursor's MCP configuration (`config/hosts/cursor.mcp.json`).
 pub fn cursor_mcp_config(exe: &str, env: &[(String, String)]) -> Value {

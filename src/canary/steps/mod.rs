@@ -1,6 +1,6 @@
 //! One file per canary step. Each takes only the run state it uses (a process, the manifest,
-//! the run directory, the target rows) — never the whole [`super::Canary`], which only wires
-//! them together — and returns a typed [`super::error::StepError`].
+//! the run directory, the target rows) — never the whole `Canary`, which only wires them
+//! together — and returns a typed [`super::error::StepError`].
 //!
 //! The agent host step is in [`agent_host`] (with the host's pieces in [`super::host`]).
 
