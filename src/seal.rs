@@ -21,7 +21,7 @@ use crate::store::{EditStore, JournalDigest, StoreError, StoreIdentity, journal_
 
 /// The journal binding of a sealed run, written by `report` just before the sums (so
 /// `SHA256SUMS` covers it).
-pub const JOURNAL_FILE: &str = "journal.json";
+pub use crate::evidence::run_dir::JOURNAL_FILE;
 
 pub use crate::evidence::SIGNATURE_FILE;
 

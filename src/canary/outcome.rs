@@ -165,24 +165,22 @@ pub fn decide(
 /// The tool errors in an MCP wire log, by tool and reason code: a rejected
 /// receipt counts each of its `reason_codes` (`REJECTED` when it names none); another `isError`
 /// result its `error.code` (`IS_ERROR` when it has none); a JSON-RPC error its `data.code`
-/// (`JSONRPC_<code>` when it has none). Calls are paired with results by request id; lines that
-/// are not wire records are skipped.
+/// (`JSONRPC_<code>` when it has none). Calls are paired with results by (process, request id)
+/// through the one wire-log reader ([`crate::evidence::pair_requests`]: processes sharing a
+/// log reuse ids); lines that are not wire records are skipped.
 pub fn tool_errors_in_wire_log(log: &str) -> BTreeMap<String, BTreeMap<String, u64>> {
-    let messages = super::story::wire_messages(log);
-    let mut tool_of: BTreeMap<String, String> = BTreeMap::new();
-    for m in &messages {
-        if m["method"] == "tools/call"
-            && let (Some(id), Some(name)) = (m.get("id"), m["params"]["name"].as_str())
-        {
-            tool_of.insert(id.to_string(), name.to_owned());
-        }
-    }
+    let calls = crate::evidence::pair_requests(
+        crate::evidence::read_wire_messages(log.as_bytes()),
+        |m| {
+            (m.message["method"] == "tools/call")
+                .then(|| m.message["params"]["name"].as_str().map(str::to_owned))
+                .flatten()
+        },
+        |_, reply| error_codes(&reply.message),
+    );
     let mut errors: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
-    for m in messages.iter().filter(|m| m.get("method").is_none()) {
-        let Some(tool) = m.get("id").and_then(|id| tool_of.get(&id.to_string())) else {
-            continue;
-        };
-        for code in error_codes(m) {
+    for (tool, codes) in calls {
+        for code in codes.into_iter().flatten() {
             *errors
                 .entry(tool.clone())
                 .or_default()
@@ -385,6 +383,47 @@ mod tests {
                 "patchdiff_observe_scope": {"UNKNOWN_SCOPE": 1},
                 submit: {"JSONRPC_-32602": 1, "NOT_OBSERVED": 1, "OLD_TEXT_AMBIGUOUS": 1, "REJECTED": 1},
             })
+        );
+    }
+
+    /// Two processes sharing a log (a relaunch, or the processes of one printed host
+    /// configuration) both use id 1: each error is counted against its own process's call.
+    /// Paired by id alone, process 1's rejection was counted against process 2's save.
+    #[test]
+    fn tool_errors_pair_by_process_and_id_when_two_processes_reuse_id_1() {
+        let with_pid = |pid: u32, seq: u64, direction: &str, message: Value| {
+            json!({"seq": seq, "pid": pid, "mono_ns": seq, "ts_ms": 0.0, "direction": direction,
+                   "raw": message.to_string()})
+            .to_string()
+        };
+        let call = |name: &str| json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name}});
+        let lines = [
+            with_pid(
+                1,
+                0,
+                "request",
+                call("patchdiff_submit_observed_operations"),
+            ),
+            with_pid(2, 0, "request", call("patchdiff_save")),
+            with_pid(
+                2,
+                1,
+                "result",
+                json!({"jsonrpc": "2.0", "id": 1,
+                "result": {"isError": false, "structuredContent": {"version": 1}}}),
+            ),
+            with_pid(
+                1,
+                1,
+                "result",
+                json!({"jsonrpc": "2.0", "id": 1,
+                "result": {"isError": true, "structuredContent": {"outcome": "rejected",
+                    "reason_codes": ["NOT_OBSERVED"]}}}),
+            ),
+        ];
+        assert_eq!(
+            serde_json::to_value(tool_errors_in_wire_log(&lines.join("\n"))).unwrap(),
+            json!({"patchdiff_submit_observed_operations": {"NOT_OBSERVED": 1}})
         );
     }
 }

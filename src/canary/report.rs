@@ -2,154 +2,16 @@
 //! (SPEC C5, K6, U5).
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::client::McpProcess;
-use super::{Canary, StepOutcome, TargetRow};
+use super::host::HostRecord;
+use super::outcome::AgentStop;
+use super::state::{StepOutcome, TargetRow};
 use crate::display::{visible, visible_inline};
+use crate::evaluate::Evaluation;
 use crate::evaluate::Status;
+use crate::evidence::AgentIdentity;
 use crate::evidence::{RunDir, write_new_private};
-use crate::fixtures::sha256_hex;
-
-/// Page size used when replaying a journal for inspection.
-const REPLAY_PAGE: u32 = 500;
-
-/// K6 check through the full process: replaying the journal from the fixture bytes reproduces
-/// every saved version (hash per `save` entry) and the current revision; revisions advance by
-/// exactly one per edit, so no edit is applied twice. Pages of [`REPLAY_PAGE`] entries are
-/// followed by their replay cursor. Errors say which entry (kind, revision, version) broke it.
-pub async fn replay_consistency(
-    full: &McpProcess,
-    target: &str,
-    original: &[u8],
-    current: &Value,
-) -> Result<(), String> {
-    let mut replayed = Replayed::new(original);
-    let mut after: Option<String> = None;
-    loop {
-        let mut args = json!({"target": target, "limit": REPLAY_PAGE});
-        if let Some(a) = &after {
-            args["after"] = Value::String(a.clone());
-        }
-        let page = full
-            .call_ok("patchdiff_replay", args)
-            .await
-            .map_err(|e| format!("replay failed: {}", e.message))?;
-        for entry in page["entries"].as_array().into_iter().flatten() {
-            replayed.apply(entry)?;
-        }
-        match page["next_cursor"].as_str() {
-            Some(c) if page["has_more"].as_bool() == Some(true) => after = Some(c.to_owned()),
-            _ => break,
-        }
-    }
-    replayed.matches(current)
-}
-
-/// A target's content rebuilt from its fixture bytes by applying journal entries in order.
-struct Replayed {
-    original_sha256: String,
-    content: Vec<u8>,
-    revision: u64,
-    saves: u64,
-}
-
-impl Replayed {
-    fn new(original: &[u8]) -> Self {
-        Self {
-            original_sha256: sha256_hex(original),
-            content: original.to_vec(),
-            revision: 0,
-            saves: 0,
-        }
-    }
-
-    fn content_is(&self, sha256: &Value) -> bool {
-        sha256.as_str() == Some(sha256_hex(&self.content).as_str())
-    }
-
-    /// Applies one journal entry (`init`, `edit` or `save`), checking its hash and revision.
-    fn apply(&mut self, entry: &Value) -> Result<(), String> {
-        let entry_revision = entry["revision"].as_u64().unwrap_or(u64::MAX);
-        match entry["kind"].as_str().unwrap_or_default() {
-            "init" => {
-                if entry["sha256"].as_str() != Some(self.original_sha256.as_str()) {
-                    return Err("the journal's init entry does not match the fixture bytes".into());
-                }
-            }
-            "edit" => {
-                if entry_revision != self.revision + 1 {
-                    return Err(format!(
-                        "journal edit for revision {entry_revision} follows revision {}",
-                        self.revision
-                    ));
-                }
-                self.apply_operations(entry_revision, entry["operations"].as_array())?;
-                self.revision = entry_revision;
-                if !self.content_is(&entry["sha256"]) {
-                    return Err(format!(
-                        "replay of revision {} does not reproduce its hash",
-                        self.revision
-                    ));
-                }
-            }
-            "save" => {
-                self.saves += 1;
-                if entry_revision != self.revision || !self.content_is(&entry["sha256"]) {
-                    return Err(format!(
-                        "saved version {} does not match the replayed content at revision {}",
-                        entry["version"], self.revision
-                    ));
-                }
-            }
-            other => return Err(format!("unknown journal entry kind `{other}`")),
-        }
-        Ok(())
-    }
-
-    /// Applies an edit's byte-range replacements, last range first so earlier offsets hold.
-    fn apply_operations(
-        &mut self,
-        entry_revision: u64,
-        operations: Option<&Vec<Value>>,
-    ) -> Result<(), String> {
-        let mut ops = operations.cloned().unwrap_or_default();
-        ops.sort_by_key(|o| std::cmp::Reverse(o["start_byte"].as_u64().unwrap_or(0)));
-        for op in ops {
-            let (s, e) = (
-                op["start_byte"].as_u64().unwrap_or(0) as usize,
-                op["end_byte"].as_u64().unwrap_or(0) as usize,
-            );
-            if s > e || e > self.content.len() {
-                return Err(format!(
-                    "revision {entry_revision}: operation range {s}..{e} is out of bounds"
-                ));
-            }
-            let new_text = op["new_text"].as_str().unwrap_or_default().as_bytes();
-            self.content.splice(s..e, new_text.iter().copied());
-        }
-        Ok(())
-    }
-
-    /// The replay's end against the target's `current` state: revision, hash and version.
-    fn matches(&self, current: &Value) -> Result<(), String> {
-        if current["revision"].as_u64() != Some(self.revision)
-            || !self.content_is(&current["sha256"])
-        {
-            return Err(format!(
-                "replay ends at revision {} but the target is at revision {}",
-                self.revision, current["revision"]
-            ));
-        }
-        if current["version"].as_u64() != Some(self.saves) {
-            return Err(format!(
-                "the journal has {} saves but the target is at version {}",
-                self.saves, current["version"]
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// The agent host's lines of the text report: host, version, models, turns, seal, tool calls.
 fn host_text(h: &super::host::HostRecord) -> String {
@@ -212,86 +74,6 @@ fn host_text(h: &super::host::HostRecord) -> String {
             calls.join(", ")
         },
     )
-}
-
-/// V3 in preflight: the evaluator's controls (`patchdiff evaluate --controls-only`), so a
-/// broken check environment stops the canary before the agent starts. A target whose
-/// controls do not hold is marked `infra_error` with the check's exit and output.
-pub(super) async fn run_controls(canary: &mut Canary) -> anyhow::Result<String> {
-    let output = tokio::process::Command::new(&canary.options.exe)
-        .arg("evaluate")
-        .arg("--controls-only")
-        .arg("--manifest")
-        .arg(&canary.options.manifest)
-        .arg("--control-cache")
-        .arg(canary.control_cache_dir())
-        .arg("--json")
-        .kill_on_drop(true)
-        .output()
-        .await?;
-    let report: crate::evaluate::ControlReport =
-        serde_json::from_slice(&output.stdout).map_err(|e| {
-            anyhow::anyhow!(
-                "the evaluator's controls produced no report ({e}): {}",
-                String::from_utf8_lossy(&output.stderr).trim()
-            )
-        })?;
-    let mut broken = Vec::new();
-    for t in report.targets.iter().filter(|t| !t.hold) {
-        if let Some(row) = canary.targets.iter_mut().find(|r| r.name == t.name) {
-            row.status = Some(crate::evaluate::Status::InfraError);
-            row.check_exit.clone_from(&t.check_exit);
-            row.check_output = Some(t.check_output.clone());
-            row.notes.push(format!(
-                "infra_error: {}",
-                t.reason.as_deref().unwrap_or("")
-            ));
-        }
-        broken.push(format!(
-            "{} ({}; {}: {})",
-            t.name,
-            t.reason.as_deref().unwrap_or("control failed"),
-            t.check_exit.as_deref().unwrap_or("-"),
-            crate::evaluate::headline(&t.check_output)
-        ));
-    }
-    if !broken.is_empty() {
-        anyhow::bail!(
-            "evaluator controls do not hold — infra_error, not the agent's: {}",
-            broken.join("; ")
-        );
-    }
-    let reused = report
-        .targets
-        .iter()
-        .filter(|t| t.source.as_ref().is_some_and(|s| s.how == "reused"))
-        .count();
-    Ok(format!(
-        "{} checks' controls hold ({} run, {reused} reused from the control cache)",
-        report.targets.len(),
-        report.targets.len() - reused
-    ))
-}
-
-/// V1: the report seals the run, so nothing may write into it afterwards: stops both processes
-/// and waits (bounded, 5 s) until they have exited.
-pub(super) async fn stop_for_seal(canary: &mut Canary) {
-    use std::time::{Duration, Instant};
-    let pids: Vec<u32> = [&canary.full, &canary.observed]
-        .into_iter()
-        .filter_map(|p| p.as_ref().and_then(|p| p.pid))
-        .collect();
-    canary.stop(None).await;
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for pid in pids {
-        while Instant::now() < deadline {
-            let state = super::client::proc_state(u64::from(pid));
-            if state == "gone" || state.starts_with('Z') {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
 }
 
 /// The run's report.
@@ -423,8 +205,25 @@ impl From<&TargetRow> for ReportTarget {
     }
 }
 
+/// What the report is built from: the run's state as of now.
+pub struct ReportInputs<'a> {
+    pub run: &'a RunDir,
+    pub steps: &'a [StepOutcome],
+    pub targets: &'a [TargetRow],
+    pub evaluation: Option<&'a Evaluation>,
+    pub identity: &'a AgentIdentity,
+    pub host_record: Option<&'a HostRecord>,
+    pub agent_stop: Option<&'a AgentStop>,
+    pub agent_planned: bool,
+    /// [`super::record::provider_endpoints`]: a loopback one makes the run a rehearsal.
+    pub provider_endpoints: &'a Value,
+    /// What the run's chained evidence logs lost (one line per log and fault).
+    pub evidence_incomplete: Vec<String>,
+}
+
 impl Report {
-    pub fn build(canary: &Canary) -> Self {
+    /// The report of a run in the state `canary` gives.
+    pub fn build(canary: ReportInputs<'_>) -> Self {
         let targets: Vec<ReportTarget> = canary.targets.iter().map(ReportTarget::from).collect();
         // The report step itself is judged by this report, so it is not counted here.
         let steps_ok = canary
@@ -433,7 +232,7 @@ impl Report {
             .filter(|s| s.command != "report")
             .all(|s| s.ok);
         let evaluated = canary.evaluation.is_some();
-        let evidence_incomplete = canary.evidence_incomplete();
+        let evidence_incomplete = canary.evidence_incomplete;
         let rehearsal = canary
             .provider_endpoints
             .as_array()
@@ -457,27 +256,22 @@ impl Report {
             .iter()
             .find(|s| !s.ok && s.command != "report")
             .map(|s| (s.command.as_str(), s.summary.as_str()));
-        let (outcome, infra_abort) = super::outcome::decide(
-            failed_step,
-            passed,
-            canary.agent_stop.as_ref(),
-            canary.agent_planned,
-        );
+        let (outcome, infra_abort) =
+            super::outcome::decide(failed_step, passed, canary.agent_stop, canary.agent_planned);
         Self {
             run_id: canary.run.run_id.clone(),
             run_dir: canary.run.path.display().to_string(),
             passed,
             outcome,
             infra_abort,
-            agent_stop: canary.agent_stop.clone(),
-            steps: canary.steps.clone(),
+            agent_stop: canary.agent_stop.cloned(),
+            steps: canary.steps.to_vec(),
             targets,
             agent: canary.identity.clone(),
-            agent_host: canary.host_record.clone(),
-            require: canary.evaluation.as_ref().map(|e| e.require),
+            agent_host: canary.host_record.cloned(),
+            require: canary.evaluation.map(|e| e.require),
             rule: canary
                 .evaluation
-                .as_ref()
                 .map(|e| e.rule.clone())
                 .unwrap_or_default(),
             gate2: "closed",
@@ -895,102 +689,6 @@ mod tests {
             check_exit: Some("exit 1".into()),
             check_output: Some(output.into()),
             notes: Vec::new(),
-        }
-    }
-
-    /// K6: a journal replays from the fixture bytes to the target's state; a skipped revision,
-    /// an edit or save whose hash the replay does not reproduce, or a mismatched end is named.
-    #[test]
-    fn a_replayed_journal_reproduces_each_hash_and_names_the_first_that_does_not() {
-        let original = b"let a = 1;\n";
-        let edit = |revision: u64, content: &[u8]| {
-            json!({"kind": "edit", "revision": revision, "sha256": sha256_hex(content),
-                   "operations": [{"start_byte": 8, "end_byte": 9, "new_text": "2"}]})
-        };
-        let edited = b"let a = 2;\n";
-        let init = json!({"kind": "init", "revision": 0, "sha256": sha256_hex(original)});
-        let save =
-            json!({"kind": "save", "revision": 1, "version": 1, "sha256": sha256_hex(edited)});
-        let current = json!({"revision": 1, "version": 1, "sha256": sha256_hex(edited)});
-
-        let mut replayed = Replayed::new(original);
-        for entry in [&init, &edit(1, edited), &save] {
-            replayed.apply(entry).unwrap();
-        }
-        assert_eq!(replayed.content, edited);
-        replayed.matches(&current).unwrap();
-
-        let cases = [
-            (
-                vec![json!({"kind": "init", "revision": 0, "sha256": sha256_hex(b"other")})],
-                "the journal's init entry does not match the fixture bytes",
-            ),
-            (
-                vec![init.clone(), edit(2, edited)],
-                "journal edit for revision 2 follows revision 0",
-            ),
-            (
-                vec![init.clone(), edit(1, b"something else")],
-                "replay of revision 1 does not reproduce its hash",
-            ),
-            (
-                vec![
-                    init.clone(),
-                    json!({"kind": "save", "revision": 0, "version": 1, "sha256": "00"}),
-                ],
-                "saved version 1 does not match the replayed content at revision 0",
-            ),
-            (
-                vec![
-                    init.clone(),
-                    json!({"kind": "edit", "revision": 1, "sha256": "00",
-                    "operations": [{"start_byte": 5, "end_byte": 99, "new_text": ""}]}),
-                ],
-                "revision 1: operation range 5..99 is out of bounds",
-            ),
-            (
-                vec![json!({"kind": "rename"})],
-                "unknown journal entry kind `rename`",
-            ),
-        ];
-        for (entries, expected) in cases {
-            let mut replayed = Replayed::new(original);
-            let err = entries
-                .iter()
-                .map(|e| replayed.apply(e))
-                .find_map(Result::err)
-                .unwrap_or_else(|| panic!("no error for {entries:?}"));
-            assert_eq!(err, expected);
-        }
-        let behind = Replayed::new(original);
-        assert_eq!(
-            behind.matches(&current).unwrap_err(),
-            "replay ends at revision 0 but the target is at revision 1"
-        );
-    }
-
-    #[test]
-    fn replayed_edits_may_insert_and_reach_the_end_but_not_reverse_or_pass_it() {
-        // "let a = 1;\n" is 11 bytes. One step inserts at 0 (an empty range) and replaces
-        // bytes 10..11 (the last one); K6 replays both, applied from the end backwards.
-        let original = b"let a = 1;\n";
-        let step = |ops: Value, content: &[u8]| json!({"kind": "edit", "revision": 1, "sha256": sha256_hex(content), "operations": ops});
-        let mut replayed = Replayed::new(original);
-        let both = json!([
-            {"start_byte": 0, "end_byte": 0, "new_text": "// x\n"},
-            {"start_byte": 10, "end_byte": 11, "new_text": "\n\n"},
-        ]);
-        replayed
-            .apply(&step(both, b"// x\nlet a = 1;\n\n"))
-            .expect("an insertion and an edit ending at the content's end replay");
-        assert_eq!(replayed.content, b"// x\nlet a = 1;\n\n");
-        for (start, end) in [(5, 4), (11, 12)] {
-            let mut replayed = Replayed::new(original);
-            let op = json!([{"start_byte": start, "end_byte": end, "new_text": ""}]);
-            assert_eq!(
-                replayed.apply(&step(op, b"")).unwrap_err(),
-                format!("revision 1: operation range {start}..{end} is out of bounds")
-            );
         }
     }
 

@@ -8,10 +8,14 @@ use std::path::Path;
 use serde_json::Value;
 use similar::TextDiff;
 
-use super::host_run::HOST_OBSERVED;
-use super::{Canary, TargetRow};
+use super::error::StepError;
+use super::names::HOST_OBSERVED;
+use super::state::TargetRow;
 use crate::display::{visible, visible_inline};
+use crate::evaluate::Evaluation;
+use crate::evidence::RunDir;
 use crate::fixtures::Fixture;
+use crate::fixtures::FixtureManifest;
 
 /// Lines of context around each change in the diffs.
 pub const DIFF_CONTEXT: usize = 3;
@@ -34,15 +38,6 @@ pub struct Attempt {
     pub reasons: Vec<String>,
     /// The receipt's warnings (`SYNTAX_ERRORS_INTRODUCED: …`, `LINE_ENDINGS_NORMALISED: …`).
     pub warnings: Vec<String>,
-}
-
-/// The JSON-RPC messages of a wire log ([`crate::evidence::WireRecord`] lines: the exact bytes of each message),
-/// in wire order; lines that are not records, or messages that are not JSON, are skipped.
-pub fn wire_messages(log: &str) -> Vec<Value> {
-    crate::evidence::wire_messages(log)
-        .into_iter()
-        .map(|m| m.message)
-        .collect()
 }
 
 /// The submissions to `target` in a wire log, each paired with its result by (process,
@@ -162,22 +157,38 @@ pub fn unified(old: &[u8], new: &[u8], old_name: &str, new_name: &str) -> Vec<St
     lines
 }
 
-impl Canary {
-    /// The story of target `name` as this run knows it now: its header, the verdict, the
-    /// submissions and the diffs, one section each. Errors name the known targets.
-    pub fn target_story(&self, name: &str) -> anyhow::Result<String> {
+/// What a target's story is told from: the run directory (wire logs, exports), the target
+/// rows, the suite and the evaluation once there is one.
+pub struct StoryInputs<'a> {
+    pub run: &'a RunDir,
+    pub targets: &'a [TargetRow],
+    pub manifest: &'a FixtureManifest,
+    pub evaluation: Option<&'a Evaluation>,
+}
+
+/// The story of target `name` as the run knows it now: its header, the verdict, the
+/// submissions and the diffs, one section each. Errors: an unknown target (naming the known
+/// ones), a fixture file or an existing export that cannot be read.
+pub fn target_story(inputs: &StoryInputs<'_>, name: &str) -> Result<String, StepError> {
+    inputs.story(name)
+}
+
+impl StoryInputs<'_> {
+    fn story(&self, name: &str) -> Result<String, StepError> {
         let row = self
             .targets
             .iter()
             .find(|t| t.name == name)
             .ok_or_else(|| {
                 let names: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
-                anyhow::anyhow!("no target `{name}`; targets are: {}", names.join(", "))
+                StepError::Refused(format!(
+                    "no target `{name}`; targets are: {}",
+                    names.join(", ")
+                ))
             })?;
-        let fixture = self
-            .manifest
-            .fixture(name)
-            .ok_or_else(|| anyhow::anyhow!("target `{name}` is not in the fixture manifest"))?;
+        let fixture = self.manifest.fixture(name).ok_or_else(|| {
+            StepError::Refused(format!("target `{name}` is not in the fixture manifest"))
+        })?;
         let mut out = story_header(row, fixture);
         out.push(String::new());
         out.extend(self.verdict_section(name));
@@ -194,7 +205,6 @@ impl Canary {
     fn verdict_section(&self, name: &str) -> Vec<String> {
         let Some(v) = self
             .evaluation
-            .as_ref()
             .and_then(|e| e.targets.iter().find(|t| t.name == name))
         else {
             return vec!["verdict: not evaluated yet (run `evaluate`)".into()];
@@ -254,7 +264,7 @@ impl Canary {
     /// with its receipt's outcome and reasons.
     fn submissions_section(&self, name: &str) -> Vec<String> {
         let mut attempts = Vec::new();
-        for process in ["observed", HOST_OBSERVED] {
+        for process in [crate::evidence::run_dir::process::OBSERVED, HOST_OBSERVED] {
             // Streamed: a long log never sits in memory whole.
             if let Ok(file) = std::fs::File::open(self.run.wire_log(process)) {
                 let log = std::io::BufReader::with_capacity(64 * 1024, file);
@@ -270,7 +280,7 @@ impl Canary {
                 visible_inline(&a.request_key),
                 a.base_revision.map_or("?".into(), |r| r.to_string()),
                 a.revision.map_or("-".into(), |r| format!("r{r}")),
-                if a.process == "observed" {
+                if a.process == crate::evidence::run_dir::process::OBSERVED {
                     String::new()
                 } else {
                     format!(" ({})", a.process)
@@ -288,10 +298,10 @@ impl Canary {
 
     /// Diffs of the export against the expected and the original bytes. Errors when a fixture
     /// file or an existing export cannot be read.
-    fn diffs_section(&self, fixture: &Fixture) -> anyhow::Result<Vec<String>> {
+    fn diffs_section(&self, fixture: &Fixture) -> Result<Vec<String>, StepError> {
         let original = std::fs::read(self.manifest.resolve(&fixture.original))?;
         let expected = std::fs::read(self.manifest.resolve(&fixture.expected))?;
-        let export_path = self.run.exports().join(&fixture.module_file);
+        let export_path = self.run.export(&fixture.module_file);
         let Some(exported) = read_if_exists(&export_path)? else {
             return Ok(vec!["diffs: not exported yet (run `export`)".into()]);
         };

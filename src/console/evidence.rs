@@ -253,17 +253,17 @@ fn tool_of(v: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-/// The key pairing a result with its request: the logging process's pid with the JSON-RPC
-/// `id` (a relaunched process appends to the same log and reuses ids), or the transcript's
-/// `step`.
+/// The key pairing a result with its request: a wire record's [`crate::evidence::ExchangeKey`]
+/// (the logging process with the JSON-RPC `id`, as every wire-log reader pairs them), the id
+/// alone for a line without a process, or the transcript's `step`.
 fn key_of(v: &Value) -> Option<String> {
-    if let Some(id) = v.pointer("/message/id") {
-        return Some(match v.get("pid") {
-            Some(pid) => format!("{pid}:{id}"),
-            None => id.to_string(),
-        });
+    let Some(message) = v.get("message").filter(|m| m.get("id").is_some()) else {
+        return v.get("step").map(|k| k.to_string());
+    };
+    match v["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) {
+        Some(pid) => crate::evidence::ExchangeKey::of(pid, message).map(|k| k.to_string()),
+        None => message.get("id").map(Value::to_string),
     }
-    v.get("step").map(|k| k.to_string())
 }
 
 fn short(s: &str, n: usize) -> String {

@@ -847,7 +847,7 @@ fn run_evidence_view(run: &crate::evidence::RunDir) -> evidence::EvidenceView {
         ),
         (
             "host-observed requests/results".into(),
-            run.wire_log(crate::canary::host_run::HOST_OBSERVED),
+            run.wire_log(crate::canary::names::HOST_OBSERVED),
         ),
         (
             "worker stderr (observed)".into(),

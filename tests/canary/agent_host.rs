@@ -322,7 +322,7 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     assert_eq!(tools, sealed_tools());
     assert!(stream.last().unwrap().contains("\"type\":\"result\""));
     // A2: the working directory held only the brief.
-    assert!(patchdiff::canary::host_run::workdir_is_sealed(
+    assert!(patchdiff::canary::steps::agent_host::workdir_is_sealed(
         &run.join("agent-workdir")
     ));
     // A4: the manifest names the CLI and its version, written before the agent ran.

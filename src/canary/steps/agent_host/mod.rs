@@ -11,106 +11,72 @@ use nix::unistd::Pid;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use super::command::{Host, ProcessKind};
-use super::host::{
-    self, HostPaths, HostProgress, HostRecord, HostRun, Redactor, SEAL_REPORT_WAIT, StreamState,
-    TERMINATE_GRACE,
+mod ending;
+
+use self::ending::{
+    Ending, HostOutcome, agent_stop, host_record, host_summary, judge_host, seal_refusal,
+    wire_has_tool_call,
 };
-use super::outcome::{AgentStop, StopReason};
-use super::{Canary, READINESS_WAIT, WorkerReadiness, client, worker_readiness};
-use crate::evidence::{JsonlLog, create_private_dir, open_append_private, write_new_private};
+use crate::canary::client::McpProcess;
+use crate::canary::error::StepError;
+use crate::canary::host::{
+    self, HostPaths, HostProgress, HostRecord, HostRun, Redactor, SEAL_REPORT_WAIT, SharedProgress,
+    StreamState, TERMINATE_GRACE,
+};
+use crate::canary::names::{HOST_OBSERVED, Host};
+use crate::canary::outcome::{AgentStop, StopReason};
+use crate::canary::state::TargetRow;
+use crate::canary::steps::preflight::{READINESS_WAIT, WorkerReadiness, worker_readiness};
+use crate::config::Settings;
+use crate::evidence::run_dir::AgentFile;
+use crate::evidence::{
+    JsonlLog, RunDir, create_private_dir, open_append_private, write_new_private,
+};
+use crate::fixtures::FixtureManifest;
 use crate::telemetry::unix_ms_now;
 
-/// The evidence name of the observed process an agent host starts.
-pub const HOST_OBSERVED: &str = "host-observed";
-
-/// How the host run ended, before it is judged.
-enum Ending {
-    /// The stream closed and the host exited.
-    Exited,
-    TimedOut,
-    /// The step stopped the host: the seal or the preflight did not hold (the reason before
-    /// the agent acted: [`StopReason::SealRefused`], [`StopReason::PreflightFailed`], …).
-    Refused(StopReason, String),
+/// The run state the agent host step uses (A1–A4), borrowed from the run for the step's
+/// length; what the step learned comes back in [`HostStep::stop`] and [`HostStep::record`].
+pub struct HostStep<'a> {
+    pub run: &'a RunDir,
+    /// The `patchdiff` executable the host starts as its observed process.
+    pub exe: &'a Path,
+    pub settings: &'a Settings,
+    /// The run's suite: the agent brief is written from it.
+    pub manifest: &'a FixtureManifest,
+    /// The observed process's environment as the host is to start it.
+    pub observed_env: Vec<(String, String)>,
+    /// The model `record` named, used when the step names none.
+    pub recorded_model: Option<String>,
+    /// `init` ran (the agent works on initialized targets).
+    pub initialized: bool,
+    /// An agent host already ran in this run (C7: one canary per run).
+    pub host_ran: bool,
+    /// Where the console reads the running host's progress (U1).
+    pub progress: &'a SharedProgress,
+    /// The full-profile process, for the targets' freshness (C3).
+    pub full: Option<&'a McpProcess>,
+    pub targets: &'a [TargetRow],
+    /// How the agent stopped, once the step knows (output).
+    pub stop: Option<AgentStop>,
+    /// The host record (A4), once the host ran (output).
+    pub record: Option<HostRecord>,
 }
 
-impl Canary {
-    /// Resolves the host's binary and version before `init`, so the manifest names them (A4).
-    /// A binary that does not resolve is recorded as `binary: null` with `binary_error` (as
-    /// [`host::resolve_binary`] words it): the `agent` step then fails before the agent acted
-    /// and the run is `infra_abort`, with a report saying so.
-    pub async fn plan_host(&mut self, host: Host, model: Option<&str>) {
-        let model = model.or(self.identity.model.as_deref());
-        self.planned_host = Some(match host::resolve_binary(host, &self.options.settings) {
-            Ok(binary) => {
-                let version = host::host_version(&binary).await;
-                json!({
-                    "host": host.as_str(), "binary": binary, "version": version,
-                    "requested_model": model,
-                })
-            }
-            Err(e) => json!({
-                "host": host.as_str(), "binary": null, "binary_error": format!("{e:#}"),
-                "version": null, "requested_model": model,
-            }),
-        });
-    }
-
-    /// The observed process's environment as the host is to start it: the console's observed
-    /// configuration, with its own perf events and wire log in the run directory (E1) and the
-    /// resolved Node binary (P1).
-    pub(super) fn host_observed_env(&self) -> Vec<(String, String)> {
-        let mut env = self.launch_spec(ProcessKind::Observed).env;
-        env.retain(|(k, _)| {
-            k != crate::config::Key::PerfEvents.variable()
-                && k != crate::config::Key::EvidenceWireLog.variable()
-                && k != crate::config::Key::NodeBinary.variable()
-        });
-        let node = super::resolved_node_binary(&self.options.settings);
-        let extra = client::host_env(
-            &self.database_path(),
-            &self.run.perf_events(HOST_OBSERVED),
-            &self.run.wire_log(HOST_OBSERVED),
-            node.as_deref(),
-        );
-        for (k, v) in extra {
-            if !env.iter().any(|(ek, _)| *ek == k) {
-                env.push((k, v));
-            }
-        }
-        // The observed process knows the provider credentials' values (and never uses
-        // them) so that its wire log redacts a key the model puts into a tool argument.
-        for (k, v) in host::provider_env() {
-            if crate::redact::is_secret_name(&k) && !env.iter().any(|(ek, _)| *ek == k) {
-                env.push((k, v));
-            }
-        }
-        // A3: the process holds tool calls until the step has checked the seal.
-        env.push((
-            crate::mcp::gate::GATE_VARIABLE.into(),
-            self.admission_file().display().to_string(),
-        ));
-        env
-    }
-
-    /// The file whose creation admits the agent (A3).
-    fn admission_file(&self) -> std::path::PathBuf {
-        self.run.path.join("agent.admitted")
-    }
-
+impl HostStep<'_> {
     /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
     /// working directory and configuration, launches the host, follows its stream to its end,
     /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
     /// Records how the agent stopped ([`Canary::agent_stop`]): a failure before
     /// the host's first model turn is a reason before acting (the run is `infra_abort`).
     /// Returns the step's summary; errors say why the host was refused, failed or timed out.
-    pub(super) async fn agent_host(
+    pub async fn run(
         &mut self,
         host: Host,
         model: Option<String>,
         max_turns: Option<u32>,
         timeout: Duration,
-    ) -> anyhow::Result<String> {
+    ) -> Result<String, StepError> {
         // A1: the step's timeout holds from here, the step's start: the checks before the host
         // starts count against it too, so nothing below waits without this deadline.
         let started = Instant::now();
@@ -119,11 +85,17 @@ impl Canary {
         let model = self
             .check_host_step(host, model)
             .map_err(|e| self.stopped_before(StopReason::NotStarted, e))?;
-        let binary = host::resolve_binary(host, &self.options.settings)
+        let binary = host::resolve_binary(host, self.settings)
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // C3 for what the console can check before the host exists: fresh targets.
         let doing = "checking that the targets are fresh";
-        let fresh = before_deadline(deadline, timeout, doing, self.check_targets_fresh()).await;
+        let fresh = before_deadline(
+            deadline,
+            timeout,
+            doing,
+            check_fresh(self.full, self.targets),
+        )
+        .await;
         fresh.map_err(|e| self.stopped_before(StopReason::PreflightFailed, e))?;
         let doing = "asking the host for its --version";
         let asked = before_deadline(deadline, timeout, doing, async {
@@ -170,11 +142,11 @@ impl Canary {
             },
             timed_out,
             provider: &provider,
-            tool_errors: super::outcome::tool_errors_in_wire_log(&wire),
+            tool_errors: crate::canary::outcome::tool_errors_in_wire_log(&wire),
         });
         write_new_private(
-            &self.run.path.join(format!("agent.{name}.json")),
-            &serde_json::to_vec_pretty(&record)?,
+            &host.file(self.run, AgentFile::Record),
+            &serde_json::to_vec_pretty(&record).map_err(anyhow::Error::from)?,
         )?;
         let verdict = judge_host(&ending, &exit, timed_out, &state, &record, &run);
         // The agent acted once the model answered or a call reached the
@@ -187,23 +159,30 @@ impl Canary {
             Err(_) => "failed".into(),
         });
         let summary = host_summary(&record, &run, started.elapsed());
-        self.host_record = Some(record);
-        self.agent_stop = Some(stop.clone());
+        self.record = Some(record);
+        self.stop = Some(stop.clone());
         drop(home);
         match verdict {
             Ok(()) => Ok(summary),
-            Err(why) if stop.acted => Err(anyhow::anyhow!("agent {name}: {}: {why}", stop.why)),
-            Err(why) => Err(anyhow::anyhow!(
+            Err(why) if stop.acted => Err(StepError::Failed(format!(
+                "agent {name}: {}: {why}",
+                stop.why
+            ))),
+            Err(why) => Err(StepError::Failed(format!(
                 "agent {name}: {}: {why} — the agent never acted: nothing is judged (infra_abort)",
                 stop.why
-            )),
+            ))),
         }
     }
 
     /// Records that the agent step stopped before the agent acted, for `reason`; returns `e`.
-    fn stopped_before(&mut self, reason: StopReason, e: anyhow::Error) -> anyhow::Error {
-        self.agent_stop = Some(AgentStop::new(reason, format!("{e:#}")));
-        e
+    fn stopped_before(&mut self, reason: StopReason, e: anyhow::Error) -> StepError {
+        let why = format!("{e:#}");
+        self.stop = Some(AgentStop::new(reason, why.clone()));
+        match reason {
+            StopReason::NotStarted => StepError::Refused(why),
+            _ => StepError::Failed(why),
+        }
     }
 
     /// Launches the host, keeps its stream (A4, V1: each line exactly as printed, credentials
@@ -223,9 +202,8 @@ impl Canary {
         let redactor = Redactor::new(provider);
         let mut child = spawn_host(run, paths, brief, provider)?;
         let pid = child.id();
-        let stream_log = JsonlLog::open(&self.run.path.join(format!("agent.{name}.jsonl")))?;
-        let stderr_log =
-            open_append_private(&self.run.path.join(format!("agent.{name}.stderr.log")))?;
+        let stream_log = JsonlLog::open(&run.host.file(self.run, AgentFile::Stream))?;
+        let stderr_log = open_append_private(&run.host.file(self.run, AgentFile::Stderr))?;
         let stderr_task = child
             .stderr
             .take()
@@ -278,12 +256,12 @@ impl Canary {
         if !self.initialized {
             anyhow::bail!("run `init` first: the agent works on the five initialized targets");
         }
-        if self.host_record.is_some() {
+        if self.host_ran {
             anyhow::bail!("an agent host already ran in this run; a run is one canary (C7)");
         }
         let name = host.as_str();
         model
-            .or_else(|| self.identity.model.clone())
+            .or_else(|| self.recorded_model.clone())
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "agent {name}: no model: give model=… or run `record model=…` first"
@@ -298,10 +276,10 @@ impl Canary {
         &self,
         host: Host,
     ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
-        let name = host.as_str();
-        let brief_path = self.write_agent_brief()?;
+        let brief_path =
+            crate::canary::steps::host_config::write_agent_brief(self.run, self.manifest)?;
         let brief = std::fs::read_to_string(&brief_path)?;
-        let workdir = self.run.path.join("agent-workdir");
+        let workdir = self.run.path.join(AGENT_WORKDIR);
         if workdir.exists() {
             anyhow::bail!(
                 "{} already exists; one agent host per run",
@@ -309,14 +287,17 @@ impl Canary {
             );
         }
         create_private_dir(&workdir)?;
-        write_new_private(&workdir.join("agent-brief.md"), brief.as_bytes())?;
+        write_new_private(
+            &workdir.join(crate::evidence::run_dir::AGENT_BRIEF_FILE),
+            brief.as_bytes(),
+        )?;
         let home = tempfile::Builder::new()
             .prefix("patchdiff-host-")
             .tempdir()?;
         let paths = HostPaths {
             workdir,
-            mcp_config: self.run.path.join(format!("agent.{name}.mcp.json")),
-            settings: self.run.path.join(format!("agent.{name}.settings.json")),
+            mcp_config: host.file(self.run, AgentFile::McpConfig),
+            settings: host.file(self.run, AgentFile::Settings),
             home: home.path().to_owned(),
         };
         self.write_host_files(host, &paths)?;
@@ -327,14 +308,14 @@ impl Canary {
     /// `--mcp-config` JSON and settings; Codex's `config.toml` in its private home (and a copy
     /// in the run directory as evidence).
     fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
-        let exe = self.options.exe.display().to_string();
-        let observed_env = self.host_observed_env();
+        let exe = self.exe.display().to_string();
+        let observed_env = &self.observed_env;
         // The evidence copies carry no credential (database password, provider key).
         let redactor = Redactor::new(observed_env.iter().chain(&host::provider_env()));
         match host {
             Host::Claude => {
                 let config =
-                    serde_json::to_string_pretty(&host::claude_mcp_config(&exe, &observed_env))?;
+                    serde_json::to_string_pretty(&host::claude_mcp_config(&exe, observed_env))?;
                 write_new_private(&paths.host_mcp_config(), config.as_bytes())?;
                 write_new_private(&paths.mcp_config, redactor.redact(&config).as_bytes())?;
                 let settings = serde_json::to_vec_pretty(&host::claude_settings())?;
@@ -343,7 +324,11 @@ impl Canary {
             Host::Codex | Host::Cursor => {
                 let codex_home = paths.home.join(".codex");
                 create_private_dir(&codex_home)?;
-                let text = super::host_config_text(Some(Host::Codex), &exe, &observed_env);
+                let text = crate::canary::steps::host_config::host_config_text(
+                    Some(Host::Codex),
+                    &exe,
+                    observed_env,
+                );
                 let server: String = text
                     .lines()
                     .filter(|l| !l.starts_with('#'))
@@ -429,7 +414,7 @@ impl Canary {
                 Ok(true) => {
                     // A3: seal and preflight hold — open the gate for the agent's calls.
                     let note = format!("admitted at {} ms\n", unix_ms_now() as u64);
-                    if let Err(e) = write_new_private(&self.admission_file(), note.as_bytes()) {
+                    if let Err(e) = write_new_private(&self.run.admission(), note.as_bytes()) {
                         return Some(Ending::Refused(
                             StopReason::PreflightFailed,
                             format!("cannot admit the agent: {e}"),
@@ -505,13 +490,13 @@ impl Canary {
     }
 
     fn set_progress(&self, progress: HostProgress) {
-        if let Ok(mut cell) = self.host_progress.lock() {
+        if let Ok(mut cell) = self.progress.lock() {
             *cell = Some(progress);
         }
     }
 
     fn update_progress(&self, state: &StreamState, phase: &str) {
-        if let Ok(mut cell) = self.host_progress.lock()
+        if let Ok(mut cell) = self.progress.lock()
             && let Some(p) = cell.as_mut()
         {
             p.turns = state.turns;
@@ -522,12 +507,23 @@ impl Canary {
     }
 
     fn finish_progress(&self, how: String) {
-        if let Ok(mut cell) = self.host_progress.lock()
+        if let Ok(mut cell) = self.progress.lock()
             && let Some(p) = cell.as_mut()
         {
             p.state = how;
         }
     }
+}
+
+/// The name of the sealed working directory the host runs in, in the run directory (A2).
+pub const AGENT_WORKDIR: &str = "agent-workdir";
+
+/// C3 before the host exists: the targets are fresh, as the full process reads them.
+async fn check_fresh(full: Option<&McpProcess>, targets: &[TargetRow]) -> anyhow::Result<()> {
+    let full = full.ok_or_else(|| anyhow::anyhow!("{}", StepError::no_full()))?;
+    super::preflight::check_targets_fresh(full, targets)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// Runs `work` (a step's part before its host starts) until the step's `deadline`; past it, the
@@ -559,34 +555,6 @@ struct Hosted {
     stopped: String,
 }
 
-/// A3 on a stream line just observed: a call to a tool outside the six, or a seal the host
-/// reported that does not hold, refuses the host; a seal that holds is timed (`sealed_at`).
-fn seal_refusal(state: &StreamState, sealed_at: &mut Option<Instant>) -> Option<Ending> {
-    if let Some(call) = &state.foreign_call {
-        // After the agent acted this is its outcome (`SealBroken`), see `agent_stop`.
-        return Some(Ending::Refused(
-            StopReason::SealRefused,
-            format!(
-                "the seal does not hold: the host used `{call}`, which is not one of the six observed tools (A3)"
-            ),
-        ));
-    }
-    if sealed_at.is_none()
-        && let Some(seal) = &state.seal
-    {
-        if let Some(problem) = &seal.problem {
-            return Some(Ending::Refused(
-                StopReason::SealRefused,
-                format!(
-                    "the seal does not hold, the host was stopped before the agent acted: {problem} (A3)"
-                ),
-            ));
-        }
-        *sealed_at = Some(Instant::now());
-    }
-    None
-}
-
 /// Starts the host CLI headless in its sealed working directory, with only the environment
 /// [`host::host_env`] gives it, in its own process group (A1: the whole group stops at the
 /// timeout). Errors name the binary that could not start.
@@ -610,172 +578,6 @@ fn spawn_host(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", run.binary.display()))
-}
-
-/// What one host run produced, for its [`HostRecord`].
-struct HostOutcome<'a> {
-    run: &'a HostRun,
-    version: String,
-    pid: Option<u32>,
-    state: &'a StreamState,
-    duration: Duration,
-    /// The exit status, and what stopping the group took.
-    exit: String,
-    timed_out: bool,
-    provider: &'a [(String, String)],
-    /// Tool errors by tool and reason code, from the host-started observed process's wire log.
-    tool_errors: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
-}
-
-/// A4: the record of the run (`agent.<host>.json`, and the report).
-fn host_record(o: HostOutcome<'_>) -> HostRecord {
-    let state = o.state;
-    let usage = state.normalized_usage();
-    HostRecord {
-        host: o.run.host.as_str().to_owned(),
-        binary: o.run.binary.display().to_string(),
-        version: o.version,
-        pid: o.pid,
-        requested_model: o.run.model.clone(),
-        reported_models: state.reported_models.clone(),
-        max_turns: o.run.max_turns,
-        timeout_s: o.run.timeout.as_secs(),
-        session_id: state.session_id.clone(),
-        seal: state.seal.clone().unwrap_or_default(),
-        turns: state.turns,
-        host_turns: state.host_turns,
-        tool_calls: state.tool_calls.clone(),
-        tool_calls_total: state.tool_calls.values().sum(),
-        tool_errors: o.tool_errors,
-        input_tokens: usage.input_tokens,
-        output_tokens: usage.output_tokens,
-        cache_read_tokens: usage.cache_read_tokens,
-        cache_write_tokens: usage.cache_write_tokens,
-        usage_source: usage.source.to_owned(),
-        usage: usage.raw,
-        cost_usd: state.cost_usd,
-        host_duration_ms: state.host_duration_ms,
-        duration_ms: o.duration.as_millis() as u64,
-        minutes: o.duration.as_secs_f64() / 60.0,
-        provider_error: state.provider_error.clone(),
-        result: state.result.clone(),
-        exit: o.exit,
-        timed_out: o.timed_out,
-        provider_variables: o.provider.iter().map(|(k, _)| k.clone()).collect(),
-    }
-}
-
-/// The step's verdict: the host exited with status 0 and a result that is not an error, within
-/// the timeout; otherwise why not (timed out, refused, closed its stream but did not exit, or
-/// the exit and result it ended with). `exit` is the status without what stopping took.
-fn judge_host(
-    ending: &Ending,
-    exit: &str,
-    timed_out: bool,
-    state: &StreamState,
-    record: &HostRecord,
-    run: &HostRun,
-) -> Result<(), String> {
-    let name = run.host.as_str();
-    let calls: u64 = record.tool_calls.values().sum();
-    match ending {
-        Ending::TimedOut => Err(format!(
-            "timed out after {} s and was stopped (process group {}); {} turns, {calls} tool calls so far",
-            run.timeout.as_secs(),
-            record.pid.map_or("?".into(), |p| p.to_string()),
-            record.turns
-        )),
-        Ending::Refused(_, why) => Err(why.clone()),
-        Ending::Exited if timed_out => Err(format!(
-            "closed its stream but did not exit within the timeout of {} s",
-            run.timeout.as_secs()
-        )),
-        Ending::Exited if !exit.contains("exit status: 0") || state.result_is_error => {
-            Err(format!(
-                "{name} ended with {exit}, result {}; see agent.{name}.jsonl and agent.{name}.stderr.log",
-                record.result.as_deref().unwrap_or("none")
-            ))
-        }
-        Ending::Exited => Ok(()),
-    }
-}
-
-/// How the agent stopped, from how the host run ended, the step's verdict,
-/// whether it ran into the timeout, its stream, and whether the agent `acted` (the model
-/// answered, or a tool call reached the observed process). Before acting, a refusal keeps its
-/// reason, a provider error is `ProviderRefused`, a timeout `ProviderSilent`, any other end
-/// `HostExitedEarly`; after it, the reasons are the agent's own.
-fn agent_stop(
-    ending: &Ending,
-    verdict: &Result<(), String>,
-    timed_out: bool,
-    state: &StreamState,
-    acted: bool,
-) -> AgentStop {
-    let detail = match verdict {
-        Ok(()) => state.result.clone().unwrap_or_else(|| "exited".into()),
-        Err(why) => why.clone(),
-    };
-    let detail = match &state.provider_error {
-        Some(e) if !detail.contains(e.as_str()) => format!("{detail}; provider: {e}"),
-        _ => detail,
-    };
-    let reason = match (ending, acted) {
-        (Ending::Refused(reason, _), false) => *reason,
-        // The admission gate holds every tool call until the host-started process passes
-        // preflight, so a failed preflight (its worker not ready in time, a wrong tool list)
-        // kept the agent's calls from every target even when the model already answered:
-        // the product's fault, before the agent could act, never the agent's seal.
-        (Ending::Refused(StopReason::PreflightFailed, _), true) => StopReason::PreflightFailed,
-        (Ending::Refused(..), true) => StopReason::SealBroken,
-        (Ending::TimedOut, true) => StopReason::TimedOut,
-        (Ending::TimedOut, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
-        (Ending::TimedOut, false) => StopReason::ProviderSilent,
-        (Ending::Exited, _) if verdict.is_ok() && acted => StopReason::Finished,
-        (Ending::Exited, false) if state.provider_error.is_some() => StopReason::ProviderRefused,
-        (Ending::Exited, false) => StopReason::HostExitedEarly,
-        (Ending::Exited, true) if timed_out => StopReason::HostCrashed,
-        (Ending::Exited, true) if state.result.as_deref() == Some("error_max_turns") => {
-            StopReason::MaxTurns
-        }
-        (Ending::Exited, true) if state.provider_error.is_some() => StopReason::ProviderError,
-        (Ending::Exited, true) => StopReason::HostCrashed,
-    };
-    AgentStop::new(reason, detail)
-}
-
-/// Whether an MCP wire log holds a `tools/call` request (the agent reached the process).
-fn wire_has_tool_call(wire: &str) -> bool {
-    super::story::wire_messages(wire)
-        .iter()
-        .any(|m| m["method"] == "tools/call")
-}
-
-/// The step's summary when the host succeeded: version, model, turns, tool calls and errors,
-/// tokens in and out, cost, seal, seconds.
-fn host_summary(record: &HostRecord, run: &HostRun, elapsed: Duration) -> String {
-    let calls = record.tool_calls_total;
-    let errors: u64 = record.tool_errors.values().flat_map(|c| c.values()).sum();
-    let seal = format!("sealed: 6 tools, server {}", host::SERVER_NAME);
-    let tokens = match (record.input_tokens, record.output_tokens) {
-        (Some(i), Some(o)) => format!(" · {i} in / {o} out tokens"),
-        _ => String::new(),
-    };
-    format!(
-        "{} {} · model {} · {} turns · {calls} tool calls ({errors} errors){tokens}{} · {seal} · {:.1} s",
-        run.host.as_str(),
-        record.version,
-        record
-            .reported_models
-            .first()
-            .cloned()
-            .unwrap_or_else(|| run.model.clone()),
-        record.turns,
-        record
-            .cost_usd
-            .map_or(String::new(), |c| format!(" · ${c:.4}")),
-        elapsed.as_secs_f64()
-    )
 }
 
 /// Copies the host's stderr to its log, line by line, with credentials redacted (A4).

@@ -1,0 +1,110 @@
+//! The canary's names (a leaf: it uses nothing of `canary`): which MCP process, which agent
+//! host, and the names a run's files and an agent host's configuration use for them. Paths are
+//! built from these by [`crate::evidence::RunDir`].
+
+use crate::config::Key;
+use crate::mcp::OBSERVED_TOOLS;
+
+pub use crate::evidence::run_dir::process::HOST_OBSERVED;
+
+/// A2: the one MCP server the sealed host may see, as named in its configuration.
+pub const SERVER_NAME: &str = "patchdiff";
+
+/// Which MCP process a command addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProcessKind {
+    /// The trusted full-profile process (init, export, audit; C2).
+    Full,
+    /// The observed-profile process the agent reaches.
+    Observed,
+}
+
+impl ProcessKind {
+    /// The process's name in the run directory's file names
+    /// ([`crate::evidence::run_dir::process`]).
+    pub fn as_str(self) -> &'static str {
+        use crate::evidence::run_dir::process;
+        match self {
+            Self::Full => process::FULL,
+            Self::Observed => process::OBSERVED,
+        }
+    }
+}
+
+/// The agent hosts: `host-config` prints their configuration, `agent claude|codex` runs one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Host {
+    Claude,
+    Codex,
+    Cursor,
+}
+
+impl Host {
+    /// The host's name (`agent.<host>.*` files, the `agent` command's argument).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Cursor => "cursor",
+        }
+    }
+
+    /// The host named `s`, if any.
+    pub fn parse(s: &str) -> Option<Self> {
+        <Self as clap::ValueEnum>::from_str(s, false).ok()
+    }
+
+    /// The path of one of this host's files in `run` (`agent.<host>.<file>`).
+    pub fn file(
+        self,
+        run: &crate::evidence::RunDir,
+        file: crate::evidence::run_dir::AgentFile,
+    ) -> std::path::PathBuf {
+        run.agent_file(self.as_str(), file)
+    }
+}
+
+impl Host {
+    /// The setting naming the host's executable (`PATCHDIFF_<HOST>_BINARY`).
+    pub fn binary_key(self) -> Key {
+        match self {
+            Self::Claude => Key::ClaudeBinary,
+            Self::Codex => Key::CodexBinary,
+            Self::Cursor => Key::CursorBinary,
+        }
+    }
+
+    /// The variable naming the host's executable.
+    pub fn binary_variable(self) -> &'static str {
+        self.binary_key().variable()
+    }
+
+    /// The executable looked up on `PATH` when the variable is unset.
+    pub fn default_binary(self) -> &'static str {
+        match self {
+            Self::Claude => "claude",
+            Self::Codex => "codex",
+            Self::Cursor => "cursor-agent",
+        }
+    }
+
+    /// How an operator installs the host.
+    pub fn install_hint(self) -> &'static str {
+        match self {
+            Self::Claude => "npm install -g @anthropic-ai/claude-code",
+            Self::Codex => "npm install -g @openai/codex",
+            Self::Cursor => "Cursor's agent CLI",
+        }
+    }
+
+    /// The six observed tools as this host names them to the model.
+    pub fn sealed_tool_names(self) -> Vec<String> {
+        OBSERVED_TOOLS
+            .iter()
+            .map(|t| match self {
+                Self::Claude => format!("mcp__{SERVER_NAME}__{t}"),
+                Self::Codex | Self::Cursor => (*t).to_owned(),
+            })
+            .collect()
+    }
+}
