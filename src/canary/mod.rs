@@ -10,7 +10,8 @@ pub mod outcome;
 pub mod plan;
 pub mod record;
 pub mod report;
-pub mod runs;
+// Runs over time moved to `crate::runs`; the old path stays for its callers.
+pub use crate::runs;
 pub mod story;
 
 use std::collections::BTreeMap;
@@ -151,7 +152,7 @@ pub fn new_run_id() -> String {
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -89,7 +89,7 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
         passed: report["passed"].as_bool(),
         verdicts,
         outcome: report["outcome"].as_str().map(str::to_owned),
-        rehearsal: super::record::is_rehearsal(&manifest),
+        rehearsal: crate::canary::record::is_rehearsal(&manifest),
     })
 }
 
@@ -166,7 +166,7 @@ fn date(ms: f64) -> String {
         return "-".into();
     }
     let secs = (ms / 1000.0) as i64;
-    let (y, m, d) = super::civil_from_days(secs.div_euclid(86_400));
+    let (y, m, d) = crate::canary::civil_from_days(secs.div_euclid(86_400));
     let rem = secs.rem_euclid(86_400);
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02}",
