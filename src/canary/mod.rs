@@ -108,7 +108,8 @@ pub struct Canary {
     initialized: bool,
     /// C3: the observed process (by pid) that last passed preflight; `agent` requires it.
     preflighted_pid: Option<u32>,
-    transcript: JsonlLog,
+    /// The transcript, opened when the run directory is created (the first writing step).
+    transcript: Option<JsonlLog>,
     /// Exit statuses of processes that stopped, by kind (U1).
     pub exits: BTreeMap<&'static str, String>,
     /// A1: the agent host a script will launch, known before `init` so the run manifest can
@@ -173,8 +174,13 @@ impl Canary {
             crate::redact::learn_database_url(crate::config::Key::DatabaseUrl.variable(), url);
         }
         let manifest = FixtureManifest::load(&options.manifest)?;
-        let run = RunDir::create(&options.runs_root, &new_run_id())?;
-        let transcript = JsonlLog::open(&run.transcript())?;
+        // The directory is created by the first step that writes ([`Canary::execute`]): a
+        // session that only views (`runs`, `target`) leaves nothing behind.
+        let run_id = new_run_id();
+        let run = RunDir {
+            path: options.runs_root.join(&run_id),
+            run_id,
+        };
         let targets = manifest
             .fixtures
             .iter()
@@ -199,7 +205,7 @@ impl Canary {
             manifest_written: false,
             initialized: false,
             preflighted_pid: None,
-            transcript,
+            transcript: None,
             exits: BTreeMap::new(),
             planned_host: None,
             host_progress: Default::default(),
@@ -305,7 +311,50 @@ impl Canary {
                 elapsed_ms: 0,
             };
         }
-        let result = match command {
+        let result = match self.create_run_dir_for(command) {
+            Err(e) => Err(e),
+            Ok(()) => self.run_step(command).await,
+        };
+        let (ok, summary) = match result {
+            Ok(s) => (true, s),
+            Err(e) => (false, format!("{e:#}")),
+        };
+        let outcome = StepOutcome {
+            command: command.name().to_owned(),
+            ok,
+            summary,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        // A view is not a step of the canary: it neither appears in nor fails the report.
+        if !command.is_view() {
+            self.steps.push(outcome.clone());
+        }
+        outcome
+    }
+
+    /// Whether the run directory exists yet: it is created by the first step that is not a
+    /// view, so a session that only views leaves none.
+    pub fn run_dir_created(&self) -> bool {
+        self.transcript.is_some()
+    }
+
+    /// Creates the run directory (0700) and opens its transcript before the first step that is
+    /// not a view ([`Command::is_view`]); views write nothing and need none.
+    fn create_run_dir_for(&mut self, command: &Command) -> anyhow::Result<()> {
+        if command.is_view() || self.transcript.is_some() {
+            return Ok(());
+        }
+        let run = RunDir::create(&self.options.runs_root, &self.run.run_id).map_err(|e| {
+            anyhow::anyhow!("cannot create the run directory {}: {e}", self.run.path.display())
+        })?;
+        self.transcript = Some(JsonlLog::open(&run.transcript())?);
+        self.run = run;
+        Ok(())
+    }
+
+    /// Runs one step's body (the run directory exists unless the step is a view).
+    async fn run_step(&mut self, command: &Command) -> anyhow::Result<String> {
+        match command {
             Command::Record {
                 model,
                 provider,
@@ -375,22 +424,7 @@ impl Canary {
                     ))
                 })
             }
-        };
-        let (ok, summary) = match result {
-            Ok(s) => (true, s),
-            Err(e) => (false, format!("{e:#}")),
-        };
-        let outcome = StepOutcome {
-            command: command.name().to_owned(),
-            ok,
-            summary,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        };
-        // A view is not a step of the canary: it neither appears in nor fails the report.
-        if !matches!(command, Command::Target { .. } | Command::Runs { .. }) {
-            self.steps.push(outcome.clone());
         }
-        outcome
     }
 
     fn record(
@@ -803,7 +837,10 @@ impl Canary {
                 return Err(e);
             }
         };
-        let outcome = plan::run_plan(observed, &steps, &self.transcript, |_, _| {}).await;
+        let Some(transcript) = self.transcript.as_ref() else {
+            anyhow::bail!("the run directory was not created before the agent step");
+        };
+        let outcome = plan::run_plan(observed, &steps, transcript, |_, _| {}).await;
         if !outcome.deviations.is_empty() {
             let why = format!(
                 "{} of {} calls deviated from the plan: {}",
@@ -1137,7 +1174,7 @@ impl Canary {
                 out.push(format!("{rel}: line {line}: {why}"));
             }
         }
-        if let Some(gap) = self.transcript.pending_gap() {
+        if let Some(gap) = self.transcript.as_ref().and_then(JsonlLog::pending_gap) {
             out.push(format!(
                 "transcript.jsonl: {} record(s) of this console lost and not yet recorded ({})",
                 gap.records, gap.error
@@ -1221,12 +1258,14 @@ impl Canary {
         match action {
             command::RunsAction::List => Ok(runs::render_list(root, &runs::list_runs(root))),
             command::RunsAction::Compare(a, b) => {
-                runs::compare(&resolve_run(root, a), &resolve_run(root, b))
+                let (a, b) = (runs::resolve(root, a), runs::resolve(root, b));
+                runs::compare(&a.map_err(anyhow::Error::msg)?, &b.map_err(anyhow::Error::msg)?)
                     .map_err(anyhow::Error::msg)
             }
-            command::RunsAction::Open(_) => Err(anyhow::anyhow!(
-                "`runs open` works only in the interactive console (it shows a run's panes)"
-            )),
+            // Headless, a past run's detail (the interactive console switches its panes).
+            command::RunsAction::Open(id) => runs::detail::open(root, id)
+                .map(|d| d.to_text())
+                .map_err(anyhow::Error::msg),
         }
     }
 
@@ -1350,8 +1389,12 @@ impl Canary {
     }
 }
 
-/// A run named by id (a directory under `root`) or by path.
+/// A run named by id (a directory under `root`, or a unique prefix: [`runs::resolve`]) or by
+/// path.
 pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
+    if let Ok(found) = runs::resolve(root, id) {
+        return found;
+    }
     let p = Path::new(id);
     if p.components().count() > 1 || p.is_absolute() {
         p.to_owned()
