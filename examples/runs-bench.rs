@@ -65,8 +65,10 @@ fn synthetic_report(i: usize) -> Vec<u8> {
         .enumerate()
         .map(|(k, t)| {
             let checks: Vec<Value> = (0..7)
-                .map(|c| json!({"name": format!("check number {c} of the target holds"),
-                                "passed": true, "duration_ms": 1.5, "message": null}))
+                .map(|c| {
+                    json!({"name": format!("check number {c} of the target holds"),
+                                "passed": true, "duration_ms": 1.5, "message": null})
+                })
                 .collect();
             let pass = (i + k) % 7 != 0;
             json!({"name": t, "full_byte": pass, "first_difference": null, "require": "full-byte",
@@ -103,10 +105,15 @@ fn populate(root: &Path, source: Option<&Path>, n: usize) -> u64 {
         let dir = root.join(format!("r-20261201-{:06}-{i}", i % 240_000));
         std::fs::create_dir_all(&dir).unwrap();
         let files: Vec<(&str, Vec<u8>)> = match source {
-            Some(src) => ["manifest.json", "report.json", "SHA256SUMS", "manifest.seal"]
-                .into_iter()
-                .filter_map(|f| std::fs::read(src.join(f)).ok().map(|b| (f, b)))
-                .collect(),
+            Some(src) => [
+                "manifest.json",
+                "report.json",
+                "SHA256SUMS",
+                "manifest.seal",
+            ]
+            .into_iter()
+            .filter_map(|f| std::fs::read(src.join(f)).ok().map(|b| (f, b)))
+            .collect(),
             None => {
                 let (m, sums) = (synthetic_manifest(i), b"sums\n".to_vec());
                 let seal = format!(
@@ -167,11 +174,11 @@ fn median_ms(mut f: impl FnMut() -> usize) -> (f64, usize) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let source = args.first().filter(|a| Path::new(a).is_dir()).map(PathBuf::from);
-    let n: usize = args
-        .iter()
-        .find_map(|a| a.parse().ok())
-        .unwrap_or(1000);
+    let source = args
+        .first()
+        .filter(|a| Path::new(a).is_dir())
+        .map(PathBuf::from);
+    let n: usize = args.iter().find_map(|a| a.parse().ok()).unwrap_or(1000);
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/runs-bench");
     let _ = std::fs::remove_dir_all(&root);
     let bytes = populate(&root, source.as_deref(), n);
@@ -201,9 +208,15 @@ fn main() {
         }
     );
     println!("{:<34} {:>10}", "median of 7 (ms)", "");
-    println!("{:<34} {:>10.1}   ({entries} entries)", "index (typed, seals checked)", index_ms);
+    println!(
+        "{:<34} {:>10.1}   ({entries} entries)",
+        "index (typed, seals checked)", index_ms
+    );
     println!("{:<34} {:>10.1}", "whole (Value, no seal check)", whole_ms);
-    println!("{:<34} {:>10.1}", "query (model, verdict) + table", table_ms);
+    println!(
+        "{:<34} {:>10.1}",
+        "query (model, verdict) + table", table_ms
+    );
     println!(
         "target ≤ 100 ms for 1,000 runs: {}",
         if index_ms <= 100.0 * n as f64 / 1000.0 {

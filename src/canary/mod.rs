@@ -345,7 +345,10 @@ impl Canary {
             return Ok(());
         }
         let run = RunDir::create(&self.options.runs_root, &self.run.run_id).map_err(|e| {
-            anyhow::anyhow!("cannot create the run directory {}: {e}", self.run.path.display())
+            anyhow::anyhow!(
+                "cannot create the run directory {}: {e}",
+                self.run.path.display()
+            )
         })?;
         self.transcript = Some(JsonlLog::open(&run.transcript())?);
         self.run = run;
@@ -1259,8 +1262,11 @@ impl Canary {
             command::RunsAction::List => Ok(runs::render_list(root, &runs::list_runs(root))),
             command::RunsAction::Compare(a, b) => {
                 let (a, b) = (runs::resolve(root, a), runs::resolve(root, b));
-                runs::compare(&a.map_err(anyhow::Error::msg)?, &b.map_err(anyhow::Error::msg)?)
-                    .map_err(anyhow::Error::msg)
+                runs::compare(
+                    &a.map_err(anyhow::Error::msg)?,
+                    &b.map_err(anyhow::Error::msg)?,
+                )
+                .map_err(anyhow::Error::msg)
             }
             // Headless, a past run's detail (the interactive console switches its panes).
             command::RunsAction::Open(id) => runs::detail::open(root, id)

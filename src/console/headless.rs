@@ -323,8 +323,12 @@ fn finish_views(
                 _ => Err("not a view".to_owned()),
             };
             match data {
-                Ok(data) => serde_json::json!({"line": line, "command": c.name(), "ok": true, "data": data}),
-                Err(e) => serde_json::json!({"line": line, "command": c.name(), "ok": false, "error": e}),
+                Ok(data) => {
+                    serde_json::json!({"line": line, "command": c.name(), "ok": true, "data": data})
+                }
+                Err(e) => {
+                    serde_json::json!({"line": line, "command": c.name(), "ok": false, "error": e})
+                }
             }
         })
         .collect();
@@ -336,12 +340,19 @@ fn finish_views(
             "runs_root": canary.options.runs_root,
             "views": views,
         });
-        println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
     } else {
         let _ = writeln!(
             progress,
             "{} · {ok}/{} views ok · no run directory created",
-            if ok == views.len() { "VIEWED" } else { "FAILED" },
+            if ok == views.len() {
+                "VIEWED"
+            } else {
+                "FAILED"
+            },
             views.len()
         );
     }

@@ -233,7 +233,11 @@ pub fn render_table(root: &Path, runs: &[RunSummary], filtered: bool) -> String 
                 visible_inline(&r.id).into_owned(),
                 super::date(r.started_ms),
                 visible_inline(r.model.as_deref().unwrap_or("-")).into_owned(),
-                visible_inline(r.host_label()).into_owned(),
+                if r.verdict == RunVerdict::Unreadable {
+                    "-".to_owned()
+                } else {
+                    visible_inline(r.host_label()).into_owned()
+                },
                 visible_inline(&suite).into_owned(),
                 super::verdict_word(r),
                 targets,

@@ -181,7 +181,11 @@ fn process_ends(run: &Path) -> Vec<ProcessEnd> {
         };
         let name = file
             .file_name()
-            .map(|n| n.to_string_lossy().trim_end_matches(".perf.jsonl").to_owned())
+            .map(|n| {
+                n.to_string_lossy()
+                    .trim_end_matches(".perf.jsonl")
+                    .to_owned()
+            })
             .unwrap_or_default();
         let mut end = ProcessEnd {
             process: name,
@@ -193,7 +197,10 @@ fn process_ends(run: &Path) -> Vec<ProcessEnd> {
             generations: Vec::new(),
         };
         let mut generations: BTreeMap<u64, GenerationEnd> = BTreeMap::new();
-        for line in std::io::BufReader::new(f).split(b'\n').map_while(Result::ok) {
+        for line in std::io::BufReader::new(f)
+            .split(b'\n')
+            .map_while(Result::ok)
+        {
             let Ok(ev) = serde_json::from_slice::<crate::telemetry::PerfEvent>(&line) else {
                 continue;
             };
@@ -358,11 +365,13 @@ pub fn open_dir(path: &Path) -> RunDetail {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
     )
-    .unwrap_or(if path.join(crate::gate2::matrix::PLAN_SEAL_FILE).is_file() {
-        EntryKind::Comparison
-    } else {
-        EntryKind::Run
-    });
+    .unwrap_or(
+        if path.join(crate::gate2::matrix::PLAN_SEAL_FILE).is_file() {
+            EntryKind::Comparison
+        } else {
+            EntryKind::Run
+        },
+    );
     let summary = read_entry(path, kind);
     let evidence = files_under(path, EVIDENCE_LISTED);
     if kind == EntryKind::Comparison {
@@ -463,7 +472,10 @@ impl RunDetail {
                 " · {n} of {of} member runs"
             ))
         ));
-        out.push(format!("path     {}", visible_inline(&s.path.display().to_string())));
+        out.push(format!(
+            "path     {}",
+            visible_inline(&s.path.display().to_string())
+        ));
         out.push(format!(
             "model    {} · host {}",
             visible_inline(s.model.as_deref().unwrap_or("-")),
@@ -597,7 +609,11 @@ impl RunDetail {
         out.push(String::new());
         out.push(format!("evidence files ({})", self.evidence.len()));
         for f in &self.evidence {
-            out.push(format!("  {:<44} {:>10} B", visible_inline(&f.name), f.bytes));
+            out.push(format!(
+                "  {:<44} {:>10} B",
+                visible_inline(&f.name),
+                f.bytes
+            ));
         }
         visible(&out.join("\n")).into_owned()
     }
@@ -688,7 +704,10 @@ pub fn story(run: &Path, name: &str) -> Result<String, String> {
             out.push(format!("  named checks: {}", visible_inline(n)));
         }
         for n in t["notes"].as_array().into_iter().flatten() {
-            out.push(format!("  note: {}", visible_inline(n.as_str().unwrap_or(""))));
+            out.push(format!(
+                "  note: {}",
+                visible_inline(n.as_str().unwrap_or(""))
+            ));
         }
         let output: Vec<&str> = t["check_output"]
             .as_str()
@@ -707,7 +726,9 @@ pub fn story(run: &Path, name: &str) -> Result<String, String> {
     } else {
         out.push(format!(
             "verdict: not evaluated ({})",
-            report["outcome"].as_str().unwrap_or("the run has no evaluation")
+            report["outcome"]
+                .as_str()
+                .unwrap_or("the run has no evaluation")
         ));
     }
     out.push(String::new());

@@ -450,8 +450,16 @@ pub fn read_run(path: &Path) -> Result<RunSummary, String> {
         host: report_ref
             .and_then(|r| r.agent_host.as_ref())
             .and_then(|h| h.host.clone())
-            .or_else(|| configuration.agent_host.as_ref().and_then(|h| h.host.clone())),
-        suite: configuration.fixture_manifest_source.as_deref().map(suite_name),
+            .or_else(|| {
+                configuration
+                    .agent_host
+                    .as_ref()
+                    .and_then(|h| h.host.clone())
+            }),
+        suite: configuration
+            .fixture_manifest_source
+            .as_deref()
+            .map(suite_name),
         suite_sha256: configuration.fixture_manifest_sha256.clone(),
         verdict,
         passed,
@@ -641,7 +649,14 @@ pub fn read_entry(path: &Path, kind: EntryKind) -> RunSummary {
         EntryKind::Run => read_run(path),
         EntryKind::Comparison => read_comparison(path),
     };
-    read.unwrap_or_else(|problem| RunSummary::unreadable(path, kind, problem))
+    read.unwrap_or_else(|problem| {
+        // The entry names its directory; the problem need not repeat it.
+        let prefix = format!("{}: ", path.display());
+        let problem = problem
+            .strip_prefix(&prefix)
+            .map_or(problem.clone(), str::to_owned);
+        RunSummary::unreadable(path, kind, problem)
+    })
 }
 
 /// The entry directories under `root`: `r-*` and `cmp-*` directories (symlinks are not
@@ -912,7 +927,11 @@ mod tests {
             std::fs::write(dir.join("SHA256SUMS"), b"sums\n").unwrap();
             std::fs::write(
                 dir.join("manifest.seal"),
-                crate::evidence::seal_text(id, Some(&sha256_hex(&manifest)), &sha256_hex(b"sums\n")),
+                crate::evidence::seal_text(
+                    id,
+                    Some(&sha256_hex(&manifest)),
+                    &sha256_hex(b"sums\n"),
+                ),
             )
             .unwrap();
         }
@@ -944,9 +963,17 @@ mod tests {
         run(root.path(), "r-good", 5.0, "m", true, false);
         std::fs::create_dir(root.path().join("r-empty")).unwrap();
         std::fs::create_dir(root.path().join("r-torn")).unwrap();
-        std::fs::write(root.path().join("r-torn/manifest.json"), b"{\"run_id\": \"r-to").unwrap();
+        std::fs::write(
+            root.path().join("r-torn/manifest.json"),
+            b"{\"run_id\": \"r-to",
+        )
+        .unwrap();
         std::fs::create_dir(root.path().join("r-typed")).unwrap();
-        std::fs::write(root.path().join("r-typed/report.json"), b"{\"passed\": \"yes\"}").unwrap();
+        std::fs::write(
+            root.path().join("r-typed/report.json"),
+            b"{\"passed\": \"yes\"}",
+        )
+        .unwrap();
         std::fs::create_dir(root.path().join("cmp-nothing")).unwrap();
         let runs = index(root.path());
         assert_eq!(runs.len(), 5, "{runs:?}");
@@ -956,7 +983,10 @@ mod tests {
             assert!(r.problem.is_some(), "{r:?}");
         }
         let torn = runs.iter().find(|r| r.id == "r-torn").unwrap();
-        assert!(torn.problem.as_deref().unwrap().contains("manifest.json"), "{torn:?}");
+        assert!(
+            torn.problem.as_deref().unwrap().contains("manifest.json"),
+            "{torn:?}"
+        );
     }
 
     #[test]
@@ -966,7 +996,10 @@ mod tests {
         run(root.path(), "r-b", 2.0, "gpt-5", false, false);
         run(root.path(), "r-c", 3.0, "claude-opus-4-1", false, false);
         let ids = |f: &RunFilter, key: SortKey| -> Vec<String> {
-            query(root.path(), f, key).into_iter().map(|r| r.id).collect()
+            query(root.path(), f, key)
+                .into_iter()
+                .map(|r| r.id)
+                .collect()
         };
         let all = RunFilter::default();
         assert_eq!(ids(&all, SortKey::Newest), ["r-c", "r-b", "r-a"]);
@@ -1017,7 +1050,10 @@ mod tests {
             "{e}"
         );
         let e = found("r-1999").unwrap_err();
-        assert!(e.contains("no run `r-1999`") && e.contains("r-20261202-090000-3"), "{e}");
+        assert!(
+            e.contains("no run `r-1999`") && e.contains("r-20261202-090000-3"),
+            "{e}"
+        );
         let e = found("\u{1b}[2J").unwrap_err();
         assert!(!e.contains('\u{1b}'), "{e}");
     }

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::index::{RunSummary, read_run};
 use super::date;
+use super::index::{RunSummary, read_run};
 use crate::display::visible_inline;
 use crate::telemetry::PerfEvent;
 
@@ -379,7 +379,10 @@ impl RunPair {
         if self.tool_errors.is_empty() {
             out.push("tool errors: none in either run".to_owned());
         } else {
-            out.push(format!("{:<38} {:<24} {:>4}   {:<4}", "tool errors", "reason", "A", "B"));
+            out.push(format!(
+                "{:<38} {:<24} {:>4}   {:<4}",
+                "tool errors", "reason", "A", "B"
+            ));
             for e in &self.tool_errors {
                 out.push(format!(
                     "{:<38} {:<24} {:>4} → {:<4}",
