@@ -1,4 +1,4 @@
-//! `patchdiff runs [list|show ID|compare A B|story ID TARGET] [--json]` (U2, issue 27 item 5):
+//! `patchdiff runs [list|show ID|compare A B|story ID TARGET] [--json]` (U2):
 //! the run index, one entry opened, two runs side by side, a past run's target story — the
 //! same library the console's runs views use. Reads only.
 //!

@@ -1,4 +1,4 @@
-//! One past run or comparison opened (U2, issue 27 item 5): a run's verdict per target, the
+//! One past run or comparison opened (U2): a run's verdict per target, the
 //! stories it can show, its evidence files, its steps and its processes as they ended — all
 //! from its own files; a comparison's verdict and per-target strips with the member run behind
 //! every cell. [`story`] is a past run's target story, built from its report, its copy of the

@@ -1,4 +1,4 @@
-//! The run index (U2, issue 27 item 5): every past run directory (`r-*`) and comparison
+//! The run index (U2): every past run directory (`r-*`) and comparison
 //! directory (`cmp-*`) under a runs root, each summarized from its own files — `manifest.json`,
 //! `report.json`, the seal — and never written. A directory that cannot be read back is an
 //! entry too, marked [`RunVerdict::Unreadable`] with the reason; listing never fails on one.
@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 pub enum EntryKind {
     /// One canary run (`r-*`).
     Run,
-    /// A gate-2 comparison (`cmp-*`, issue 24).
+    /// A gate-2 comparison (`cmp-*`, gate 2).
     Comparison,
 }
 
@@ -530,7 +530,7 @@ fn arms_value(arms: &BTreeMap<String, BTreeMap<String, String>>, key: &str) -> O
     }
 }
 
-/// Reads one comparison directory (`cmp-*`, issue 24): its plan seal, manifest, report (when
+/// Reads one comparison directory (`cmp-*`, gate 2): its plan seal, manifest, report (when
 /// written) and `compare.seal`. Errors when it holds no `plan.seal`, or a file is not what a
 /// comparison writes.
 pub fn read_comparison(path: &Path) -> Result<RunSummary, String> {

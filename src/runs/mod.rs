@@ -1,4 +1,4 @@
-//! Runs over time (U2, issue 27 item 5): past run directories and gate-2 comparison
+//! Runs over time (U2): past run directories and gate-2 comparison
 //! directories read back from their own files — the manifest (date, agent identity, agent
 //! host, suite), the JSON report (verdict per target), the seal and the perf events (phase
 //! percentiles) — indexed, filtered and sorted ([`index`]), opened one at a time ([`detail`]),

@@ -1,7 +1,7 @@
 //! Two runs side by side (U2): per-target verdict changes named without calling one run a
 //! regression ([`change`]), phase p50/p95 from the perf events, step durations from the
 //! reports and tool errors from the observed processes' wire logs. One run each is not
-//! evidence; a comparison (`patchdiff compare`, issue 24) decides.
+//! evidence; a comparison (`patchdiff compare`, gate 2) decides.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
