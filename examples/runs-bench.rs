@@ -41,7 +41,7 @@ fn synthetic_manifest(i: usize) -> Vec<u8> {
         "run_id": format!("r-{i}"),
         "started_ms": 1_796_000_000_000.0 + i as f64 * 60_000.0,
         "source_sha": "b".repeat(40),
-        "agent": {"model": if i % 3 == 0 { "claude-sonnet-4-5" } else { "scripted-demo" },
+        "agent": {"model": if i.is_multiple_of(3) { "claude-sonnet-4-5" } else { "scripted-demo" },
                   "provider": "patchdiff", "reasoning": "none"},
         "initial_targets": targets,
         "configuration": {
@@ -70,7 +70,7 @@ fn synthetic_report(i: usize) -> Vec<u8> {
                                 "passed": true, "duration_ms": 1.5, "message": null})
                 })
                 .collect();
-            let pass = (i + k) % 7 != 0;
+            let pass = !(i + k).is_multiple_of(7);
             json!({"name": t, "full_byte": pass, "first_difference": null, "require": "full-byte",
                    "checks": checks, "failing_checks": [], "checks_note": null,
                    "controls": "reused (digest 863bc51e95b5)", "behavioral": pass,
@@ -80,7 +80,7 @@ fn synthetic_report(i: usize) -> Vec<u8> {
                    "check_exit": null, "check_output": "x".repeat(300), "notes": []})
         })
         .collect();
-    let passed = i % 7 != 0 && (i + 1) % 7 != 0;
+    let passed = !i.is_multiple_of(7) && !(i + 1).is_multiple_of(7);
     serde_json::to_vec_pretty(&json!({
         "run_id": format!("r-{i}"), "run_dir": "/tmp", "passed": passed,
         "outcome": if passed { "passed" } else { "failed" }, "infra_abort": null,

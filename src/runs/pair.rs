@@ -74,8 +74,6 @@ pub fn change(a: &str, b: &str) -> String {
     }
 }
 
-/// Two runs side by side: per-target verdict changes ([`change`]), then phase p50/p95 with
-
 /// One target's verdicts in A and B, and what the change means ([`change`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TargetChange {
@@ -393,7 +391,11 @@ impl RunPair {
                 ));
             }
         }
-        out.push("(tool errors from the observed processes' wire logs)".into());
+        out.push(
+            "(tool errors from the observed processes' wire logs; preflight's refused \
+             full-profile probe counts in both runs)"
+                .into(),
+        );
         out.join("\n")
     }
 }
