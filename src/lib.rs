@@ -16,6 +16,7 @@ pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;
 pub mod redact;
+pub mod runs;
 pub mod seal;
 pub mod store;
 pub mod suite;

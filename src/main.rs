@@ -72,6 +72,10 @@ enum Cmd {
     /// script names it with `suite PATH` before `init` (or `console --manifest DIR/manifest.json`).
     #[command(subcommand)]
     Suite(SuiteCmd),
+    /// Past runs and comparisons under the runs directory: `list` (default; --model, --host,
+    /// --suite, --verdict, --rehearsal, --sort), `show ID`, `compare A B`, `story ID TARGET`;
+    /// --json for the data. Reads only.
+    Runs(patchdiff::runs::cli::RunsArgs),
 }
 
 fn main() -> ExitCode {
@@ -107,6 +111,7 @@ fn main() -> ExitCode {
             Some(Cmd::Compare(cmd)) => cli::compare::run(cmd, &settings).await,
             Some(Cmd::Doctor(args)) => cli::doctor::run(args, &settings).await,
             Some(Cmd::Suite(cmd)) => run_suite(cmd, &settings).await,
+            Some(Cmd::Runs(args)) => patchdiff::runs::cli::run(&args, &settings.paths.runs_root()),
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an

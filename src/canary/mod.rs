@@ -12,7 +12,8 @@ pub mod outcome;
 pub mod plan;
 pub mod record;
 pub mod report;
-pub mod runs;
+// Runs over time moved to `crate::runs`; the old path stays for its callers.
+pub use crate::runs;
 pub mod state;
 pub mod steps;
 pub mod story;
@@ -54,7 +55,8 @@ pub struct Canary {
     initialized: bool,
     /// C3: the observed process (by pid) that last passed preflight; `agent` requires it.
     preflighted_pid: Option<u32>,
-    transcript: JsonlLog,
+    /// The transcript, opened when the run directory is created (the first writing step).
+    transcript: Option<JsonlLog>,
     /// Exit statuses of processes that stopped, by kind (U1).
     pub exits: BTreeMap<&'static str, String>,
     /// A1: the agent host a script will launch, known before `init` so the run manifest can
@@ -98,7 +100,7 @@ pub fn new_run_id() -> String {
 }
 
 /// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;
@@ -119,8 +121,13 @@ impl Canary {
             crate::redact::learn_database_url(crate::config::Key::DatabaseUrl.variable(), url);
         }
         let manifest = FixtureManifest::load(&options.manifest)?;
-        let run = RunDir::create(&options.runs_root, &new_run_id())?;
-        let transcript = JsonlLog::open(&run.transcript())?;
+        // The directory is created by the first step that writes ([`Canary::execute`]): a
+        // session that only views (`runs`, `target`) leaves nothing behind.
+        let run_id = new_run_id();
+        let run = RunDir {
+            path: options.runs_root.join(&run_id),
+            run_id,
+        };
         let targets = TargetRow::of(&manifest);
         Ok(Self {
             options,
@@ -136,7 +143,7 @@ impl Canary {
             manifest_written: false,
             initialized: false,
             preflighted_pid: None,
-            transcript,
+            transcript: None,
             exits: BTreeMap::new(),
             planned_host: None,
             host_progress: Default::default(),
@@ -238,7 +245,53 @@ impl Canary {
                 elapsed_ms: 0,
             };
         }
-        let result = match command {
+        let result = match self.create_run_dir_for(command) {
+            Err(e) => Err(e),
+            Ok(()) => self.run_step(command).await,
+        };
+        let (ok, summary) = match result {
+            Ok(s) => (true, s),
+            Err(e) => (false, e.to_string()),
+        };
+        let outcome = StepOutcome {
+            command: command.name().to_owned(),
+            ok,
+            summary,
+            elapsed_ms: started.elapsed().as_millis() as u64,
+        };
+        // A view is not a step of the canary: it neither appears in nor fails the report.
+        if !command.is_view() {
+            self.steps.push(outcome.clone());
+        }
+        outcome
+    }
+
+    /// Whether the run directory exists yet: it is created by the first step that is not a
+    /// view, so a session that only views leaves none.
+    pub fn run_dir_created(&self) -> bool {
+        self.transcript.is_some()
+    }
+
+    /// Creates the run directory (0700) and opens its transcript before the first step that is
+    /// not a view ([`Command::is_view`]); views write nothing and need none.
+    fn create_run_dir_for(&mut self, command: &Command) -> Result<(), StepError> {
+        if command.is_view() || self.transcript.is_some() {
+            return Ok(());
+        }
+        let run = RunDir::create(&self.options.runs_root, &self.run.run_id).map_err(|e| {
+            StepError::Io(anyhow::anyhow!(
+                "cannot create the run directory {}: {e}",
+                self.run.path.display()
+            ))
+        })?;
+        self.transcript = Some(JsonlLog::open(&run.transcript())?);
+        self.run = run;
+        Ok(())
+    }
+
+    /// Runs one step's body (the run directory exists unless the step is a view).
+    async fn run_step(&mut self, command: &Command) -> StepResult {
+        match command {
             Command::Record {
                 model,
                 provider,
@@ -314,22 +367,7 @@ impl Canary {
                     ))
                 })
             }
-        };
-        let (ok, summary) = match result {
-            Ok(s) => (true, s),
-            Err(e) => (false, e.to_string()),
-        };
-        let outcome = StepOutcome {
-            command: command.name().to_owned(),
-            ok,
-            summary,
-            elapsed_ms: started.elapsed().as_millis() as u64,
-        };
-        // A view is not a step of the canary: it neither appears in nor fails the report.
-        if !matches!(command, Command::Target { .. } | Command::Runs { .. }) {
-            self.steps.push(outcome.clone());
         }
-        outcome
     }
 
     fn record(
@@ -469,7 +507,9 @@ impl Canary {
             plan_path,
             self.observed(),
             self.preflighted_pid,
-            &self.transcript,
+            self.transcript
+                .as_ref()
+                .ok_or_else(|| StepError::Io(anyhow::anyhow!("the run directory was not created before the agent step")))?,
         )
         .await;
         self.agent_stop = Some(stop);
@@ -564,7 +604,7 @@ impl Canary {
     /// What the run's chained evidence logs lost, one line per log and fault
     /// ([`steps::seal::evidence_incomplete`]).
     pub fn evidence_incomplete(&self) -> Vec<String> {
-        steps::seal::evidence_incomplete(&self.run, &self.transcript)
+        steps::seal::evidence_incomplete(&self.run, self.transcript.as_ref())
     }
 
     async fn report(&mut self) -> StepResult {
@@ -639,13 +679,17 @@ impl Canary {
         match action {
             command::RunsAction::List => Ok(runs::render_list(root, &runs::list_runs(root))),
             command::RunsAction::Compare(a, b) => {
-                runs::compare(&resolve_run(root, a), &resolve_run(root, b))
-                    .map_err(StepError::Failed)
+                let (a, b) = (runs::resolve(root, a), runs::resolve(root, b));
+                runs::compare(
+                    &a.map_err(StepError::Failed)?,
+                    &b.map_err(StepError::Failed)?,
+                )
+                .map_err(StepError::Failed)
             }
-            command::RunsAction::Open(_) => Err(StepError::Refused(
-                "`runs open` works only in the interactive console (it shows a run's panes)"
-                    .to_owned(),
-            )),
+            // Headless, a past run's detail (the interactive console switches its panes).
+            command::RunsAction::Open(id) => runs::detail::open(root, id)
+                .map(|d| d.to_text())
+                .map_err(StepError::Failed),
         }
     }
 
@@ -778,8 +822,12 @@ impl Canary {
     }
 }
 
-/// A run named by id (a directory under `root`) or by path.
+/// A run named by id (a directory under `root`, or a unique prefix: [`runs::resolve`]) or by
+/// path.
 pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
+    if let Ok(found) = runs::resolve(root, id) {
+        return found;
+    }
     let p = Path::new(id);
     if p.components().count() > 1 || p.is_absolute() {
         p.to_owned()

@@ -64,18 +64,32 @@ pub async fn run_script_with(
             return EXIT_USAGE;
         }
     };
-    let _ = writeln!(
-        progress,
-        "patchdiff canary {} · evidence {}",
-        canary.run.run_id,
-        canary.run.path.display()
-    );
+    // A script of views only (`runs`, `target`) creates no run directory.
+    let views_only = commands.iter().all(|(_, c)| c.is_view());
+    let _ = if views_only {
+        writeln!(
+            progress,
+            "patchdiff views · runs under {} · no run directory (the script only views)",
+            canary.options.runs_root.display()
+        )
+    } else {
+        writeln!(
+            progress,
+            "patchdiff canary {} · evidence {}",
+            canary.run.run_id,
+            canary.run.path.display()
+        )
+    };
     let failed = match run_steps(&mut canary, &commands, &mut progress).await {
         Ok(failed) => failed,
         Err(code) => return code,
     };
     canary.stop(None).await;
-    finish(&canary, commands.len(), failed, json, &mut progress);
+    if views_only {
+        finish_views(&canary, &commands, json, &mut progress);
+    } else {
+        finish(&canary, commands.len(), failed, json, &mut progress);
+    }
     // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
     if canary.build_report().infra_abort.is_some() {
         EXIT_INFRA_ABORT
@@ -283,6 +297,63 @@ fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mu
             progress,
             "{} · {ok}/{total} steps ok · not evaluated",
             if failed { "FAILED" } else { "DONE" }
+        );
+    }
+}
+
+/// The end of a session that only viewed: `VIEWED · k/n views ok` (or `FAILED · …`), or with
+/// `json` what each view showed as data ([`crate::runs::view_json`]; a story as text).
+fn finish_views(
+    canary: &Canary,
+    commands: &[(usize, Command)],
+    json: bool,
+    progress: &mut Box<dyn Write>,
+) {
+    let views: Vec<serde_json::Value> = commands
+        .iter()
+        .map(|(line, c)| {
+            let data = match c {
+                Command::Runs { action } => {
+                    crate::runs::view_json(&canary.options.runs_root, action)
+                }
+                Command::Target { name } => canary
+                    .target_story(name)
+                    .map(serde_json::Value::String)
+                    .map_err(|e| format!("{e:#}")),
+                _ => Err("not a view".to_owned()),
+            };
+            match data {
+                Ok(data) => {
+                    serde_json::json!({"line": line, "command": c.name(), "ok": true, "data": data})
+                }
+                Err(e) => {
+                    serde_json::json!({"line": line, "command": c.name(), "ok": false, "error": e})
+                }
+            }
+        })
+        .collect();
+    let ok = views.iter().filter(|v| v["ok"] == true).count();
+    if json {
+        let report = serde_json::json!({
+            "views_only": true,
+            "run_directory": null,
+            "runs_root": canary.options.runs_root,
+            "views": views,
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        let _ = writeln!(
+            progress,
+            "{} · {ok}/{} views ok · no run directory created",
+            if ok == views.len() {
+                "VIEWED"
+            } else {
+                "FAILED"
+            },
+            views.len()
         );
     }
 }

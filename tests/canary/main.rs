@@ -15,6 +15,7 @@ mod evidence_run;
 mod evidence_wire;
 mod host_delivery;
 mod hostile_agent;
+mod runs_cli;
 mod suites;
 mod trace_export;
 mod verify_run;

@@ -123,6 +123,12 @@ impl Command {
         }
     }
 
+    /// Whether the command is a view (`target`, `runs`): it writes nothing into the run, is
+    /// not a step of its report, and needs no run directory.
+    pub fn is_view(&self) -> bool {
+        matches!(self, Self::Target { .. } | Self::Runs { .. })
+    }
+
     /// Whether the command may follow `report` on the same run — the views, which
     /// write nothing into it (`target`, `runs`), and `new`, which starts another run.
     pub fn allowed_after_seal(&self) -> bool {

@@ -53,7 +53,7 @@ pub async fn journal_binding(
 /// What the run's chained evidence logs lost, one line per log and fault (the log,
 /// how many records, which): gap records, `seq` jumps, torn lines, broken links, and this
 /// process's own failed appends not yet recorded in a file.
-pub fn evidence_incomplete(run: &RunDir, transcript: &JsonlLog) -> Vec<String> {
+pub fn evidence_incomplete(run: &RunDir, transcript: Option<&JsonlLog>) -> Vec<String> {
     let mut out = Vec::new();
     for rel in crate::evidence::evidence_files(&run.path)
         .unwrap_or_default()
@@ -83,7 +83,7 @@ pub fn evidence_incomplete(run: &RunDir, transcript: &JsonlLog) -> Vec<String> {
             out.push(format!("{rel}: line {line}: {why}"));
         }
     }
-    if let Some(gap) = transcript.pending_gap() {
+    if let Some(gap) = transcript.and_then(JsonlLog::pending_gap) {
         out.push(format!(
             "{}: {} record(s) of this console lost and not yet recorded ({})",
             crate::evidence::run_dir::TRANSCRIPT_FILE,

@@ -1,0 +1,1060 @@
+//! The run index (U2): every past run directory (`r-*`) and comparison
+//! directory (`cmp-*`) under a runs root, each summarized from its own files — `manifest.json`,
+//! `report.json`, the seal — and never written. A directory that cannot be read back is an
+//! entry too, marked [`RunVerdict::Unreadable`] with the reason; listing never fails on one.
+//!
+//! Only the few fields a summary needs are deserialized (typed, everything else skipped), so
+//! listing 1,000 runs stays within the 100 ms the console's runs pane allows
+//! (`cargo run --release --example runs-bench` measures it).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// What an index entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntryKind {
+    /// One canary run (`r-*`).
+    Run,
+    /// A gate-2 comparison (`cmp-*`, gate 2).
+    Comparison,
+}
+
+/// An entry's verdict: a run's outcome, a comparison's verdict kind, or why it has none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunVerdict {
+    /// Every step succeeded and every target passed.
+    Passed,
+    /// A step or a target did not pass.
+    Failed,
+    /// The run stopped before the agent acted: nothing judged.
+    InfraAbort,
+    /// No report (the run is unfinished, or was interrupted before `report`).
+    NoReport,
+    /// A comparison: nothing moved beyond what its design can tell apart.
+    Unchanged,
+    /// A comparison: an improvement test rejected, nothing regressed.
+    Improved,
+    /// A comparison: a target, the run level or a critical invariant regressed.
+    Regressed,
+    /// A comparison: evidence integrity failed.
+    Invalid,
+    /// A comparison: budget or time ran out.
+    Incomplete,
+    /// The directory's files cannot be read back (the entry's `problem` says why).
+    Unreadable,
+}
+
+impl RunVerdict {
+    /// Every verdict, in the order `--verdict` lists them.
+    pub const ALL: [RunVerdict; 10] = [
+        Self::Passed,
+        Self::Failed,
+        Self::InfraAbort,
+        Self::NoReport,
+        Self::Unchanged,
+        Self::Improved,
+        Self::Regressed,
+        Self::Invalid,
+        Self::Incomplete,
+        Self::Unreadable,
+    ];
+
+    /// The filter word (`passed`, `infra_abort`, `no_report`, …), as `--json` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Failed => "failed",
+            Self::InfraAbort => "infra_abort",
+            Self::NoReport => "no_report",
+            Self::Unchanged => "unchanged",
+            Self::Improved => "improved",
+            Self::Regressed => "regressed",
+            Self::Invalid => "invalid",
+            Self::Incomplete => "incomplete",
+            Self::Unreadable => "unreadable",
+        }
+    }
+
+    /// The word a list shows: `PASSED`, `FAILED`, `INFRA_ABORT`, `no report`, a comparison's
+    /// `UNCHANGED`…, `UNREADABLE`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Passed => "PASSED",
+            Self::Failed => "FAILED",
+            Self::InfraAbort => "INFRA_ABORT",
+            Self::NoReport => "no report",
+            Self::Unchanged => "UNCHANGED",
+            Self::Improved => "IMPROVED",
+            Self::Regressed => "REGRESSED",
+            Self::Invalid => "INVALID",
+            Self::Incomplete => "INCOMPLETE",
+            Self::Unreadable => "UNREADABLE",
+        }
+    }
+}
+
+impl std::str::FromStr for RunVerdict {
+    type Err = String;
+
+    /// Parses a filter word, case-insensitively (`-` and `_` alike). Errors name the value and
+    /// every accepted word.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let want = s.trim().to_ascii_lowercase().replace('-', "_");
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == want)
+            .ok_or_else(|| {
+                format!(
+                    "unknown verdict `{}`; accepted: {}",
+                    crate::display::visible_inline(s),
+                    Self::ALL.map(Self::as_str).join(", ")
+                )
+            })
+    }
+}
+
+/// Whether an entry's seal still binds its files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SealState {
+    /// No seal: the run was never sealed (unfinished or interrupted).
+    Unsealed,
+    /// The seal's digests match the files it names (`manifest.json` and `SHA256SUMS`; a
+    /// comparison's `SHA256SUMS`). The full check of every file is `patchdiff verify`.
+    Sealed,
+    /// The seal names digests its files no longer have, or cannot be parsed.
+    Broken,
+}
+
+impl SealState {
+    /// `unsealed`, `sealed`, `SEAL BROKEN`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Unsealed => "unsealed",
+            Self::Sealed => "sealed",
+            Self::Broken => "SEAL BROKEN",
+        }
+    }
+}
+
+/// What a run or comparison directory says about itself (one index entry).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// The directory's name (`r-…`, `cmp-…`).
+    pub id: String,
+    /// Run or comparison.
+    pub kind: EntryKind,
+    pub path: PathBuf,
+    /// Unix ms the run started (from its manifest; a comparison: its first member run, else
+    /// when its plan was sealed), 0 when unknown.
+    pub started_ms: f64,
+    /// The recorded model (a comparison: `A → B` when the arms differ), when known.
+    pub model: Option<String>,
+    /// The agent host (`claude`, `codex`); `None` for a scripted agent or an unknown one.
+    pub host: Option<String>,
+    /// The suite's name: its directory's name (`bundled` for the suite shipped in the
+    /// binary's bundle), when the manifest records where it came from.
+    pub suite: Option<String>,
+    /// SHA-256 of the suite's fixture manifest (lowercase hex), when recorded.
+    pub suite_sha256: Option<String>,
+    /// The entry's verdict.
+    pub verdict: RunVerdict,
+    /// `Some(true)` passed, `Some(false)` failed, `None` no report.
+    pub passed: Option<bool>,
+    /// Target name → verdict (`pass`, `FAIL`, `infra_error`, `flaky`, `infra_abort` — the run
+    /// stopped before the agent acted, nothing judged — or `-`, not evaluated). A
+    /// comparison's: `REGRESSED`, `IMPROVED` or `unchanged` per target.
+    pub verdicts: BTreeMap<String, String>,
+    /// `report.json`'s `outcome` (`passed`, `failed`, `infra_abort`), when it has one.
+    pub outcome: Option<String>,
+    /// Targets that passed, of the targets the report lists (a run; 0 of 0 without a report).
+    pub targets_passed: usize,
+    pub targets_total: usize,
+    /// A comparison's member runs counted, of the runs its plan asks for (both arms).
+    pub members: Option<(usize, usize)>,
+    /// The manifest records a loopback provider endpoint — a rehearsal.
+    pub rehearsal: bool,
+    /// Whether the seal binds the files it names.
+    pub seal: SealState,
+    /// The run's seal is signed (`SEAL.sig.json` is present; `verify --key` checks it).
+    pub signed: bool,
+    /// Why the entry is unreadable or its seal broken; `None` otherwise.
+    pub problem: Option<String>,
+}
+
+impl RunSummary {
+    /// The entry for a directory that cannot be read back.
+    fn unreadable(path: &Path, kind: EntryKind, problem: String) -> Self {
+        Self {
+            id: dir_name(path),
+            kind,
+            path: path.to_owned(),
+            started_ms: 0.0,
+            model: None,
+            host: None,
+            suite: None,
+            suite_sha256: None,
+            verdict: RunVerdict::Unreadable,
+            passed: None,
+            verdicts: BTreeMap::new(),
+            outcome: None,
+            targets_passed: 0,
+            targets_total: 0,
+            members: None,
+            rehearsal: false,
+            seal: SealState::Unsealed,
+            signed: false,
+            problem: Some(problem),
+        }
+    }
+
+    /// The host column: the agent host, or `scripted` when none was recorded.
+    pub fn host_label(&self) -> &str {
+        self.host.as_deref().unwrap_or("scripted")
+    }
+}
+
+fn dir_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+// --- the few fields a summary reads; serde skips the rest of each file -----------------------
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ManifestHead {
+    started_ms: Option<f64>,
+    agent: AgentHead,
+    configuration: ConfigurationHead,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct AgentHead {
+    model: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ConfigurationHead {
+    agent_host: Option<HostHead>,
+    provider_endpoints: Option<Vec<EndpointHead>>,
+    fixture_manifest_source: Option<String>,
+    fixture_manifest_sha256: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct HostHead {
+    host: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct EndpointHead {
+    loopback: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ReportHead {
+    passed: Option<bool>,
+    outcome: Option<String>,
+    agent: AgentHead,
+    agent_host: Option<HostHead>,
+    targets: Vec<TargetHead>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TargetHead {
+    name: Option<String>,
+    status: Option<String>,
+    evaluated: Option<bool>,
+    full_byte: Option<bool>,
+    behavioral: Option<bool>,
+}
+
+/// One target's verdict column from its report entry (an aborted run judged nothing).
+fn target_verdict(t: &TargetHead, aborted: bool) -> &'static str {
+    match t.status.as_deref() {
+        _ if aborted => "infra_abort",
+        Some("pass") => "pass",
+        Some("fail") => "FAIL",
+        Some("infra_error") => "infra_error",
+        Some("flaky") => "flaky",
+        _ if t.evaluated == Some(true)
+            && t.full_byte == Some(true)
+            && t.behavioral == Some(true) =>
+        {
+            "pass"
+        }
+        _ if t.evaluated == Some(true) => "FAIL",
+        _ => "-",
+    }
+}
+
+/// Reads `dir/name`: `Ok(None)` when absent, an error naming the file otherwise.
+fn read_file(dir: &Path, name: &str) -> Result<Option<Vec<u8>>, String> {
+    match std::fs::read(dir.join(name)) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{name}: {e}")),
+    }
+}
+
+fn parse<'a, T: Deserialize<'a>>(name: &str, bytes: &'a [u8]) -> Result<T, String> {
+    serde_json::from_slice(bytes).map_err(|e| format!("{name}: not the JSON a run writes ({e})"))
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The digest a seal file records for `file` (`SHA256 (file) = hex`).
+fn sealed_digest<'a>(seal: &'a str, file: &str) -> Option<&'a str> {
+    let prefix = format!("SHA256 ({file}) = ");
+    seal.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(str::trim)
+}
+
+/// Whether `seal` (a seal file's text) binds each `(file name, bytes)`; a problem names the
+/// file whose digest differs.
+fn seal_state(seal: Option<&[u8]>, files: &[(&str, Option<&[u8]>)]) -> (SealState, Option<String>) {
+    let Some(seal) = seal else {
+        return (SealState::Unsealed, None);
+    };
+    let text = String::from_utf8_lossy(seal);
+    for (name, bytes) in files {
+        let Some(recorded) = sealed_digest(&text, name) else {
+            continue;
+        };
+        match bytes {
+            None => {
+                return (
+                    SealState::Broken,
+                    Some(format!("the seal binds {name}, which is missing")),
+                );
+            }
+            Some(b) if sha256_hex(b) != recorded => {
+                return (
+                    SealState::Broken,
+                    Some(format!("{name} differs from the digest its seal records")),
+                );
+            }
+            Some(_) => {}
+        }
+    }
+    if files
+        .iter()
+        .all(|(name, _)| sealed_digest(&text, name).is_none())
+    {
+        return (
+            SealState::Broken,
+            Some("the seal names none of the files it should bind".to_owned()),
+        );
+    }
+    (SealState::Sealed, None)
+}
+
+/// The suite's name from where its manifest came from: the directory holding it, `bundled`
+/// for the bundle's own suite.
+fn suite_name(source: &str) -> String {
+    let path = Path::new(source);
+    let dir = if path.extension().is_some_and(|e| e == "json") {
+        path.parent().unwrap_or(path)
+    } else {
+        path
+    };
+    let bundled = dir
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n.to_string_lossy().starts_with("bundle-"));
+    if bundled {
+        "bundled".to_owned()
+    } else {
+        dir.file_name()
+            .map_or_else(|| source.to_owned(), |n| n.to_string_lossy().into_owned())
+    }
+}
+
+/// Reads one run directory. Errors when it holds neither a manifest nor a report, or one of
+/// them is not what a run writes (the message names the file).
+pub fn read_run(path: &Path) -> Result<RunSummary, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let manifest_bytes = read_file(path, "manifest.json").map_err(at)?;
+    let report_bytes = read_file(path, "report.json").map_err(at)?;
+    if manifest_bytes.is_none() && report_bytes.is_none() {
+        return Err(format!(
+            "{} has neither manifest.json nor report.json",
+            path.display()
+        ));
+    }
+    let manifest: ManifestHead = match &manifest_bytes {
+        Some(b) => parse("manifest.json", b).map_err(at)?,
+        None => ManifestHead::default(),
+    };
+    let report: Option<ReportHead> = match &report_bytes {
+        Some(b) => Some(parse("report.json", b).map_err(at)?),
+        None => None,
+    };
+    let seal = read_file(path, crate::evidence::SEAL_FILE).map_err(at)?;
+    let sums = if seal.is_some() {
+        read_file(path, crate::evidence::SUMS_FILE).map_err(at)?
+    } else {
+        None
+    };
+    let (seal, problem) = seal_state(
+        seal.as_deref(),
+        &[
+            ("manifest.json", manifest_bytes.as_deref()),
+            (crate::evidence::SUMS_FILE, sums.as_deref()),
+        ],
+    );
+    let mut verdicts = BTreeMap::new();
+    let mut targets_passed = 0;
+    let report_ref = report.as_ref();
+    let aborted = report_ref.is_some_and(|r| r.outcome.as_deref() == Some("infra_abort"));
+    for t in report_ref.map(|r| r.targets.as_slice()).unwrap_or_default() {
+        let v = target_verdict(t, aborted);
+        targets_passed += usize::from(v == "pass");
+        verdicts.insert(t.name.clone().unwrap_or_else(|| "?".into()), v.to_owned());
+    }
+    let passed = report_ref.and_then(|r| r.passed);
+    let outcome = report_ref.and_then(|r| r.outcome.clone());
+    let verdict = match (passed, outcome.as_deref(), report_ref) {
+        (_, Some("infra_abort"), _) => RunVerdict::InfraAbort,
+        (Some(true), _, _) => RunVerdict::Passed,
+        (Some(false), _, _) => RunVerdict::Failed,
+        (None, _, _) => RunVerdict::NoReport,
+    };
+    let configuration = &manifest.configuration;
+    Ok(RunSummary {
+        id: dir_name(path),
+        kind: EntryKind::Run,
+        path: path.to_owned(),
+        started_ms: manifest.started_ms.unwrap_or(0.0),
+        model: manifest
+            .agent
+            .model
+            .clone()
+            .or_else(|| report_ref.and_then(|r| r.agent.model.clone())),
+        host: report_ref
+            .and_then(|r| r.agent_host.as_ref())
+            .and_then(|h| h.host.clone())
+            .or_else(|| {
+                configuration
+                    .agent_host
+                    .as_ref()
+                    .and_then(|h| h.host.clone())
+            }),
+        suite: configuration
+            .fixture_manifest_source
+            .as_deref()
+            .map(suite_name),
+        suite_sha256: configuration.fixture_manifest_sha256.clone(),
+        verdict,
+        passed,
+        targets_total: verdicts.len(),
+        targets_passed,
+        verdicts,
+        outcome,
+        members: None,
+        rehearsal: configuration
+            .provider_endpoints
+            .iter()
+            .flatten()
+            .any(|e| e.loopback == Some(true)),
+        seal,
+        signed: path.join(crate::evidence::SIGNATURE_FILE).is_file(),
+        problem,
+    })
+}
+
+// --- comparisons -------------------------------------------------------------------------------
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CmpManifestHead {
+    runs_per_arm: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CmpReportHead {
+    runs_per_arm: Option<u64>,
+    verdict: CmpVerdictHead,
+    runs: Vec<MemberHead>,
+    arms: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CmpVerdictHead {
+    kind: Option<String>,
+    targets: Vec<CmpTargetHead>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct CmpTargetHead {
+    name: Option<String>,
+    regressed: bool,
+    improved: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MemberHead {
+    slot: Option<String>,
+    run_id: Option<String>,
+    started_ms: Option<f64>,
+}
+
+/// `A → B` when the arms differ, else the one value.
+fn arms_value(arms: &BTreeMap<String, BTreeMap<String, String>>, key: &str) -> Option<String> {
+    let a = arms.get("baseline").and_then(|m| m.get(key));
+    let b = arms.get("candidate").and_then(|m| m.get(key));
+    match (a, b) {
+        (Some(a), Some(b)) if a != b => Some(format!("{a} → {b}")),
+        (Some(v), _) | (None, Some(v)) => Some(v.clone()),
+        (None, None) => None,
+    }
+}
+
+/// Reads one comparison directory (`cmp-*`, gate 2): its plan seal, manifest, report (when
+/// written) and `compare.seal`. Errors when it holds no `plan.seal`, or a file is not what a
+/// comparison writes.
+pub fn read_comparison(path: &Path) -> Result<RunSummary, String> {
+    let at = |e: String| format!("{}: {e}", path.display());
+    let plan_seal = read_file(path, crate::gate2::matrix::PLAN_SEAL_FILE).map_err(at)?;
+    if plan_seal.is_none() {
+        return Err(format!(
+            "{} has no {} (not a comparison directory)",
+            path.display(),
+            crate::gate2::matrix::PLAN_SEAL_FILE
+        ));
+    }
+    let manifest: CmpManifestHead = match read_file(path, "manifest.json").map_err(at)? {
+        Some(b) => parse("manifest.json", &b).map_err(at)?,
+        None => CmpManifestHead::default(),
+    };
+    let report: Option<CmpReportHead> = match read_file(path, "report.json").map_err(at)? {
+        Some(b) => Some(parse("report.json", &b).map_err(at)?),
+        None => None,
+    };
+    let seal = read_file(path, crate::gate2::report::COMPARE_SEAL_FILE).map_err(at)?;
+    let sums = read_file(path, crate::evidence::SUMS_FILE).map_err(at)?;
+    let (seal, problem) = seal_state(
+        seal.as_deref(),
+        &[(crate::evidence::SUMS_FILE, sums.as_deref())],
+    );
+    let planned = report
+        .as_ref()
+        .and_then(|r| r.runs_per_arm)
+        .or(manifest.runs_per_arm)
+        .unwrap_or(0) as usize
+        * 2;
+    let verdict = match report.as_ref().and_then(|r| r.verdict.kind.as_deref()) {
+        Some("UNCHANGED") => RunVerdict::Unchanged,
+        Some("IMPROVED") => RunVerdict::Improved,
+        Some("REGRESSED") => RunVerdict::Regressed,
+        Some("INVALID") => RunVerdict::Invalid,
+        Some("INCOMPLETE") => RunVerdict::Incomplete,
+        _ => RunVerdict::NoReport,
+    };
+    let (mut verdicts, mut members, mut started, mut rehearsal) = (BTreeMap::new(), 0, 0.0, false);
+    let (mut model, mut host, mut suite_sha256) = (None, None, None);
+    if let Some(r) = &report {
+        for t in &r.verdict.targets {
+            let v = if t.regressed {
+                "REGRESSED"
+            } else if t.improved {
+                "IMPROVED"
+            } else {
+                "unchanged"
+            };
+            verdicts.insert(t.name.clone().unwrap_or_else(|| "?".into()), v.to_owned());
+        }
+        members = r.runs.len();
+        started = r
+            .runs
+            .iter()
+            .filter_map(|m| m.started_ms)
+            .fold(f64::INFINITY, f64::min);
+        model = arms_value(&r.arms, "agent.model");
+        host = arms_value(&r.arms, "agent.kind");
+        suite_sha256 = arms_value(&r.arms, "suite.fixture_manifest_sha256");
+        // A comparison of rehearsals is a rehearsal: its first member says so.
+        rehearsal = r.runs.first().is_some_and(|m| {
+            let (Some(slot), Some(id)) = (&m.slot, &m.run_id) else {
+                return false;
+            };
+            read_run(&path.join("runs").join(slot).join(id)).is_ok_and(|s| s.rehearsal)
+        });
+    }
+    if !started.is_finite() || started == 0.0 {
+        started = std::fs::metadata(path.join(crate::gate2::matrix::PLAN_SEAL_FILE))
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0);
+    }
+    Ok(RunSummary {
+        id: dir_name(path),
+        kind: EntryKind::Comparison,
+        path: path.to_owned(),
+        started_ms: started,
+        model,
+        host,
+        suite: None,
+        suite_sha256,
+        verdict,
+        passed: None,
+        targets_total: verdicts.len(),
+        targets_passed: verdicts.values().filter(|v| *v != "REGRESSED").count(),
+        verdicts,
+        outcome: None,
+        members: Some((members, planned)),
+        rehearsal,
+        seal,
+        signed: false,
+        problem,
+    })
+}
+
+/// The entry kind a directory name implies: `r-*` a run, `cmp-*` a comparison.
+pub fn kind_of(name: &str) -> Option<EntryKind> {
+    if name.starts_with("r-") {
+        Some(EntryKind::Run)
+    } else if name.starts_with("cmp-") {
+        Some(EntryKind::Comparison)
+    } else {
+        None
+    }
+}
+
+/// Reads one entry by its kind; a directory that cannot be read back is an
+/// [`RunVerdict::Unreadable`] entry naming why.
+pub fn read_entry(path: &Path, kind: EntryKind) -> RunSummary {
+    let read = match kind {
+        EntryKind::Run => read_run(path),
+        EntryKind::Comparison => read_comparison(path),
+    };
+    read.unwrap_or_else(|problem| {
+        // The entry names its directory; the problem need not repeat it.
+        let prefix = format!("{}: ", path.display());
+        let problem = problem
+            .strip_prefix(&prefix)
+            .map_or(problem.clone(), str::to_owned);
+        RunSummary::unreadable(path, kind, problem)
+    })
+}
+
+/// The entry directories under `root`: `r-*` and `cmp-*` directories (symlinks are not
+/// followed), with their kind. A missing root has none.
+pub fn entry_dirs(root: &Path) -> Vec<(PathBuf, EntryKind)> {
+    std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| {
+            let kind = kind_of(&e.file_name().to_string_lossy())?;
+            Some((e.path(), kind))
+        })
+        .collect()
+}
+
+/// How [`query`] orders entries; each sort breaks ties newest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SortKey {
+    /// Newest first (the default).
+    #[default]
+    Newest,
+    /// Oldest first.
+    Oldest,
+    /// By model, A to Z.
+    Model,
+    /// By host, A to Z (`scripted` for none).
+    Host,
+    /// By verdict, in [`RunVerdict::ALL`] order.
+    Verdict,
+}
+
+impl std::str::FromStr for SortKey {
+    type Err = String;
+
+    /// `newest`, `oldest`, `model`, `host`, `verdict`; errors name the value and the accepted.
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "newest" | "time" | "date" => Ok(Self::Newest),
+            "oldest" => Ok(Self::Oldest),
+            "model" => Ok(Self::Model),
+            "host" => Ok(Self::Host),
+            "verdict" => Ok(Self::Verdict),
+            _ => Err(format!(
+                "unknown sort `{}`; accepted: newest, oldest, model, host, verdict",
+                crate::display::visible_inline(s)
+            )),
+        }
+    }
+}
+
+/// Which entries [`query`] keeps. Text filters match case-insensitively on a part of the
+/// value (`--model sonnet`); `suite` matches the suite's name or a prefix of its digest.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunFilter {
+    pub model: Option<String>,
+    /// Matched against [`RunSummary::host_label`] (`scripted` for none).
+    pub host: Option<String>,
+    pub suite: Option<String>,
+    pub verdict: Option<RunVerdict>,
+    /// `Some(true)` only rehearsals, `Some(false)` only runs against a real provider.
+    pub rehearsal: Option<bool>,
+    /// Only runs, or only comparisons.
+    pub kind: Option<EntryKind>,
+}
+
+fn contains_ci(value: Option<&str>, part: &str) -> bool {
+    value.is_some_and(|v| v.to_lowercase().contains(&part.to_lowercase()))
+}
+
+impl RunFilter {
+    /// Whether `run` passes every filter set.
+    pub fn matches(&self, run: &RunSummary) -> bool {
+        self.model
+            .as_deref()
+            .is_none_or(|m| contains_ci(run.model.as_deref(), m))
+            && self
+                .host
+                .as_deref()
+                .is_none_or(|h| contains_ci(Some(run.host_label()), h))
+            && self.suite.as_deref().is_none_or(|s| {
+                contains_ci(run.suite.as_deref(), s)
+                    || run
+                        .suite_sha256
+                        .as_deref()
+                        .is_some_and(|d| d.starts_with(&s.to_ascii_lowercase()))
+            })
+            && self.verdict.is_none_or(|v| run.verdict == v)
+            && self.rehearsal.is_none_or(|r| run.rehearsal == r)
+            && self.kind.is_none_or(|k| run.kind == k)
+    }
+}
+
+/// Sorts `runs` by `key`, ties newest first, then by id.
+pub fn sort(runs: &mut [RunSummary], key: SortKey) {
+    let newest = |a: &RunSummary, b: &RunSummary| {
+        b.started_ms
+            .total_cmp(&a.started_ms)
+            .then_with(|| b.id.cmp(&a.id))
+    };
+    let text = |v: Option<&str>| v.map(str::to_lowercase);
+    runs.sort_by(|a, b| match key {
+        SortKey::Newest => newest(a, b),
+        SortKey::Oldest => newest(b, a),
+        // Unknown models sort last.
+        SortKey::Model => match (text(a.model.as_deref()), text(b.model.as_deref())) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (x, y) => y.is_none().cmp(&x.is_none()).reverse(),
+        }
+        .then_with(|| newest(a, b)),
+        SortKey::Host => text(Some(a.host_label()))
+            .cmp(&text(Some(b.host_label())))
+            .then_with(|| newest(a, b)),
+        SortKey::Verdict => a.verdict.cmp(&b.verdict).then_with(|| newest(a, b)),
+    });
+}
+
+/// Every entry under `root` — runs and comparisons, unreadable ones included — newest first.
+/// Reads only; never fails (an unreadable root has no entries).
+pub fn index(root: &Path) -> Vec<RunSummary> {
+    let mut runs: Vec<RunSummary> = entry_dirs(root)
+        .into_iter()
+        .map(|(path, kind)| read_entry(&path, kind))
+        .collect();
+    sort(&mut runs, SortKey::Newest);
+    runs
+}
+
+/// The entries under `root` that pass `filter`, ordered by `key`.
+pub fn query(root: &Path, filter: &RunFilter, key: SortKey) -> Vec<RunSummary> {
+    let mut runs: Vec<RunSummary> = entry_dirs(root)
+        .into_iter()
+        .map(|(path, kind)| read_entry(&path, kind))
+        .filter(|r| filter.matches(r))
+        .collect();
+    sort(&mut runs, key);
+    runs
+}
+
+/// How many candidates an ambiguous or unknown id's error lists.
+pub const CANDIDATES_LISTED: usize = 10;
+
+/// Finds the entry `id` names under `root`: an exact directory name, a unique prefix of one
+/// (with or without its `r-`/`cmp-`), `CMP/SLOT` for a comparison's member run in that slot
+/// (its last attempt), or a path (absolute, or holding a `/`, that is a directory). Errors: no
+/// entry matches (listing the newest), or several do (listing them) — at most
+/// [`CANDIDATES_LISTED`] each.
+pub fn resolve(root: &Path, id: &str) -> Result<PathBuf, String> {
+    let shown = crate::display::visible_inline(id);
+    if id.is_empty() {
+        return Err("an empty run id; give a run's id (or a unique prefix of it)".to_owned());
+    }
+    let as_path = Path::new(id);
+    if as_path.is_absolute() || id.contains('/') {
+        if as_path.is_dir() {
+            return Ok(as_path.to_owned());
+        }
+        // `cmp-…/A-01`: a comparison's member run.
+        if let Some((cmp, slot)) = id.split_once('/')
+            && !slot.contains('/')
+            && let Ok(dir) = resolve(root, cmp)
+            && kind_of(&dir_name(&dir)) == Some(EntryKind::Comparison)
+        {
+            let slot_dir = dir.join("runs").join(slot);
+            let mut attempts: Vec<PathBuf> = entry_dirs(&slot_dir)
+                .into_iter()
+                .filter(|(_, k)| *k == EntryKind::Run)
+                .map(|(p, _)| p)
+                .collect();
+            attempts.sort();
+            return attempts.pop().ok_or_else(|| {
+                format!(
+                    "comparison {} has no run in slot `{}`",
+                    dir_name(&dir),
+                    crate::display::visible_inline(slot)
+                )
+            });
+        }
+        return Err(format!("{shown}: no such run directory"));
+    }
+    let entries = entry_dirs(root);
+    if let Some((path, _)) = entries.iter().find(|(p, _)| dir_name(p) == id) {
+        return Ok(path.clone());
+    }
+    let mut matching: Vec<&PathBuf> = entries
+        .iter()
+        .map(|(p, _)| p)
+        .filter(|p| {
+            let name = dir_name(p);
+            let bare = name
+                .strip_prefix("r-")
+                .or_else(|| name.strip_prefix("cmp-"))
+                .unwrap_or(&name);
+            name.starts_with(id) || bare.starts_with(id)
+        })
+        .collect();
+    matching.sort();
+    match matching.as_slice() {
+        [one] => Ok((*one).clone()),
+        [] => {
+            let mut newest: Vec<String> = entries.iter().map(|(p, _)| dir_name(p)).collect();
+            newest.sort_by(|a, b| b.cmp(a));
+            Err(if newest.is_empty() {
+                format!("no run `{shown}`: {} holds no runs", root.display())
+            } else {
+                format!(
+                    "no run `{shown}` under {}; {} entries there, e.g. {}",
+                    root.display(),
+                    newest.len(),
+                    list(&newest)
+                )
+            })
+        }
+        many => Err(format!(
+            "`{shown}` is ambiguous: it starts {} entries under {}: {} (give more of the id)",
+            many.len(),
+            root.display(),
+            list(&many.iter().map(|p| dir_name(p)).collect::<Vec<_>>())
+        )),
+    }
+}
+
+fn list(names: &[String]) -> String {
+    let shown: Vec<String> = names
+        .iter()
+        .take(CANDIDATES_LISTED)
+        .map(|n| crate::display::visible_inline(n).into_owned())
+        .collect();
+    let more = names.len().saturating_sub(CANDIDATES_LISTED);
+    if more > 0 {
+        format!("{} … and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn write(dir: &Path, name: &str, value: &serde_json::Value) -> Vec<u8> {
+        std::fs::create_dir_all(dir).unwrap();
+        let bytes = serde_json::to_vec(value).unwrap();
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        bytes
+    }
+
+    /// A run with a manifest, a report and (when `sealed`) a seal binding both files.
+    fn run(root: &Path, id: &str, started: f64, model: &str, passed: bool, sealed: bool) {
+        let dir = root.join(id);
+        let manifest = write(
+            &dir,
+            "manifest.json",
+            &json!({"run_id": id, "started_ms": started, "agent": {"model": model},
+                    "configuration": {"fixture_manifest_source": "/s/my-suite/manifest.json",
+                                      "fixture_manifest_sha256": "ab12cd34ef"}}),
+        );
+        write(
+            &dir,
+            "report.json",
+            &json!({"passed": passed, "outcome": if passed {"passed"} else {"failed"},
+                    "targets": [{"name": "chess", "status": if passed {"pass"} else {"fail"}},
+                                {"name": "limiter", "status": "pass"}]}),
+        );
+        if sealed {
+            std::fs::write(dir.join("SHA256SUMS"), b"sums\n").unwrap();
+            std::fs::write(
+                dir.join("manifest.seal"),
+                crate::evidence::seal_text(
+                    id,
+                    Some(&sha256_hex(&manifest)),
+                    &sha256_hex(b"sums\n"),
+                ),
+            )
+            .unwrap();
+        }
+    }
+
+    #[test]
+    fn a_summary_carries_suite_verdict_targets_and_seal_from_the_runs_own_files() {
+        let root = tempfile::tempdir().unwrap();
+        run(root.path(), "r-1", 5.0, "m-1", false, true);
+        let s = read_run(&root.path().join("r-1")).unwrap();
+        assert_eq!(s.verdict, RunVerdict::Failed);
+        assert_eq!((s.targets_passed, s.targets_total), (1, 2));
+        assert_eq!(s.suite.as_deref(), Some("my-suite"));
+        assert_eq!(s.suite_sha256.as_deref(), Some("ab12cd34ef"));
+        assert_eq!(s.seal, SealState::Sealed, "{s:?}");
+        // A byte changed after sealing breaks the seal, and the entry says which file.
+        let path = root.path().join("r-1/manifest.json");
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.push(b' ');
+        std::fs::write(&path, bytes).unwrap();
+        let s = read_run(&root.path().join("r-1")).unwrap();
+        assert_eq!(s.seal, SealState::Broken);
+        assert!(s.problem.unwrap().contains("manifest.json"));
+    }
+
+    #[test]
+    fn corrupt_and_empty_run_directories_are_listed_as_unreadable_never_skipped() {
+        let root = tempfile::tempdir().unwrap();
+        run(root.path(), "r-good", 5.0, "m", true, false);
+        std::fs::create_dir(root.path().join("r-empty")).unwrap();
+        std::fs::create_dir(root.path().join("r-torn")).unwrap();
+        std::fs::write(
+            root.path().join("r-torn/manifest.json"),
+            b"{\"run_id\": \"r-to",
+        )
+        .unwrap();
+        std::fs::create_dir(root.path().join("r-typed")).unwrap();
+        std::fs::write(
+            root.path().join("r-typed/report.json"),
+            b"{\"passed\": \"yes\"}",
+        )
+        .unwrap();
+        std::fs::create_dir(root.path().join("cmp-nothing")).unwrap();
+        let runs = index(root.path());
+        assert_eq!(runs.len(), 5, "{runs:?}");
+        for id in ["r-empty", "r-torn", "r-typed", "cmp-nothing"] {
+            let r = runs.iter().find(|r| r.id == id).unwrap();
+            assert_eq!(r.verdict, RunVerdict::Unreadable, "{r:?}");
+            assert!(r.problem.is_some(), "{r:?}");
+        }
+        let torn = runs.iter().find(|r| r.id == "r-torn").unwrap();
+        assert!(
+            torn.problem.as_deref().unwrap().contains("manifest.json"),
+            "{torn:?}"
+        );
+    }
+
+    #[test]
+    fn entries_filter_by_model_host_suite_verdict_and_rehearsal_and_sort_by_each() {
+        let root = tempfile::tempdir().unwrap();
+        run(root.path(), "r-a", 1.0, "claude-sonnet-4-5", true, false);
+        run(root.path(), "r-b", 2.0, "gpt-5", false, false);
+        run(root.path(), "r-c", 3.0, "claude-opus-4-1", false, false);
+        let ids = |f: &RunFilter, key: SortKey| -> Vec<String> {
+            query(root.path(), f, key)
+                .into_iter()
+                .map(|r| r.id)
+                .collect()
+        };
+        let all = RunFilter::default();
+        assert_eq!(ids(&all, SortKey::Newest), ["r-c", "r-b", "r-a"]);
+        assert_eq!(ids(&all, SortKey::Oldest), ["r-a", "r-b", "r-c"]);
+        assert_eq!(ids(&all, SortKey::Model), ["r-c", "r-a", "r-b"]);
+        assert_eq!(ids(&all, SortKey::Verdict), ["r-a", "r-c", "r-b"]);
+        let f = RunFilter {
+            model: Some("CLAUDE".into()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&f, SortKey::Newest), ["r-c", "r-a"]);
+        let f = RunFilter {
+            verdict: Some("failed".parse().unwrap()),
+            ..Default::default()
+        };
+        assert_eq!(ids(&f, SortKey::Newest), ["r-c", "r-b"]);
+        let f = RunFilter {
+            host: Some("scripted".into()),
+            suite: Some("ab12".into()),
+            rehearsal: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(ids(&f, SortKey::Newest).len(), 3);
+        let f = RunFilter {
+            rehearsal: Some(true),
+            ..Default::default()
+        };
+        assert!(ids(&f, SortKey::Newest).is_empty());
+        let e = "nope".parse::<RunVerdict>().unwrap_err();
+        assert!(e.contains("`nope`") && e.contains("infra_abort"), "{e}");
+    }
+
+    #[test]
+    fn an_id_resolves_by_unique_prefix_and_an_ambiguous_or_unknown_one_lists_candidates() {
+        let root = tempfile::tempdir().unwrap();
+        run(root.path(), "r-20261201-101010-1", 1.0, "m", true, false);
+        run(root.path(), "r-20261201-101010-2", 2.0, "m", true, false);
+        run(root.path(), "r-20261202-090000-3", 3.0, "m", true, false);
+        let found = |id: &str| resolve(root.path(), id).map(|p| dir_name(&p));
+        assert_eq!(found("r-20261202").unwrap(), "r-20261202-090000-3");
+        assert_eq!(found("20261202").unwrap(), "r-20261202-090000-3");
+        assert_eq!(found("r-20261201-101010-2").unwrap(), "r-20261201-101010-2");
+        let e = found("r-20261201").unwrap_err();
+        assert!(
+            e.contains("ambiguous")
+                && e.contains("r-20261201-101010-1")
+                && e.contains("r-20261201-101010-2"),
+            "{e}"
+        );
+        let e = found("r-1999").unwrap_err();
+        assert!(
+            e.contains("no run `r-1999`") && e.contains("r-20261202-090000-3"),
+            "{e}"
+        );
+        let e = found("\u{1b}[2J").unwrap_err();
+        assert!(!e.contains('\u{1b}'), "{e}");
+    }
+}
