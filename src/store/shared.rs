@@ -628,6 +628,11 @@ impl ContentCache {
             .cloned()
     }
 
+    /// The cached content of target `id`, if any (any incarnation: compare it yourself).
+    pub(crate) fn get_by_id(&self, id: i64) -> Option<Cached> {
+        lock(&self.0).get(&id).cloned()
+    }
+
     /// Remembers `content` as target `id`'s content at `revision` unless a newer one is cached.
     pub(crate) fn remember(&self, id: i64, incarnation: &str, revision: u64, content: Arc<str>) {
         let mut cache = lock(&self.0);

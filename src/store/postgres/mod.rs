@@ -29,7 +29,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Transaction};
+use deadpool_postgres::{
+    GenericClient, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Transaction,
+};
 use tokio_postgres::{IsolationLevel, NoTls, Row, error::SqlState};
 
 use super::shared::{
@@ -92,11 +94,15 @@ enum Call {
 
 mod migrations;
 mod ops;
+mod pipeline;
+mod profile;
 mod rows;
 mod submit;
 
 pub use migrations::PG_SCHEMA_VERSION;
+pub use profile::{PhaseFigures, SubmissionPhase, SubmissionProfile};
 use rows::*;
+pub use rows::redact_database_url;
 
 /// PostgreSQL-backed [`EditStore`]. `Send + Sync`; share it behind an `Arc`.
 pub struct PostgresStore {
@@ -108,6 +114,11 @@ pub struct PostgresStore {
     cache: ContentCache,
     /// How long a write waits for a target's boundary or row lock (milliseconds).
     lock_timeout_ms: AtomicU64,
+    /// Target ids by name, learned from reads, so the pipelined plan read can ask for the
+    /// journal since the cached revision before it has read the target's row.
+    target_ids: std::sync::Mutex<HashMap<String, i64>>,
+    /// Round trips and time per submission phase ([`PostgresStore::submission_profile`]).
+    profile: profile::Profiler,
 }
 
 
@@ -177,6 +188,8 @@ impl PostgresStore {
             redacted_url,
             cache: ContentCache::default(),
             lock_timeout_ms: BUSY_TIMEOUT_MS.into(),
+            target_ids: Default::default(),
+            profile: Default::default(),
         };
         store
             .run(Call::Write, store.migrate())
@@ -283,6 +296,32 @@ impl PostgresStore {
             .await?)
     }
 
+    /// Round trips and time per phase of the submissions this store made since it connected
+    /// or [`PostgresStore::reset_submission_profile`] (issue 29: where a submission's time goes;
+    /// the backend bench prints it). Counting is always on: it costs two clock reads per round
+    /// trip.
+    pub fn submission_profile(&self) -> SubmissionProfile {
+        self.profile.snapshot()
+    }
+
+    /// Starts [`PostgresStore::submission_profile`]'s counts again from zero.
+    pub fn reset_submission_profile(&self) {
+        self.profile.reset()
+    }
+
+    /// The cached content of target `name` (by the id a read learned), if any.
+    fn cached_by_name(&self, name: &str) -> Option<Cached> {
+        let id = *shared::lock(&self.target_ids).get(name)?;
+        self.cache.get_by_id(id)
+    }
+
+    fn remember_id(&self, name: &str, id: i64) {
+        let mut ids = shared::lock(&self.target_ids);
+        if ids.get(name) != Some(&id) {
+            ids.insert(name.to_owned(), id);
+        }
+    }
+
     /// `STORAGE` naming the busy target when a lock wait ran out, else the error as is.
     fn busy(&self, name: &str, e: StoreError) -> StoreError {
         if e.message.contains(SqlState::LOCK_NOT_AVAILABLE.code()) {
@@ -300,7 +339,7 @@ impl PostgresStore {
 
     async fn current_content(
         &self,
-        tx: &Transaction<'_>,
+        tx: &impl GenericClient,
         t: &TargetRow,
     ) -> Result<Arc<str>, StoreError> {
         let cached = self.cache.get(t);
@@ -382,16 +421,33 @@ impl EditStore for PostgresStore {
         validator: Validator<'_>,
     ) -> Result<Receipt, StoreError> {
         let submission_sha = submission_sha256(submission)?;
-        // K4 first: recovery needs no lock, no validation and no discovery.
-        if let Some(r) = self.run(Call::Read, self.recover(name, submission, &submission_sha))? {
-            return Ok(r);
-        }
-        validate_submission(submission)?;
-        self.run(
-            Call::Write,
-            self.submit_locked(name, submission, &submission_sha, strict, validator),
-        )
-        .map_err(|e| self.busy(name, e))
+        let outcome = match validate_submission(submission) {
+            // K4 first: recovery needs no lock, no validation and no discovery, so a retry of
+            // a recorded key is answered even before the submission's shape is checked.
+            Err(invalid) => {
+                match self.run(Call::Read, self.recover(name, submission, &submission_sha)) {
+                    Ok(Some(r)) => Ok(r),
+                    Ok(None) => Err(invalid.into()),
+                    Err(e) => Err(e),
+                }
+            }
+            // The pipelined path makes the same recovery first (before the boundary).
+            Ok(()) => match self.run(
+                Call::Write,
+                self.submit_pipelined(name, submission, &submission_sha, strict, validator),
+            ) {
+                Ok(pipeline::Pipelined::Done(r)) => Ok(r),
+                // A save moved the row's counters between plan and commit: decide again with
+                // the row re-read under the commit's lock.
+                Ok(pipeline::Pipelined::SavedMeanwhile) => self.run(
+                    Call::Write,
+                    self.submit_locked(name, submission, &submission_sha, strict, validator),
+                ),
+                Err(e) => Err(e),
+            }
+        };
+        self.profile.submitted();
+        outcome.map_err(|e| self.busy(name, e))
     }
 
     fn recover_receipt(

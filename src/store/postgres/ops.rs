@@ -3,7 +3,7 @@
 use super::*;
 
 impl PostgresStore {
-    async fn init_async(
+    pub(super) async fn init_async(
         &self,
         name: &str,
         language: &str,
@@ -63,7 +63,7 @@ impl PostgresStore {
         Ok((id, incarnation))
     }
 
-    async fn read_version(
+    pub(super) async fn read_version(
         tx: &Transaction<'_>,
         t: &TargetRow,
         version: u64,
@@ -86,7 +86,7 @@ impl PostgresStore {
         })
     }
 
-    async fn save_async(&self, name: &str) -> Result<SaveResult, StoreError> {
+    pub(super) async fn save_async(&self, name: &str) -> Result<SaveResult, StoreError> {
         let mut client = self.client().await?;
         let tx = self.write_tx(&mut client).await?;
         let t = target_row_locked(&tx, name, "UPDATE").await?;
@@ -132,7 +132,7 @@ impl PostgresStore {
         Ok(t.saved_as(version))
     }
 
-    async fn observe_async(
+    pub(super) async fn observe_async(
         &self,
         name: &str,
         at_revision: u64,
@@ -172,7 +172,7 @@ impl PostgresStore {
         Ok(o)
     }
 
-    async fn replay_async(
+    pub(super) async fn replay_async(
         &self,
         name: &str,
         after: Option<&str>,
@@ -213,7 +213,7 @@ impl PostgresStore {
         shared::replay_page(rows, limit, after, |_, text, _| utf8(text, "journal text"))
     }
 
-    async fn audit_async(&self, name: &str) -> Result<Audit, StoreError> {
+    pub(super) async fn audit_async(&self, name: &str) -> Result<Audit, StoreError> {
         let mut client = self.client().await?;
         let tx = Self::read_tx(&mut client).await?;
         let t = target_row(&tx, name).await?;
@@ -240,7 +240,7 @@ impl PostgresStore {
         Ok(t.into_audit(accepted, rejected, observations, rejections, worker_errors))
     }
 
-    async fn list_async(&self) -> Result<Vec<TargetSummary>, StoreError> {
+    pub(super) async fn list_async(&self) -> Result<Vec<TargetSummary>, StoreError> {
         let mut client = self.client().await?;
         let tx = Self::read_tx(&mut client).await?;
         let rows = tx

@@ -3,11 +3,11 @@
 
 use super::*;
 
-fn u(r: &Row, idx: usize) -> u64 {
+pub(super) fn u(r: &Row, idx: usize) -> u64 {
     r.get::<_, i64>(idx) as u64
 }
 
-fn target_from(r: &Row) -> TargetRow {
+pub(super) fn target_from(r: &Row) -> TargetRow {
     TargetRow {
         id: r.get(0),
         name: r.get(1),
@@ -69,13 +69,13 @@ pub fn redact_database_url(url: &str) -> String {
 
 /// K5: the advisory lock key of target `name` (first 8 bytes of a SHA-256 of the name): two
 /// names sharing a key only serialize with each other, which is safe.
-fn target_lock_key(name: &str) -> i64 {
+pub(super) fn target_lock_key(name: &str) -> i64 {
     let digest = sha256_hex(format!("patchdiff-target:{name}"));
     i64::from_str_radix(&digest[..15], 16).unwrap_or(0)
 }
 
-async fn target_row_opt(
-    tx: &Transaction<'_>,
+pub(super) async fn target_row_opt(
+    tx: &impl GenericClient,
     name: &str,
     suffix: &str,
 ) -> Result<Option<TargetRow>, StoreError> {
@@ -88,15 +88,15 @@ async fn target_row_opt(
         .map(target_from))
 }
 
-async fn target_row(tx: &Transaction<'_>, name: &str) -> Result<TargetRow, StoreError> {
+pub(super) async fn target_row(tx: &impl GenericClient, name: &str) -> Result<TargetRow, StoreError> {
     target_row_opt(tx, name, "")
         .await?
         .ok_or_else(|| StoreError::unknown_target(name))
 }
 
 /// The target row locked against concurrent writes (`FOR UPDATE`) or commits (`FOR SHARE`).
-async fn target_row_locked(
-    tx: &Transaction<'_>,
+pub(super) async fn target_row_locked(
+    tx: &impl GenericClient,
     name: &str,
     mode: &str,
 ) -> Result<TargetRow, StoreError> {
@@ -105,8 +105,8 @@ async fn target_row_locked(
         .ok_or_else(|| StoreError::unknown_target(name))
 }
 
-async fn lookup_receipt(
-    tx: &Transaction<'_>,
+pub(super) async fn lookup_receipt(
+    tx: &impl GenericClient,
     target_id: i64,
     target: &str,
     request_key: &str,
@@ -124,8 +124,8 @@ async fn lookup_receipt(
     shared::recovered(row, target, request_key, submission_sha256)
 }
 
-async fn summary_counts(
-    tx: &Transaction<'_>,
+pub(super) async fn summary_counts(
+    tx: &impl GenericClient,
     target_id: i64,
 ) -> Result<(u64, u64, u64), StoreError> {
     let stmt = tx
@@ -140,8 +140,8 @@ async fn summary_counts(
     Ok((u(&r, 0), u(&r, 1), u(&r, 2)))
 }
 
-async fn write_snapshot(
-    tx: &Transaction<'_>,
+pub(super) async fn write_snapshot(
+    tx: &impl GenericClient,
     target_id: i64,
     revision: u64,
     content: &str,
@@ -162,8 +162,8 @@ async fn write_snapshot(
     Ok(r.get(0))
 }
 
-async fn read_snapshot(
-    tx: &Transaction<'_>,
+pub(super) async fn read_snapshot(
+    tx: &impl GenericClient,
     snapshot_id: i64,
 ) -> Result<(u64, String), StoreError> {
     let stmt = tx
@@ -182,8 +182,8 @@ async fn read_snapshot(
 }
 
 /// K6: writes one journal entry, its text in one `bytea` row.
-async fn insert_journal(
-    tx: &Transaction<'_>,
+pub(super) async fn insert_journal(
+    tx: &impl GenericClient,
     target_id: i64,
     e: &shared::JournalRow<'_>,
 ) -> Result<(), StoreError> {
@@ -214,7 +214,7 @@ async fn insert_journal(
 
 /// K5: the target's serialization boundary, `pg_advisory_xact_lock` keyed by its name, held
 /// until the transaction ends (waits up to the session's lock timeout).
-async fn lock_target(tx: &Transaction<'_>, name: &str) -> Result<(), StoreError> {
+pub(super) async fn lock_target(tx: &impl GenericClient, name: &str) -> Result<(), StoreError> {
     tx.execute(
         "SELECT pg_advisory_xact_lock($1)",
         &[&target_lock_key(name)],
@@ -224,8 +224,8 @@ async fn lock_target(tx: &Transaction<'_>, name: &str) -> Result<(), StoreError>
 }
 
 /// K4: records an attempt with its receipt JSON, stored byte for byte as returned.
-async fn insert_attempt(
-    tx: &Transaction<'_>,
+pub(super) async fn insert_attempt(
+    tx: &impl GenericClient,
     target_id: i64,
     submission_sha: &str,
     receipt: &Receipt,
@@ -254,8 +254,8 @@ async fn insert_attempt(
 }
 
 /// Edit shapes of the steps producing revisions `(from, to]`, oldest first.
-async fn load_steps(
-    tx: &Transaction<'_>,
+pub(super) async fn load_steps(
+    tx: &impl GenericClient,
     target_id: i64,
     from: u64,
     to: u64,
@@ -280,8 +280,8 @@ async fn load_steps(
     Ok(steps)
 }
 
-async fn load_observation(
-    tx: &Transaction<'_>,
+pub(super) async fn load_observation(
+    tx: &impl GenericClient,
     target_id: i64,
     target: &str,
     id: &str,
@@ -296,27 +296,37 @@ async fn load_observation(
         .query_opt(&stmt, &[&id, &target_id])
         .await?
         .ok_or_else(|| shared::unknown_observation(target, id))?;
-    let name: Option<Vec<u8>> = r.get(2);
+    observation_from(&r, id.to_owned(), 0)
+}
+
+/// An observation from `r`'s columns from `at` on: revision, kind, name, start and end byte,
+/// start and end line, SHA-256.
+pub(super) fn observation_from(
+    r: &Row,
+    observation_id: String,
+    at: usize,
+) -> Result<ObservationRecord, StoreError> {
+    let name: Option<Vec<u8>> = r.get(at + 2);
     Ok(ObservationRecord {
-        observation_id: id.to_owned(),
-        revision: u(&r, 0),
+        observation_id,
+        revision: u(r, at),
         scope: ObservedScope {
-            kind: utf8(r.get(1), "observation kind")?,
+            kind: utf8(r.get(at + 1), "observation kind")?,
             name: name.map(|n| utf8(n, "observation name")).transpose()?,
-            start_byte: u(&r, 3) as usize,
-            end_byte: u(&r, 4) as usize,
-            start_line: u(&r, 5) as usize,
-            end_line: u(&r, 6) as usize,
+            start_byte: u(r, at + 3) as usize,
+            end_byte: u(r, at + 4) as usize,
+            start_line: u(r, at + 5) as usize,
+            end_line: u(r, at + 6) as usize,
         },
-        sha256: r.get(7),
+        sha256: r.get(at + 7),
     })
 }
 
 /// Content of target `t` at `revision`: cached, or the latest snapshot at or before it (or a
 /// cached earlier revision, whichever is newer) with later journal edits applied.
 // Alike SQLite's content_at but for its async I/O; the decisions are `shared`'s.
-async fn content_at(
-    tx: &Transaction<'_>,
+pub(super) async fn content_at(
+    tx: &impl GenericClient,
     cached: Option<&Cached>,
     t: &TargetRow,
     revision: u64,

@@ -4,7 +4,7 @@
 use super::*;
 
 impl PostgresStore {
-    async fn recover(
+    pub(super) async fn recover(
         &self,
         name: &str,
         submission: &Submission,
@@ -17,7 +17,7 @@ impl PostgresStore {
     }
 
     /// K3: everything a plan is made from, read inside the target's boundary.
-    async fn plan_read(
+    pub(super) async fn plan_read(
         &self,
         tx: &Transaction<'_>,
         name: &str,
@@ -52,7 +52,7 @@ impl PostgresStore {
 
     /// K3–K5, W7: one submission inside its target's boundary: recovery again under the lock,
     /// planning, validation, and the commit of the decided attempt.
-    async fn submit_locked(
+    pub(super) async fn submit_locked(
         &self,
         name: &str,
         submission: &Submission,
@@ -98,7 +98,7 @@ impl PostgresStore {
     }
 
     /// K3: journals an accepted edit, snapshots when due and moves the target row.
-    async fn apply_edit(
+    pub(super) async fn apply_edit(
         &self,
         tx: &Transaction<'_>,
         t: &TargetRow,
