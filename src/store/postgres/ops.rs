@@ -172,6 +172,9 @@ impl PostgresStore {
         Ok(o)
     }
 
+    /// K6: one replay page in one statement (one round trip, one snapshot): the target row
+    /// joined with its journal after the cursor, so an unknown target is told from an empty
+    /// page.
     pub(super) async fn replay_async(
         &self,
         name: &str,
@@ -179,20 +182,26 @@ impl PostgresStore {
         after_id: i64,
         limit: u32,
     ) -> Result<ReplayPage, StoreError> {
-        let mut client = self.client().await?;
-        let tx = Self::read_tx(&mut client).await?;
-        let t = target_row(&tx, name).await?;
-        let stmt = tx
+        let client = self.client().await?;
+        let stmt = client
             .prepare_cached(
-                "SELECT entry_id, kind, revision, version, attempt_id, request_key, sha256, \
-                 edits, text FROM journal WHERE target_id = $1 AND entry_id > $2 \
-                 ORDER BY entry_id LIMIT $3",
+                "SELECT j.entry_id, j.kind, j.revision, j.version, j.attempt_id, j.request_key, \
+                 j.sha256, j.edits, j.text FROM targets t LEFT JOIN LATERAL ( \
+                     SELECT * FROM journal WHERE target_id = t.id AND entry_id > $2 \
+                     ORDER BY entry_id LIMIT $3) j ON true \
+                 WHERE t.name = $1 ORDER BY j.entry_id",
             )
             .await?;
-        let rows = tx
-            .query(&stmt, &[&t.id, &after_id, &(limit as i64 + 1)])
-            .await?
+        let rows = client
+            .query(&stmt, &[&name, &after_id, &(limit as i64 + 1)])
+            .await?;
+        if rows.is_empty() {
+            return Err(StoreError::unknown_target(name));
+        }
+        let rows = rows
             .into_iter()
+            // A target with no entry after the cursor: one row of NULLs.
+            .filter(|r| r.get::<_, Option<i64>>(0).is_some())
             .map(|r| {
                 let text: Vec<u8> = r.get(8);
                 let key: Option<Vec<u8>> = r.get(5);

@@ -4,16 +4,33 @@
 use super::*;
 
 impl PostgresStore {
+    /// K4: request-key recovery in one statement (one round trip, one snapshot: no explicit
+    /// transaction), `UNKNOWN_TARGET` when there is no such target.
     pub(super) async fn recover(
         &self,
         name: &str,
         submission: &Submission,
         submission_sha: &str,
     ) -> Result<Option<Receipt>, StoreError> {
-        let mut client = self.client().await?;
-        let tx = Self::read_tx(&mut client).await?;
-        let t = target_row(&tx, name).await?;
-        lookup_receipt(&tx, t.id, name, &submission.request_key, submission_sha).await
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "SELECT a.submission_sha256, a.receipt FROM targets t LEFT JOIN attempts a \
+                 ON a.target_id = t.id AND a.request_key = $2 WHERE t.name = $1",
+            )
+            .await?;
+        let row = self
+            .profile
+            .round_trip(
+                super::profile::SubmissionPhase::Recovery,
+                client.query_opt(&stmt, &[&name, &submission.request_key.as_bytes()]),
+            )
+            .await?
+            .ok_or_else(|| StoreError::unknown_target(name))?;
+        let stored = row
+            .get::<_, Option<String>>(0)
+            .map(|sha| (sha, row.get::<_, String>(1)));
+        shared::recovered(stored, name, &submission.request_key, submission_sha)
     }
 
     /// K3: everything a plan is made from, read inside the target's boundary.
