@@ -218,5 +218,4 @@ impl PostgresStore {
         tx.commit().await?;
         Ok(())
     }
-
 }

@@ -101,8 +101,8 @@ mod submit;
 
 pub use migrations::PG_SCHEMA_VERSION;
 pub use profile::{PhaseFigures, SubmissionPhase, SubmissionProfile};
-use rows::*;
 pub use rows::redact_database_url;
+use rows::*;
 
 /// PostgreSQL-backed [`EditStore`]. `Send + Sync`; share it behind an `Arc`.
 pub struct PostgresStore {
@@ -120,7 +120,6 @@ pub struct PostgresStore {
     /// Round trips and time per submission phase ([`PostgresStore::submission_profile`]).
     profile: profile::Profiler,
 }
-
 
 impl PostgresStore {
     /// Connects to the PostgreSQL database at `url` (`postgres://` or `postgresql://`, or any
@@ -297,7 +296,7 @@ impl PostgresStore {
     }
 
     /// Round trips and time per phase of the submissions this store made since it connected
-    /// or [`PostgresStore::reset_submission_profile`] (issue 29: where a submission's time goes;
+    /// or [`PostgresStore::reset_submission_profile`] (where a submission's time goes;
     /// the backend bench prints it). Counting is always on: it costs two clock reads per round
     /// trip.
     pub fn submission_profile(&self) -> SubmissionProfile {
@@ -444,7 +443,7 @@ impl EditStore for PostgresStore {
                     self.submit_locked(name, submission, &submission_sha, strict, validator),
                 ),
                 Err(e) => Err(e),
-            }
+            },
         };
         self.profile.submitted();
         outcome.map_err(|e| self.busy(name, e))
@@ -638,4 +637,3 @@ mod tests {
         assert_eq!(target_lock_key("a"), target_lock_key("a"));
     }
 }
-

@@ -144,9 +144,10 @@ impl PostgresStore {
         let ids: Vec<&str> = shared::observation_ids(submission);
         let base = i(submission.base_revision);
         let cached = self.cached_by_name(name);
-        let (cached_incarnation, cached_revision) = cached
-            .as_ref()
-            .map_or((String::new(), -1), |c| (c.incarnation.clone(), i(c.revision)));
+        let (cached_incarnation, cached_revision) =
+            cached.as_ref().map_or((String::new(), -1), |c| {
+                (c.incarnation.clone(), i(c.revision))
+            });
         let key = submission.request_key.as_bytes();
         let lock_key = target_lock_key(name);
         let tx = OpenTx {

@@ -88,7 +88,10 @@ pub(super) async fn target_row_opt(
         .map(target_from))
 }
 
-pub(super) async fn target_row(tx: &impl GenericClient, name: &str) -> Result<TargetRow, StoreError> {
+pub(super) async fn target_row(
+    tx: &impl GenericClient,
+    name: &str,
+) -> Result<TargetRow, StoreError> {
     target_row_opt(tx, name, "")
         .await?
         .ok_or_else(|| StoreError::unknown_target(name))
@@ -369,4 +372,3 @@ pub(super) async fn content_at(
     });
     shared::rebuild(&t.name, at, content, revision, edits)
 }
-

@@ -4,7 +4,6 @@
 //! snapshot plus journal edits, and replay arguments and page assembly. Nothing here touches a
 //! database, so both backends decide identically and store byte-identical receipts.
 
-
 use super::*;
 use crate::kernel::position::{check_range, last_line_of};
 use crate::kernel::{
@@ -598,15 +597,14 @@ pub(crate) fn count_rejections(
     rejections
 }
 
-
 mod rows;
 pub(crate) use rows::*;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
     use crate::kernel::ObservationRecord;
+    use std::collections::HashMap;
 
     fn row(edits_since_snapshot: u64, bytes_since_snapshot: u64) -> TargetRow {
         TargetRow {
@@ -786,4 +784,3 @@ mod tests {
         assert!(usable_cache(Some(&other), &t, 5).is_none());
     }
 }
-

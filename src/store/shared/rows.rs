@@ -367,4 +367,3 @@ pub(crate) fn rebuild_from(
         )),
     }
 }
-

@@ -749,4 +749,3 @@ impl EditStore for SqliteStore {
         })
     }
 }
-

@@ -3,7 +3,10 @@
 
 use super::*;
 
-pub(super) fn target_row_opt(conn: &Connection, name: &str) -> Result<Option<TargetRow>, StoreError> {
+pub(super) fn target_row_opt(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<TargetRow>, StoreError> {
     let sql = format!("SELECT {TARGET_COLS} FROM targets WHERE name = ?1");
     Ok(conn
         .prepare_cached(&sql)?
@@ -102,7 +105,10 @@ pub(super) fn write_snapshot(
     Ok(id)
 }
 
-pub(super) fn read_snapshot(conn: &Connection, snapshot_id: i64) -> Result<(u64, String), StoreError> {
+pub(super) fn read_snapshot(
+    conn: &Connection,
+    snapshot_id: i64,
+) -> Result<(u64, String), StoreError> {
     let (revision, sha, len, n): (i64, String, i64, i64) = conn
         .prepare_cached(
             "SELECT revision, sha256, byte_len, chunk_count FROM snapshots WHERE id = ?1",
@@ -292,4 +298,3 @@ pub(super) fn load_observation(
     .optional()?
     .ok_or_else(|| shared::unknown_observation(target, id))
 }
-

@@ -53,4 +53,3 @@ pub fn checkpoint_for_seal(path: &Path) -> Result<(), StoreError> {
     }
     conn.close().map_err(|(_, e)| StoreError::storage(&ctx, e))
 }
-
