@@ -435,7 +435,7 @@ impl EditStore for PostgresStore {
                 Call::Write,
                 self.submit_pipelined(name, submission, &submission_sha, strict, validator),
             ) {
-                Ok(pipeline::Pipelined::Done(r)) => Ok(r),
+                Ok(pipeline::Pipelined::Done(r)) => Ok(*r),
                 // A save moved the row's counters between plan and commit: decide again with
                 // the row re-read under the commit's lock.
                 Ok(pipeline::Pipelined::SavedMeanwhile) => self.run(

@@ -59,7 +59,7 @@ const COMMIT_ATTEMPT_SQL: &str = "SELECT patchdiff_commit_attempt($1, $2, $3, $4
 
 /// What the pipelined submission decided: a receipt, or "decide again on the careful path".
 pub(super) enum Pipelined {
-    Done(Receipt),
+    Done(Box<Receipt>),
     SavedMeanwhile,
 }
 
@@ -197,12 +197,11 @@ impl PostgresStore {
                 .roll_back(tx, Err(StoreError::unknown_target(name)))
                 .await;
         };
-        let stored: Option<(String, String)> = match entered.get::<_, Option<String>>(1) {
-            Some(sha) => Some((sha, entered.get(2))),
-            None => None,
-        };
+        let stored: Option<(String, String)> = entered
+            .get::<_, Option<String>>(1)
+            .map(|sha| (sha, entered.get(2)));
         match shared::recovered(stored, name, &submission.request_key, submission_sha) {
-            Ok(Some(r)) => return self.roll_back(tx, Ok(Pipelined::Done(r))).await,
+            Ok(Some(r)) => return self.roll_back(tx, Ok(Pipelined::Done(Box::new(r)))).await,
             Ok(None) => {}
             Err(e) => return self.roll_back(tx, Err(e)).await,
         }
@@ -439,6 +438,6 @@ impl PostgresStore {
             self.cache
                 .remember(t.id, &t.incarnation, a.revision, a.new_content.into());
         }
-        Ok(Pipelined::Done(receipt))
+        Ok(Pipelined::Done(Box::new(receipt)))
     }
 }
