@@ -20,7 +20,9 @@
 //! round trips per submission counted on the wire (the client's request bursts) and 1- and
 //! 16-client throughput; and with the store's own per-phase profile
 //! (`PostgresStore::submission_profile`: round trips and time in lock + plan read,
-//! validation, commit + fsync) on loopback and through the proxy.
+//! validation, commit + fsync) on loopback and through the proxy, with the server's WAL fsync
+//! time per submission beside it (`pg_stat_wal`, `track_wal_io_timing` on for the store's
+//! sessions through the URL's `options`).
 //!
 //! Durability is production's on both: SQLite WAL with `synchronous = FULL`; PostgreSQL with its
 //! defaults (`fsync = on`, `synchronous_commit = on`, `wal_sync_method = fdatasync`) — the
@@ -359,19 +361,68 @@ fn measure_lan(url: &str, lan: &mut LanFigures, run: usize, scale: &Scale) {
         .measure(|| throughput(&open, 16, scale.per_client, false, 1000 + run));
 }
 
-/// The store's own per-phase profile of `count` sequential submissions on one target.
-fn profile(url: &str, count: usize, tag: &str) -> SubmissionProfile {
-    let store = PostgresStore::connect(url).expect("connect");
+/// The store's own per-phase profile of `count` sequential submissions on one target, and the
+/// server's WAL flushes during them (`pg_stat_wal`, with `track_wal_io_timing` on for the
+/// store's sessions: count and ms per submission; `None` where the role may not set it).
+fn profile(
+    url: &str,
+    admin: &str,
+    count: usize,
+    tag: &str,
+) -> (SubmissionProfile, Option<(f64, f64)>) {
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let timed = format!("{url}{sep}options=-c%20track_wal_io_timing%3Don");
+    let (store, timed) = match PostgresStore::connect(&timed) {
+        Ok(s) => (s, true),
+        Err(_) => (PostgresStore::connect(url).expect("connect"), false),
+    };
     let name = format!("profile-{tag}");
     init(&store, &name, &fixture(1024, 1));
     store.submit(&name, &submission(0, 0, 0), false).unwrap();
+    let wal = || -> Option<(f64, f64)> {
+        let out = backends::psql(admin, "SELECT wal_sync, wal_sync_time FROM pg_stat_wal").ok()?;
+        let (n, t) = out.split_once('|')?;
+        Some((n.parse().ok()?, t.parse().ok()?))
+    };
+    // Backends report their statistics when idle or at exit: wait for the store's sessions
+    // to end before reading the totals.
+    let db = url
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .split('?')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let sessions_gone = || {
+        for _ in 0..100 {
+            let q = format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND pid <> pg_backend_pid()"
+            );
+            if backends::psql(admin, &q).as_deref() == Ok("0") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
     store.reset_submission_profile();
+    let before = wal();
     for i in 1..count {
         store
             .submit(&name, &submission(0, i, i as u64), false)
             .unwrap();
     }
-    store.submission_profile()
+    let p = store.submission_profile();
+    drop(store);
+    sessions_gone();
+    let flushes = match (timed, before, wal()) {
+        (true, Some((n0, t0)), Some((n1, t1))) => {
+            let subs = (count - 1) as f64;
+            Some(((n1 - n0) / subs, (t1 - t0) / subs))
+        }
+        _ => None,
+    };
+    (p, flushes)
 }
 
 fn main() {
@@ -393,7 +444,7 @@ fn main() {
         std::env::var("STORE_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_owned());
     let mut results: Vec<(Backend, Figures)> = Vec::new();
     let mut lan: Option<LanFigures> = None;
-    let mut profiles: Vec<(String, SubmissionProfile)> = Vec::new();
+    let mut profiles: Vec<(String, SubmissionProfile, Option<(f64, f64)>)> = Vec::new();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if backend == Backend::Postgres && !backends::postgres_or_skip("bench backends") {
             continue;
@@ -412,12 +463,11 @@ fn main() {
             }
             lan = Some(l);
             let count = scale.per_client.max(2) * 2;
-            profiles.push(("loopback".into(), profile(url, count, "loopback")));
+            let (p, f) = profile(url, url, count, "loopback");
+            profiles.push(("loopback".into(), p, f));
             let proxy = DelayProxy::start(upstream(url), scale.delay).expect("delay proxy");
-            profiles.push((
-                format!("+{} µs each way", scale.delay.as_micros()),
-                profile(&via(url, proxy.addr), count, "lan"),
-            ));
+            let (p, f) = profile(&via(url, proxy.addr), url, count, "lan");
+            profiles.push((format!("+{} µs each way", scale.delay.as_micros()), p, f));
         }
         results.push((backend, figures));
     }
@@ -427,7 +477,7 @@ fn main() {
 fn print(
     results: &[(Backend, Figures)],
     lan: Option<&LanFigures>,
-    profiles: &[(String, SubmissionProfile)],
+    profiles: &[(String, SubmissionProfile, Option<(f64, f64)>)],
     scale: &Scale,
 ) {
     const W: usize = 28;
@@ -520,7 +570,7 @@ fn print(
             1,
         );
     }
-    for (link, p) in profiles {
+    for (link, p, flushes) in profiles {
         println!();
         println!(
             "PostgreSQL submission profile, {link} ({} sequential submissions, 1 client): {:.2} round trips per submission",
@@ -539,6 +589,15 @@ fn print(
                 f.round_trips as f64 / n,
                 ms(f.time) / n
             );
+        }
+        match flushes {
+            Some((syncs, sync_ms)) => println!(
+                "{:<32}{:>22}{:>22.3}   (server: {syncs:.2} WAL fsyncs per submission, pg_stat_wal)",
+                "  of which WAL fsync", "", sync_ms
+            ),
+            None => println!(
+                "  (WAL fsync time not available: pg_stat_wal or track_wal_io_timing refused)"
+            ),
         }
     }
 }
