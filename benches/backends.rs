@@ -425,6 +425,10 @@ fn profile(
     (p, flushes)
 }
 
+/// A profiled link: its name, the store's profile, and the server's WAL fsyncs (count, ms) per
+/// submission.
+type Profiled = (String, SubmissionProfile, Option<(f64, f64)>);
+
 fn main() {
     let bench_mode = std::env::args().any(|a| a == "--bench");
     let pick = |full: usize, smoke: usize| if bench_mode { full } else { smoke };
@@ -444,7 +448,7 @@ fn main() {
         std::env::var("STORE_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_owned());
     let mut results: Vec<(Backend, Figures)> = Vec::new();
     let mut lan: Option<LanFigures> = None;
-    let mut profiles: Vec<(String, SubmissionProfile, Option<(f64, f64)>)> = Vec::new();
+    let mut profiles: Vec<Profiled> = Vec::new();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if backend == Backend::Postgres && !backends::postgres_or_skip("bench backends") {
             continue;
@@ -477,7 +481,7 @@ fn main() {
 fn print(
     results: &[(Backend, Figures)],
     lan: Option<&LanFigures>,
-    profiles: &[(String, SubmissionProfile, Option<(f64, f64)>)],
+    profiles: &[Profiled],
     scale: &Scale,
 ) {
     const W: usize = 28;
