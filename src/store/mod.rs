@@ -20,7 +20,8 @@ mod target_lock;
 
 pub use crate::kernel::types::*;
 pub use postgres::{
-    CONNECT_TIMEOUT, POOL_MAX_CONNECTIONS, PostgresStore, STATEMENT_BUDGET, redact_database_url,
+    CONNECT_TIMEOUT, PG_SCHEMA_VERSION, POOL_MAX_CONNECTIONS, PhaseFigures, PostgresStore,
+    STATEMENT_BUDGET, SubmissionPhase, SubmissionProfile, redact_database_url,
 };
 pub use sqlite::{Durability, SqliteStore, checkpoint_for_seal};
 

@@ -10,8 +10,12 @@ use patchdiff_test_util::{backends, mcp};
 
 mod util;
 
+#[path = "../../benches/support/delay_proxy.rs"]
+mod delay_proxy;
+
 mod basics;
 mod deadlines;
 mod props;
 mod regressions;
+mod round_trips;
 mod target_boundary;

@@ -575,6 +575,53 @@ fn killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once(
         });
 }
 
+fn a_save_while_the_submission_validates_keeps_the_edit_under_the_saved_version(b: Backend) {
+    // A save from another handle lands between the plan's read and the commit (the validator
+    // runs holding the target's boundary; saves take only the row). The edit is still
+    // accepted, journalled under the version the save made, and the next save holds it.
+    let (s, store) = fresh(b);
+    let other = s.open();
+    init(&store, "t", "let a = 1;\n");
+    let saved_during_validation = std::sync::Mutex::new(None);
+    let validator = |_: &str, _: &str| {
+        let mut saved = saved_during_validation.lock().unwrap();
+        if saved.is_none() {
+            // On a thread of its own, as another client's save would run (the validator runs
+            // inside the store's call).
+            let save = std::thread::scope(|sc| sc.spawn(|| other.save("t")).join().unwrap());
+            *saved = Some(save.expect("a save never waits for a validation"));
+        }
+        Validation::Passed
+    };
+    let r = store
+        .submit_validated("t", &sub("k", 0, &[(None, "1", "2")]), false, &validator)
+        .unwrap();
+    assert_eq!(r.outcome, Outcome::Accepted, "{:?}", r.reasons);
+    assert_eq!(r.revision, 1);
+    assert_eq!(r.sha256, sha256_hex("let a = 2;\n"));
+    let saved = saved_during_validation.lock().unwrap().clone().unwrap();
+    assert_eq!((saved.version, saved.revision), (1, 0));
+    let (entries, _) = replay_to_end(&*store, "t");
+    let edit = entries
+        .iter()
+        .find(|e| e.kind == JournalKind::Edit)
+        .expect("the edit is journalled");
+    assert_eq!(
+        (edit.revision, edit.version),
+        (1, 1),
+        "journalled under the version the save made"
+    );
+    // K4: the stored receipt is the returned one, byte for byte.
+    assert_eq!(
+        store.stored_receipt("t", "k").unwrap().unwrap(),
+        serde_json::to_string(&r).unwrap()
+    );
+    let v2 = store.save("t").unwrap();
+    assert_eq!((v2.version, v2.revision), (2, 1));
+    assert_eq!(store.saved_version("t", 2).unwrap().content, "let a = 2;\n");
+    assert_eq!(store.saved_version("t", 1).unwrap().content, "let a = 1;\n");
+}
+
 backend_tests!(
     killed_mcp_process_loses_no_acknowledged_edit_and_retries_apply_exactly_once,
     edit_racing_a_save_is_neither_lost_nor_reported_under_the_wrong_hash,
@@ -584,4 +631,5 @@ backend_tests!(
     submissions_interleaved_with_saves_from_another_process_are_all_kept,
     killed_writer_loses_no_acknowledged_receipt_and_retries_are_exactly_once,
     a_read_started_after_an_acknowledgement_always_includes_that_edit,
+    a_save_while_the_submission_validates_keeps_the_edit_under_the_saved_version,
 );
