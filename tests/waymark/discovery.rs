@@ -610,7 +610,7 @@ fn line_span(source: &str, start: usize, end: usize, before_semicolon: bool) -> 
 async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_languages_names() {
     let work = tempfile::tempdir().expect("tempdir");
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/waymark");
@@ -656,7 +656,7 @@ async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_language
 async fn a_scope_covers_its_decorators_attributes_and_annotations_in_every_language() {
     let work = tempfile::tempdir().expect("tempdir");
     let waymark = Waymark::new(
-        support::config(WaymarkMode::Resident, work.path()),
+        util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
     let cases: &[(Language, &str, &str, &str)] = &[
