@@ -577,3 +577,107 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
         "one row per run and target"
     );
 }
+
+/// A provider key the member run's worker and agent print: the agent writes it into the chess
+/// code, whose failing check prints it (the console's progress lines, which `compare run` logs
+/// as `logs/<slot>.<n>.stderr.log`), and a worker wrapper prints it from its environment
+/// (`worker.observed.stderr.log`). Both files hold the redaction mark, never the key (issue 23).
+/// One slot (`--slot`), so one member run.
+const LEAKED_KEY: &str = "sk-ant-leak-3f9c2e7a1b";
+
+#[test]
+fn a_key_the_worker_and_the_agent_print_reaches_neither_stderr_log_of_a_member_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // The real worker behind a wrapper that first prints the key its environment holds.
+    let waymark = dir.path().join("waymark");
+    std::fs::create_dir_all(&waymark).unwrap();
+    for script in ["waymark_worker.mjs", "waymark_oneshot.mjs"] {
+        let real = repo().join("integrations/waymark").join(script);
+        std::fs::write(
+            waymark.join(script),
+            format!(
+                "process.stderr.write(`worker env ${{process.env.ANTHROPIC_API_KEY}}\\n`);\n\
+                 await import({:?});\n",
+                format!("file://{}", real.display())
+            ),
+        )
+        .unwrap();
+    }
+    let first = "        step = 1 if color == WHITE else -1\n";
+    let leak = format!("        raise RuntimeError(\"leak {LEAKED_KEY}\")\n");
+    let steps = [
+        serde_json::json!({"step": "obs", "tool": "patchdiff_observe_scope",
+               "args": {"target": "chess", "scope": "Board._pawn_moves"}}),
+        serde_json::json!({"step": "sub", "tool": "patchdiff_submit_observed_operations",
+               "args": {"target": "chess", "request_key": "leak-1",
+                        "base_revision": "${obs.revision}",
+                        "operations": [{"observation_id": "${obs.observation_id}",
+                                        "old_text": first,
+                                        "new_text": format!("{leak}{first}")}]},
+               "expect": {"outcome": "accepted"}}),
+        serde_json::json!({"step": "save", "tool": "patchdiff_save", "args": {"target": "chess"}}),
+    ];
+    let plan_file = dir.path().join("leak.plan.jsonl");
+    std::fs::write(
+        &plan_file,
+        steps.iter().map(|s| format!("{s}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let script = dir.path().join("leak.canary");
+    std::fs::write(
+        &script,
+        format!(
+            "record model=scripted-leak provider=patchdiff reasoning=none\ninit\n\
+             launch observed\npreflight\nagent {}\nexport\nevaluate\nreport\n",
+            plan_file.display()
+        ),
+    )
+    .unwrap();
+    let path = plan(
+        dir.path(),
+        "leak.toml",
+        &[
+            "--runs",
+            "5",
+            "--aa",
+            "--seed",
+            "1",
+            "--baseline",
+            script.to_str().unwrap(),
+        ],
+    );
+    let runs = dir.path().join("runs");
+    let out = patchdiff(dir.path(), None, Some("open"))
+        .env("ANTHROPIC_API_KEY", LEAKED_KEY)
+        .env("PATCHDIFF_WAYMARK_DIR", &waymark)
+        .args(["compare", "run"])
+        .arg(&path)
+        .args(["--slot", "A-01", "--runs-dir"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cmp = comparison_dir(&runs);
+    let console_log = std::fs::read_to_string(cmp.join("logs/A-01.1.stderr.log")).unwrap();
+    let run = std::fs::read_dir(cmp.join("runs/A-01"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .expect("the slot's run");
+    let worker_log = std::fs::read_to_string(run.join("worker.observed.stderr.log")).unwrap();
+    for (name, log, mark) in [
+        (
+            "the console's stderr log",
+            &console_log,
+            "leak [redacted:ANTHROPIC_API_KEY]",
+        ),
+        (
+            "the worker's stderr log",
+            &worker_log,
+            "worker env [redacted:ANTHROPIC_API_KEY]",
+        ),
+    ] {
+        assert!(!log.contains(LEAKED_KEY), "{name} holds the key:\n{log}");
+        assert!(log.contains(mark), "{name} shows what was said:\n{log}");
+    }
+}

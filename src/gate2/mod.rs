@@ -8,9 +8,12 @@
 //! choices.
 
 pub mod cli;
+pub mod collect;
+pub mod curtail;
 pub mod matrix;
 pub mod plan;
 pub mod power;
+pub mod render;
 pub mod report;
 pub mod resolve;
 pub mod stats;

@@ -625,7 +625,7 @@ pub struct HttpLimits {
 }
 
 impl HttpLimits {
-    /// 10 s for a head, 30 s for a body (64 MiB over loopback takes well under 1 s), 64
+    /// 10 s for a head, 30 s for a body (193 MiB over loopback takes about 1 s), 64
     /// connections (the console needs two), 16 sessions idle-closed after 120 s (above the
     /// 28 s outer discovery allowance, W6), 30 s without write progress.
     pub const PRODUCT: HttpLimits = HttpLimits {
@@ -911,8 +911,12 @@ async fn healthz(
         .into_response()
 }
 
-/// Largest HTTP request body (bytes, 64 MiB), for rmcp and the wire layer alike.
-const MAX_LOGGED_BODY: usize = 64 * 1024 * 1024;
+/// Largest HTTP request body (bytes), for rmcp and the wire layer alike: stdio's per-message
+/// bound [`super::stdio::MAX_LINE_BYTES`] (193 MiB = the 32 MiB submission limit at the worst
+/// escaping + 1 MiB), so every submission stdio accepts is accepted over HTTP too (issue 23
+/// item 8). The body is read as a stream up to this bound (413 past it) within
+/// [`HttpLimits::body_read_timeout`].
+const MAX_LOGGED_BODY: usize = super::stdio::MAX_LINE_BYTES;
 
 /// A bound listener, ready to serve.
 pub struct HttpListener {
