@@ -16,5 +16,6 @@ pub mod power;
 pub mod render;
 pub mod report;
 pub mod resolve;
+pub mod signature;
 pub mod stats;
 pub mod verdict;

@@ -150,6 +150,29 @@ impl CompareReport {
                 ));
             }
         }
+        if !self.signatures.is_empty() {
+            out.push_str("\nfailure signatures (export diff vs the reference)\n");
+            for g in &self.signatures {
+                let slots: Vec<&str> = g
+                    .baseline
+                    .iter()
+                    .chain(&g.candidate)
+                    .map(String::as_str)
+                    .collect();
+                out.push_str(&format!(
+                    "{:<12} {}  {:<50} {}  {}\n",
+                    g.target,
+                    g.id,
+                    g.summary,
+                    slots.join(" "),
+                    if g.baseline.is_empty() {
+                        "new in B"
+                    } else {
+                        "seen in A"
+                    }
+                ));
+            }
+        }
         if !self.metrics.is_empty() {
             out.push_str(&format!(
                 "\n{:<24} {:>10} {:>10} {:>10} {:>8}\n",
@@ -244,6 +267,31 @@ impl CompareReport {
                     c.baseline,
                     c.candidate,
                     if c.new_in_candidate { " (new)" } else { "" }
+                ));
+            }
+        }
+        if !self.signatures.is_empty() {
+            out.push_str(
+                "\n#### Failure signatures\n\n| Task | Signature | First change | Runs | |\n|---|---|---|---|---|\n",
+            );
+            for g in &self.signatures {
+                let slots: Vec<&str> = g
+                    .baseline
+                    .iter()
+                    .chain(&g.candidate)
+                    .map(String::as_str)
+                    .collect();
+                out.push_str(&format!(
+                    "| {} | `{}` | {} | {} | {} |\n",
+                    g.target,
+                    g.id,
+                    g.summary.replace('|', "\\|"),
+                    slots.join(" "),
+                    if g.baseline.is_empty() {
+                        "new in B"
+                    } else {
+                        "seen in A"
+                    }
                 ));
             }
         }

@@ -20,6 +20,7 @@ use super::matrix::{self, Comparison, MAX_RETRIES};
 use super::plan::Plan;
 use super::power::Design;
 use super::resolve::run_fields;
+use super::signature::DiffSignature;
 use super::stats;
 use super::verdict::{self, Outcome, OutcomeTable, Rules, RunRecord, Side, Verdict};
 
@@ -77,6 +78,8 @@ pub struct Member {
     pub tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>>,
     /// Failing named checks per target.
     pub failing_checks: BTreeMap<String, Vec<String>>,
+    /// Per failing target, its export's difference from the reference.
+    pub signatures: BTreeMap<String, DiffSignature>,
 }
 
 /// Everything the report is computed from, and its result.
@@ -114,6 +117,24 @@ pub struct CompareReport {
     pub checks: Vec<CheckRow>,
     /// Tool errors by tool and reason: occurrences per arm.
     pub tool_errors: Vec<ToolErrorRow>,
+    /// Failing exports clustered by their diff from the reference.
+    pub signatures: Vec<SignatureRow>,
+}
+
+/// One failure signature: the runs whose export of a target differs from the reference the
+/// same way ([`super::signature`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SignatureRow {
+    /// Target.
+    pub target: String,
+    /// 6 hex digits.
+    pub id: String,
+    /// The first change.
+    pub summary: String,
+    /// Baseline slots showing it, in time order.
+    pub baseline: Vec<String>,
+    /// Candidate slots showing it, in time order.
+    pub candidate: Vec<String>,
 }
 
 /// One metric's per-arm summary.
@@ -240,6 +261,13 @@ pub async fn compute(
                 ((*n).to_owned(), checks)
             })
             .collect();
+        let failing: Vec<&str> = targets
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| **o == Outcome::Fail)
+            .map(|(t, _)| t.as_str())
+            .collect();
+        let signatures = super::signature::run_signatures(run, &failing);
         let host = &report["agent_host"];
         let tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>> =
             serde_json::from_value(host["tool_errors"].clone()).unwrap_or_default();
@@ -286,6 +314,7 @@ pub async fn compute(
             cost_usd: number(&host["cost_usd"]),
             tool_errors_by_reason,
             failing_checks,
+            signatures,
         });
     }
     // Time order (ties by slot), as the strips show them.
@@ -336,6 +365,7 @@ pub async fn compute(
     let metrics = metric_rows(&members);
     let checks = check_rows(&members);
     let tool_errors = tool_error_rows(&members);
+    let signatures = signature_rows(&members);
     Ok(CompareReport {
         comparison: cmp.id.clone(),
         plan_digest: cmp.digest.clone(),
@@ -357,7 +387,38 @@ pub async fn compute(
         metrics,
         checks,
         tool_errors,
+        signatures,
     })
+}
+
+/// Clusters the members' failing exports by signature (target, id), slots in time order;
+/// rows by target, then by how many runs show them (most first).
+fn signature_rows(members: &[Member]) -> Vec<SignatureRow> {
+    let mut rows: BTreeMap<(String, String), SignatureRow> = BTreeMap::new();
+    for m in members {
+        for (target, sig) in &m.signatures {
+            let row = rows
+                .entry((target.clone(), sig.id.clone()))
+                .or_insert_with(|| SignatureRow {
+                    target: target.clone(),
+                    id: sig.id.clone(),
+                    summary: sig.summary.clone(),
+                    baseline: Vec::new(),
+                    candidate: Vec::new(),
+                });
+            match m.arm {
+                Side::Baseline => row.baseline.push(m.slot.clone()),
+                Side::Candidate => row.candidate.push(m.slot.clone()),
+            }
+        }
+    }
+    let mut out: Vec<SignatureRow> = rows.into_values().collect();
+    out.sort_by(|a, b| {
+        a.target.cmp(&b.target).then(
+            (b.baseline.len() + b.candidate.len()).cmp(&(a.baseline.len() + a.candidate.len())),
+        )
+    });
+    out
 }
 
 /// How a metric is read from a member run (`None`: the run does not have it).
