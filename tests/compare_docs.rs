@@ -59,10 +59,18 @@ fn all_slots(runs: u32) -> BTreeSet<String> {
 fn assert_slots(ids: &[String], runs: u32, what: &str) {
     for id in ids {
         let slot = Slot::parse(id, runs).unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_eq!(&slot.id(), id, "{what}: slot ids are written as the matrix writes them");
+        assert_eq!(
+            &slot.id(),
+            id,
+            "{what}: slot ids are written as the matrix writes them"
+        );
     }
     let unique: BTreeSet<String> = ids.iter().cloned().collect();
-    assert_eq!(unique.len(), ids.len(), "{what}: a slot listed twice: {ids:?}");
+    assert_eq!(
+        unique.len(),
+        ids.len(),
+        "{what}: a slot listed twice: {ids:?}"
+    );
     assert_eq!(unique, all_slots(runs), "{what}: every slot of the plan");
 }
 
@@ -101,8 +109,12 @@ fn the_github_actions_matrix_runs_every_slot_once_and_collects_them() {
         "{run}"
     );
     assert_eq!(
-        job["steps"].as_array().unwrap().iter().find(|s| s["name"] == "Run one slot").unwrap()
-            ["env"]["PATCHDIFF_GATE2"],
+        job["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "Run one slot")
+            .unwrap()["env"]["PATCHDIFF_GATE2"],
         "open"
     );
     let report = &doc["jobs"]["report"];

@@ -11,6 +11,7 @@ pub mod cli;
 pub mod collect;
 pub mod curtail;
 pub mod matrix;
+pub mod metrics;
 pub mod plan;
 pub mod power;
 pub mod render;

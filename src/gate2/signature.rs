@@ -102,9 +102,10 @@ pub fn run_signatures(run: &Path, targets: &[&str]) -> BTreeMap<String, DiffSign
         if !targets.contains(&name) {
             continue;
         }
-        let (Some(module), Some(expected)) =
-            (fixture["module_file"].as_str(), fixture["expected"].as_str())
-        else {
+        let (Some(module), Some(expected)) = (
+            fixture["module_file"].as_str(),
+            fixture["expected"].as_str(),
+        ) else {
             continue;
         };
         // Names from the sealed manifest; stay inside the run directory.
