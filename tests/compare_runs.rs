@@ -292,11 +292,14 @@ fn compare_run_with_gate_2_closed_exits_2_says_how_to_open_it_and_runs_nothing()
     );
 }
 
-/// The real CLI, A/A: UNCHANGED with the sensitivity sentence; the same plan run slot by slot
-/// from two separate processes combines into a report whose verdict equals the local run's;
-/// `verify` holds on both; a tampered member run makes the comparison INVALID.
+/// The real CLI, A/A at concurrency 1: UNCHANGED with the sensitivity sentence, curtailed as
+/// soon as no completion could reject (2 + 2 perfect runs of 5: the best case left, 5/5 vs
+/// 2/5, has p = 0.083); the same plan run in another directory — its first block slot by slot
+/// from two separate processes, then `compare run --resume` killed after its first finished
+/// run, then `--resume` again — gives a report whose verdict and runs equal the uninterrupted
+/// one's; `verify` holds on both; a tampered member run makes the comparison INVALID.
 #[test]
-fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_verdict() {
+fn claude_aa_comparison_is_unchanged_and_slots_and_an_interrupted_resume_give_the_same_report() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let model = Model::start(
@@ -319,6 +322,8 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
             "--aa",
             "--seed",
             "3",
+            "--concurrency",
+            "1",
             "--baseline",
             a.to_str().unwrap(),
         ],
@@ -348,16 +353,28 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
             .starts_with(cmp.to_str().unwrap()),
         "the comparison directory is the first line: {stderr}"
     );
+    let report = report_json(&cmp);
+    let counted: Vec<String> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["slot"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(counted.len(), 4, "curtailed after 2 + 2 runs: {counted:?}");
     assert_eq!(
         stderr.lines().filter(|l| l.starts_with('[')).count(),
-        10,
+        4,
         "one line per finished run: {stderr}"
     );
-    let report = report_json(&cmp);
+    assert!(
+        stderr.contains("curtailed: the decision is settled"),
+        "{stderr}"
+    );
     assert_eq!(report["verdict"]["kind"], "UNCHANGED", "{report:#}");
     let line = report["verdict"]["line"].as_str().unwrap();
     assert!(
         line.contains("a target at 5/5 is flagged only at ≤ 1/5")
+            && line.contains("Curtailed after 2 + 2 runs")
             && !line.contains("no regression"),
         "{line}"
     );
@@ -381,27 +398,22 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .unwrap();
     assert!(sums.status.success(), "{}", text(&sums));
 
-    // The same plan, slot by slot from two processes (as two CI jobs would), into another
-    // directory; then one report over both.
+    // The same plan elsewhere: the first block's two slots from two processes at once (as
+    // two CI jobs would), ...
     let spread = dir.path().join("spread");
-    let slots: Vec<String> = (1..=5)
-        .flat_map(|i| [format!("A-{i:02}"), format!("B-{i:02}")])
-        .collect();
     std::thread::scope(|s| {
-        for half in slots.chunks(5) {
+        for slot in &counted[..2] {
             let (model, path, spread, dir) = (&model, &path, &spread, dir.path());
             s.spawn(move || {
-                for slot in half {
-                    let out = patchdiff(dir, Some(model), Some("open"))
-                        .args(["compare", "run"])
-                        .arg(path)
-                        .args(["--slot", slot])
-                        .arg("--runs-dir")
-                        .arg(spread)
-                        .output()
-                        .unwrap();
-                    assert_eq!(out.status.code(), Some(0), "{slot}: {}", text(&out));
-                }
+                let out = patchdiff(dir, Some(model), Some("open"))
+                    .args(["compare", "run"])
+                    .arg(path)
+                    .args(["--slot", slot])
+                    .arg("--runs-dir")
+                    .arg(spread)
+                    .output()
+                    .unwrap();
+                assert_eq!(out.status.code(), Some(0), "{slot}: {}", text(&out));
             });
         }
     });
@@ -411,18 +423,68 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         cmp.file_name(),
         "the plan names the directory"
     );
-    let out = patchdiff(dir.path(), None, None)
-        .args(["compare", "report"])
+    // ... then the rest with --resume, killed (its whole process group) once a run finished,
+    // ...
+    {
+        use std::os::unix::process::CommandExt;
+        let mut child = patchdiff(dir.path(), Some(&model), Some("open"))
+            .args(["compare", "run"])
+            .arg(&spread_cmp)
+            .arg("--resume")
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let finished = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.starts_with('['));
+        assert!(finished.is_some(), "a run finished before the interruption");
+        let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    }
+    // ... and --resume again to the end.
+    let out = patchdiff(dir.path(), Some(&model), Some("open"))
+        .args(["compare", "run"])
         .arg(&spread_cmp)
+        .arg("--resume")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out),
+        member_reports(&spread)
+    );
     let spread_report = report_json(&spread_cmp);
     assert_eq!(
         spread_report["verdict"], report["verdict"],
         "same verdict and statistics"
     );
-    assert_eq!(spread_report["runs"].as_array().unwrap().len(), 10);
+    let slots_of = |r: &Value| -> Vec<String> {
+        r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["slot"].as_str().unwrap().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    assert_eq!(
+        slots_of(&spread_report),
+        slots_of(&report),
+        "the same runs counted"
+    );
+    let verified = patchdiff(dir.path(), None, None)
+        .arg("verify")
+        .arg(&spread_cmp)
+        .output()
+        .unwrap();
+    assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
 
     // Tamper with one member run's export: that run fails verify, the comparison is INVALID.
     let member = &report["runs"][3];
