@@ -743,3 +743,61 @@ fn a_key_the_worker_and_the_agent_print_reaches_neither_stderr_log_of_a_member_r
         assert!(log.contains(mark), "{name} shows what was said:\n{log}");
     }
 }
+
+/// A budget that runs out (issue 24 item 5): the plan's one-second wall-clock budget stops the
+/// matrix after its first run (checked before each slot starts); the stop is recorded in
+/// `stops.jsonl` and the comparison is INCOMPLETE, exit 3, naming the budget. The bundled demo
+/// canary (a scripted agent), one member run.
+#[test]
+fn a_wall_clock_budget_that_runs_out_makes_the_comparison_incomplete_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan(
+        dir.path(),
+        "budget.toml",
+        &[
+            "--runs",
+            "5",
+            "--aa",
+            "--seed",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-wall",
+            "1",
+            "--baseline",
+            "demo",
+        ],
+    );
+    let runs = dir.path().join("runs");
+    let out = patchdiff(dir.path(), None, Some("open"))
+        .args(["compare", "run"])
+        .arg(&path)
+        .arg("--runs-dir")
+        .arg(&runs)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped: the wall-clock budget of 1 s ran out")
+            && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verdict"]["kind"], "INCOMPLETE", "{report:#}");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    let reasons = report["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("the wall-clock budget of 1 s ran out"),
+        "{reasons}"
+    );
+    let cmp = comparison_dir(&runs);
+    let stops = std::fs::read_to_string(cmp.join("stops.jsonl")).unwrap();
+    assert_eq!(stops.lines().count(), 1, "{stops}");
+    let sums = std::fs::read_to_string(cmp.join("SHA256SUMS")).unwrap();
+    assert!(
+        sums.contains("  stops.jsonl\n"),
+        "the stop is sealed: {sums}"
+    );
+}

@@ -725,4 +725,41 @@ mod tests {
         assert!(Slot::parse("C-01", 10).is_err());
         assert!(Slot::parse("A01", 10).is_err());
     }
+
+    fn sealed_example(root: &Path) -> Comparison {
+        let plan = Plan::from_toml(crate::gate2::plan::tests::GATE2_EXAMPLE).unwrap();
+        assert_eq!((plan.runs, plan.extend_to), (10, Some(20)));
+        Comparison::seal(&plan, root, true).unwrap()
+    }
+
+    #[test]
+    fn the_one_extension_is_taken_once_and_widens_the_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmp = sealed_example(dir.path());
+        assert_eq!(cmp.runs_per_arm(), 10);
+        let opening = Opening::now("all".into());
+        assert_eq!(cmp.take_extension(&opening), Ok(20));
+        assert_eq!(cmp.runs_per_arm(), 20);
+        // Reopened from disk (another process), the extension holds.
+        assert_eq!(Comparison::open(&cmp.dir).unwrap().runs_per_arm(), 20);
+        let again = cmp.take_extension(&opening).unwrap_err();
+        assert!(again.contains("taken already"), "{again}");
+        // The extended order starts with the original blocks.
+        let order = block_order(cmp.plan.seed, 20);
+        assert_eq!(order[..20], block_order(cmp.plan.seed, 10)[..]);
+    }
+
+    #[test]
+    fn a_budget_stop_is_recorded_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmp = sealed_example(dir.path());
+        assert_eq!(cmp.last_stop(), None);
+        cmp.record_stop("the wall-clock budget of 1 s ran out")
+            .unwrap();
+        cmp.record_stop("the cost budget of $40 ran out").unwrap();
+        assert_eq!(
+            cmp.last_stop().as_deref(),
+            Some("the cost budget of $40 ran out")
+        );
+    }
 }

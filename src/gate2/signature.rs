@@ -1,4 +1,4 @@
-//! Failure signatures (GATE2 §4.9, issue 24 item 6): a failing target's export is clustered
+//! Failure signatures (GATE2 §4.9): a failing target's export is clustered
 //! with every other export that differs from the reference *in the same way* — the same lines
 //! removed and inserted, wherever they sit — so "castling rook colour in A-03 B-02 B-07" is one
 //! row, named "new in B" when no baseline run shows it. Deterministic: no model writes the

@@ -1,5 +1,5 @@
 //! `--mixture MODEL=PLAN:WEIGHT,…`: several plans with weights, one drawn per session from a
-//! seeded stream, so an arm "fails chess 40 % of the time" (issue 24 item 8).
+//! seeded stream, so an arm "fails chess 40 % of the time" (gate 2 rehearsals).
 
 use super::*;
 

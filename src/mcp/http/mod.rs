@@ -615,8 +615,8 @@ async fn healthz(
 
 /// Largest HTTP request body (bytes), for rmcp and the wire layer alike: stdio's per-message
 /// bound [`super::stdio::MAX_LINE_BYTES`] (193 MiB = the 32 MiB submission limit at the worst
-/// escaping + 1 MiB), so every submission stdio accepts is accepted over HTTP too (issue 23
-/// item 8). The body is read as a stream up to this bound (413 past it) within
+/// escaping + 1 MiB), so every submission stdio accepts is accepted over HTTP too: limits
+/// that agree. The body is read as a stream up to this bound (413 past it) within
 /// [`HttpLimits::body_read_timeout`].
 const MAX_LOGGED_BODY: usize = super::stdio::MAX_LINE_BYTES;
 
