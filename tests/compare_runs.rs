@@ -7,8 +7,10 @@
 //!
 //! Sizes: 5 runs per arm (the plan's minimum). At N = 5 a target at 5/5 is flagged only at
 //! ≤ 1/5, so the regression test's candidate plays the wrong chess plan in 4 of its 5 sessions
-//! (`--mixture … --seed 0`; the model's request log shows the draws). One run takes about
-//! 10 s here, so each comparison is about a minute at concurrency 2.
+//! (`--mixture … --seed 0`; the model's request log shows the draws). The A/A comparison runs
+//! at concurrency 1 and curtails after 2 + 2 runs, and its slot/resume twin re-runs only those
+//! slots, so the binary's member runs are about 19 (4 + 2 + 2–3 A/A, 10 regressed, one each
+//! for the leak and budget tests) where they were 30.
 //!
 //! Arms differ by the model name their canary records (`scripted-baseline` /
 //! `scripted-candidate`), which is how one `scripted-model` plays a different mixture for each
