@@ -185,6 +185,93 @@ impl Redactor {
     }
 }
 
+/// Longest partial line (bytes) a [`RedactingWriter`] holds back waiting for its newline:
+/// 64 KiB, the W3 stderr capture per generation. Past it the pending bytes are written
+/// (redacted) as they are; a secret is far shorter, so only one straddling that cut could pass.
+pub const MAX_PENDING_LINE_BYTES: usize = 64 * 1024;
+
+/// A writer for evidence streams we copy from a child (the worker's stderr, a member run's
+/// console stderr): bytes are written line by line, each line through the [`Redactor`], so a
+/// secret split across two reads is still replaced whole. The last partial line is written
+/// when the writer is finished or dropped. Write errors of the inner writer are returned.
+pub struct RedactingWriter<W: std::io::Write> {
+    inner: W,
+    redactor: Redactor,
+    pending: Vec<u8>,
+}
+
+impl<W: std::io::Write> RedactingWriter<W> {
+    /// Wraps `inner`, redacting with `redactor`.
+    pub fn new(inner: W, redactor: Redactor) -> Self {
+        Self {
+            inner,
+            redactor,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Writes the partial line held back, if any, and flushes.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        if !self.pending.is_empty() {
+            let pending = std::mem::take(&mut self.pending);
+            self.inner
+                .write_all(&self.redactor.redact_bytes(&pending))?;
+        }
+        self.inner.flush()
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for RedactingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        let cut = match self.pending.iter().rposition(|&b| b == b'\n') {
+            Some(newline) => newline + 1,
+            None if self.pending.len() > MAX_PENDING_LINE_BYTES => self.pending.len(),
+            None => return Ok(buf.len()),
+        };
+        let rest = self.pending.split_off(cut);
+        let lines = std::mem::replace(&mut self.pending, rest);
+        self.inner.write_all(&self.redactor.redact_bytes(&lines))?;
+        Ok(buf.len())
+    }
+
+    /// Flushes the inner writer; a partial line stays held back (see [`RedactingWriter::finish`]).
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+impl<W: std::io::Write> Drop for RedactingWriter<W> {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// Copies `reader` (a child's stderr) into `log` until its end, redacted by `redactor` line by
+/// line ([`RedactingWriter`]). Returns the bytes read; a read error ends the copy like the end.
+pub async fn copy_redacted<R, W>(mut reader: R, log: W, redactor: Redactor) -> std::io::Result<u64>
+where
+    R: tokio::io::AsyncRead + Unpin,
+    W: std::io::Write,
+{
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+    let mut out = RedactingWriter::new(log, redactor);
+    let mut chunk = vec![0u8; 8192];
+    let mut total = 0u64;
+    loop {
+        match reader.read(&mut chunk).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                total += n as u64;
+                out.write_all(&chunk[..n])?;
+            }
+        }
+    }
+    out.finish()?;
+    Ok(total)
+}
+
 /// Whether variable `name` holds a credential: one of [`PROVIDER_SECRETS`], or a name with a
 /// credential word (`KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `AUTH`, …) between `_`, `-` or `.`.
 pub fn is_secret_name(name: &str) -> bool {
@@ -260,6 +347,24 @@ fn percent_encode(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn redacting_writer_replaces_a_secret_split_across_writes() {
+        use std::io::Write;
+        let r = Redactor::new(&[("ANTHROPIC_API_KEY", "sk-ant-split-0123456789")]);
+        let mut out = Vec::new();
+        {
+            let mut w = RedactingWriter::new(&mut out, r);
+            w.write_all(b"first line\nkey sk-ant-spl").unwrap();
+            w.write_all(b"it-0123456789 here\ntail without newline sk-ant-split-0123456789")
+                .unwrap();
+        }
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "first line\nkey [redacted:ANTHROPIC_API_KEY] here\n\
+             tail without newline [redacted:ANTHROPIC_API_KEY]"
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -63,6 +63,14 @@ use serde_json::{Value, json};
 
 use patchdiff::canary::plan::{PlanStep, load_plan, substitute};
 
+#[path = "scripted-model/mixture.rs"]
+mod mixture;
+#[path = "scripted-model/wire.rs"]
+mod wire;
+
+use mixture::*;
+use wire::*;
+
 /// What the model does after the plan's last step.
 #[derive(Clone, Copy, PartialEq, clap::ValueEnum)]
 enum AfterPlan {
@@ -132,65 +140,6 @@ struct Args {
     /// Seed of the mixtures' per-session draws.
     #[arg(long, value_name = "N", default_value_t = 0)]
     seed: u64,
-}
-
-/// One `--mixture` argument, parsed.
-#[derive(Clone)]
-struct MixtureSpec {
-    model: Option<String>,
-    plans: Vec<(PathBuf, f64)>,
-}
-
-fn parse_mixture(text: &str) -> Result<MixtureSpec, String> {
-    let (model, rest) = match text.split_once('=') {
-        Some((m, rest)) if !m.is_empty() => (Some(m.to_owned()), rest),
-        Some(_) => return Err(format!("--mixture {text:?}: empty MODEL before `=`")),
-        None => (None, text),
-    };
-    let mut plans = Vec::new();
-    for part in rest.split(',') {
-        let (plan, weight) = part.rsplit_once(':').ok_or_else(|| {
-            format!("--mixture {text:?}: `{part}` is not PLAN:WEIGHT (accepted: [MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…])")
-        })?;
-        let weight: f64 = weight
-            .parse()
-            .ok()
-            .filter(|w: &f64| w.is_finite() && *w > 0.0)
-            .ok_or_else(|| {
-                format!("--mixture {text:?}: weight `{weight}` is not a positive number")
-            })?;
-        plans.push((PathBuf::from(plan), weight));
-    }
-    Ok(MixtureSpec { model, plans })
-}
-
-/// Plans with weights, one drawn per session.
-struct Mixture {
-    /// The model it serves (`None`: every model no other mixture names).
-    model: Option<String>,
-    /// (name, steps, weight).
-    plans: Vec<(String, Vec<PlanStep>, f64)>,
-    /// Sessions started so far.
-    sessions: AtomicU64,
-}
-
-impl Mixture {
-    /// The plan index session `n` (1-based) plays under `seed`: u = the top 53 bits of
-    /// SplitMix64(seed ⊕ n·φ) as a fraction of 1, against the cumulative weights.
-    fn pick(&self, seed: u64, n: u64) -> usize {
-        let mut state = seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let u =
-            (patchdiff::gate2::matrix::splitmix64(&mut state) >> 11) as f64 / (1u64 << 53) as f64;
-        let total: f64 = self.plans.iter().map(|p| p.2).sum();
-        let mut acc = 0.0;
-        for (i, (_, _, w)) in self.plans.iter().enumerate() {
-            acc += w / total;
-            if u < acc {
-                return i;
-            }
-        }
-        self.plans.len() - 1
-    }
 }
 
 /// `--fail-status`: which model requests get an HTTP error instead of an answer.
@@ -771,96 +720,6 @@ fn sanitize(s: &str) -> String {
 
 fn message_id() -> String {
     format!("msg_{}", uuid::Uuid::new_v4().simple())
-}
-
-fn stop_reason(content: &Value) -> &'static str {
-    if content["type"] == "tool_use" {
-        "tool_use"
-    } else {
-        "end_turn"
-    }
-}
-
-/// The Messages streaming events for one content block.
-fn sse_response(model: &str, content: Value) -> Response {
-    let stop = stop_reason(&content);
-    let (start, delta) = if content["type"] == "tool_use" {
-        (
-            json!({"type": "tool_use", "id": content["id"], "name": content["name"], "input": {}}),
-            json!({"type": "input_json_delta", "partial_json": content["input"].to_string()}),
-        )
-    } else {
-        (
-            json!({"type": "text", "text": ""}),
-            json!({"type": "text_delta", "text": content["text"]}),
-        )
-    };
-    let events = [
-        (
-            "message_start",
-            json!({"type": "message_start", "message": {
-                "id": message_id(), "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": null, "stop_sequence": null,
-                // Per request: 10 uncached input tokens, 3 written to and 20 read from the
-                // prompt cache, 10 output tokens (the final count is in `message_delta`).
-                "usage": {"input_tokens": 10, "cache_creation_input_tokens": 3,
-                          "cache_read_input_tokens": 20, "output_tokens": 1},
-            }}),
-        ),
-        (
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": start}),
-        ),
-        (
-            "content_block_delta",
-            json!({"type": "content_block_delta", "index": 0, "delta": delta}),
-        ),
-        (
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
-        ),
-        (
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null},
-                   "usage": {"output_tokens": 10}}),
-        ),
-        ("message_stop", json!({"type": "message_stop"})),
-    ];
-    event_stream(&events)
-}
-
-/// A `text/event-stream` response carrying `events` (name, data) in order.
-fn event_stream(events: &[(&str, Value)]) -> Response {
-    let body: String = events
-        .iter()
-        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
-        .collect();
-    (
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-fn json_response(value: Value) -> Response {
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        value.to_string(),
-    )
-        .into_response()
-}
-
-fn error_response(status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = json!({"type": "error", "error": {"type": kind, "message": message}});
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
 }
 
 #[cfg(test)]

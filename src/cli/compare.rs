@@ -56,6 +56,15 @@ pub(crate) struct PlanArgs {
     /// The one extension the comparison may take: runs per arm after it.
     #[arg(long, value_name = "N")]
     extend_to: Option<u32>,
+    /// Cost budget in US dollars (as the hosts report it); exhausted → INCOMPLETE.
+    #[arg(long, value_name = "USD")]
+    max_cost: Option<f64>,
+    /// Wall-clock budget of one `compare run` in seconds; exhausted → INCOMPLETE.
+    #[arg(long, value_name = "S")]
+    max_wall: Option<u64>,
+    /// Run every planned run even once the decision is settled (no curtailment).
+    #[arg(long)]
+    no_curtail: bool,
     /// Seed of the AB/BA block order (default: from the clock; recorded in the plan).
     #[arg(long, value_name = "SEED")]
     seed: Option<u32>,
@@ -81,6 +90,9 @@ impl From<PlanArgs> for compare::PlanCommand {
             declare: a.declare,
             aa: a.aa,
             extend_to: a.extend_to,
+            max_cost_usd: a.max_cost,
+            max_wall_s: a.max_wall,
+            curtail: !a.no_curtail,
             seed: a.seed,
             name: a.name,
             manifest: a.manifest,
@@ -100,6 +112,9 @@ pub(crate) struct RunArgs {
     /// Run exactly one slot (A-07, B-03, …) and stop: for CI matrices and job arrays.
     #[arg(long, value_name = "ID")]
     slot: Option<String>,
+    /// Take the plan's one extension (to its extend_to runs per arm) and run the new slots.
+    #[arg(long, conflicts_with = "slot")]
+    extend: bool,
     /// Directory the comparison directory goes in (default: <data dir>/runs).
     #[arg(long, value_name = "DIR")]
     runs_dir: Option<PathBuf>,
@@ -146,7 +161,10 @@ pub(crate) async fn run(cmd: CompareCmd, settings: &Settings) -> i32 {
         CompareCmd::Run(args) => {
             compare::run(
                 &args.plan,
-                args.resume,
+                compare::RunMode {
+                    resume: args.resume,
+                    extend: args.extend,
+                },
                 args.slot.as_deref(),
                 args.runs_dir,
                 args.json,

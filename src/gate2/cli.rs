@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 
 use crate::config::{Gate2, Settings};
 
-use super::matrix::{Comparison, Opening, Slot};
+use super::matrix::{Comparison, Opening, Slot, Stop};
 use super::plan::{Plan, PlanRequest};
 use super::report;
 use super::resolve::ScriptResolver;
-use super::verdict::{EXIT_INVALID, EXIT_USAGE};
+use super::verdict::{EXIT_INVALID, EXIT_USAGE, Rules};
 
 /// What `compare plan` was asked for.
 pub struct PlanCommand {
@@ -36,6 +36,12 @@ pub struct PlanCommand {
     pub aa: bool,
     /// The one extension.
     pub extend_to: Option<u32>,
+    /// Cost budget (USD).
+    pub max_cost_usd: Option<f64>,
+    /// Wall-clock budget of one `compare run` (s).
+    pub max_wall_s: Option<u64>,
+    /// Deterministic curtailment.
+    pub curtail: bool,
     /// Block-order seed.
     pub seed: Option<u32>,
     /// Plan name.
@@ -114,7 +120,14 @@ pub fn plan(command: PlanCommand, settings: &Settings) -> i32 {
         aa: command.aa,
     };
     let resolver = ScriptResolver { settings, manifest };
-    let plan = match Plan::draft(request, &resolver) {
+    let drafted = Plan::draft(request, &resolver).and_then(|mut p| {
+        p.max_cost_usd = command.max_cost_usd;
+        p.max_wall_s = command.max_wall_s;
+        p.curtail = command.curtail;
+        // Validated whole again, budgets included.
+        Plan::from_toml(&p.to_toml()?)
+    });
+    let plan = match drafted {
         Ok(p) => p,
         Err(super::plan::PlanError::Invalid(problems)) => {
             eprintln!("patchdiff compare plan: refused:");
@@ -201,12 +214,23 @@ fn require_gate(settings: &Settings) -> Result<(), i32> {
     }
 }
 
-/// `patchdiff compare run PLAN|CMP_DIR [--resume] [--slot ID]`: gate-checked; seals the plan
-/// into `cmp-<id>/` (its path printed first), records the opening, runs the matrix (or one
-/// slot), then writes and prints the report.
+/// How `compare run` continues an existing comparison.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunMode {
+    /// `--resume`: run only the slots without a counted run.
+    pub resume: bool,
+    /// `--extend`: take the plan's one extension first (implies resuming).
+    pub extend: bool,
+}
+
+/// `patchdiff compare run PLAN|CMP_DIR [--resume] [--extend] [--slot ID]`: gate-checked; seals
+/// the plan into `cmp-<id>/` (its path printed first), records the opening, takes the
+/// extension when asked, runs the matrix (or one slot) until every slot has its counted run, a
+/// budget runs out (INCOMPLETE, recorded) or the decision is settled (curtailment), then writes
+/// and prints the report.
 pub async fn run(
     plan_path: &Path,
-    resume: bool,
+    mode: RunMode,
     slot: Option<&str>,
     runs_dir: Option<PathBuf>,
     json: bool,
@@ -215,6 +239,7 @@ pub async fn run(
     if let Err(code) = require_gate(settings) {
         return code;
     }
+    let resume = mode.resume || mode.extend;
     let say = |e: &str| eprintln!("patchdiff compare run: {e}");
     let cmp = if plan_path.is_dir() {
         if !resume && slot.is_none() {
@@ -248,7 +273,21 @@ pub async fn run(
             return EXIT_USAGE;
         }
     };
-    let slot = match slot.map(|s| Slot::parse(s, cmp.plan.runs)).transpose() {
+    let opening = Opening::now(slot.map_or_else(|| "all".to_owned(), str::to_owned));
+    if mode.extend {
+        if let Err(e) = extension_allowed(&cmp, settings).await {
+            say(&e);
+            return EXIT_USAGE;
+        }
+        match cmp.take_extension(&opening) {
+            Ok(to) => eprintln!("extension taken: {to} runs per arm"),
+            Err(e) => {
+                say(&e);
+                return EXIT_USAGE;
+            }
+        }
+    }
+    let slot = match slot.map(|s| Slot::parse(s, cmp.runs_per_arm())).transpose() {
         Ok(s) => s,
         Err(e) => {
             say(&e);
@@ -260,7 +299,6 @@ pub async fn run(
         cmp.dir.display(),
         &cmp.digest[..12]
     );
-    let opening = Opening::now(slot.map_or_else(|| "all".to_owned(), Slot::id));
     if let Err(e) = cmp.record_opening(&opening) {
         say(&e);
         return EXIT_INVALID;
@@ -288,21 +326,89 @@ pub async fn run(
             }
         };
     }
-    let ran = super::matrix::run_matrix(&cmp, &exe, |r, done, total| {
-        eprintln!(
-            "[{done}/{total}] {}",
-            crate::display::visible_inline(&r.line)
-        );
-    })
+    let started = std::time::Instant::now();
+    let ran = super::matrix::run_matrix(
+        &cmp,
+        &exe,
+        |r, done, total| {
+            eprintln!(
+                "[{done}/{total}] {}",
+                crate::display::visible_inline(&r.line)
+            );
+        },
+        || stop_check(&cmp, started.elapsed()),
+    )
     .await;
-    if let Err(e) = ran {
-        say(&e.to_string());
-        return match e {
-            super::matrix::MatrixError::Usage { .. } => EXIT_USAGE,
-            super::matrix::MatrixError::Io(_) => EXIT_INVALID,
-        };
+    match ran {
+        Err(e) => {
+            say(&e.to_string());
+            return match e {
+                super::matrix::MatrixError::Usage { .. } => EXIT_USAGE,
+                super::matrix::MatrixError::Io(_) => EXIT_INVALID,
+            };
+        }
+        Ok((_, Some(Stop::Budget(why)))) => {
+            eprintln!(
+                "stopped: {why}; continue with `patchdiff compare run {} --resume`",
+                cmp.dir.display()
+            );
+        }
+        Ok((_, Some(Stop::Curtailed))) => {
+            eprintln!("curtailed: the decision is settled, whatever the remaining runs would show");
+        }
+        Ok((_, None)) => {}
     }
     write_and_print(&cmp.dir, &[], json, false, settings).await
+}
+
+/// The matrix's check before each slot: a budget of the plan ran out (wall time of this
+/// invocation, or the cost the counted runs reported), or the decision is settled
+/// ([`super::curtail::settled`] on the counted runs read unverified).
+fn stop_check(cmp: &Comparison, elapsed: std::time::Duration) -> Option<Stop> {
+    let plan = &cmp.plan;
+    if let Some(max) = plan.max_wall_s
+        && elapsed.as_secs() >= max
+    {
+        return Some(Stop::Budget(format!(
+            "the wall-clock budget of {max} s ran out ({} s elapsed)",
+            elapsed.as_secs()
+        )));
+    }
+    let (table, cost) = super::collect::quick_table(cmp);
+    if let Some(max) = plan.max_cost_usd
+        && cost >= max
+    {
+        return Some(Stop::Budget(format!(
+            "the cost budget of ${max} ran out (${cost:.4} reported)"
+        )));
+    }
+    let rules = Rules {
+        runs: cmp.runs_per_arm(),
+        ..Rules::of(plan)
+    };
+    (plan.curtail && super::curtail::settled(&table, &rules).is_some()).then_some(Stop::Curtailed)
+}
+
+/// `--extend` is for a comparison whose first N runs per arm are all in and decided neither
+/// way (GATE2 §3.7: test at N, and only if nothing was flagged, once more at `extend_to`).
+async fn extension_allowed(cmp: &Comparison, settings: &Settings) -> Result<(), String> {
+    if cmp.plan.extend_to.is_none() {
+        return Err(format!(
+            "{}: the plan declares no extension (plan it with --extend-to N)",
+            cmp.dir.display()
+        ));
+    }
+    let at_n = report::compute(&cmp.dir, &[], &verify_options(settings)).await?;
+    match at_n.verdict.kind {
+        super::verdict::VerdictKind::Unchanged => Ok(()),
+        kind => Err(format!(
+            "{}: the extension is taken only after an UNCHANGED verdict at {} runs per arm; \
+             this comparison is {} (see its report)",
+            cmp.dir.display(),
+            cmp.plan.runs,
+            kind.word()
+        )),
+    }
 }
 
 fn verify_options(settings: &Settings) -> crate::verify::VerifyOptions {

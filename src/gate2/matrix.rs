@@ -11,8 +11,15 @@
 //! cmp-<id>/manifest.json    comparison id, plan digest, block order (written once)
 //! cmp-<id>/openings.jsonl   one line per `compare run`: gate 2's state and source, user, host, time
 //! cmp-<id>/runs/A-01/r-…/   the slot's attempts, each an ordinary sealed run
-//! cmp-<id>/logs/A-01.1.stderr.log   each attempt's console stderr
+//! cmp-<id>/logs/A-01.1.stderr.log   each attempt's console stderr, redacted line by line
+//! cmp-<id>/stops.jsonl      one line per early stop: a budget (cost, wall time) ran out
+//! cmp-<id>/extension.json   written once when the plan's one extension is taken (`--extend`)
 //! ```
+//!
+//! Early stops: before each slot starts, the caller's stop check may end the matrix — a
+//! budget ran out (recorded in `stops.jsonl`; the report is INCOMPLETE while slots are missing,
+//! and `--resume` continues) or the decision is settled ([`super::curtail`], nothing recorded:
+//! the report recomputes it from the sealed runs).
 //!
 //! The id is the first 12 hex digits of the plan's digest, so every process given the same plan
 //! (`--slot` on other machines, `--resume` here) names the same directory.
@@ -47,6 +54,19 @@ pub const PLAN_SEAL_FILE: &str = "plan.seal";
 pub const PLAN_FILE: &str = "plan.toml";
 /// One line per `compare run` invocation: how gate 2 was opened.
 pub const OPENINGS_FILE: &str = "openings.jsonl";
+/// One line per early stop of the matrix (a budget ran out).
+pub const STOPS_FILE: &str = "stops.jsonl";
+/// Written once when the plan's one extension is taken.
+pub const EXTENSION_FILE: &str = "extension.json";
+
+/// Why the matrix starts no further slot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Stop {
+    /// A budget of the plan ran out (cost or wall time): the comparison is INCOMPLETE.
+    Budget(String),
+    /// The decision is settled (deterministic curtailment, GATE2 §3.7).
+    Curtailed,
+}
 
 /// One slot of the matrix: `A-07` is the baseline's 7th run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -303,6 +323,60 @@ impl Comparison {
         writeln!(file, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))
     }
 
+    /// Runs per arm now: the plan's `extend_to` once its extension was taken
+    /// ([`EXTENSION_FILE`]), else its `runs`.
+    pub fn runs_per_arm(&self) -> u32 {
+        match self.plan.extend_to {
+            Some(to) if self.dir.join(EXTENSION_FILE).is_file() => to,
+            _ => self.plan.runs,
+        }
+    }
+
+    /// Takes the plan's one extension: writes [`EXTENSION_FILE`] (once) with the opening that
+    /// took it. Errors: the plan declares none, or it was taken already.
+    pub fn take_extension(&self, opening: &Opening) -> Result<u32, String> {
+        let Some(to) = self.plan.extend_to else {
+            return Err(format!(
+                "{}: the plan declares no extension (plan it with --extend-to N)",
+                self.dir.display()
+            ));
+        };
+        let record = json!({"extend_to": to, "from": self.plan.runs, "opening": opening});
+        crate::evidence::write_new_private(
+            &self.dir.join(EXTENSION_FILE),
+            serde_json::to_string_pretty(&record)
+                .unwrap_or_default()
+                .as_bytes(),
+        )
+        .map_err(|e| {
+            format!(
+                "{}: the one extension (to {to} runs per arm) was taken already ({e})",
+                self.dir.display()
+            )
+        })?;
+        Ok(to)
+    }
+
+    /// Appends an early stop (a budget ran out) to [`STOPS_FILE`].
+    pub fn record_stop(&self, reason: &str) -> Result<(), String> {
+        use std::io::Write;
+        let path = self.dir.join(STOPS_FILE);
+        let mut file = crate::evidence::open_append_private(&path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let line = json!({"stopped": reason, "ms": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())});
+        writeln!(file, "{line}").map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// The last early stop recorded, if any.
+    pub fn last_stop(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.dir.join(STOPS_FILE)).ok()?;
+        let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
+        let v: Value = serde_json::from_str(line).ok()?;
+        v["stopped"].as_str().map(str::to_owned)
+    }
+
     /// The directory of `slot`'s attempts.
     pub fn slot_dir(&self, slot: Slot) -> PathBuf {
         self.dir.join("runs").join(slot.id())
@@ -402,9 +476,9 @@ pub async fn run_slot(cmp: &Comparison, exe: &Path, slot: Slot) -> Result<SlotRu
         attempts += 1;
         let n = previous + attempts;
         let log_path = logs.join(format!("{}.{n}.stderr.log", slot.id()));
-        let log = std::fs::File::create(&log_path)
+        let log = crate::evidence::open_append_private(&log_path)
             .map_err(|e| MatrixError::Io(format!("cannot write {}: {e}", log_path.display())))?;
-        let output = tokio::process::Command::new(exe)
+        let mut child = tokio::process::Command::new(exe)
             .arg("console")
             .arg("--script")
             .arg(&script)
@@ -413,11 +487,26 @@ pub async fn run_slot(cmp: &Comparison, exe: &Path, slot: Slot) -> Result<SlotRu
             .arg("--json")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped())
-            .stderr(log)
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
-            .output()
-            .await
+            .spawn()
             .map_err(|e| MatrixError::Io(format!("cannot start {}: {e}", exe.display())))?;
+        // Evidence like every other file of the comparison: the console's stderr (which may
+        // echo a check's or host's output) passes this process's redactor line by line.
+        let copy = child.stderr.take().map(|stderr| {
+            tokio::spawn(crate::redact::copy_redacted(
+                stderr,
+                log,
+                crate::redact::process().clone(),
+            ))
+        });
+        let output = child
+            .wait_with_output()
+            .await
+            .map_err(|e| MatrixError::Io(format!("cannot wait for {}: {e}", exe.display())))?;
+        if let Some(copy) = copy {
+            let _ = copy.await;
+        }
         let code = output.status.code().unwrap_or(-1);
         if code == EXIT_CONSOLE_USAGE {
             let stderr = std::fs::read_to_string(&log_path).unwrap_or_default();
@@ -498,18 +587,21 @@ fn progress_line(slot: Slot, report: &Value, seconds: f64, retries: u32) -> Stri
 
 /// Runs every slot not yet settled, in block order, `concurrency` at a time (started strictly
 /// in order). `on_done` gets each finished slot (for the progress line) with the count of
-/// finished runs and the total. Stops at the first [`MatrixError`] (the slots already running
-/// finish first).
+/// finished runs and the total. Before each slot starts, `stop` may end the matrix (a budget
+/// ran out, recorded in [`STOPS_FILE`]; or the decision is settled): the slots already
+/// running finish, and the stop is returned. Stops at the first [`MatrixError`] too.
 pub async fn run_matrix(
     cmp: &Comparison,
     exe: &Path,
     mut on_done: impl FnMut(&SlotRun, usize, usize),
-) -> Result<Vec<SlotRun>, MatrixError> {
-    let order: Vec<Slot> = block_order(cmp.plan.seed, cmp.plan.runs)
+    mut stop: impl FnMut() -> Option<Stop>,
+) -> Result<(Vec<SlotRun>, Option<Stop>), MatrixError> {
+    let order: Vec<Slot> = block_order(cmp.plan.seed, cmp.runs_per_arm())
         .into_iter()
         .filter(|s| !slot_settled(&cmp.slot_dir(*s)))
         .collect();
-    let total = 2 * cmp.plan.runs as usize;
+    let total = 2 * cmp.runs_per_arm() as usize;
+    let mut stopped = None;
     let mut finished = total - order.len();
     let semaphore = Arc::new(tokio::sync::Semaphore::new(cmp.plan.concurrency as usize));
     let mut tasks = tokio::task::JoinSet::new();
@@ -532,6 +624,15 @@ pub async fn run_matrix(
         if failure.is_some() {
             break;
         }
+        if let Some(why) = stop() {
+            if let Stop::Budget(reason) = &why
+                && let Err(e) = cmp.record_stop(reason)
+            {
+                failure.get_or_insert(MatrixError::Io(e));
+            }
+            stopped = Some(why);
+            break;
+        }
         let cmp = cmp_shared.clone();
         let exe = exe.clone();
         tasks.spawn(async move {
@@ -552,7 +653,7 @@ pub async fn run_matrix(
     }
     match failure {
         Some(e) => Err(e),
-        None => Ok(out),
+        None => Ok((out, stopped)),
     }
 }
 
@@ -623,5 +724,42 @@ mod tests {
         assert!(err.contains("B-11") && err.contains("1 to 10"), "{err}");
         assert!(Slot::parse("C-01", 10).is_err());
         assert!(Slot::parse("A01", 10).is_err());
+    }
+
+    fn sealed_example(root: &Path) -> Comparison {
+        let plan = Plan::from_toml(crate::gate2::plan::tests::GATE2_EXAMPLE).unwrap();
+        assert_eq!((plan.runs, plan.extend_to), (10, Some(20)));
+        Comparison::seal(&plan, root, true).unwrap()
+    }
+
+    #[test]
+    fn the_one_extension_is_taken_once_and_widens_the_slots() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmp = sealed_example(dir.path());
+        assert_eq!(cmp.runs_per_arm(), 10);
+        let opening = Opening::now("all".into());
+        assert_eq!(cmp.take_extension(&opening), Ok(20));
+        assert_eq!(cmp.runs_per_arm(), 20);
+        // Reopened from disk (another process), the extension holds.
+        assert_eq!(Comparison::open(&cmp.dir).unwrap().runs_per_arm(), 20);
+        let again = cmp.take_extension(&opening).unwrap_err();
+        assert!(again.contains("taken already"), "{again}");
+        // The extended order starts with the original blocks.
+        let order = block_order(cmp.plan.seed, 20);
+        assert_eq!(order[..20], block_order(cmp.plan.seed, 10)[..]);
+    }
+
+    #[test]
+    fn a_budget_stop_is_recorded_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let cmp = sealed_example(dir.path());
+        assert_eq!(cmp.last_stop(), None);
+        cmp.record_stop("the wall-clock budget of 1 s ran out")
+            .unwrap();
+        cmp.record_stop("the cost budget of $40 ran out").unwrap();
+        assert_eq!(
+            cmp.last_stop().as_deref(),
+            Some("the cost budget of $40 ran out")
+        );
     }
 }

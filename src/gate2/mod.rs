@@ -8,10 +8,15 @@
 //! choices.
 
 pub mod cli;
+pub mod collect;
+pub mod curtail;
 pub mod matrix;
+pub mod metrics;
 pub mod plan;
 pub mod power;
+pub mod render;
 pub mod report;
 pub mod resolve;
+pub mod signature;
 pub mod stats;
 pub mod verdict;

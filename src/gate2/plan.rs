@@ -684,10 +684,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    const GATE2_EXAMPLE: &str = r#"
+    /// GATE2 §4.6's example plan (also used by `matrix`'s tests).
+    pub(crate) const GATE2_EXAMPLE: &str = r#"
 gate = 2
 name = "observe_scope description v2"
 runs = 10

@@ -9,20 +9,20 @@
 //! clock, no absolute path), so `patchdiff verify CMP_DIR` recomputes it and compares
 //! ([`verify_comparison`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::matrix::{self, Comparison, MAX_RETRIES, Slot};
+use super::collect::{breaches_of, find_runs, number, outcome_of, read_json};
+use super::matrix::{self, Comparison, MAX_RETRIES};
 use super::plan::Plan;
 use super::power::Design;
 use super::resolve::run_fields;
+use super::signature::DiffSignature;
 use super::stats;
-use super::verdict::{
-    self, Breach, Invariant, Outcome, OutcomeTable, Rules, RunRecord, Side, Verdict,
-};
+use super::verdict::{self, Outcome, OutcomeTable, Rules, RunRecord, Side, Verdict};
 
 /// The report's files, in the order `SHA256SUMS` lists them after the plan.
 pub const REPORT_FILES: [&str; 5] = [
@@ -34,17 +34,6 @@ pub const REPORT_FILES: [&str; 5] = [
 ];
 /// The comparison's seal: SHA-256 of `SHA256SUMS`.
 pub const COMPARE_SEAL_FILE: &str = "compare.seal";
-
-/// The six tools of the observed profile (M2); a run whose agent called any other reached a
-/// full-profile tool.
-const OBSERVED_TOOLS: [&str; 6] = [
-    "patchdiff_read_target",
-    "patchdiff_find_occurrences",
-    "patchdiff_observe_scope",
-    "patchdiff_submit_observed_operations",
-    "patchdiff_save",
-    "patchdiff_replay",
-];
 
 /// One counted member run and what the report shows of it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -89,13 +78,8 @@ pub struct Member {
     pub tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>>,
     /// Failing named checks per target.
     pub failing_checks: BTreeMap<String, Vec<String>>,
-}
-
-/// A run found, before verification.
-struct Found {
-    slot: Slot,
-    dir: PathBuf,
-    attempts: u32,
+    /// Per failing target, its export's difference from the reference.
+    pub signatures: BTreeMap<String, DiffSignature>,
 }
 
 /// Everything the report is computed from, and its result.
@@ -133,6 +117,24 @@ pub struct CompareReport {
     pub checks: Vec<CheckRow>,
     /// Tool errors by tool and reason: occurrences per arm.
     pub tool_errors: Vec<ToolErrorRow>,
+    /// Failing exports clustered by their diff from the reference.
+    pub signatures: Vec<SignatureRow>,
+}
+
+/// One failure signature: the runs whose export of a target differs from the reference the
+/// same way ([`super::signature`]).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct SignatureRow {
+    /// Target.
+    pub target: String,
+    /// 6 hex digits.
+    pub id: String,
+    /// The first change.
+    pub summary: String,
+    /// Baseline slots showing it, in time order.
+    pub baseline: Vec<String>,
+    /// Candidate slots showing it, in time order.
+    pub candidate: Vec<String>,
 }
 
 /// One metric's per-arm summary.
@@ -176,156 +178,6 @@ pub struct ToolErrorRow {
     pub baseline: u64,
     /// Occurrences in the candidate.
     pub candidate: u64,
-}
-
-fn read_json(path: &Path) -> Result<Value, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    serde_json::from_slice(&bytes).map_err(|e| format!("{}: not JSON: {e}", path.display()))
-}
-
-/// Finds the counted run of every slot under `dir/runs/` and in `extra` paths (a run
-/// directory `…/<slot>/r-…`, a slot directory, or a directory of slots or comparisons).
-fn find_runs(
-    cmp: &Comparison,
-    extra: &[PathBuf],
-    problems: &mut Vec<String>,
-) -> BTreeMap<Slot, Found> {
-    let mut slot_dirs: Vec<PathBuf> = Vec::new();
-    let scan = |dir: &Path, slot_dirs: &mut Vec<PathBuf>| {
-        for candidate in [dir.to_path_buf(), dir.join("runs")] {
-            for entry in std::fs::read_dir(&candidate)
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let p = entry.path();
-                if p.is_dir() && parse_slot_name(&p, cmp.plan.runs).is_some() {
-                    slot_dirs.push(p);
-                }
-            }
-        }
-    };
-    scan(&cmp.dir, &mut slot_dirs);
-    for path in extra {
-        if path.join(crate::evidence::SEAL_FILE).is_file() {
-            // A run directory: its parent names the slot.
-            if let Some(parent) = path.parent() {
-                slot_dirs.push(parent.to_path_buf());
-            }
-        } else if parse_slot_name(path, cmp.plan.runs).is_some() {
-            slot_dirs.push(path.clone());
-        } else if path.is_dir() {
-            scan(path, &mut slot_dirs);
-            for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
-                if entry.path().join(matrix::PLAN_SEAL_FILE).is_file() {
-                    scan(&entry.path(), &mut slot_dirs);
-                }
-            }
-        } else {
-            problems.push(format!(
-                "{}: not a run, slot or comparison directory",
-                path.display()
-            ));
-        }
-    }
-    let mut found: BTreeMap<Slot, Found> = BTreeMap::new();
-    let mut seen_dirs = BTreeSet::new();
-    for dir in slot_dirs {
-        let Ok(canonical) = dir.canonicalize() else {
-            continue;
-        };
-        if !seen_dirs.insert(canonical) {
-            continue;
-        }
-        let Some(slot) = parse_slot_name(&dir, cmp.plan.runs) else {
-            continue;
-        };
-        let attempts = matrix::sealed_attempts(&dir);
-        let counted = attempts
-            .iter()
-            .rev()
-            .find(|r| !matrix::is_infra_abort(r))
-            .cloned();
-        let n = attempts.len() as u32;
-        match (counted, found.get(&slot)) {
-            (Some(run), Some(existing)) => {
-                let same = run.file_name() == existing.dir.file_name();
-                if !same {
-                    problems.push(format!(
-                        "slot {} has two counted runs: {} and {}",
-                        slot.id(),
-                        existing.dir.display(),
-                        run.display()
-                    ));
-                }
-            }
-            (Some(run), None) => {
-                found.insert(
-                    slot,
-                    Found {
-                        slot,
-                        dir: run,
-                        attempts: n,
-                    },
-                );
-            }
-            (None, _) => {}
-        }
-    }
-    found
-}
-
-fn parse_slot_name(dir: &Path, runs: u32) -> Option<Slot> {
-    let name = dir.file_name()?.to_str()?;
-    Slot::parse(name, runs).ok().filter(|s| s.id() == name)
-}
-
-fn outcome_of(target: &Value) -> Outcome {
-    match target["status"].as_str() {
-        Some("pass") => Outcome::Pass,
-        Some("infra_error") => Outcome::InfraError,
-        Some("flaky") => Outcome::Flaky,
-        // `fail`, or not judged after the agent acted: a failure (GATE2 §4.5).
-        _ => Outcome::Fail,
-    }
-}
-
-fn breaches_of(report: &Value) -> Vec<Breach> {
-    let mut out = Vec::new();
-    // The seal itself: what the host reported it offered (A3) did not hold, or the agent
-    // called a tool outside the six (below). A preflight failure is not the agent's seal.
-    if let Some(problem) = report["agent_host"]["seal"]["problem"].as_str() {
-        out.push(Breach {
-            invariant: Invariant::AgentSeal,
-            detail: problem.to_owned(),
-        });
-    }
-    for t in report["targets"].as_array().into_iter().flatten() {
-        if t["replay_consistent"] == false {
-            out.push(Breach {
-                invariant: Invariant::ReplayMismatch,
-                detail: format!("target {}", t["name"].as_str().unwrap_or("?")),
-            });
-        }
-    }
-    for tool in report["agent_host"]["tool_calls"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, _)| k)
-    {
-        if !OBSERVED_TOOLS.contains(&tool.as_str()) {
-            out.push(Breach {
-                invariant: Invariant::FullProfileTool,
-                detail: format!("the agent called {tool}"),
-            });
-        }
-    }
-    out
-}
-
-fn number(v: &Value) -> Option<f64> {
-    v.as_f64()
 }
 
 /// Collects, verifies and decides: the report of the comparison in `dir`, with member runs
@@ -409,6 +261,13 @@ pub async fn compute(
                 ((*n).to_owned(), checks)
             })
             .collect();
+        let failing: Vec<&str> = targets
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| **o == Outcome::Fail)
+            .map(|(t, _)| t.as_str())
+            .collect();
+        let signatures = super::signature::run_signatures(run, &failing);
         let host = &report["agent_host"];
         let tool_errors_by_reason: BTreeMap<String, BTreeMap<String, u64>> =
             serde_json::from_value(host["tool_errors"].clone()).unwrap_or_default();
@@ -455,6 +314,7 @@ pub async fn compute(
             cost_usd: number(&host["cost_usd"]),
             tool_errors_by_reason,
             failing_checks,
+            signatures,
         });
     }
     // Time order (ties by slot), as the strips show them.
@@ -467,7 +327,8 @@ pub async fn compute(
     });
     let members: Vec<Member> = order.iter().map(|&i| members[i].clone()).collect();
     let records: Vec<RunRecord> = order.iter().map(|&i| records[i].clone()).collect();
-    let missing: Vec<String> = matrix::block_order(plan.seed, plan.runs)
+    let runs_per_arm = cmp.runs_per_arm();
+    let missing: Vec<String> = matrix::block_order(plan.seed, runs_per_arm)
         .into_iter()
         .filter(|s| !found.contains_key(s))
         .map(|s| {
@@ -486,17 +347,30 @@ pub async fn compute(
         targets: targets.clone(),
         runs: records,
         integrity_problems: integrity,
-        stopped: None,
+        // A budget stop counts only while slots are missing (a `--resume` may have finished).
+        stopped: if missing.is_empty() {
+            None
+        } else {
+            cmp.last_stop()
+        },
     };
-    let verdict = verdict::decide(&table, &Rules::of(plan)).map_err(|e| e.to_string())?;
+    let mut rules = Rules {
+        runs: runs_per_arm,
+        ..Rules::of(plan)
+    };
+    // Deterministic curtailment is recomputed from the sealed runs, never taken on trust.
+    rules.curtailed =
+        plan.curtail && !missing.is_empty() && super::curtail::settled(&table, &rules).is_some();
+    let verdict = verdict::decide(&table, &rules).map_err(|e| e.to_string())?;
     let metrics = metric_rows(&members);
     let checks = check_rows(&members);
     let tool_errors = tool_error_rows(&members);
+    let signatures = signature_rows(&members);
     Ok(CompareReport {
         comparison: cmp.id.clone(),
         plan_digest: cmp.digest.clone(),
         name: plan.name.clone(),
-        runs_per_arm: plan.runs,
+        runs_per_arm,
         alpha: plan.alpha,
         seed: plan.seed,
         declared: plan.declared.clone(),
@@ -513,7 +387,38 @@ pub async fn compute(
         metrics,
         checks,
         tool_errors,
+        signatures,
     })
+}
+
+/// Clusters the members' failing exports by signature (target, id), slots in time order;
+/// rows by target, then by how many runs show them (most first).
+fn signature_rows(members: &[Member]) -> Vec<SignatureRow> {
+    let mut rows: BTreeMap<(String, String), SignatureRow> = BTreeMap::new();
+    for m in members {
+        for (target, sig) in &m.signatures {
+            let row = rows
+                .entry((target.clone(), sig.id.clone()))
+                .or_insert_with(|| SignatureRow {
+                    target: target.clone(),
+                    id: sig.id.clone(),
+                    summary: sig.summary.clone(),
+                    baseline: Vec::new(),
+                    candidate: Vec::new(),
+                });
+            match m.arm {
+                Side::Baseline => row.baseline.push(m.slot.clone()),
+                Side::Candidate => row.candidate.push(m.slot.clone()),
+            }
+        }
+    }
+    let mut out: Vec<SignatureRow> = rows.into_values().collect();
+    out.sort_by(|a, b| {
+        a.target.cmp(&b.target).then(
+            (b.baseline.len() + b.candidate.len()).cmp(&(a.baseline.len() + a.candidate.len())),
+        )
+    });
+    out
 }
 
 /// How a metric is read from a member run (`None`: the run does not have it).
@@ -617,351 +522,6 @@ fn tool_error_rows(members: &[Member]) -> Vec<ToolErrorRow> {
         .collect()
 }
 
-fn pct(x: f64) -> String {
-    format!("{:.0}%", x * 100.0)
-}
-
-fn strip(report: &CompareReport, side: Side, target: usize) -> String {
-    report
-        .runs
-        .iter()
-        .filter(|m| m.arm == side)
-        .map(|m| match m.outcomes.get(target) {
-            Some(Outcome::Pass) => '█',
-            Some(Outcome::Fail) => '▁',
-            Some(Outcome::InfraError) => 'i',
-            Some(Outcome::Flaky) => '~',
-            None => ' ',
-        })
-        .collect()
-}
-
-fn flag_text(t: &verdict::TargetResult) -> String {
-    if !t.testable {
-        return "untestable".to_owned();
-    }
-    match t.flagged_at {
-        Some(c) => format!("≤ {c}/{}", t.candidate.tally().runs),
-        None => "never".to_owned(),
-    }
-}
-
-impl CompareReport {
-    /// Text for a terminal (GATE2 §4.9): header, verdict line, per-target table with per-run
-    /// strips in time order (█ pass, ▁ FAIL, i infra_error, ~ flaky), the run level, failing
-    /// checks, tool errors, metrics.
-    pub fn to_text(&self) -> String {
-        let v = &self.verdict;
-        let mut out = format!(
-            "COMPARE {} · plan {}… sealed before run 1 · {}\n",
-            self.comparison,
-            &self.plan_digest[..12.min(self.plan_digest.len())],
-            self.name
-        );
-        for (arm, label) in [("baseline", "A  baseline "), ("candidate", "B  candidate")] {
-            let c = &self.arms[arm];
-            let get = |k: &str| c.get(k).map_or("-", String::as_str);
-            out.push_str(&format!(
-                "{label}  {} · {} · host {} · patchdiff {}\n",
-                get("agent.model"),
-                get("agent.kind"),
-                get("host.version"),
-                &get("build.source_sha")[..get("build.source_sha").len().min(10)]
-            ));
-        }
-        if self.aa {
-            out.push_str("A/A calibration: both arms identical\n");
-        } else {
-            out.push_str(&format!("declared: {}\n", self.declared.join(", ")));
-        }
-        let excluded: u32 = v
-            .targets
-            .iter()
-            .map(|t| t.baseline.excluded() + t.candidate.excluded())
-            .sum();
-        let count = |side: Side| self.runs.iter().filter(|m| m.arm == side).count();
-        out.push_str(&format!(
-            "{} + {} of {} + {} runs · AB/BA blocks (seed {}) · {excluded} excluded target outcomes · retries A {} B {}\n",
-            count(Side::Baseline),
-            count(Side::Candidate),
-            self.runs_per_arm,
-            self.runs_per_arm,
-            self.seed,
-            self.retries["baseline"],
-            self.retries["candidate"],
-        ));
-        out.push_str(&format!(
-            "one-sided Fisher per target, Tarone K={} (level {:.4}) · run-level exact permutation · α {}\n\n",
-            v.regression.k, v.regression.level, self.alpha
-        ));
-        out.push_str(&format!("VERDICT  {}\n", v.line));
-        for r in &v.reasons {
-            out.push_str(&format!("         · {r}\n"));
-        }
-        for m in &self.missing {
-            out.push_str(&format!("         · missing {m}\n"));
-        }
-        out.push_str(&format!(
-            "\n{:<12} {:>15} {:>6} {:>14} {:>8} {:>11}  A per run · B per run\n",
-            "target", "pass A → B", "Δ pp", "95% CI (pp)", "p regr", "flag at"
-        ));
-        for (i, t) in v.targets.iter().enumerate() {
-            let (a, b) = (t.baseline.tally(), t.candidate.tally());
-            out.push_str(&format!(
-                "{:<12} {:>6} → {:<6} {:>+6.0} {:>14} {:>8.4} {:>11}  {} {}{}\n",
-                t.name,
-                format!("{}/{}", a.passed, a.runs),
-                format!("{}/{}", b.passed, b.runs),
-                t.delta * 100.0,
-                format!("[{:+.0}, {:+.0}]", t.ci.lower * 100.0, t.ci.upper * 100.0),
-                t.p_regression.value,
-                flag_text(t),
-                strip(self, Side::Baseline, i),
-                strip(self, Side::Candidate, i),
-                if t.regressed {
-                    "  REGRESSED"
-                } else if t.improved {
-                    "  IMPROVED"
-                } else {
-                    ""
-                },
-            ));
-        }
-        if let Some(r) = &v.run_level {
-            out.push_str(&format!(
-                "runs (targets passed)   A {:.1}/{n} → B {:.1}/{n} · permutation p(regr) = {:.4} · {} runs left out (excluded targets)\n",
-                r.baseline_mean,
-                r.candidate_mean,
-                r.p_regression.value,
-                r.left_out,
-                n = v.targets.len()
-            ));
-        }
-        if !self.checks.is_empty() {
-            out.push_str("\nchecks failing                                   A → B\n");
-            for c in &self.checks {
-                out.push_str(&format!(
-                    "{:<12} {:<50} {:>2} → {:<2}{}\n",
-                    c.target,
-                    c.check,
-                    c.baseline,
-                    c.candidate,
-                    if c.new_in_candidate { "  NEW IN B" } else { "" }
-                ));
-            }
-        }
-        if !self.tool_errors.is_empty() {
-            out.push_str("\ntool errors by reason (A → B)\n");
-            for e in &self.tool_errors {
-                out.push_str(&format!(
-                    "{:<38} {:<22} {:>3} → {:<3}\n",
-                    e.tool, e.reason, e.baseline, e.candidate
-                ));
-            }
-        }
-        if !self.metrics.is_empty() {
-            out.push_str(&format!(
-                "\n{:<24} {:>10} {:>10} {:>10} {:>8}\n",
-                "per run (median)", "A", "B", "HL shift", "perm p"
-            ));
-            for m in &self.metrics {
-                out.push_str(&format!(
-                    "{:<24} {:>10.3} {:>10.3} {:>+10.3} {:>8}\n",
-                    m.metric,
-                    m.baseline_median,
-                    m.candidate_median,
-                    m.hodges_lehmann,
-                    m.permutation_p
-                        .map_or("-".to_owned(), |p| format!("{p:.3}"))
-                ));
-            }
-        }
-        out
-    }
-
-    /// A pull-request comment in the seed's shape: the verdict line, the task table
-    /// (score A → B, Δ, Fisher p, flag threshold, minutes, steps), failed checks.
-    pub fn to_markdown(&self) -> String {
-        let v = &self.verdict;
-        let icon = match v.kind {
-            verdict::VerdictKind::Regressed => "🔴",
-            verdict::VerdictKind::Improved => "🟢",
-            verdict::VerdictKind::Invalid => "🟡",
-            _ => "⚪",
-        };
-        let mut out = format!("### Eval results\n\n**Verdict: {icon} {}**\n\n", v.line);
-        out.push_str(&format!(
-            "{} runs per arm · one-sided Fisher exact per target (Tarone K = {}) · run-level exact permutation · α = {} · plan `{}`\n\n",
-            self.runs_per_arm,
-            v.regression.k,
-            self.alpha,
-            &self.plan_digest[..12.min(self.plan_digest.len())]
-        ));
-        out.push_str("| Task | Score | Δ score | Fisher test (one-sided) | flagged at | Avg min | Avg steps |\n|---|---|---|---|---|---|---|\n");
-        let avg = |side: Side, f: &dyn Fn(&Member) -> Option<f64>| -> String {
-            let xs: Vec<f64> = self
-                .runs
-                .iter()
-                .filter(|m| m.arm == side)
-                .filter_map(f)
-                .collect();
-            if xs.is_empty() {
-                "-".to_owned()
-            } else {
-                format!("{:.1}", xs.iter().sum::<f64>() / xs.len() as f64)
-            }
-        };
-        let minutes = format!(
-            "{} → {}",
-            avg(Side::Baseline, &|m| Some(m.minutes)),
-            avg(Side::Candidate, &|m| Some(m.minutes))
-        );
-        let steps = format!(
-            "{} → {}",
-            avg(Side::Baseline, &|m| m.turns),
-            avg(Side::Candidate, &|m| m.turns)
-        );
-        for t in &v.targets {
-            let (a, b) = (t.baseline.tally(), t.candidate.tally());
-            let score = if a.rate() == b.rate() {
-                pct(a.rate())
-            } else {
-                format!("{} → {}", pct(a.rate()), pct(b.rate()))
-            };
-            out.push_str(&format!(
-                "| {} | {score} | {:+.0} pp | p = {:.2}{} | {} | {minutes} | {steps} |\n",
-                t.name,
-                t.delta * 100.0,
-                t.p_regression.value,
-                if t.regressed { " **regressed**" } else { "" },
-                flag_text(t),
-            ));
-        }
-        if !self.checks.is_empty() {
-            out.push_str("\n#### Failed checks\n\n| Task | Check | Failed |\n|---|---|---|\n");
-            for c in &self.checks {
-                let na = self.runs.iter().filter(|m| m.arm == Side::Baseline).count();
-                let nb = self
-                    .runs
-                    .iter()
-                    .filter(|m| m.arm == Side::Candidate)
-                    .count();
-                out.push_str(&format!(
-                    "| {} | {} | {}/{na} → {}/{nb}{} |\n",
-                    c.target,
-                    c.check,
-                    c.baseline,
-                    c.candidate,
-                    if c.new_in_candidate { " (new)" } else { "" }
-                ));
-            }
-        }
-        out
-    }
-
-    /// JUnit XML: one test case per target (failure when regressed, skipped when untestable)
-    /// and one for the run level.
-    pub fn to_junit(&self) -> String {
-        use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-        let mut suite = TestSuite::new(format!("patchdiff compare {}", self.comparison));
-        for t in &self.verdict.targets {
-            let status = if t.regressed {
-                let mut s = TestCaseStatus::non_success(NonSuccessKind::Failure);
-                s.set_message(format!(
-                    "regressed: {}/{} → {}/{}, p = {:.4}",
-                    t.baseline.passed,
-                    t.baseline.tally().runs,
-                    t.candidate.passed,
-                    t.candidate.tally().runs,
-                    t.p_regression.value
-                ));
-                s
-            } else if !t.testable {
-                let mut s = TestCaseStatus::skipped();
-                s.set_message("untestable at this N (Tarone)");
-                s
-            } else {
-                TestCaseStatus::success()
-            };
-            let mut case = TestCase::new(t.name.clone(), status);
-            case.set_classname("target");
-            suite.add_test_case(case);
-        }
-        let run_regressed = self
-            .verdict
-            .run_level
-            .as_ref()
-            .is_some_and(|r| r.p_regression.value <= self.alpha);
-        let status = if run_regressed {
-            TestCaseStatus::non_success(NonSuccessKind::Failure)
-        } else {
-            TestCaseStatus::success()
-        };
-        let mut case = TestCase::new("targets passed per run", status);
-        case.set_classname("run_level");
-        suite.add_test_case(case);
-        let mut report = Report::new("patchdiff compare");
-        report.add_test_suite(suite);
-        report.to_string().unwrap_or_default()
-    }
-
-    /// Tidy rows for a dataframe: one per (run, target).
-    pub fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "arm,slot,run,attempts,target,class,failing_checks,minutes,turns,tool_calls,tool_errors,tokens_in,cache_read,cache_write,tokens_out,cost_usd\n",
-        );
-        let opt = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
-        for m in &self.runs {
-            for (i, t) in self.verdict.targets.iter().enumerate() {
-                let class = match m.outcomes.get(i) {
-                    Some(Outcome::Pass) => "pass",
-                    Some(Outcome::Fail) => "FAIL",
-                    Some(Outcome::InfraError) => "infra_error",
-                    Some(Outcome::Flaky) => "flaky",
-                    None => "",
-                };
-                let checks = m
-                    .failing_checks
-                    .get(&t.name)
-                    .map(|c| c.join(";"))
-                    .unwrap_or_default();
-                out.push_str(&format!(
-                    "{},{},{},{},{},{class},{},{},{},{},{},{},{},{},{},{}\n",
-                    m.arm.name(),
-                    m.slot,
-                    m.run_id,
-                    m.attempts,
-                    csv_field(&t.name),
-                    csv_field(&checks),
-                    m.minutes,
-                    opt(m.turns),
-                    opt(m.tool_calls),
-                    m.tool_errors,
-                    opt(m.tokens_in),
-                    opt(m.cache_read),
-                    opt(m.cache_write),
-                    opt(m.tokens_out),
-                    opt(m.cost_usd),
-                ));
-            }
-        }
-        out
-    }
-
-    /// `report.json`'s content.
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self).unwrap_or(Value::Null)
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
 fn replace_file(path: &Path, bytes: &[u8]) -> Result<(), String> {
     let tmp = path.with_extension("tmp-write");
     let _ = std::fs::remove_file(&tmp);
@@ -986,11 +546,18 @@ pub fn write(dir: &Path, report: &CompareReport) -> Result<(), String> {
     for (name, body) in &files {
         replace_file(&dir.join(name), body.as_bytes())?;
     }
-    let mut listed: Vec<String> = ["plan.toml", "plan.seal", "manifest.json", "openings.jsonl"]
-        .into_iter()
-        .filter(|f| dir.join(f).is_file())
-        .map(str::to_owned)
-        .collect();
+    let mut listed: Vec<String> = [
+        "plan.toml",
+        "plan.seal",
+        "manifest.json",
+        "openings.jsonl",
+        matrix::STOPS_FILE,
+        matrix::EXTENSION_FILE,
+    ]
+    .into_iter()
+    .filter(|f| dir.join(f).is_file())
+    .map(str::to_owned)
+    .collect();
     listed.extend(REPORT_FILES.iter().map(|s| (*s).to_owned()));
     for m in &report.runs {
         let seal = format!(

@@ -147,6 +147,9 @@ pub struct Rules {
     pub max_excluded: f64,
     /// Fewest valid runs per arm and target.
     pub min_valid: u32,
+    /// The matrix stopped early because the decision was settled
+    /// ([`super::curtail::settled`]): arms with fewer than `runs` runs are then complete.
+    pub curtailed: bool,
 }
 
 impl Rules {
@@ -158,6 +161,7 @@ impl Rules {
             run_level: plan.run_level,
             max_excluded: plan.max_excluded,
             min_valid: plan.min_valid_runs(),
+            curtailed: false,
         }
     }
 }
@@ -388,7 +392,17 @@ pub fn decide(table: &OutcomeTable, rules: &Rules) -> Result<Verdict, VerdictErr
             }
         }
     };
-    let line = verdict_line(kind, &reasons, &sensitivity);
+    let mut line = verdict_line(kind, &reasons, &sensitivity);
+    if rules.curtailed && kind == VerdictKind::Unchanged {
+        let per_arm = |side: Side| table.runs.iter().filter(|r| r.side == side).count();
+        line.push_str(&format!(
+            " Curtailed after {} + {} runs: no way the remaining runs of {} per arm could \
+             turn out would change any decision (GATE2 §3.7).",
+            per_arm(Side::Baseline),
+            per_arm(Side::Candidate),
+            rules.runs
+        ));
+    }
     reasons.extend(notes);
     Ok(Verdict {
         kind,
@@ -621,7 +635,7 @@ fn incomplete_reasons(table: &OutcomeTable, rules: &Rules) -> Option<Vec<String>
     }
     for side in [Side::Baseline, Side::Candidate] {
         let runs = table.runs.iter().filter(|r| r.side == side).count() as u32;
-        if runs < rules.runs {
+        if runs < rules.runs && !rules.curtailed {
             out.push(format!(
                 "the {} arm has {runs} of {} runs",
                 side.name(),
@@ -795,6 +809,7 @@ mod tests {
             run_level: true,
             max_excluded: 0.2,
             min_valid: (runs * 4).div_ceil(5),
+            curtailed: false,
         }
     }
 

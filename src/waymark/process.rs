@@ -210,14 +210,15 @@ pub struct StderrBuffer {
     pub truncated: bool,
 }
 
-/// Reads `stderr` to its end into `buffer`, keeping at most `cap` bytes. With `tee`, the kept
-/// bytes are also appended to that file as they arrive (E1), so they survive even if this
-/// process is killed before the generation's cleanup.
+/// Reads `stderr` to its end into `buffer`, keeping at most `cap` bytes. With `tee` (the
+/// generation's evidence log, a [`crate::redact::RedactingWriter`] in production), the kept
+/// bytes are also written to it as they arrive (E1), so whole lines survive even if this
+/// process is killed before the generation's cleanup; `tee` is dropped at the end.
 pub async fn capture_stderr(
     mut stderr: impl tokio::io::AsyncRead + Unpin,
     buffer: Arc<Mutex<StderrBuffer>>,
     cap: usize,
-    mut tee: Option<std::fs::File>,
+    mut tee: Option<impl std::io::Write>,
 ) {
     let mut chunk = vec![0u8; 8192];
     loop {
@@ -235,7 +236,6 @@ pub async fn capture_stderr(
                 if let Some(f) = tee.as_mut()
                     && keep > 0
                 {
-                    use std::io::Write;
                     let _ = f.write_all(&chunk[..keep]);
                 }
             }

@@ -7,8 +7,10 @@
 //!
 //! Sizes: 5 runs per arm (the plan's minimum). At N = 5 a target at 5/5 is flagged only at
 //! ≤ 1/5, so the regression test's candidate plays the wrong chess plan in 4 of its 5 sessions
-//! (`--mixture … --seed 0`; the model's request log shows the draws). One run takes about
-//! 10 s here, so each comparison is about a minute at concurrency 2.
+//! (`--mixture … --seed 0`; the model's request log shows the draws). The A/A comparison runs
+//! at concurrency 1 and curtails after 2 + 2 runs, and its slot/resume twin re-runs only those
+//! slots, so the binary's member runs are about 19 (4 + 2 + 2–3 A/A, 10 regressed, one each
+//! for the leak and budget tests) where they were 30.
 //!
 //! Arms differ by the model name their canary records (`scripted-baseline` /
 //! `scripted-candidate`), which is how one `scripted-model` plays a different mixture for each
@@ -292,11 +294,14 @@ fn compare_run_with_gate_2_closed_exits_2_says_how_to_open_it_and_runs_nothing()
     );
 }
 
-/// The real CLI, A/A: UNCHANGED with the sensitivity sentence; the same plan run slot by slot
-/// from two separate processes combines into a report whose verdict equals the local run's;
-/// `verify` holds on both; a tampered member run makes the comparison INVALID.
+/// The real CLI, A/A at concurrency 1: UNCHANGED with the sensitivity sentence, curtailed as
+/// soon as no completion could reject (2 + 2 perfect runs of 5: the best case left, 5/5 vs
+/// 2/5, has p = 0.083); the same plan run in another directory — its first block slot by slot
+/// from two separate processes, then `compare run --resume` killed after its first finished
+/// run, then `--resume` again — gives a report whose verdict and runs equal the uninterrupted
+/// one's; `verify` holds on both; a tampered member run makes the comparison INVALID.
 #[test]
-fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_verdict() {
+fn claude_aa_comparison_is_unchanged_and_slots_and_an_interrupted_resume_give_the_same_report() {
     let _turn = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let model = Model::start(
@@ -319,6 +324,8 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
             "--aa",
             "--seed",
             "3",
+            "--concurrency",
+            "1",
             "--baseline",
             a.to_str().unwrap(),
         ],
@@ -348,16 +355,28 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
             .starts_with(cmp.to_str().unwrap()),
         "the comparison directory is the first line: {stderr}"
     );
+    let report = report_json(&cmp);
+    let counted: Vec<String> = report["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["slot"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(counted.len(), 4, "curtailed after 2 + 2 runs: {counted:?}");
     assert_eq!(
         stderr.lines().filter(|l| l.starts_with('[')).count(),
-        10,
+        4,
         "one line per finished run: {stderr}"
     );
-    let report = report_json(&cmp);
+    assert!(
+        stderr.contains("curtailed: the decision is settled"),
+        "{stderr}"
+    );
     assert_eq!(report["verdict"]["kind"], "UNCHANGED", "{report:#}");
     let line = report["verdict"]["line"].as_str().unwrap();
     assert!(
         line.contains("a target at 5/5 is flagged only at ≤ 1/5")
+            && line.contains("Curtailed after 2 + 2 runs")
             && !line.contains("no regression"),
         "{line}"
     );
@@ -381,27 +400,22 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         .unwrap();
     assert!(sums.status.success(), "{}", text(&sums));
 
-    // The same plan, slot by slot from two processes (as two CI jobs would), into another
-    // directory; then one report over both.
+    // The same plan elsewhere: the first block's two slots from two processes at once (as
+    // two CI jobs would), ...
     let spread = dir.path().join("spread");
-    let slots: Vec<String> = (1..=5)
-        .flat_map(|i| [format!("A-{i:02}"), format!("B-{i:02}")])
-        .collect();
     std::thread::scope(|s| {
-        for half in slots.chunks(5) {
+        for slot in &counted[..2] {
             let (model, path, spread, dir) = (&model, &path, &spread, dir.path());
             s.spawn(move || {
-                for slot in half {
-                    let out = patchdiff(dir, Some(model), Some("open"))
-                        .args(["compare", "run"])
-                        .arg(path)
-                        .args(["--slot", slot])
-                        .arg("--runs-dir")
-                        .arg(spread)
-                        .output()
-                        .unwrap();
-                    assert_eq!(out.status.code(), Some(0), "{slot}: {}", text(&out));
-                }
+                let out = patchdiff(dir, Some(model), Some("open"))
+                    .args(["compare", "run"])
+                    .arg(path)
+                    .args(["--slot", slot])
+                    .arg("--runs-dir")
+                    .arg(spread)
+                    .output()
+                    .unwrap();
+                assert_eq!(out.status.code(), Some(0), "{slot}: {}", text(&out));
             });
         }
     });
@@ -411,18 +425,68 @@ fn claude_aa_comparison_is_unchanged_and_slots_from_two_processes_give_the_same_
         cmp.file_name(),
         "the plan names the directory"
     );
-    let out = patchdiff(dir.path(), None, None)
-        .args(["compare", "report"])
+    // ... then the rest with --resume, killed (its whole process group) once a run finished,
+    // ...
+    {
+        use std::os::unix::process::CommandExt;
+        let mut child = patchdiff(dir.path(), Some(&model), Some("open"))
+            .args(["compare", "run"])
+            .arg(&spread_cmp)
+            .arg("--resume")
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+        let finished = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .find(|l| l.starts_with('['));
+        assert!(finished.is_some(), "a run finished before the interruption");
+        let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    }
+    // ... and --resume again to the end.
+    let out = patchdiff(dir.path(), Some(&model), Some("open"))
+        .args(["compare", "run"])
         .arg(&spread_cmp)
+        .arg("--resume")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}\n{}",
+        text(&out),
+        member_reports(&spread)
+    );
     let spread_report = report_json(&spread_cmp);
     assert_eq!(
         spread_report["verdict"], report["verdict"],
         "same verdict and statistics"
     );
-    assert_eq!(spread_report["runs"].as_array().unwrap().len(), 10);
+    let slots_of = |r: &Value| -> Vec<String> {
+        r["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["slot"].as_str().unwrap().to_owned())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    assert_eq!(
+        slots_of(&spread_report),
+        slots_of(&report),
+        "the same runs counted"
+    );
+    let verified = patchdiff(dir.path(), None, None)
+        .arg("verify")
+        .arg(&spread_cmp)
+        .output()
+        .unwrap();
+    assert_eq!(verified.status.code(), Some(0), "{}", text(&verified));
 
     // Tamper with one member run's export: that run fails verify, the comparison is INVALID.
     let member = &report["runs"][3];
@@ -575,5 +639,167 @@ fn claude_candidate_wrong_on_chess_in_most_sessions_is_regressed_naming_chess() 
         csv.lines().count(),
         1 + 10 * 5,
         "one row per run and target"
+    );
+}
+
+/// A provider key the member run's worker and agent print: the agent writes it into the chess
+/// code, whose failing check prints it (the console's progress lines, which `compare run` logs
+/// as `logs/<slot>.<n>.stderr.log`), and a worker wrapper prints it from its environment
+/// (`worker.observed.stderr.log`). Both files hold the redaction mark, never the key (issue 23).
+/// One slot (`--slot`), so one member run.
+const LEAKED_KEY: &str = "sk-ant-leak-3f9c2e7a1b";
+
+#[test]
+fn a_key_the_worker_and_the_agent_print_reaches_neither_stderr_log_of_a_member_run() {
+    let dir = tempfile::tempdir().unwrap();
+    // The real worker behind a wrapper that first prints the key its environment holds.
+    let waymark = dir.path().join("waymark");
+    std::fs::create_dir_all(&waymark).unwrap();
+    for script in ["waymark_worker.mjs", "waymark_oneshot.mjs"] {
+        let real = repo().join("integrations/waymark").join(script);
+        std::fs::write(
+            waymark.join(script),
+            format!(
+                "process.stderr.write(`worker env ${{process.env.ANTHROPIC_API_KEY}}\\n`);\n\
+                 await import({:?});\n",
+                format!("file://{}", real.display())
+            ),
+        )
+        .unwrap();
+    }
+    let first = "        step = 1 if color == WHITE else -1\n";
+    let leak = format!("        raise RuntimeError(\"leak {LEAKED_KEY}\")\n");
+    let steps = [
+        serde_json::json!({"step": "obs", "tool": "patchdiff_observe_scope",
+               "args": {"target": "chess", "scope": "Board._pawn_moves"}}),
+        serde_json::json!({"step": "sub", "tool": "patchdiff_submit_observed_operations",
+               "args": {"target": "chess", "request_key": "leak-1",
+                        "base_revision": "${obs.revision}",
+                        "operations": [{"observation_id": "${obs.observation_id}",
+                                        "old_text": first,
+                                        "new_text": format!("{leak}{first}")}]},
+               "expect": {"outcome": "accepted"}}),
+        serde_json::json!({"step": "save", "tool": "patchdiff_save", "args": {"target": "chess"}}),
+    ];
+    let plan_file = dir.path().join("leak.plan.jsonl");
+    std::fs::write(
+        &plan_file,
+        steps.iter().map(|s| format!("{s}\n")).collect::<String>(),
+    )
+    .unwrap();
+    let script = dir.path().join("leak.canary");
+    std::fs::write(
+        &script,
+        format!(
+            "record model=scripted-leak provider=patchdiff reasoning=none\ninit\n\
+             launch observed\npreflight\nagent {}\nexport\nevaluate\nreport\n",
+            plan_file.display()
+        ),
+    )
+    .unwrap();
+    let path = plan(
+        dir.path(),
+        "leak.toml",
+        &[
+            "--runs",
+            "5",
+            "--aa",
+            "--seed",
+            "1",
+            "--baseline",
+            script.to_str().unwrap(),
+        ],
+    );
+    let runs = dir.path().join("runs");
+    let out = patchdiff(dir.path(), None, Some("open"))
+        .env("ANTHROPIC_API_KEY", LEAKED_KEY)
+        .env("PATCHDIFF_WAYMARK_DIR", &waymark)
+        .args(["compare", "run"])
+        .arg(&path)
+        .args(["--slot", "A-01", "--runs-dir"])
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let cmp = comparison_dir(&runs);
+    let console_log = std::fs::read_to_string(cmp.join("logs/A-01.1.stderr.log")).unwrap();
+    let run = std::fs::read_dir(cmp.join("runs/A-01"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("r-"))
+        .expect("the slot's run");
+    let worker_log = std::fs::read_to_string(run.join("worker.observed.stderr.log")).unwrap();
+    for (name, log, mark) in [
+        (
+            "the console's stderr log",
+            &console_log,
+            "leak [redacted:ANTHROPIC_API_KEY]",
+        ),
+        (
+            "the worker's stderr log",
+            &worker_log,
+            "worker env [redacted:ANTHROPIC_API_KEY]",
+        ),
+    ] {
+        assert!(!log.contains(LEAKED_KEY), "{name} holds the key:\n{log}");
+        assert!(log.contains(mark), "{name} shows what was said:\n{log}");
+    }
+}
+
+/// A budget that runs out (issue 24 item 5): the plan's one-second wall-clock budget stops the
+/// matrix after its first run (checked before each slot starts); the stop is recorded in
+/// `stops.jsonl` and the comparison is INCOMPLETE, exit 3, naming the budget. The bundled demo
+/// canary (a scripted agent), one member run.
+#[test]
+fn a_wall_clock_budget_that_runs_out_makes_the_comparison_incomplete_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = plan(
+        dir.path(),
+        "budget.toml",
+        &[
+            "--runs",
+            "5",
+            "--aa",
+            "--seed",
+            "2",
+            "--concurrency",
+            "1",
+            "--max-wall",
+            "1",
+            "--baseline",
+            "demo",
+        ],
+    );
+    let runs = dir.path().join("runs");
+    let out = patchdiff(dir.path(), None, Some("open"))
+        .args(["compare", "run"])
+        .arg(&path)
+        .arg("--runs-dir")
+        .arg(&runs)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stopped: the wall-clock budget of 1 s ran out")
+            && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["verdict"]["kind"], "INCOMPLETE", "{report:#}");
+    assert_eq!(report["runs"].as_array().unwrap().len(), 1);
+    let reasons = report["verdict"]["reasons"].to_string();
+    assert!(
+        reasons.contains("the wall-clock budget of 1 s ran out"),
+        "{reasons}"
+    );
+    let cmp = comparison_dir(&runs);
+    let stops = std::fs::read_to_string(cmp.join("stops.jsonl")).unwrap();
+    assert_eq!(stops.lines().count(), 1, "{stops}");
+    let sums = std::fs::read_to_string(cmp.join("SHA256SUMS")).unwrap();
+    assert!(
+        sums.contains("  stops.jsonl\n"),
+        "the stop is sealed: {sums}"
     );
 }

@@ -5,6 +5,7 @@
 use patchdiff_test_util::{backends, mcp};
 
 mod agent_host;
+mod compare_docs;
 mod compare_power;
 mod compare_runs;
 mod e2e;

@@ -259,3 +259,52 @@ fn an_out_of_range_http_bound_refuses_to_start_naming_it() {
         assert!(out.stdout.is_empty(), "{variable}: it printed a banner");
     }
 }
+
+/// Issue 23 item 8: an 11 MiB submission of control characters is legal (K3: 32 MiB of text);
+/// its JSON body is 66 MiB. Over stdio it was accepted (`host_delivery`), over HTTP refused
+/// with 413 by a 64 MiB body limit. The HTTP limit is now stdio's per-message bound, so the
+/// same submission gets its receipt.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_11_mib_submission_of_control_characters_is_accepted_over_http_as_over_stdio() {
+    let env = TestEnv::new();
+    env.init_target("t", "const a = 1;\n").await;
+    // Oneshot and strict mode off: validation starts no resident worker and needs no
+    // observation, so nothing but the transport's limits is tested.
+    let server = HttpServer::start_with(
+        &env,
+        "full",
+        &[
+            ("PATCHDIFF_WAYMARK_MODE", "oneshot".to_owned()),
+            ("PATCHDIFF_STRICT_OBSERVATION_MODE", "0".to_owned()),
+        ],
+    )
+    .await;
+    let bearer = format!("Bearer {}", server.token);
+    let (status, text) = server.post(&[("Authorization", &bearer)], INITIALIZE).await;
+    assert_eq!(status, 200, "{text}");
+    let session = session_of(&text);
+    let headers = [
+        ("Authorization", bearer.as_str()),
+        ("Mcp-Session-Id", &session),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(server.post(&headers, initialized).await.0, 202);
+    let controls = "\u{1}".repeat(11 * 1024 * 1024);
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "patchdiff_submit_observed_operations",
+        "arguments": {"target": "t", "request_key": "ctl-1", "base_revision": 0,
+                      "operations": [{"old_text": "1", "new_text": controls}]}}})
+    .to_string();
+    assert!(call.len() > 66 * 1024 * 1024, "{} bytes", call.len());
+    // Parsing, screening, storing and answering 66 MiB takes seconds on a loaded machine.
+    let (status, text) = server
+        .post_within(&headers, &call, std::time::Duration::from_secs(120))
+        .await;
+    assert_eq!(status, 200, "{}", &text[..text.len().min(2000)]);
+    assert!(
+        text.contains(r#"\"outcome\":\"accepted\""#) || text.contains(r#""outcome":"accepted""#),
+        "{}",
+        &text[..text.len().min(2000)]
+    );
+    server.stop().await;
+}

@@ -300,6 +300,17 @@ impl HttpServer {
 
     /// Sends one raw HTTP/1.1 POST to the endpoint and returns `(status, headers+body text)`.
     pub async fn post(&self, headers: &[(&str, &str)], body: &str) -> (u16, String) {
+        self.post_within(headers, body, std::time::Duration::from_secs(10))
+            .await
+    }
+
+    /// [`HttpServer::post`] waiting up to `within` for the response (a large body's).
+    pub async fn post_within(
+        &self,
+        headers: &[(&str, &str)],
+        body: &str,
+        within: std::time::Duration,
+    ) -> (u16, String) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut stream = tokio::net::TcpStream::connect(self.addr)
             .await
@@ -318,7 +329,7 @@ impl HttpServer {
         // Read the status line and headers (the body of an SSE stream may stay open).
         let mut buf = Vec::new();
         let mut chunk = [0u8; 4096];
-        let read = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        let read = tokio::time::timeout(within, async {
             loop {
                 let n = stream.read(&mut chunk).await.expect("read");
                 if n == 0 {
@@ -341,7 +352,7 @@ impl HttpServer {
             }
         })
         .await;
-        assert!(read.is_ok(), "no HTTP response within 10 s");
+        assert!(read.is_ok(), "no HTTP response within {within:?}");
         let text = String::from_utf8_lossy(&buf).into_owned();
         let status = text
             .split_whitespace()

@@ -317,7 +317,13 @@ impl Inner {
             use std::io::Write;
             f.write_all(format!("=== generation {id} pid {pid} launched ===\n").as_bytes())
                 .ok()?;
-            Some(f)
+            // E1 like every evidence file: a secret the worker prints (its environment is this
+            // process's) is redacted, line by line; the held-back last line is written when
+            // the capture ends, before `stderr_done`.
+            Some(crate::redact::RedactingWriter::new(
+                f,
+                crate::redact::process().clone(),
+            ))
         });
         tokio::spawn(async move {
             capture_stderr(stderr, g.stderr.clone(), cap, tee).await;

@@ -42,6 +42,12 @@ use super::server::PatchdiffServer;
 use crate::config::{ConfigError, Key, Settings};
 use crate::evidence::{Direction, SseTee, WireLog, log_wire_message};
 
+mod guard;
+mod sessions;
+
+use guard::*;
+use sessions::*;
+
 /// Environment variable naming the HTTP bind address (same as `--http`).
 pub const HTTP_VARIABLE: &str = crate::config::Key::McpHttp.variable();
 /// Environment variable naming the absolute path the bearer token is written to, 0600 (same as
@@ -121,150 +127,6 @@ pub fn allowed_origins(port: u16) -> Vec<String> {
     ]
 }
 
-#[derive(Clone)]
-struct Guard {
-    token: Arc<str>,
-    origins: Arc<Vec<String>>,
-    /// The bound port: a `Host` naming another port is not this server.
-    port: u16,
-}
-
-/// Why the request's authority is not this loopback server, if it is not (DNS rebinding, M1).
-/// Both the `Host` header and, in the absolute form (`POST http://evil.example/mcp`), the
-/// request target's authority must name a loopback host (`127.0.0.1`, `localhost`, `[::1]`)
-/// with no port or `port`. 400: `Host` missing, empty or malformed; 403: a foreign name or
-/// port.
-fn authority_refusal(
-    uri: &axum::http::Uri,
-    headers: &HeaderMap,
-    port: u16,
-) -> Option<(StatusCode, String)> {
-    let expected = format!("send `Host: 127.0.0.1:{port}` (or localhost, [::1])");
-    let own = |authority: &axum::http::uri::Authority| {
-        matches!(authority.host(), "127.0.0.1" | "localhost" | "[::1]")
-            && authority.port_u16().is_none_or(|p| p == port)
-    };
-    let mut hosts = headers.get_all(header::HOST).iter();
-    let host = match (hosts.next(), hosts.next()) {
-        (None, _) => {
-            return Some((
-                StatusCode::BAD_REQUEST,
-                format!("missing Host header: {expected}"),
-            ));
-        }
-        (Some(_), Some(_)) => {
-            return Some((
-                StatusCode::BAD_REQUEST,
-                format!("more than one Host header: {expected}"),
-            ));
-        }
-        (Some(h), None) => h,
-    };
-    let parsed = host
-        .to_str()
-        .ok()
-        .filter(|h| !h.trim().is_empty())
-        .and_then(|h| axum::http::uri::Authority::try_from(h.trim()).ok());
-    let Some(authority) = parsed else {
-        let shown = String::from_utf8_lossy(host.as_bytes()).into_owned();
-        let what = if shown.trim().is_empty() {
-            "empty".to_owned()
-        } else {
-            format!(
-                "not a host[:port] (`{}`)",
-                crate::display::visible_inline(&shown)
-            )
-        };
-        return Some((
-            StatusCode::BAD_REQUEST,
-            format!("the Host header is {what}: {expected}"),
-        ));
-    };
-    if !own(&authority) {
-        return Some((
-            StatusCode::FORBIDDEN,
-            format!(
-                "Host `{}` is not this loopback server: {expected}",
-                crate::display::visible_inline(authority.as_str())
-            ),
-        ));
-    }
-    if let Some(target) = uri.authority()
-        && (!own(target) || uri.scheme_str().is_some_and(|s| s != "http"))
-    {
-        return Some((
-            StatusCode::FORBIDDEN,
-            format!(
-                "the request target `{}` names another server: send the origin form \
-                 (`POST /mcp`) or `http://127.0.0.1:{port}/mcp`",
-                crate::display::visible_inline(&uri.to_string())
-            ),
-        ));
-    }
-    None
-}
-
-/// Byte comparison whose time does not depend on where the first difference is (`subtle`).
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    subtle::ConstantTimeEq::ct_eq(a, b).into()
-}
-
-/// Why a request was refused before reaching MCP, if it was: its authority
-/// ([`authority_refusal`]), then its `Origin`, then its bearer token.
-fn refusal(
-    guard: &Guard,
-    uri: &axum::http::Uri,
-    headers: &HeaderMap,
-) -> Option<(StatusCode, String)> {
-    if let Some(refused) = authority_refusal(uri, headers, guard.port) {
-        return Some(refused);
-    }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let ok = origin
-            .to_str()
-            .is_ok_and(|o| guard.origins.iter().any(|allowed| allowed == o));
-        if !ok {
-            return Some((
-                StatusCode::FORBIDDEN,
-                "Origin not allowed: only the loopback origin of this port may call patchdiff"
-                    .to_owned(),
-            ));
-        }
-    }
-    // RFC 7235: the auth scheme is case-insensitive (`bearer`, `BEARER` are `Bearer`).
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim_start().split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token);
-    match presented {
-        Some(t) if constant_time_eq(t.trim().as_bytes(), guard.token.as_bytes()) => None,
-        Some(_) => Some((StatusCode::UNAUTHORIZED, "wrong bearer token".to_owned())),
-        None => Some((
-            StatusCode::UNAUTHORIZED,
-            "missing bearer token: send `Authorization: Bearer <token>` (the token file the \
-             console gave this process)"
-                .to_owned(),
-        )),
-    }
-}
-
-async fn guard_layer(State(guard): State<Guard>, request: Request, next: Next) -> Response {
-    match refusal(&guard, request.uri(), request.headers()) {
-        None => next.run(request).await,
-        Some((status, message)) => {
-            let mut response = (status, message).into_response();
-            if status == StatusCode::UNAUTHORIZED {
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-            }
-            response
-        }
-    }
-}
-
 /// A JSON-RPC error response body with `"id": null` (the request's id cannot be known).
 fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
     let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
@@ -275,166 +137,6 @@ fn jsonrpc_error(status: StatusCode, code: i64, message: String) -> Response {
         body.to_string(),
     )
         .into_response()
-}
-
-/// What the transport knows of one MCP session besides rmcp's state: when it was last used
-/// and how many of its responses (request-wise SSE or JSON bodies, and its GET stream) are open.
-#[derive(Debug, Clone, Copy)]
-struct Activity {
-    last_use: Instant,
-    open_responses: usize,
-}
-
-/// Session admission (M1): at most [`HttpLimits::max_sessions`] sessions for the token, at most
-/// one GET SSE stream per session. rmcp's [`LocalSessionManager`] holds the sessions and closes
-/// one after [`HttpLimits::session_idle`] without an event (its `keep_alive`); this table picks
-/// the session a new one evicts at the cap: one with no open response first, then the least
-/// recently used — so whoever opens sessions and never closes them evicts their own.
-struct Sessions {
-    manager: Arc<LocalSessionManager>,
-    max: usize,
-    activity: Mutex<HashMap<SessionId, Activity>>,
-    /// The open GET SSE stream of each session that has one (a serial number and the token
-    /// whose cancellation ends it).
-    streams: Mutex<HashMap<SessionId, (u64, CancellationToken)>>,
-    next_stream: std::sync::atomic::AtomicU64,
-    /// Serializes evict-then-create, so concurrent `initialize`s cannot overshoot the cap.
-    admission: tokio::sync::Mutex<()>,
-}
-
-impl Sessions {
-    fn new(manager: Arc<LocalSessionManager>, max: usize) -> Arc<Self> {
-        Arc::new(Self {
-            manager,
-            max: max.max(1),
-            activity: Mutex::new(HashMap::new()),
-            streams: Mutex::new(HashMap::new()),
-            next_stream: std::sync::atomic::AtomicU64::new(0),
-            admission: tokio::sync::Mutex::new(()),
-        })
-    }
-
-    fn touch(&self, id: &SessionId, opened: bool) {
-        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = activity.entry(id.clone()).or_insert(Activity {
-            last_use: Instant::now(),
-            open_responses: 0,
-        });
-        entry.last_use = Instant::now();
-        if opened {
-            entry.open_responses += 1;
-        }
-    }
-
-    fn response_closed(&self, id: &SessionId) {
-        let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = activity.get_mut(id) {
-            entry.last_use = Instant::now();
-            entry.open_responses = entry.open_responses.saturating_sub(1);
-        }
-    }
-
-    fn forget(&self, id: &SessionId) {
-        self.activity
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id);
-        if let Some(stream) = self
-            .streams
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(id)
-        {
-            stream.1.cancel();
-        }
-    }
-
-    /// Makes room for one new session: forgets sessions rmcp has closed (idle, DELETE, ended)
-    /// and, at the cap, closes the ones to evict. Call with `admission` held.
-    async fn make_room(&self) {
-        let live: Vec<SessionId> = self.manager.sessions.read().await.keys().cloned().collect();
-        let victims = {
-            let mut activity = self.activity.lock().unwrap_or_else(|e| e.into_inner());
-            activity.retain(|id, _| live.contains(id));
-            let mut ranked: Vec<(bool, Option<Instant>, SessionId)> = live
-                .iter()
-                .map(|id| {
-                    let a = activity.get(id);
-                    (
-                        a.is_some_and(|a| a.open_responses > 0),
-                        a.map(|a| a.last_use),
-                        id.clone(),
-                    )
-                })
-                .collect();
-            ranked.sort();
-            let excess = (live.len() + 1).saturating_sub(self.max);
-            ranked
-                .into_iter()
-                .take(excess)
-                .map(|(_, _, id)| id)
-                .collect::<Vec<_>>()
-        };
-        for id in victims {
-            tracing::info!(session = %id, cap = self.max, "HTTP session cap: evicting the least recently used session");
-            self.forget(&id);
-            if let Err(e) = self.manager.close_session(&id).await {
-                tracing::warn!(session = %id, "closing an evicted session failed: {e}");
-            }
-        }
-    }
-}
-
-/// Ends its session's bookkeeping for one response when the response body is dropped
-/// (finished, or its connection dropped).
-struct OpenResponse {
-    sessions: Arc<Sessions>,
-    id: SessionId,
-    /// For a GET stream: its entry in [`Sessions::streams`].
-    stream: Option<(u64, CancellationToken)>,
-}
-
-impl Drop for OpenResponse {
-    fn drop(&mut self) {
-        self.sessions.response_closed(&self.id);
-        if let Some((mine, _)) = &self.stream {
-            let mut streams = self
-                .sessions
-                .streams
-                .lock()
-                .unwrap_or_else(|e| e.into_inner());
-            // Only this stream's own entry (an evicted session's entry is gone already).
-            if streams.get(&self.id).is_some_and(|(n, _)| n == mine) {
-                streams.remove(&self.id);
-            }
-        }
-    }
-}
-
-/// `response` with its body tied to `open`: the bookkeeping ends with the body, and a GET
-/// stream ends when its token is cancelled (its session evicted).
-fn tracked(response: Response, open: OpenResponse) -> Response {
-    use futures::StreamExt;
-    let (parts, body) = response.into_parts();
-    let stop = open
-        .stream
-        .as_ref()
-        .map_or_else(CancellationToken::new, |(_, t)| t.clone());
-    let stream = body
-        .into_data_stream()
-        .take_until(stop.cancelled_owned())
-        .map(move |chunk| {
-            let _open = &open;
-            chunk
-        });
-    Response::from_parts(parts, axum::body::Body::from_stream(stream))
-}
-
-fn session_header(headers: &HeaderMap) -> Option<SessionId> {
-    headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| -> SessionId { v.into() })
 }
 
 #[derive(Clone)]
@@ -625,7 +327,7 @@ pub struct HttpLimits {
 }
 
 impl HttpLimits {
-    /// 10 s for a head, 30 s for a body (64 MiB over loopback takes well under 1 s), 64
+    /// 10 s for a head, 30 s for a body (193 MiB over loopback takes about 1 s), 64
     /// connections (the console needs two), 16 sessions idle-closed after 120 s (above the
     /// 28 s outer discovery allowance, W6), 30 s without write progress.
     pub const PRODUCT: HttpLimits = HttpLimits {
@@ -911,8 +613,12 @@ async fn healthz(
         .into_response()
 }
 
-/// Largest HTTP request body (bytes, 64 MiB), for rmcp and the wire layer alike.
-const MAX_LOGGED_BODY: usize = 64 * 1024 * 1024;
+/// Largest HTTP request body (bytes), for rmcp and the wire layer alike: stdio's per-message
+/// bound [`super::stdio::MAX_LINE_BYTES`] (193 MiB = the 32 MiB submission limit at the worst
+/// escaping + 1 MiB), so every submission stdio accepts is accepted over HTTP too: limits
+/// that agree. The body is read as a stream up to this bound (413 past it) within
+/// [`HttpLimits::body_read_timeout`].
+const MAX_LOGGED_BODY: usize = super::stdio::MAX_LINE_BYTES;
 
 /// A bound listener, ready to serve.
 pub struct HttpListener {
