@@ -507,9 +507,11 @@ impl Canary {
             plan_path,
             self.observed(),
             self.preflighted_pid,
-            self.transcript
-                .as_ref()
-                .ok_or_else(|| StepError::Io(anyhow::anyhow!("the run directory was not created before the agent step")))?,
+            self.transcript.as_ref().ok_or_else(|| {
+                StepError::Io(anyhow::anyhow!(
+                    "the run directory was not created before the agent step"
+                ))
+            })?,
         )
         .await;
         self.agent_stop = Some(stop);

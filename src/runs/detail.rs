@@ -733,7 +733,10 @@ pub fn story(run: &Path, name: &str) -> Result<String, String> {
     }
     out.push(String::new());
     let mut attempts = Vec::new();
-    for process in [crate::evidence::run_dir::process::OBSERVED, crate::evidence::run_dir::process::HOST_OBSERVED] {
+    for process in [
+        crate::evidence::run_dir::process::OBSERVED,
+        crate::evidence::run_dir::process::HOST_OBSERVED,
+    ] {
         if let Ok(file) = std::fs::File::open(run.join(format!("{process}.mcp.jsonl"))) {
             let log = std::io::BufReader::with_capacity(64 * 1024, file);
             attempts.extend(attempts_in_log(log, process, name));

@@ -166,7 +166,10 @@ fn step_times(run: &Path) -> Vec<(String, u64)> {
 /// under its `code` (or first `reason_codes` entry), a JSON-RPC error under `jsonrpc <code>`.
 pub fn tool_errors(run: &Path) -> BTreeMap<(String, String), u64> {
     let mut out = BTreeMap::new();
-    for process in [crate::evidence::run_dir::process::OBSERVED, crate::evidence::run_dir::process::HOST_OBSERVED] {
+    for process in [
+        crate::evidence::run_dir::process::OBSERVED,
+        crate::evidence::run_dir::process::HOST_OBSERVED,
+    ] {
         let Ok(file) = std::fs::File::open(run.join(format!("{process}.mcp.jsonl"))) else {
             continue;
         };
