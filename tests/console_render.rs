@@ -100,12 +100,12 @@ fn live_app(color: bool) -> App {
         },
         output: None,
     });
-    app.evidence = EvidenceView::new(vec![(
+    app.panes.evidence = EvidenceView::new(vec![(
         "observed requests/results".into(),
         dir.join("observed.mcp.jsonl"),
     )]);
-    app.evidence.rows = 12;
-    app.evidence.reload();
+    app.panes.evidence.rows = 12;
+    app.panes.evidence.reload();
     app
 }
 
@@ -604,7 +604,7 @@ fn enter_on_an_evidence_line_pretty_prints_that_message() {
     let mut app = live_app(true);
     app.focus = Pane::Evidence;
     app.on_key(key(KeyCode::Up));
-    assert!(!app.evidence.follow, "moving up leaves follow mode");
+    assert!(!app.panes.evidence.follow, "moving up leaves follow mode");
     app.on_key(key(KeyCode::Enter));
     let Overlay::Text { title, lines, .. } = &app.overlay else {
         panic!("no detail overlay")
@@ -628,22 +628,23 @@ fn slash_searches_the_evidence_log() {
     type_str(&mut app, "/patchdiff_save");
     app.on_key(key(KeyCode::Enter));
     assert!(
-        app.evidence.status.contains("match 1 of"),
+        app.panes.evidence.status.contains("match 1 of"),
         "{}",
-        app.evidence.status
+        app.panes.evidence.status
     );
-    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+    assert!(app.panes.evidence.lines[0].text.contains("patchdiff_save"));
     // `n` moves to the next match; the status counts it.
-    let n = app.evidence.matches.len();
+    let n = app.panes.evidence.matches.len();
     app.on_key(key(KeyCode::Char('n')));
     assert!(
-        app.evidence
+        app.panes
+            .evidence
             .status
             .contains(&format!("match {} of {n}", 2.min(n))),
         "{}",
-        app.evidence.status
+        app.panes.evidence.status
     );
-    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+    assert!(app.panes.evidence.lines[0].text.contains("patchdiff_save"));
 }
 
 #[test]
@@ -688,7 +689,7 @@ fn processes_pane_restarts_stops_and_kills_one_process_saying_what_it_does() {
     app.on_key(key(KeyCode::Char('n')));
     assert!(app.statuses.iter().any(|s| s.text == "cancelled"));
     // The selected row is highlighted and every process shows its sampled RSS and CPU.
-    app.proc_usage.insert(
+    app.procs.usage.insert(
         7010,
         patchdiff::console::app::ProcUsage {
             rss_bytes: 64 * 1024 * 1024,
@@ -726,7 +727,7 @@ fn a_confirmed_kill_sends_sigkill_to_the_selected_process() {
     assert!(matches!(app.input, Input::Confirm { .. }));
     // `sleep` is its own process's leader only if spawned so; kill it alone here.
     if let Input::Confirm {
-        action: patchdiff::console::app::ProcessAction::Kill { group, .. },
+        action: patchdiff::console::app::Confirmed::Kill { group, .. },
         ..
     } = &mut app.input
     {
@@ -820,14 +821,14 @@ fn perf_table_shows_gauges_in_their_units_and_hides_a_kind_from_the_tail() {
         .iter()
         .position(|r| r.name == "worker_rss")
         .unwrap();
-    app.perf_scroll = index;
+    app.panes.perf.cursor = index;
     app.on_key(key(KeyCode::Char('x')));
     let t = text(&render_pane(&app, Pane::Perf, 110, 40));
     let tail: Vec<&str> = t.lines().skip_while(|l| !l.contains("live tail")).collect();
     assert!(tail[0].contains("(hidden: worker_rss)"), "{t}");
     assert!(!tail[1..].iter().any(|l| l.contains("worker_rss")), "{t}");
     app.on_key(key(KeyCode::Char('x')));
-    assert!(app.perf_hidden.is_empty());
+    assert!(app.panes.perf.hidden.is_empty());
 }
 
 #[test]
@@ -836,7 +837,7 @@ fn after_the_worker_exits_the_rss_line_says_it_is_gone() {
     let t = text(&render_pane(&app, Pane::Worker, 110, 11));
     assert!(!t.contains("worker gone"), "{t}");
     let pid = app.monitor.worker.pid.expect("the fixture's worker");
-    app.proc_state.insert(pid, "gone".into());
+    app.procs.state.insert(pid, "gone".into());
     let t = text(&render_pane(&app, Pane::Worker, 110, 11));
     let row = t.lines().find(|l| l.contains("RSS")).unwrap();
     assert!(
@@ -1158,7 +1159,7 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         if i > 0 {
             app.on_key(key(KeyCode::Char('j')));
         }
-        assert_eq!(app.target_cursor, i);
+        assert_eq!(app.panes.targets.cursor, i);
         let (_, screen) = selected_row(&app);
         assert!(
             screen.lines().any(|l| l.starts_with(&format!("│{name} "))),
@@ -1237,7 +1238,7 @@ fn a_clean_exit_of_the_attached_server_is_not_shown_as_a_failure() {
             &line("worker_launch", "ok", r#"{"pid":7311,"mode":"resident"}"#),
         );
         app.monitor.ingest_line("observed", &retired);
-        app.proc_state.insert(7310, "gone".into());
+        app.procs.state.insert(7310, "gone".into());
         text(&render_pane(&app, Pane::Processes, 90, 5))
     };
     let clean = attached(line("worker_retired", "ok", r#"{"reason":"shutdown"}"#));
@@ -1273,6 +1274,7 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
     let mut sources = patchdiff::console::Sources::default();
     patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None, None);
     let labels: Vec<&str> = app
+        .panes
         .evidence
         .sources
         .iter()
@@ -1282,10 +1284,10 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
         labels,
         ["host-observed requests/results", "perf events"],
         "{:?}",
-        app.evidence.sources
+        app.panes.evidence.sources
     );
     assert_eq!(
-        app.evidence.sources[0].1,
+        app.panes.evidence.sources[0].1,
         run.path().join("host-observed.mcp.jsonl")
     );
 }
