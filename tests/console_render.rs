@@ -196,7 +196,7 @@ fn enter_on_a_selected_target_asks_for_its_story_and_shows_it() {
     app.on_key(key(KeyCode::Down));
     app.on_key(key(KeyCode::Up));
     let t = text(&render_pane(&app, Pane::Targets, 80, 9));
-    assert!(t.lines().nth(4).unwrap().starts_with("│incidents"), "{t}");
+    assert!(t.lines().nth(4).unwrap().starts_with("│▶ incidents"), "{t}");
     assert_eq!(
         app.on_key(key(KeyCode::Enter)),
         Some(Command::Target {
@@ -325,16 +325,111 @@ fn help_overlay_is_generated_from_the_command_table() {
 }
 
 #[test]
-fn bottom_bar_lists_table_keys_and_the_focused_panes_keys() {
+fn bottom_bar_shows_only_the_focused_panes_keys() {
     let mut app = live_app(true);
-    let t = text(&render(&app, 200, 60));
-    let last = t.lines().last().unwrap_or("").to_owned();
-    for spec in COMMANDS.iter().filter(|s| s.key.is_some()) {
-        assert!(last.contains(spec.name), "{last}");
+    let bar = |app: &App| {
+        text(&render(app, 200, 60))
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_owned()
+    };
+    // PROCESSES focused: its keys, none of the evidence pane's nor the command table's (`n`
+    // is "next match" there and `inspect` in the command table: the bar never shows both).
+    let last = bar(&app);
+    assert!(
+        last.contains("K kill…") && last.contains("R restart"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("next/prev match") && !last.contains("inspect"),
+        "{last}"
+    );
+    assert!(last.contains("? help, all keys"), "{last}");
+    for pane in Pane::ALL {
+        app.focus = pane;
+        let last = bar(&app);
+        for other in Pane::ALL.iter().filter(|p| **p != pane) {
+            for (k, what) in other.keys() {
+                if !pane.keys().iter().any(|(_, w)| *w == what) {
+                    assert!(!last.contains(&format!("{k} {what}")), "{pane:?}: {last}");
+                }
+            }
+        }
+        for (k, what) in pane.keys() {
+            assert!(last.contains(&format!("{k} {what}")), "{pane:?}: {last}");
+        }
     }
-    app.focus = Pane::Evidence;
-    let t = text(&render(&app, 200, 60));
-    assert!(t.lines().last().unwrap_or("").contains("/ search"), "{t}");
+    // Every command key is still in help.
+    let help: String = ui::help_lines().iter().map(|l| format!("{l}\n")).collect();
+    for spec in COMMANDS.iter().filter(|s| s.key.is_some()) {
+        assert!(help.contains(spec.name), "{help}");
+    }
+}
+
+#[test]
+fn q_during_a_running_step_asks_first_and_only_y_quits() {
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Started("agent".into()));
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(!app.quit, "q must not quit at once while a step runs");
+    let screen = text(&render(&app, 120, 30));
+    assert!(
+        screen.contains("`agent` is running: quitting stops it and every child process and seals nothing. Quit? y/N"),
+        "{screen}"
+    );
+    app.on_key(key(KeyCode::Char('n')));
+    assert!(!app.quit);
+    assert!(app.statuses.iter().any(|s| s.text == "cancelled"));
+    app.on_key(key(KeyCode::Char('q')));
+    app.on_key(key(KeyCode::Char('y')));
+    assert!(app.quit);
+    // Ctrl-C asks too; a second Ctrl-C answers it.
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Started("agent".into()));
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    app.on_key(ctrl_c);
+    assert!(!app.quit && matches!(app.input, Input::Confirm { .. }));
+    app.on_key(ctrl_c);
+    assert!(app.quit);
+}
+
+#[test]
+fn the_report_key_asks_before_sealing() {
+    let mut app = live_app(false);
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('r'))),
+        None,
+        "r must not seal at once"
+    );
+    let screen = text(&render(&app, 200, 60));
+    assert!(screen.contains("report seals the run"), "{screen}");
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.queued, 0);
+    app.on_key(key(KeyCode::Char('r')));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), Some(Command::Report));
+    // Typed in full on the command line it is deliberate: no question.
+    type_str(&mut app, ":report");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::Report));
+}
+
+#[test]
+fn the_selected_row_has_a_marker_that_survives_no_color() {
+    let mut app = live_app(false);
+    for (pane, needle) in [
+        (Pane::Processes, "full"),
+        (Pane::Targets, "calendar"),
+        (Pane::Perf, ""),
+    ] {
+        app.focus = pane;
+        let t = text(&render_pane(&app, pane, 110, 14));
+        let marked: Vec<&str> = t.lines().filter(|l| l.contains("│▶ ")).collect();
+        assert_eq!(marked.len(), 1, "{pane:?}: {t}");
+        assert!(marked[0].contains(needle), "{pane:?}: {t}");
+        app.focus = Pane::Worker;
+        let t = text(&render_pane(&app, pane, 110, 14));
+        assert!(!t.contains('▶'), "an unfocused pane marks no row: {t}");
+    }
 }
 
 #[test]
@@ -1149,7 +1244,11 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         let shown: Vec<&str> = names
             .iter()
             .copied()
-            .filter(|n| screen.lines().any(|l| l.starts_with(&format!("│{n} "))))
+            .filter(|n| {
+                screen.lines().any(|l| {
+                    l.starts_with(&format!("│  {n} ")) || l.starts_with(&format!("│▶ {n} "))
+                })
+            })
             .collect();
         (shown.len(), screen)
     };
@@ -1162,7 +1261,10 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         assert_eq!(app.panes.targets.cursor, i);
         let (_, screen) = selected_row(&app);
         assert!(
-            screen.lines().any(|l| l.starts_with(&format!("│{name} "))),
+            screen
+                .lines()
+                .any(|l| l.starts_with(&format!("│  {name} "))
+                    || l.starts_with(&format!("│▶ {name} "))),
             "{name} not on screen with the cursor on it:\n{screen}"
         );
         if i == names.len() - 1 {
@@ -1173,7 +1275,7 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         app.on_key(key(KeyCode::Char('k')));
     }
     let (_, screen) = selected_row(&app);
-    assert!(screen.contains("│calendar "), "{screen}");
+    assert!(screen.contains("│▶ calendar "), "{screen}");
 }
 
 #[test]
@@ -1331,7 +1433,9 @@ fn relaunched_process_retirements_carry_their_pid_on_the_worker_pane() {
     let t = text(&render_pane(&app, Pane::Worker, 120, 11));
     let row = t.lines().find(|l| l.contains("retired")).unwrap();
     assert!(
-        row.contains("pid 7320 gen 1 shutdown (3 req) · pid 7310 gen 1 shutdown (3 req)"),
+        row.contains(
+            "retired gen 1 shutdown (3 req) of mcp pid 7320 · gen 1 shutdown (3 req) of mcp pid 7310"
+        ),
         "{row}"
     );
 }

@@ -628,9 +628,9 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
         // generation it launched retired when `report` stopped the process.
         s.contains("opened past run")
             && s.lines()
-                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+                .any(|l| l.contains("│  chess") && l.contains("≠ init"))
             && s.lines()
-                .any(|l| l.contains("retired pid") && l.contains("gen 1 shutdown"))
+                .any(|l| l.contains("retired worker pid") && l.contains("gen 1 shutdown"))
     });
     assert!(
         screen.lines().next().unwrap().contains(&past),
@@ -760,7 +760,7 @@ fn a_past_run_opened_then_the_console_killed_still_verifies() {
     tmux.wait_for("the past run's targets", Duration::from_secs(20), |s| {
         s.contains("opened past run")
             && s.lines()
-                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+                .any(|l| l.contains("│  chess") && l.contains("≠ init"))
     });
     Command::new("kill")
         .args(["-9", &console_pid.to_string()])

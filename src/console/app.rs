@@ -9,11 +9,11 @@ use crossterm::event::{KeyCode, KeyEvent, MouseEvent, MouseEventKind};
 
 use super::keys::{Binding, lookup};
 use super::panes::{Effect, Pane as PaneId, Panes, View};
-use super::procs::ProcTable;
+use super::procs::{ProcTable, host_running};
 use super::ring::Ring;
 use super::runner::{CanarySnapshot, RunnerEvent};
 use super::state::Monitor;
-use super::theme::Theme;
+use super::theme::{Theme, plain_words};
 use crate::canary::command::{COMMANDS, Command};
 use crate::config::{Key, Settings};
 
@@ -27,7 +27,7 @@ pub use super::procs::ProcUsage;
 /// Frame times kept.
 pub const FRAME_TIMES: usize = 4096;
 /// The advice shown (before the store's own message) when init meets a target with history.
-pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: init refuses targets with history (C1); run `:init --reset` to wipe it, or use a fresh database";
+pub const NOT_FRESH_ADVICE: &str = "TARGET_NOT_FRESH: init refuses targets with history; run `:init --reset` to wipe it, or use a fresh database";
 
 /// What a console key does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ pub const CONSOLE_KEYS: &[Binding<ConsoleAction>] = &[
 ];
 
 /// What the bottom line is being used for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Input {
     Normal,
     /// The `:` command line; `cycle` is the index into the current completions.
@@ -145,6 +145,8 @@ pub struct App {
     pub size: (u16, u16),
     /// Recent frame times (ms: refresh + draw + flush), for the bench and diagnostics.
     pub frame_ms: Ring<f64>,
+    /// The target whose story was asked for last (its overlay's title names it).
+    pub story_target: Option<String>,
 }
 
 impl App {
@@ -170,6 +172,7 @@ impl App {
             notice: None,
             size: (80, 24),
             frame_ms: Ring::new(FRAME_TIMES),
+            story_target: None,
         }
     }
 
@@ -263,8 +266,10 @@ impl App {
         }
     }
 
+    /// Adds a status line, in plain words (requirement ids the canary's messages carry are
+    /// left out: [`plain_words`]).
     pub fn push_status(&mut self, ok: bool, text: impl Into<String>) {
-        let text = text.into();
+        let text = plain_words(&text.into());
         // C1: the store's TARGET_NOT_FRESH refusal (the canary passes on its message, which
         // says "is not fresh"; the code itself may or may not be included).
         if !ok && (text.contains("TARGET_NOT_FRESH") || text.contains("is not fresh")) {
@@ -296,8 +301,13 @@ impl App {
                     ),
                 );
                 if let Some(text) = output {
+                    // A story's title names its target.
+                    let title = match (outcome.command.as_str(), self.story_target.take()) {
+                        ("target", Some(name)) => format!("story of {name}"),
+                        (command, _) => command.to_owned(),
+                    };
                     self.overlay = Overlay::Text {
-                        title: outcome.command.clone(),
+                        title,
                         lines: text.lines().map(str::to_owned).collect(),
                         scroll: 0,
                     };
@@ -305,6 +315,13 @@ impl App {
             }
             RunnerEvent::Snapshot(s) => self.canary = Some(*s),
             RunnerEvent::Host(progress) => {
+                // A host that ended keeps the uptime it had then (frozen at exit).
+                if let Some(pid) = progress.pid.filter(|_| !host_running(&progress.state)) {
+                    self.procs
+                        .ended_ms
+                        .entry(u64::from(pid))
+                        .or_insert(self.now_ms);
+                }
                 if let Some(c) = self.canary.as_mut() {
                     c.host = Some(*progress);
                 }
@@ -316,7 +333,17 @@ impl App {
     /// Handles one key; returns a command for the canary task, if the key asked for one.
     pub fn on_key(&mut self, key: KeyEvent) -> Option<Command> {
         if lookup(&CONSOLE_KEYS[..1], &key).is_some() {
-            self.quit = true;
+            // Ctrl-C asks while a step runs; a second Ctrl-C answers the question.
+            let asked = matches!(
+                self.input,
+                Input::Confirm {
+                    action: Confirmed::Quit,
+                    ..
+                }
+            );
+            if asked || !self.ask_before_quitting() {
+                self.quit = true;
+            }
             return None;
         }
         if self.overlay != Overlay::None {
@@ -331,7 +358,7 @@ impl App {
             }
             Input::Confirm { action, .. } => {
                 if key.code == KeyCode::Char('y') {
-                    self.perform(action);
+                    return self.perform(action);
                 } else {
                     self.push_status(true, "cancelled");
                 }
@@ -380,7 +407,11 @@ impl App {
     fn console_action(&mut self, action: ConsoleAction) {
         let n = PaneId::ALL.len();
         match action {
-            ConsoleAction::Quit => self.quit = true,
+            ConsoleAction::Quit => {
+                if !self.ask_before_quitting() {
+                    self.quit = true;
+                }
+            }
             ConsoleAction::Help => self.overlay = Overlay::Help { scroll: 0 },
             ConsoleAction::CommandLine => {
                 self.input = Input::Command {
@@ -398,6 +429,21 @@ impl App {
             }
             ConsoleAction::CloseNotice => self.notice = None,
         }
+    }
+
+    /// While a step runs, asks before quitting (quitting cancels the step — a host run of
+    /// half an hour is lost — and seals nothing); returns whether it asked.
+    fn ask_before_quitting(&mut self) -> bool {
+        let Some((step, _)) = &self.running else {
+            return false;
+        };
+        self.input = Input::Confirm {
+            question: format!(
+                "`{step}` is running: quitting stops it and every child process and seals nothing. Quit? y/N"
+            ),
+            action: Confirmed::Quit,
+        };
+        true
     }
 
     /// Carries out what a pane's key asked for.
@@ -439,6 +485,14 @@ impl App {
             .ok()
             .filter(|_| spec.name != "record");
         match bare {
+            // `report` seals the run (no step runs after it): its key asks first.
+            Some(Command::Report) => {
+                self.input = Input::Confirm {
+                    question: "report seals the run: no step can run in it afterwards (`new` starts the next). Seal now? y/N".to_owned(),
+                    action: Confirmed::Run(Command::Report),
+                };
+                None
+            }
             Some(command) => Some(self.submit(command)),
             None => {
                 self.input = Input::Command {
@@ -452,8 +506,10 @@ impl App {
 
     /// Carries out a confirmed action. A kill goes straight to the process (not through the
     /// canary task, which may be busy running the very step that process serves).
-    fn perform(&mut self, action: Confirmed) {
+    fn perform(&mut self, action: Confirmed) -> Option<Command> {
         match action {
+            Confirmed::Quit => self.quit = true,
+            Confirmed::Run(command) => return Some(self.submit(command)),
             Confirmed::Kill { label, pid, group } => {
                 use nix::sys::signal::{Signal, kill, killpg};
                 use nix::unistd::Pid;
@@ -475,9 +531,13 @@ impl App {
                 }
             }
         }
+        None
     }
 
     fn submit(&mut self, command: Command) -> Command {
+        if let Command::Target { name } = &command {
+            self.story_target = Some(name.clone());
+        }
         self.queued += 1;
         command
     }

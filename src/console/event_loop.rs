@@ -236,6 +236,18 @@ impl ProcSampler {
         let pids = app.watched_pids();
         app.procs.usage = sample_usage(&mut self.usage, &pids);
         app.procs.state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
+        // A process first seen ended keeps the uptime it had then.
+        let now = app.now_ms;
+        let ended: Vec<u64> = app
+            .procs
+            .state
+            .keys()
+            .copied()
+            .filter(|p| app.procs.gone(*p))
+            .collect();
+        for pid in ended {
+            app.procs.ended_ms.entry(pid).or_insert(now);
+        }
         if !app.panes.evidence.follow {
             return false;
         }

@@ -21,6 +21,8 @@ pub struct ProcTable {
     pub state: BTreeMap<u64, String>,
     /// RSS and CPU by pid, for every process the panes show.
     pub usage: BTreeMap<u64, ProcUsage>,
+    /// When (Unix ms) each process was first seen ended, so its uptime stays frozen at exit.
+    pub ended_ms: BTreeMap<u64, f64>,
 }
 
 impl ProcTable {
@@ -54,6 +56,11 @@ impl ProcTable {
             None => String::new(),
         }
     }
+}
+
+/// Whether an agent host's progress `state` says it still runs.
+pub fn host_running(state: &str) -> bool {
+    matches!(state, "starting" | "running" | "sealed")
 }
 
 /// RSS and CPU (percent of one core since the previous call) of `pids`; pids that are gone or

@@ -89,6 +89,8 @@ pub struct Retirement {
     /// The MCP process that recorded it (`PerfEvent::pid`), so `gen 1` of two processes that
     /// shared an events file can be told apart (U2).
     pub pid: Option<u64>,
+    /// The worker process's own pid (`attrs.pid`), when the event names it.
+    pub worker_pid: Option<u64>,
     pub generation: Option<u64>,
     pub reason: String,
     pub requests: Option<u64>,
@@ -475,6 +477,7 @@ impl Monitor {
         self.retirements.push(Retirement {
             ts_ms: ts,
             pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
+            worker_pid: attr_u64(&ev.attrs, attr::PID),
             generation,
             reason: reason.clone(),
             requests: attr_u64(&ev.attrs, attr::REQUESTS),

@@ -14,7 +14,7 @@ use super::keys::hints;
 use super::limits::Level;
 use super::panes::Pane;
 use super::panes::worker::{RSS_CHART_ROWS, WORKER_TEXT_ROWS};
-use super::theme::{Theme, secs};
+use super::theme::{Theme, plain_words, secs};
 use crate::canary::command::COMMANDS;
 
 /// Smallest size that shows panes; below it a one-line notice is drawn.
@@ -221,7 +221,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
         String::new()
     };
     let text = format!(
-        " patchdiff{hint} {what} · gate 2 closed · {} events{malformed} · {} ",
+        " patchdiff{hint} {what} · one canary · {} events{malformed} · {} ",
         m.ingested,
         clock(app.now_ms)
     );
@@ -249,11 +249,26 @@ pub fn verdict(c: &crate::console::runner::CanarySnapshot) -> String {
         .filter(|t| !passing.contains(&t.name.as_str()))
         .map(|t| t.name.as_str())
         .collect();
+    // A failed step says itself which step and why (a killed host, say), in its own words.
+    let failed_step = c
+        .steps
+        .iter()
+        .find(|s| !s.ok && s.command != "report")
+        .map(|s| {
+            let why: String = plain_words(&s.summary).chars().take(80).collect();
+            format!("`{}` failed: {why}", s.command)
+        });
     if report.ok {
         format!(" · PASSED {}/{}", passing.len(), c.targets.len())
+    } else if let Some(step) = failed_step.filter(|_| failing.is_empty()) {
+        format!(
+            " · FAILED: {step} · {}/{} targets pass",
+            passing.len(),
+            c.targets.len()
+        )
     } else if failing.is_empty() {
         format!(
-            " · FAILED {}/{} (a step failed)",
+            " · FAILED: the report did not pass · {}/{} targets pass",
             passing.len(),
             c.targets.len()
         )
@@ -308,19 +323,15 @@ fn draw_keys(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
         Input::Confirm { question, .. } => {
             Line::styled(question.clone(), theme.level(Level::Limit))
         }
+        // Only the focused pane's keys (a key another pane means differently is never shown
+        // here); the command keys and every pane's keys are in help.
         Input::Normal => {
             let mut spans = Vec::new();
             for (k, what) in app.focus.keys() {
                 spans.push(Span::styled(format!("{k} "), theme.title(true)));
                 spans.push(Span::raw(format!("{what}  ")));
             }
-            for spec in COMMANDS {
-                if let Some(k) = spec.key {
-                    spans.push(Span::styled(format!("{k} "), theme.title(false)));
-                    spans.push(Span::raw(format!("{}  ", spec.name)));
-                }
-            }
-            spans.push(Span::raw(": command  ? help  q quit"));
+            spans.push(Span::raw(": command  ? help, all keys  q quit"));
             Line::from(spans)
         }
     };
@@ -337,7 +348,7 @@ pub fn help_lines() -> Vec<Line<'static>> {
             "  {:<3} {:<44} {}",
             spec.key.map_or(String::new(), |k| k.to_string()),
             spec.usage(),
-            spec.help
+            plain_words(spec.help)
         )));
     }
     out.push(Line::from(""));
@@ -357,8 +368,8 @@ pub fn help_lines() -> Vec<Line<'static>> {
     }
     out.push(Line::from(""));
     out.push(Line::from(
-        "gate 2 closed: a run is one canary (C7); comparing a baseline with a candidate is a \
-         separate mode, closed in this configuration (`runs compare` compares finished runs).",
+        "One canary per run: comparing a baseline with a candidate is a separate mode that this \
+         configuration keeps off (`runs compare` compares finished runs).",
     ));
     out.push(Line::from(
         "Levels: ● ok (below 75 % of a ceiling) · ▲ high (≥ 75 %) · ✖ LIMIT (at the ceiling or failed)",

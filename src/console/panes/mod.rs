@@ -113,7 +113,7 @@ impl<'a> View<'a> {
 }
 
 /// What a confirmed question does (the operator answered `y`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Confirmed {
     /// SIGKILL the process (for an agent host: its whole process group).
     Kill {
@@ -121,6 +121,10 @@ pub enum Confirmed {
         pid: u32,
         group: bool,
     },
+    /// Quit while a step runs: the step is cancelled and every child stopped; nothing is sealed.
+    Quit,
+    /// Run a command that cannot be undone (`report` seals the run).
+    Run(Command),
 }
 
 /// What a pane's key asks the app to do.

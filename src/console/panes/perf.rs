@@ -12,7 +12,7 @@ use crate::console::evidence::clock;
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;
 use crate::console::state::{Monitor, StatRow, TailLine, Unit};
-use crate::console::theme::{MIB, Theme, secs};
+use crate::console::theme::{MIB, Theme, mark, secs};
 
 /// What a key on the pane does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,7 +70,7 @@ impl PerfPane {
         let theme = &view.theme;
         let mut out = vec![Line::styled(
             format!(
-                "{:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
+                "  {:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
                 "event", "count", "p50", "p95", "p99", "failed"
             ),
             theme.dim(),
@@ -88,11 +88,8 @@ impl PerfPane {
             .skip(self.cursor)
             .take(table_rows)
         {
-            let mut line = self.row(r, theme);
-            if view.focused && i == self.cursor {
-                line = line.style(theme.selected());
-            }
-            out.push(line);
+            let line = self.row(r, theme);
+            out.push(mark(line, view.focused && i == self.cursor, theme));
         }
         if height >= 12 {
             self.tail(&mut out, view, theme, height);

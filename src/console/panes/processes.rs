@@ -12,7 +12,7 @@ use crate::canary::command::{Command, ProcessKind};
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;
 use crate::console::state::WorkerState;
-use crate::console::theme::{GONE, PENDING, Theme, hms, state_symbol};
+use crate::console::theme::{GONE, PENDING, Theme, hms, mark, state_symbol};
 
 /// How much of a process's stderr log the `E` view shows (its last lines).
 pub const STDERR_TAIL_LINES: usize = 200;
@@ -145,9 +145,8 @@ impl ProcessesPane {
                     line.spans.push(Span::styled(usage, theme.dim()));
                 }
             }
-            if view.focused && i == self.cursor.min(rows.len().saturating_sub(1)) {
-                *line = line.clone().style(theme.selected());
-            }
+            let selected = view.focused && i == self.cursor.min(rows.len().saturating_sub(1));
+            *line = mark(std::mem::take(line), selected, theme);
         }
         out
     }
@@ -269,9 +268,17 @@ fn attached_word(view: &View, pid: u64) -> (&'static str, Level, String) {
     }
 }
 
+/// `up 01:23` while the process runs; `ran 01:23` frozen at the time it was first seen ended.
+fn uptime(view: &View, pid: Option<u32>, started_ms: f64) -> String {
+    match pid.and_then(|p| view.procs.ended_ms.get(&u64::from(p))) {
+        Some(ended) => format!("ran{:>8}", hms(ended - started_ms)),
+        None => format!("up {:>8}", hms(view.now_ms - started_ms)),
+    }
+}
+
 /// The agent host's row (A1, U1): pid, uptime, turns, tool calls, the last tool and its state.
 fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &Theme) -> Line<'a> {
-    let running = matches!(h.state.as_str(), "starting" | "running");
+    let running = crate::console::procs::host_running(&h.state);
     let (level, word) = if running {
         view.procs.word(h.pid.map(u64::from))
     } else if h.state.starts_with("exit status: 0") {
@@ -283,10 +290,10 @@ fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &The
     Line::from(vec![
         Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
         Span::raw(format!(
-            "{:<9} pid {:<7} up {:>8}  {} turns · {calls} calls · last {}  ",
+            "{:<9} pid {:<7} {}  {} turns · {calls} calls · last {}  ",
             h.host,
             h.pid.map_or("?".into(), |p| p.to_string()),
-            hms(view.now_ms - h.started_ms),
+            uptime(view, h.pid, h.started_ms),
             h.turns,
             h.last_tool
                 .as_deref()
@@ -329,9 +336,9 @@ fn mcp_process_line<'a>(view: &View, kind: &str, theme: &Theme) -> Line<'a> {
             Line::from(vec![
                 Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
                 Span::raw(format!(
-                    "{kind:<9} pid {:<7} up {:>8}  ",
+                    "{kind:<9} pid {:<7} {}  ",
                     p.pid.map_or("?".into(), |p| p.to_string()),
-                    hms(view.now_ms - p.started_ms)
+                    uptime(view, p.pid, p.started_ms)
                 )),
                 Span::styled(word, theme.level(level)),
             ])

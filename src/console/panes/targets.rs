@@ -10,7 +10,7 @@ use super::{Effect, View};
 use crate::canary::command::Command;
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;
-use crate::console::theme::{Theme, short_sha};
+use crate::console::theme::{Theme, mark, short_sha};
 use crate::kernel::TargetSummary;
 
 /// What a key on the pane does.
@@ -108,7 +108,7 @@ impl TargetsPane {
     fn table<'a>(&self, view: &View, theme: &Theme, width: u16) -> Vec<Line<'a>> {
         let mut out = vec![Line::styled(
             format!(
-                "{:<12} {:>3} {:>4} {:>7}  {:<15} {:<9} {}",
+                "  {:<12} {:>3} {:>4} {:>7}  {:<15} {:<9} {}",
                 "target", "ver", "rev", "acc/rej", "hash", "export", "evaluate"
             ),
             theme.dim(),
@@ -122,11 +122,8 @@ impl TargetsPane {
             let Some(figures) = live.map(Figures::from).or(row.map(Figures::from)) else {
                 continue;
             };
-            let mut line = target_line(name, &figures, row, theme, width);
-            if focused && index == self.cursor {
-                line = line.style(theme.selected());
-            }
-            out.push(line);
+            let line = target_line(name, &figures, row, theme, width);
+            out.push(mark(line, focused && index == self.cursor, theme));
         }
         if let Some(e) = &self.store_error {
             out.push(Line::styled(

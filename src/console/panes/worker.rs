@@ -131,14 +131,17 @@ fn line_gauge<'a>(label: Line<'a>, ratio: f64, theme: &Theme, level: Level) -> L
 fn worker_generation<'a>(view: &View, theme: &Theme) -> Line<'a> {
     let now = view.now_ms;
     let w = &view.monitor.worker;
-    let age = w.age_ms(now);
+    // The process table decides: a worker whose pid is gone is gone, whatever the last event
+    // said (a SIGKILL writes no retirement), and its age stops.
+    let vanished = vanished(view);
+    let age = w.age_ms(now).filter(|_| vanished.is_none());
     let age_level = age.map_or(Level::Ok, |a| Level::of(a, GENERATION_MAX_AGE_MS));
+    let state = vanished.unwrap_or_else(|| w.state.word().to_owned());
     Line::from(vec![
         Span::raw(format!(
-            "gen {} · pid {} · {} · age ",
+            "gen {} · worker pid {} · {state} · age ",
             w.generation.map_or("-".into(), |g| g.to_string()),
             w.pid.map_or("-".into(), |p| p.to_string()),
-            w.state.word(),
         )),
         Span::styled(
             format!(
@@ -153,6 +156,28 @@ fn worker_generation<'a>(view: &View, theme: &Theme) -> Line<'a> {
                 .map_or(String::new(), |r| format!(" · ready in {}", secs(Some(r)))),
         ),
     ])
+}
+
+/// `gone (…)` when the current generation's pid has left the process table although no
+/// retirement was recorded for it (killed with its MCP process, say), with how it ended when
+/// the sample saw its exit; `None` while it runs or after a recorded retirement.
+pub fn vanished(view: &View) -> Option<String> {
+    let w = &view.monitor.worker;
+    if matches!(w.state, WorkerState::Retired(_) | WorkerState::None) {
+        return None;
+    }
+    let pid = w.pid.filter(|p| view.procs.gone(*p))?;
+    Some(
+        match view
+            .procs
+            .state
+            .get(&pid)
+            .and_then(|s| s.strip_prefix("Z "))
+        {
+            Some(how) => format!("gone ({how}, no retirement recorded)"),
+            None => "gone (its process ended without a retirement)".to_owned(),
+        },
+    )
 }
 
 /// Cells of the queue-depth sparkline.
@@ -404,13 +429,16 @@ fn worker_retirements<'a>(m: &crate::console::state::Monitor, theme: &Theme) -> 
         .rev()
         .take(3)
         .map(|r| {
+            // Whose pid is whose: the worker's own, then the MCP process that recorded it.
             format!(
-                "{}{}gen {} {}{}",
+                "{}{}gen {} {}{}{}",
                 if r.expected { "" } else { "✖ " },
-                r.pid.map_or(String::new(), |p| format!("pid {p} ")),
+                r.worker_pid
+                    .map_or(String::new(), |p| format!("worker pid {p} ")),
                 r.generation.map_or("?".into(), |g| g.to_string()),
                 r.reason,
-                r.requests.map_or(String::new(), |n| format!(" ({n} req)"))
+                r.requests.map_or(String::new(), |n| format!(" ({n} req)")),
+                r.pid.map_or(String::new(), |p| format!(" of mcp pid {p}")),
             )
         })
         .collect();
