@@ -1439,3 +1439,166 @@ fn relaunched_process_retirements_carry_their_pid_on_the_worker_pane() {
         "{row}"
     );
 }
+
+/// Samples the process table until `done` holds (the processes start and end asynchronously),
+/// failing after 10 s.
+fn sample_until(app: &mut App, done: impl Fn(&App) -> bool) {
+    let mut sampler = patchdiff::console::event_loop::ProcSampler::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        sampler.sample(app);
+        if done(app) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            app.process_rows()
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The parent pid `/proc/<pid>/stat` gives (its fourth field, after the parenthesised name).
+fn proc_parent(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn processes_lists_every_process_of_the_hosts_tree_with_real_pids_and_parents() {
+    // A real process tree stands in for an agent host: it starts two children, as a host starts
+    // the observed process (which starts its worker).
+    let mut host = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 & sleep 300 & wait"])
+        .spawn()
+        .unwrap();
+    let host_pid = host.id();
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Host(Box::new(HostProgress {
+        host: "claude".into(),
+        pid: Some(host_pid),
+        started_ms: LAST_EVENT_MS,
+        state: "running".into(),
+        ..HostProgress::default()
+    })));
+    sample_until(&mut app, |a| {
+        a.process_rows()
+            .iter()
+            .filter(|r| r.parent == Some(host_pid))
+            .count()
+            == 2
+    });
+    let children: Vec<u32> = app
+        .process_rows()
+        .iter()
+        .filter(|r| r.parent == Some(host_pid))
+        .map(|r| {
+            assert_eq!(r.label, "sleep", "{r:?}");
+            r.pid.unwrap()
+        })
+        .collect();
+    for pid in &children {
+        assert_eq!(
+            proc_parent(*pid),
+            host_pid,
+            "the row's parent is the real one"
+        );
+    }
+    // Every row is on screen in a pane that grew for them, and the cursor reaches the last.
+    app.focus = Pane::Processes;
+    let rows = app.process_rows().len();
+    for _ in 0..rows + 2 {
+        app.on_key(key(KeyCode::Down));
+    }
+    let screen = text(&render(&app, 200, 60));
+    for pid in &children {
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!("pid {pid} ")))
+            .unwrap_or_else(|| panic!("no row for {pid}:\n{screen}"));
+        assert!(
+            row.contains(&format!("parent {host_pid}")) && row.contains("running"),
+            "{row}"
+        );
+    }
+    let marked: Vec<&str> = screen.lines().filter(|l| l.contains("│▶ ")).collect();
+    assert_eq!(marked.len(), 1, "{screen}");
+    assert!(
+        marked[0].contains(&format!("pid {}", children[1])),
+        "the cursor rests on the last row, which is shown:\n{screen}"
+    );
+    // K names the row it would kill.
+    app.on_key(key(KeyCode::Char('K')));
+    let Input::Confirm { question, .. } = &app.input else {
+        panic!("no question")
+    };
+    assert!(
+        question.contains(&format!("kill sleep (pid {})", children[1])),
+        "{question}"
+    );
+    app.on_key(key(KeyCode::Char('n')));
+    // A child killed is shown exited, with its uptime frozen.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(children[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    sample_until(&mut app, |a| a.procs.gone(u64::from(children[0])));
+    let screen = text(&render(&app, 200, 60));
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&format!("pid {} ", children[0])))
+        .unwrap();
+    assert!(row.contains("ran") && row.contains("exited"), "{row}");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(children[1] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    host.kill().unwrap();
+    host.wait().unwrap();
+}
+
+#[test]
+fn a_worker_whose_pid_left_the_process_table_is_shown_gone() {
+    // A real process plays the worker generation the events announced; a SIGKILL writes no
+    // retirement, so only the process table can say it is gone.
+    let mut worker = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let pid = worker.id();
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    for line in [
+        format!(
+            r#"{{"name":"worker_launch","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"pid":{pid},"mode":"resident"}},"pid":4242}}"#
+        ),
+        format!(
+            r#"{{"name":"worker_ready","start_ms":{LAST_EVENT_MS},"duration_ms":300.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"pid":{pid}}},"pid":4242}}"#
+        ),
+    ] {
+        app.monitor.ingest_line("observed", &line);
+    }
+    sample_until(&mut app, |a| a.procs.state.contains_key(&u64::from(pid)));
+    let t = text(&render_pane(&app, Pane::Worker, 120, 11));
+    assert!(
+        t.contains(&format!("gen 1 · worker pid {pid} · ready")),
+        "{t}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    sample_until(&mut app, |a| a.procs.gone(u64::from(pid)));
+    let t = text(&render_pane(&app, Pane::Worker, 160, 11));
+    let first = t.lines().nth(1).unwrap();
+    assert!(
+        first.contains(&format!(
+            "worker pid {pid} · gone (signal 9, no retirement recorded)"
+        )) && first.contains("--:--"),
+        "{t}"
+    );
+    worker.wait().unwrap();
+}

@@ -206,6 +206,13 @@ impl App {
         );
         pids.extend(self.monitor.worker.pid);
         pids.extend(self.attached_pid());
+        // What the process table and the perf events name beyond the console's own children:
+        // the host's descendants, every source's worker, the observed process a host started.
+        pids.extend(self.procs.host_tree.iter().copied());
+        pids.extend(self.monitor.workers.values().filter_map(|(_, p)| *p));
+        pids.extend(self.monitor.recorders.get("host").copied());
+        pids.sort_unstable();
+        pids.dedup();
         pids
     }
 

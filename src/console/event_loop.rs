@@ -58,7 +58,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
         }
         AppEvent::Term(TermEvent::Mouse(m)) => {
             let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
-            let panes = ui::layout(area, app.focus).panes;
+            let panes = ui::layout_for(area, app.focus, app.process_rows().len()).panes;
             app.on_mouse(m, &panes);
         }
         AppEvent::Term(TermEvent::Resize(w, h)) => app.size = (w, h),
@@ -94,7 +94,7 @@ pub fn apply_event(app: &mut App, event: AppEvent) -> Option<Command> {
 /// Sets the evidence viewer's row count from the layout for `size` (before a redraw).
 fn fit_evidence(app: &mut App) {
     let area = ratatui::layout::Rect::new(0, 0, app.size.0, app.size.1);
-    let rows = ui::layout(area, app.focus)
+    let rows = ui::layout_for(area, app.focus, app.process_rows().len())
         .panes
         .iter()
         .find(|(p, _)| *p == Pane::Evidence)
@@ -213,16 +213,22 @@ fn draw_frame<B: Backend>(terminal: &mut Terminal<B>, app: &mut App) -> anyhow::
     Ok(())
 }
 
-/// What the loop samples every [`PROC_SAMPLE`]: process states, RSS and CPU (U1), and the
-/// evidence log's length in follow mode.
-struct ProcSampler {
+/// What the loop samples every [`PROC_SAMPLE`]: process states, parents, RSS and CPU (U1), the
+/// agent host's process tree, and the evidence log's length in follow mode.
+pub struct ProcSampler {
     /// sysinfo keeps the CPU baseline between samples; `None` where it is unsupported.
     usage: Option<sysinfo::System>,
     evidence_len: u64,
 }
 
+impl Default for ProcSampler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ProcSampler {
-    fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             usage: sysinfo::System::new().ok(),
             evidence_len: u64::MAX,
@@ -231,9 +237,30 @@ impl ProcSampler {
 
     /// Samples every watched process; in follow mode re-reads the evidence log when it grew.
     /// Returns whether the log was re-read (the screen needs a redraw).
-    fn sample(&mut self, app: &mut App) -> bool {
+    pub fn sample(&mut self, app: &mut App) -> bool {
         remember_children(app);
+        // The host's process tree, from the process table: the observed process it started and
+        // that process's worker have no other source until they write events.
+        let host = app
+            .canary
+            .as_ref()
+            .and_then(|c| c.host.as_ref())
+            .filter(|h| super::procs::host_running(&h.state))
+            .and_then(|h| h.pid);
+        if let Some(host) = host {
+            for (pid, info) in super::procs::descendants(u64::from(host)) {
+                if !app.procs.host_tree.contains(&pid) {
+                    app.procs.host_tree.push(pid);
+                }
+                app.procs.info.insert(pid, info);
+            }
+        }
         let pids = app.watched_pids();
+        for pid in &pids {
+            if let Some(info) = super::procs::read_info(*pid) {
+                app.procs.info.insert(*pid, info);
+            }
+        }
         app.procs.usage = sample_usage(&mut self.usage, &pids);
         app.procs.state = pids.into_iter().map(|p| (p, proc_state(p))).collect();
         // A process first seen ended keeps the uptime it had then.

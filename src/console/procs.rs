@@ -23,6 +23,69 @@ pub struct ProcTable {
     pub usage: BTreeMap<u64, ProcUsage>,
     /// When (Unix ms) each process was first seen ended, so its uptime stays frozen at exit.
     pub ended_ms: BTreeMap<u64, f64>,
+    /// Parent, name and start of each sampled process, from `/proc/<pid>/stat` (kept after it
+    /// ends, so a row still names its parent).
+    pub info: BTreeMap<u64, ProcInfo>,
+    /// The agent host's descendants (the observed process it started, that process's worker,
+    /// anything else), parents before children, found in the process table; one seen once stays
+    /// listed (shown gone once it ends).
+    pub host_tree: Vec<u64>,
+}
+
+/// What `/proc/<pid>/stat` says of a process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcInfo {
+    pub ppid: u32,
+    /// The executable's name as the kernel keeps it (at most 15 bytes).
+    pub comm: String,
+    /// When it started (Unix ms).
+    pub started_ms: Option<f64>,
+}
+
+/// `pid`'s parent, name and start, or `None` when it is gone or unreadable.
+pub fn read_info(pid: u64) -> Option<ProcInfo> {
+    let stat = procfs::process::Process::new(i32::try_from(pid).ok()?)
+        .ok()?
+        .stat()
+        .ok()?;
+    Some(info_of(&stat))
+}
+
+fn info_of(stat: &procfs::process::Stat) -> ProcInfo {
+    let boot = procfs::boot_time_secs().ok();
+    let ticks = procfs::ticks_per_second().max(1);
+    ProcInfo {
+        ppid: u32::try_from(stat.ppid).unwrap_or(0),
+        comm: stat.comm.clone(),
+        started_ms: boot.map(|b| (b as f64 + stat.starttime as f64 / ticks as f64) * 1000.0),
+    }
+}
+
+/// Every live descendant of `root` in the process table, parents before children (one scan of
+/// `/proc`), with what its stat says.
+pub fn descendants(root: u64) -> Vec<(u64, ProcInfo)> {
+    let Ok(all) = procfs::process::all_processes() else {
+        return Vec::new();
+    };
+    let mut by_parent: BTreeMap<u32, Vec<(u64, ProcInfo)>> = BTreeMap::new();
+    for stat in all.filter_map(|p| p.ok()?.stat().ok()) {
+        let info = info_of(&stat);
+        if let Ok(pid) = u64::try_from(stat.pid) {
+            by_parent.entry(info.ppid).or_default().push((pid, info));
+        }
+    }
+    let mut out = Vec::new();
+    let mut next = vec![root];
+    while let Some(parent) = next.pop() {
+        let Ok(parent) = u32::try_from(parent) else {
+            continue;
+        };
+        for (pid, info) in by_parent.remove(&parent).unwrap_or_default() {
+            next.push(pid);
+            out.push((pid, info));
+        }
+    }
+    out
 }
 
 impl ProcTable {

@@ -232,6 +232,9 @@ pub struct Monitor {
     pub ingested: u64,
     /// Pid of the process recording each source's events (`PerfEvent::pid`).
     pub recorders: BTreeMap<String, u64>,
+    /// Each source's latest worker generation and its pid (`worker_launch`), so every worker
+    /// generation alive has a row, not only the one the worker pane shows.
+    pub workers: BTreeMap<String, (Option<u64>, Option<u64>)>,
 }
 
 impl Default for Monitor {
@@ -265,6 +268,7 @@ impl Monitor {
             last_malformed: None,
             ingested: 0,
             recorders: BTreeMap::new(),
+            workers: BTreeMap::new(),
         }
     }
 
@@ -436,6 +440,13 @@ impl Monitor {
     /// A new generation: the worker view restarts and the readiness timer runs (W1, W10).
     fn on_launch(&mut self, source: &str, ev: &PerfEvent, ts: f64) {
         self.worker_source = Some(source.to_owned());
+        self.workers.insert(
+            source.to_owned(),
+            (
+                id_u64(&ev.ids, attr::GENERATION),
+                attr_u64(&ev.attrs, attr::PID),
+            ),
+        );
         self.launches.push(ts);
         self.worker = WorkerView {
             generation: id_u64(&ev.ids, attr::GENERATION),

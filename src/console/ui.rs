@@ -36,6 +36,16 @@ pub struct Areas {
 /// The `focus`ed pane is always shown: when priority leaves it out, it takes the place of the
 /// lowest-priority pane shown, so focus never lands on a hidden pane and Tab reaches every one.
 pub fn layout(area: Rect, focus: Pane) -> Areas {
+    layout_for(area, focus, 3)
+}
+
+/// [`layout`] for a PROCESSES pane of `process_rows` rows: it grows with them (on a wide screen
+/// up to half the left column, on a stacked one after the tables have their rows) and scrolls
+/// beyond.
+pub fn layout_for(area: Rect, focus: Pane, process_rows: usize) -> Areas {
+    let wanted = u16::try_from(process_rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(2);
     let [header, body, status, keys] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(0),
@@ -46,9 +56,9 @@ pub fn layout(area: Rect, focus: Pane) -> Areas {
     let panes = if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         Vec::new()
     } else if body.width >= 100 && body.height >= 22 {
-        wide_panes(body)
+        wide_panes(body, wanted)
     } else {
-        stacked_panes(body, focus)
+        stacked_panes(body, focus, wanted)
     };
     Areas {
         header,
@@ -61,14 +71,17 @@ pub fn layout(area: Rect, focus: Pane) -> Areas {
 /// The two-column screen of CONSOLE.md (a body of at least 100 × 22): processes over targets
 /// on the left, the worker over perf events on the right, evidence across the bottom. A tall
 /// screen (a top part of 50 rows or more) gives the worker pane room for its RSS chart.
-fn wide_panes(body: Rect) -> Vec<(Pane, Rect)> {
+fn wide_panes(body: Rect, process_rows: u16) -> Vec<(Pane, Rect)> {
     let evidence_h = (body.height / 3).clamp(6, 16);
     let [top, evidence] =
         Layout::vertical([Constraint::Min(0), Constraint::Length(evidence_h)]).areas(body);
     let [left, right] =
         Layout::horizontal([Constraint::Percentage(42), Constraint::Percentage(58)]).areas(top);
-    let [procs, targets] =
-        Layout::vertical([Constraint::Length(5), Constraint::Min(0)]).areas(left);
+    let [procs, targets] = Layout::vertical([
+        Constraint::Length(process_rows.clamp(5, (left.height / 2).max(5))),
+        Constraint::Min(0),
+    ])
+    .areas(left);
     let worker_h = if top.height >= 50 {
         WORKER_TEXT_ROWS + 2 + RSS_CHART_ROWS + 2
     } else {
@@ -90,11 +103,12 @@ fn wide_panes(body: Rect) -> Vec<(Pane, Rect)> {
 /// charts (the worker pane) drop first, then tables (CONSOLE.md). The `focus`ed pane takes the
 /// place of the lowest-priority pane shown when priority leaves it out; spare rows go to the
 /// last shown pane in screen order.
-fn stacked_panes(body: Rect, focus: Pane) -> Vec<(Pane, Rect)> {
+fn stacked_panes(body: Rect, focus: Pane, process_rows: u16) -> Vec<(Pane, Rect)> {
     let requests = [
         (Pane::Processes, 5u16),
         (Pane::Targets, 4),
         (Pane::Targets, 4),
+        (Pane::Processes, process_rows.saturating_sub(5)),
         (Pane::Perf, 4),
         (Pane::Worker, 6),
         (Pane::Perf, 4),
@@ -146,7 +160,7 @@ fn stacked_panes(body: Rect, focus: Pane) -> Vec<(Pane, Rect)> {
 pub fn draw(frame: &mut Frame, app: &App) {
     let area = frame.area();
     let theme = Theme { color: app.color };
-    let areas = layout(area, app.focus);
+    let areas = layout_for(area, app.focus, app.process_rows().len());
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         frame.render_widget(
             Paragraph::new(format!(
@@ -203,7 +217,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
     } else {
         String::new()
     };
-    let shown = layout(
+    let shown = layout_for(
         Rect::new(
             0,
             0,
@@ -211,6 +225,7 @@ fn draw_header(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
             app.size.1.max(area.height),
         ),
         app.focus,
+        app.process_rows().len(),
     )
     .panes
     .len();

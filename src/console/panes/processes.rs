@@ -45,11 +45,28 @@ pub const KEYS: &[Binding<Action>] = &[
 /// One row of the processes pane, as the operator selects it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessRow {
-    /// `full`, `observed`, the agent host's name, or `worker`.
+    /// `full`, `observed`, the agent host's name, `worker`, `host-observed` (the observed
+    /// process a host started), `worker gen G (source)`, or a process's own name.
     pub label: String,
     pub pid: Option<u32>,
+    /// The parent's pid, from the process table, when it was read.
+    pub parent: Option<u32>,
     /// The file holding the process's stderr, if the run keeps one.
     pub stderr: Option<std::path::PathBuf>,
+    pub kind: RowKind,
+}
+
+/// Which kind of process a row shows (it decides the row's figures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// An MCP process the console launched (or the attached one).
+    Mcp,
+    /// The agent host.
+    Host,
+    /// The worker the WORKER pane shows.
+    Worker,
+    /// Any other process found: a host's descendant, another source's worker.
+    Found,
 }
 
 /// The pane's own state.
@@ -81,22 +98,95 @@ pub fn rows(view: &View) -> Vec<ProcessRow> {
         rows.push(ProcessRow {
             label: (*kind).to_owned(),
             pid,
+            parent: parent_of(view, pid),
             stderr: file(format!("{kind}.stderr.log")),
+            kind: RowKind::Mcp,
         });
     }
     if let Some(h) = view.canary.and_then(|c| c.host.as_ref()) {
         rows.push(ProcessRow {
             label: h.host.clone(),
             pid: h.pid,
+            parent: parent_of(view, h.pid),
             stderr: file(format!("agent.{}.stderr.log", h.host)),
+            kind: RowKind::Host,
         });
     }
+    let worker_pid = view.monitor.worker.pid.and_then(|p| u32::try_from(p).ok());
     rows.push(ProcessRow {
         label: "worker".into(),
-        pid: view.monitor.worker.pid.and_then(|p| u32::try_from(p).ok()),
+        pid: worker_pid,
+        parent: parent_of(view, worker_pid),
         stderr: file("worker.observed.stderr.log".into()),
+        kind: RowKind::Worker,
     });
+    found_rows(view, &mut rows, &file);
     rows
+}
+
+/// The rows the process table and the perf events add: the host's descendants (the observed
+/// process it started — the pid recording the `host` source's events —, its worker, anything
+/// else), then any source's worker not shown yet. One row per pid.
+fn found_rows(
+    view: &View,
+    rows: &mut Vec<ProcessRow>,
+    file: &dyn Fn(String) -> Option<std::path::PathBuf>,
+) {
+    use crate::canary::host_run::HOST_OBSERVED;
+    let host_observed = view.monitor.recorders.get("host").copied();
+    let worker_of = |pid: u64| {
+        view.monitor
+            .workers
+            .iter()
+            .find(|(_, (_, p))| *p == Some(pid))
+            .map(|(source, (generation, _))| (source.clone(), *generation))
+    };
+    let mut found: Vec<u64> = view.procs.host_tree.clone();
+    found.extend(host_observed.filter(|p| !found.contains(p)));
+    found.extend(view.monitor.workers.values().filter_map(|(_, p)| *p));
+    for pid in found {
+        let Ok(pid32) = u32::try_from(pid) else {
+            continue;
+        };
+        if rows.iter().any(|r| r.pid == Some(pid32)) {
+            continue;
+        }
+        let label = if Some(pid) == host_observed {
+            HOST_OBSERVED.to_owned()
+        } else if let Some((source, generation)) = worker_of(pid) {
+            let source = if source == "host" {
+                HOST_OBSERVED
+            } else {
+                source.as_str()
+            };
+            format!(
+                "worker gen {} ({source})",
+                generation.map_or("?".into(), |g| g.to_string())
+            )
+        } else {
+            view.procs
+                .info
+                .get(&pid)
+                .map_or_else(|| "process".to_owned(), |i| i.comm.clone())
+        };
+        let stderr = if Some(pid) == host_observed {
+            file(format!("{HOST_OBSERVED}.stderr.log"))
+        } else {
+            None
+        };
+        rows.push(ProcessRow {
+            label,
+            pid: Some(pid32),
+            parent: parent_of(view, Some(pid32)),
+            stderr,
+            kind: RowKind::Found,
+        });
+    }
+}
+
+/// `pid`'s parent as the process table last said.
+fn parent_of(view: &View, pid: Option<u32>) -> Option<u32> {
+    view.procs.info.get(&u64::from(pid?)).map(|i| i.ppid)
 }
 
 /// In attach mode: the observed process's pid, from its events' `pid` field.
@@ -133,22 +223,28 @@ impl ProcessesPane {
         })
     }
 
-    /// The pane's lines: one per process, the selected one highlighted when focused.
-    pub fn lines<'a>(&self, view: &View<'a>, _height: u16) -> Vec<Line<'a>> {
+    /// The pane's lines fitted to `height` rows: one per process, the rows scrolled so the
+    /// selected one is always shown (the cursor never rests on a row off screen), marked `▶`
+    /// when focused, with its sampled RSS and CPU.
+    pub fn lines<'a>(&self, view: &View<'a>, height: u16) -> Vec<Line<'a>> {
         let theme = &view.theme;
-        let mut out = process_lines(view, theme);
         let rows = rows(view);
-        for (i, line) in out.iter_mut().enumerate() {
-            if let Some(row) = rows.get(i) {
+        let cursor = self.cursor.min(rows.len().saturating_sub(1));
+        let height = usize::from(height).max(1);
+        let first = cursor.saturating_sub(height - 1);
+        rows.iter()
+            .enumerate()
+            .skip(first)
+            .take(height)
+            .map(|(i, row)| {
+                let mut line = row_line(view, row, theme);
                 let usage = view.procs.usage_text(row.pid);
                 if !usage.is_empty() {
                     line.spans.push(Span::styled(usage, theme.dim()));
                 }
-            }
-            let selected = view.focused && i == self.cursor.min(rows.len().saturating_sub(1));
-            *line = mark(std::mem::take(line), selected, theme);
-        }
-        out
+                mark(line, view.focused && i == cursor, theme)
+            })
+            .collect()
     }
 }
 
@@ -189,7 +285,8 @@ fn confirm_kill(row: &ProcessRow, kind: Option<ProcessKind>) -> Effect {
     let Some(pid) = row.pid else {
         return Effect::Status(false, format!("{} is not running", row.label));
     };
-    let group = kind.is_none() && row.label != "worker";
+    // Only the agent host is killed with its whole group; any other row is the one process.
+    let group = kind.is_none() && row.kind == RowKind::Host;
     Effect::Confirm {
         question: format!(
             "kill {} (pid {pid}{}) with SIGKILL? y/N",
@@ -303,23 +400,41 @@ fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &The
     ])
 }
 
-/// One row per process: the MCP processes (only the attached one when attached), the agent
-/// host when there is one, and the worker.
-fn process_lines<'a>(view: &View<'a>, theme: &Theme) -> Vec<Line<'a>> {
-    let mcp_kinds: &[&str] = if view.attached.is_some() {
-        &["observed"]
-    } else {
-        &["full", "observed"]
-    };
-    let mut out: Vec<Line> = mcp_kinds
-        .iter()
-        .map(|kind| mcp_process_line(view, kind, theme))
-        .collect();
-    if let Some(h) = view.canary.and_then(|c| c.host.as_ref()) {
-        out.push(host_line(view, h, theme));
+/// One row's line, by what the row shows.
+fn row_line<'a>(view: &View<'a>, row: &ProcessRow, theme: &Theme) -> Line<'a> {
+    match row.kind {
+        RowKind::Mcp => mcp_process_line(view, &row.label, theme),
+        RowKind::Worker => worker_process_line(view, theme),
+        RowKind::Host => match view.canary.and_then(|c| c.host.as_ref()) {
+            Some(h) => host_line(view, h, theme),
+            None => found_line(view, row, theme),
+        },
+        RowKind::Found => found_line(view, row, theme),
     }
-    out.push(worker_process_line(view, theme));
-    out
+}
+
+/// A process found in the process table or named by perf events: pid, parent, uptime (frozen
+/// once it ended) and state from `/proc`.
+fn found_line<'a>(view: &View, row: &ProcessRow, theme: &Theme) -> Line<'a> {
+    let pid = row.pid.map(u64::from);
+    let (level, word) = match pid {
+        Some(p) if view.procs.state.contains_key(&p) => view.procs.word(Some(p)),
+        _ => (Level::High, "not sampled yet".to_owned()),
+    };
+    let started = pid
+        .and_then(|p| view.procs.info.get(&p))
+        .and_then(|i| i.started_ms);
+    Line::from(vec![
+        Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
+        Span::raw(format!(
+            "{:<9} pid {:<7} {}  parent {}  ",
+            row.label,
+            row.pid.map_or("?".into(), |p| p.to_string()),
+            started.map_or_else(|| "up        —".to_owned(), |s| uptime(view, row.pid, s)),
+            row.parent.map_or("?".into(), |p| p.to_string()),
+        )),
+        Span::styled(word, theme.level(level)),
+    ])
 }
 
 /// An MCP process's row: the canary's child with pid, uptime and state; the attached process
