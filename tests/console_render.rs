@@ -297,7 +297,7 @@ fn perf_pane_shows_percentile_table_and_live_tail() {
         .trim_matches(['│', ' '])
         .split_whitespace()
         .collect();
-    assert_eq!(columns[1], "22", "{admission}");
+    assert_eq!(columns[2], "22", "{admission}");
     assert_eq!(columns.last(), Some(&"0"), "failed column: {admission}");
     snap!("pane_perf", t);
 }
@@ -1601,4 +1601,157 @@ fn a_worker_whose_pid_left_the_process_table_is_shown_gone() {
         "{t}"
     );
     worker.wait().unwrap();
+}
+
+#[test]
+fn perf_figures_are_per_process_say_a_relaunch_restarted_them_and_fold_repeated_gauges() {
+    let mut app = App::new(false, LAST_EVENT_MS + 10_000.0);
+    let call = |pid: u32, ms: f64, at: f64| {
+        format!(
+            r#"{{"name":"mcp_call","start_ms":{at},"duration_ms":{ms},"outcome":"ok","ids":{{}},"attrs":{{}},"pid":{pid}}}"#
+        )
+    };
+    let at = |i: u32| LAST_EVENT_MS + f64::from(i);
+    // The observed process's three slow calls, then the full process's trivial ones: never
+    // one p50 over both.
+    for i in 0..3 {
+        app.monitor.ingest_line("observed", &call(7010, 7.0, at(i)));
+    }
+    for i in 3..5 {
+        app.monitor.ingest_line("full", &call(7001, 0.5, at(i)));
+    }
+    // A relaunch: process 7020 takes the observed events over.
+    app.monitor.ingest_line("observed", &call(7020, 9.0, at(5)));
+    for i in 6..43 {
+        app.monitor.ingest_line(
+            "observed",
+            &format!(
+                r#"{{"name":"worker_rss","start_ms":{},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"rss_bytes":{}}},"pid":7020}}"#,
+                at(i),
+                64 * 1024 * 1024
+            ),
+        );
+    }
+    app.monitor.refresh();
+    let t = text(&render_pane(&app, Pane::Perf, 120, 30));
+    let row = |source: &str, name: &str| {
+        t.lines()
+            .find(|l| l.contains(&format!(" {source} ")) && l.contains(name))
+            .unwrap_or_else(|| panic!("no {source} {name} row:\n{t}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        row("observed", "mcp_call").starts_with("observed mcp_call 1 4 9 ms"),
+        "{t}"
+    );
+    assert!(
+        row("full", "mcp_call").starts_with("full mcp_call 2 2 0.50 ms"),
+        "{t}"
+    );
+    assert!(
+        t.contains("relaunched: observed ×1 — count is the current process's, total the run's"),
+        "{t}"
+    );
+    let tail: Vec<&str> = t.lines().skip_while(|l| !l.contains("live tail")).collect();
+    let gauges: Vec<&&str> = tail.iter().filter(|l| l.contains("worker_rss")).collect();
+    assert_eq!(
+        gauges.len(),
+        1,
+        "37 samples in a row fold into one line:\n{t}"
+    );
+    assert!(
+        gauges[0].contains("worker_rss ×37") && gauges[0].contains("64.0 MiB"),
+        "a gauge shows its value, not a duration: {t}"
+    );
+    assert!(!gauges[0].contains(" ms"), "{t}");
+}
+
+#[test]
+fn after_a_killed_host_step_the_header_says_what_happened() {
+    let mut app = live_app(false);
+    let mut snapshot = app.canary.clone().unwrap();
+    for t in &mut snapshot.targets {
+        t.status = Some(patchdiff::evaluate::Status::Pass);
+    }
+    snapshot.steps = vec![
+        StepOutcome {
+            command: "agent".into(),
+            ok: false,
+            summary: "claude exited: signal 9 (SIGKILL) after 12 turns (A4)".into(),
+            elapsed_ms: 10,
+        },
+        StepOutcome {
+            command: "report".into(),
+            ok: false,
+            summary: "a step failed".into(),
+            elapsed_ms: 10,
+        },
+    ];
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    let header = text(&render(&app, 200, 60))
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        header.contains("FAILED: `agent` failed: claude exited: signal 9 (SIGKILL) after 12 turns · 5/5 targets pass"),
+        "{header}"
+    );
+    assert!(
+        !header.contains("(A4)") && !header.contains("a step failed"),
+        "{header}"
+    );
+}
+
+#[test]
+fn the_story_overlay_names_its_target() {
+    let mut app = live_app(false);
+    app.focus = Pane::Targets;
+    app.on_key(key(KeyCode::Down));
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Target {
+            name: "chess".into()
+        })
+    );
+    app.on_runner(RunnerEvent::Started("target".into()));
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "target".into(),
+            ok: true,
+            summary: "story".into(),
+            elapsed_ms: 1,
+        },
+        output: Some("verdicts\n…".into()),
+    });
+    let Overlay::Text { title, .. } = &app.overlay else {
+        panic!("no story")
+    };
+    assert_eq!(title, "story of chess");
+}
+
+#[test]
+fn refusals_and_help_speak_words_not_requirement_ids() {
+    let mut app = live_app(false);
+    app.push_status(
+        false,
+        "an agent host already ran in this run; a run is one canary (C7)",
+    );
+    let screen = text(&render(&app, 200, 60));
+    assert!(screen.contains("a run is one canary"), "{screen}");
+    let ids = |s: &str| {
+        s.split(['(', ')']).any(|part| {
+            part.len() <= 3
+                && part.starts_with(|c: char| c.is_ascii_uppercase())
+                && part[1..].chars().all(|c| c.is_ascii_digit())
+                && part.len() > 1
+        })
+    };
+    assert!(!ids(&screen), "{screen}");
+    let help: String = ui::help_lines().iter().map(|l| format!("{l}\n")).collect();
+    assert!(!ids(&help), "{help}");
+    assert!(!help.contains("gate 2"), "{help}");
 }

@@ -150,8 +150,13 @@ impl EventStats {
 /// One row of the per-event table: totals and percentiles of the recent durations (ms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatRow {
+    /// The source (process) the figures are of: sources are never mixed in one row.
+    pub source: String,
     pub name: String,
+    /// Events of the source's current process (its session).
     pub count: u64,
+    /// Events of this source over the whole run, across relaunches.
+    pub total: u64,
     pub failed: u64,
     /// The unit of the percentiles.
     pub unit: Unit,
@@ -168,6 +173,9 @@ pub struct TailLine {
     pub source: String,
     pub name: String,
     pub duration_ms: f64,
+    /// A gauge's value in its unit (`worker_rss` bytes, queue depth): shown instead of the
+    /// duration, which for a gauge says nothing.
+    pub gauge: Option<(Unit, f64)>,
     pub ok: bool,
     /// Ids and notable attributes, compact.
     pub detail: String,
@@ -235,6 +243,10 @@ pub struct Monitor {
     /// Each source's latest worker generation and its pid (`worker_launch`), so every worker
     /// generation alive has a row, not only the one the worker pane shows.
     pub workers: BTreeMap<String, (Option<u64>, Option<u64>)>,
+    /// Events per (source, name) over the run: never restarted by a relaunch.
+    totals: BTreeMap<(String, String), u64>,
+    /// Per source: how many times a new process took it over (its figures restarted then).
+    pub relaunches: BTreeMap<String, u64>,
 }
 
 impl Default for Monitor {
@@ -269,6 +281,8 @@ impl Monitor {
             ingested: 0,
             recorders: BTreeMap::new(),
             workers: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            relaunches: BTreeMap::new(),
         }
     }
 
@@ -373,7 +387,8 @@ impl Monitor {
         let ok = ev.outcome == Outcome::Ok;
         let ts = ev.start_ms;
         let end = ev.start_ms + ev.duration_ms.max(0.0);
-        match Unit::gauge_of(ev) {
+        let gauge = Unit::gauge_of(ev);
+        match gauge {
             Some((unit, value)) => self.record_stats(source, &ev.name, value, ok, unit),
             None => self.record_stats(source, &ev.name, ev.duration_ms, ok, Unit::Ms),
         }
@@ -410,6 +425,7 @@ impl Monitor {
             source: source.to_owned(),
             name: ev.name.clone(),
             duration_ms: ev.duration_ms,
+            gauge,
             ok,
             detail: detail_of(ev),
         });
@@ -521,6 +537,8 @@ impl Monitor {
         };
         stats.count += 1;
         stats.unit = unit;
+        let key = (source.to_owned(), key.to_owned());
+        *self.totals.entry(key).or_default() += 1;
         if !ok {
             stats.failed += 1;
         }
@@ -538,35 +556,39 @@ impl Monitor {
         }
         self.stats_dirty = false;
         let mut scratch: Vec<f64> = Vec::with_capacity(DURATIONS_PER_NAME);
-        // One row per name over the sources' current processes.
-        let mut by_name: BTreeMap<&str, Vec<&EventStats>> = BTreeMap::new();
-        for per_source in self.stats.values() {
+        // One row per (source, name): the figures of one process are never mixed with another's
+        // (export's trivial calls on the full process would pull the observed one's p50 down).
+        let mut rows = Vec::new();
+        for (source, per_source) in &self.stats {
             for (name, s) in per_source {
-                by_name.entry(name.as_str()).or_default().push(s);
-            }
-        }
-        self.stat_rows = by_name
-            .into_iter()
-            .map(|(name, all)| {
                 scratch.clear();
-                for s in &all {
-                    scratch.extend(s.durations.iter().copied());
-                }
+                scratch.extend(s.durations.iter().copied());
                 scratch.sort_by(f64::total_cmp);
-                StatRow {
-                    name: name.to_owned(),
-                    count: all.iter().map(|s| s.count).sum(),
-                    failed: all.iter().map(|s| s.failed).sum(),
-                    unit: all[0].unit,
+                rows.push(StatRow {
+                    source: source.clone(),
+                    name: name.clone(),
+                    count: s.count,
+                    total: self
+                        .totals
+                        .get(&(source.clone(), name.clone()))
+                        .copied()
+                        .unwrap_or(s.count),
+                    failed: s.failed,
+                    unit: s.unit,
                     p50: percentile(&scratch, 0.50),
                     p95: percentile(&scratch, 0.95),
                     p99: percentile(&scratch, 0.99),
-                }
-            })
-            .collect();
+                });
+            }
+        }
+        self.stat_rows = rows;
         // Busiest first, so the table's top rows are the ones that matter.
-        self.stat_rows
-            .sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+        self.stat_rows.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.name.cmp(&b.name))
+                .then(a.source.cmp(&b.source))
+        });
     }
 }
 
@@ -583,6 +605,7 @@ impl Monitor {
             Some(old) if old == pid => {}
             Some(_) => {
                 self.sessions += 1;
+                *self.relaunches.entry(source.to_owned()).or_default() += 1;
                 self.start_session(source);
             }
             None => self.sessions += 1,
@@ -1055,10 +1078,18 @@ mod tests {
         assert_eq!(m.worker.generation, Some(1));
         assert_eq!(m.worker.pid, Some(9100));
         assert_eq!(m.worker.state, WorkerState::Starting);
-        // Percentiles per pid: 7020's one read plus the full process's, not 7010's three.
-        let ipc = m.stat_rows.iter().find(|r| r.name == "ipc_read").unwrap();
-        assert_eq!(ipc.count, 2);
-        assert_eq!(ipc.p99, 50.0);
+        // Percentiles per process: 7020's one read, not 7010's three, and never mixed with the
+        // full process's; the run's total keeps 7010's.
+        let row = |source: &str| {
+            m.stat_rows
+                .iter()
+                .find(|r| r.name == "ipc_read" && r.source == source)
+                .unwrap()
+        };
+        assert_eq!((row("observed").count, row("observed").total), (1, 4));
+        assert_eq!(row("observed").p99, 7.0);
+        assert_eq!((row("full").count, row("full").p99), (1, 50.0));
+        assert_eq!(m.relaunches.get("observed"), Some(&1));
         // The retirement stays, carrying the pid that recorded it.
         let r = m.retirements.last().unwrap();
         assert_eq!((r.pid, r.generation), (Some(7010), Some(2)));

@@ -68,13 +68,30 @@ impl PerfPane {
     /// rows, the live tail below it.
     pub fn lines<'a>(&self, view: &View<'a>, height: u16) -> Vec<Line<'a>> {
         let theme = &view.theme;
-        let mut out = vec![Line::styled(
+        let mut out = Vec::new();
+        // Say what the figures cover: a relaunch starts a source's figures afresh.
+        let relaunched: Vec<String> = view
+            .monitor
+            .relaunches
+            .iter()
+            .map(|(source, n)| format!("{source} ×{n}"))
+            .collect();
+        if !relaunched.is_empty() {
+            out.push(Line::styled(
+                format!(
+                    "relaunched: {} — count is the current process's, total the run's",
+                    relaunched.join(", ")
+                ),
+                theme.level(Level::High),
+            ));
+        }
+        out.push(Line::styled(
             format!(
-                "  {:<22} {:>7} {:>9} {:>9} {:>9} {:>6}",
-                "event", "count", "p50", "p95", "p99", "failed"
+                "  {:<8} {:<20} {:>6} {:>6} {:>9} {:>9} {:>9} {:>6}",
+                "source", "event", "count", "total", "p50", "p95", "p99", "failed"
             ),
             theme.dim(),
-        )];
+        ));
         let table_rows = if height >= 12 {
             (height as usize / 2).saturating_sub(1)
         } else {
@@ -100,17 +117,15 @@ impl PerfPane {
     /// One event kind's row: count, p50/p95/p99 in its unit, failures, whether the tail hides it.
     fn row<'a>(&self, r: &StatRow, theme: &Theme) -> Line<'a> {
         let level = if r.failed > 0 { Level::High } else { Level::Ok };
-        let value = |v: f64| match r.unit {
-            Unit::Ms => secs(Some(v)),
-            Unit::Bytes => format!("{:.1} MiB", v / MIB),
-            Unit::Count => format!("{v:.0}"),
-        };
+        let value = |v: f64| gauge_text(r.unit, v);
         let hidden = self.hidden.contains(&r.name);
         Line::from(vec![
             Span::raw(format!(
-                "{:<22} {:>7} {:>9} {:>9} {:>9} ",
-                r.name.chars().take(22).collect::<String>(),
+                "{:<8} {:<20} {:>6} {:>6} {:>9} {:>9} {:>9} ",
+                r.source.chars().take(8).collect::<String>(),
+                r.name.chars().take(20).collect::<String>(),
                 r.count,
+                r.total,
                 value(r.p50),
                 value(r.p95),
                 value(r.p99)
@@ -142,20 +157,60 @@ impl PerfPane {
             .filter(|l| !self.hidden.contains(&l.name))
             .collect();
         shown.sort_by(|a, b| a.ts_ms.total_cmp(&b.ts_ms));
-        let start = shown.len().saturating_sub(room);
-        for l in shown.into_iter().skip(start) {
+        let folded = fold_gauges(&shown);
+        let start = folded.len().saturating_sub(room);
+        for (l, repeats) in folded.into_iter().skip(start) {
             let level = if l.ok { Level::Ok } else { Level::High };
+            // A gauge shows its value, not its (meaningless) duration.
+            let figure = match l.gauge {
+                Some((unit, v)) => gauge_text(unit, v),
+                None => secs(Some(l.duration_ms)),
+            };
+            let name = if repeats > 1 {
+                format!("{} ×{repeats}", l.name)
+            } else {
+                l.name.clone()
+            };
             out.push(Line::from(vec![
                 Span::raw(format!("{} ", clock(l.ts_ms))),
                 Span::styled(if l.ok { "✔ " } else { "✖ " }, theme.level(level)),
                 Span::raw(format!(
                     "{:<8} {:<20} {:>9} {}",
-                    l.source,
-                    l.name,
-                    secs(Some(l.duration_ms)),
-                    l.detail
+                    l.source, name, figure, l.detail
                 )),
             ]));
         }
     }
+}
+
+/// A gauge's value in its unit.
+fn gauge_text(unit: Unit, v: f64) -> String {
+    match unit {
+        Unit::Ms => secs(Some(v)),
+        Unit::Bytes => format!("{:.1} MiB", v / MIB),
+        Unit::Count => format!("{v:.0}"),
+    }
+}
+
+/// The tail's lines with each run of consecutive gauge lines of one source and name folded
+/// into its newest line and how many it stands for (`worker_rss ×37`); timed events are never
+/// folded.
+pub fn fold_gauges<'a>(lines: &[&'a TailLine]) -> Vec<(&'a TailLine, usize)> {
+    let mut out: Vec<(&TailLine, usize)> = Vec::new();
+    for l in lines {
+        match out.last_mut() {
+            Some((last, n))
+                if l.gauge.is_some()
+                    && last.gauge.is_some()
+                    && last.name == l.name
+                    && last.source == l.source
+                    && last.ok == l.ok =>
+            {
+                *last = l;
+                *n += 1;
+            }
+            _ => out.push((l, 1)),
+        }
+    }
+    out
 }
