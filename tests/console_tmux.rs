@@ -780,11 +780,22 @@ fn a_past_run_opened_then_the_console_killed_still_verifies() {
 fn the_bottom_bar_shows_only_the_focused_panes_keys() {
     let runs = tempfile::tempdir().unwrap();
     let tmux = open_console("pd-bar-keys", runs.path(), 200, 50);
-    let bar = |s: &str| s.lines().rfind(|l| !l.trim().is_empty()).unwrap_or("").to_owned();
+    let bar = |s: &str| {
+        s.lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_owned()
+    };
     let screen = tmux.capture();
     let last = bar(&screen);
-    assert!(last.contains("K kill…") && last.contains("? help, all keys"), "{screen}");
-    assert!(!last.contains("next/prev match") && !last.contains("inspect"), "{screen}");
+    assert!(
+        last.contains("K kill…") && last.contains("? help, all keys"),
+        "{screen}"
+    );
+    assert!(
+        !last.contains("next/prev match") && !last.contains("inspect"),
+        "{screen}"
+    );
     // Tab to EVIDENCE: its keys, none of PROCESSES'.
     for _ in 0..4 {
         tmux.keys(&["Tab"]);
