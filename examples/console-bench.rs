@@ -367,7 +367,7 @@ fn main() {
     let t = Instant::now();
     while tail
         .poll(patchdiff::console::sources::TAIL_BATCH_BYTES, |l| {
-            monitor.ingest_line("observed", &l)
+            monitor.ingest_item("observed", &l)
         })
         .unwrap_or(0)
         > 0

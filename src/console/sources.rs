@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use super::tail::JsonlTail;
+use super::tail::{JsonlTail, TailItem};
 use crate::config::{Key, Settings};
 use crate::kernel::TargetSummary;
 use crate::store::EditStore;
@@ -40,7 +40,7 @@ pub enum SourceEvent {
     Lines {
         source: String,
         kind: FileKind,
-        lines: Vec<String>,
+        lines: Vec<TailItem>,
     },
     Targets(Result<Vec<TargetSummary>, String>),
 }

@@ -8,32 +8,15 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use super::limits::{
+    GENERATION_MAX_AGE_MS, HIGH_FRACTION, LAUNCH_WINDOW_MS, LOCK_HOLDER_ADMISSION_MS, Level,
+    MAX_LAUNCHES_PER_MINUTE, OLD_SPACE_BYTES, Phase, PhaseTimer, QUEUE_ACTIVE_MAX,
+    QUEUE_WAITING_MAX, RSS_LIMIT_BYTES,
+};
 use super::ring::Ring;
 use crate::telemetry::{EventKind, attr};
 use crate::telemetry::{Outcome, PerfEvent};
-use crate::waymark::WaymarkLimits;
-use crate::waymark::config::DEFAULT_ACTIVE_TIMEOUT;
 use crate::waymark::error::WorkerErrorCode;
-
-/// W5: one active request.
-pub const QUEUE_ACTIVE_MAX: u64 = 1;
-/// W5: at most eight waiting requests, from [`WaymarkLimits::SPEC`].
-pub const QUEUE_WAITING_MAX: u64 = WaymarkLimits::SPEC.max_waiting as u64;
-/// W9: the worker's sampled RSS limit, 1 GiB (bytes), from [`WaymarkLimits::SPEC`].
-pub const RSS_LIMIT_BYTES: u64 = WaymarkLimits::SPEC.rss_limit_bytes;
-/// W9: Node's old-space cap, `--max-old-space-size=768` (bytes), from [`WaymarkLimits::SPEC`].
-pub const OLD_SPACE_BYTES: u64 = (WaymarkLimits::SPEC.max_old_space_mib as u64) << 20;
-/// W10: at most three launches in any rolling minute, from [`WaymarkLimits::SPEC`].
-pub const MAX_LAUNCHES_PER_MINUTE: usize = WaymarkLimits::SPEC.max_launches;
-/// W10: the rolling window for launches (ms), from [`WaymarkLimits::SPEC`].
-pub const LAUNCH_WINDOW_MS: f64 = WaymarkLimits::SPEC.launch_window.as_millis() as f64;
-/// W10: a generation retires after 60 minutes (ms), from [`WaymarkLimits::SPEC`].
-pub const GENERATION_MAX_AGE_MS: f64 = WaymarkLimits::SPEC.max_age.as_millis() as f64;
-/// W7: a lock holder waits at most 250 ms for admission (ms), from [`WaymarkLimits::SPEC`];
-/// admissions with this ceiling or below are the lock holder's, not the ordinary W6 admission.
-pub const LOCK_HOLDER_ADMISSION_MS: f64 = WaymarkLimits::SPEC.lock_wait.as_millis() as f64;
-/// Fraction of a ceiling past which a figure is shown as `high` (yellow).
-pub const HIGH_FRACTION: f64 = 0.75;
 
 /// Live-tail lines kept.
 pub const TAIL_CAPACITY: usize = 512;
@@ -47,180 +30,7 @@ pub const DURATIONS_PER_NAME: usize = 4096;
 pub const MAX_EVENT_NAMES: usize = 48;
 /// Retirements and launches kept.
 pub const HISTORY_CAPACITY: usize = 64;
-/// Longest event line accepted (bytes); longer lines count as malformed.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
-
-/// How close a figure is to its limit. Colour shows it, and so does [`Level::word`], so
-/// `NO_COLOR` loses nothing (U4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Below 75 % of the ceiling.
-    Ok,
-    /// At or past 75 %.
-    High,
-    /// At or past the ceiling, or failed.
-    Limit,
-}
-
-impl Level {
-    /// Classifies `value` against `limit` (same unit). A non-positive limit is `Ok`.
-    pub fn of(value: f64, limit: f64) -> Self {
-        if limit <= 0.0 || !value.is_finite() {
-            Level::Ok
-        } else if value >= limit {
-            Level::Limit
-        } else if value >= limit * HIGH_FRACTION {
-            Level::High
-        } else {
-            Level::Ok
-        }
-    }
-
-    /// The word shown beside the figure.
-    pub fn word(self) -> &'static str {
-        match self {
-            Level::Ok => "ok",
-            Level::High => "high",
-            Level::Limit => "LIMIT",
-        }
-    }
-
-    /// A one-cell symbol for dense rows.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Level::Ok => "●",
-            Level::High => "▲",
-            Level::Limit => "✖",
-        }
-    }
-}
-
-/// The four W6 phase ceilings, each timed separately.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// W6: ordinary admission, 2 s.
-    Admission,
-    /// W6: startup readiness, 7 s.
-    Readiness,
-    /// W6: active discovery, 15 s by default.
-    Active,
-    /// W6: outer allowance = active + 13 s, 28 s by default.
-    Outer,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 4] = [
-        Phase::Admission,
-        Phase::Readiness,
-        Phase::Active,
-        Phase::Outer,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Phase::Admission => "admission",
-            Phase::Readiness => "readiness",
-            Phase::Active => "active",
-            Phase::Outer => "outer",
-        }
-    }
-
-    /// The perf event that reports the phase (T5).
-    pub fn event(self) -> EventKind {
-        match self {
-            Phase::Admission => EventKind::PhaseAdmission,
-            Phase::Readiness => EventKind::PhaseReadiness,
-            Phase::Active => EventKind::PhaseActive,
-            Phase::Outer => EventKind::PhaseOuter,
-        }
-    }
-
-    /// The name of [`Phase::event`] on the wire.
-    pub fn event_name(self) -> &'static str {
-        self.event().as_str()
-    }
-
-    /// W6 default ceiling (ms); events carry the configured one in `attrs.ceiling_ms`.
-    pub fn default_ceiling_ms(self) -> f64 {
-        match self {
-            Phase::Admission => ms_f64(WaymarkLimits::SPEC.admission),
-            Phase::Readiness => ms_f64(WaymarkLimits::SPEC.readiness),
-            Phase::Active => ms_f64(DEFAULT_ACTIVE_TIMEOUT),
-            Phase::Outer => ms_f64(DEFAULT_ACTIVE_TIMEOUT + WaymarkLimits::SPEC.outer_extra),
-        }
-    }
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    fn from_event(name: &str) -> Option<Self> {
-        let kind = EventKind::parse(name)?;
-        Phase::ALL.into_iter().find(|p| p.event() == kind)
-    }
-}
-
-/// A duration in ms as the console's `f64` figures hold it.
-fn ms_f64(d: std::time::Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-/// One phase's timer: the last completed duration and, when a phase is under way, since when.
-///
-/// Phase spans are written when they end, so "under way" is inferred from lifecycle events:
-/// `worker_queue_depth` (waiting > 0 → admission; active = 1 → active and outer) and
-/// `worker_launch` without `worker_ready` (readiness).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PhaseTimer {
-    pub phase: Phase,
-    /// The ordinary ceiling in ms (from `attrs.ceiling_ms`, else the W6 default). For
-    /// admission it never takes a lock holder's 250 ms (W7), so the label keeps one meaning.
-    pub ceiling_ms: f64,
-    /// The ceiling the last completed span ran under (ms): differs from `ceiling_ms` for a
-    /// lock holder's admission.
-    pub last_ceiling_ms: f64,
-    /// Duration of the last completed span (ms).
-    pub last_ms: Option<f64>,
-    /// Whether the last completed span ended ok.
-    pub last_ok: bool,
-    /// Longest completed span seen (ms).
-    pub max_ms: f64,
-    /// Unix ms since which the phase has been under way, if it is.
-    pub running_since_ms: Option<f64>,
-}
-
-impl PhaseTimer {
-    fn new(phase: Phase) -> Self {
-        Self {
-            phase,
-            ceiling_ms: phase.default_ceiling_ms(),
-            last_ceiling_ms: phase.default_ceiling_ms(),
-            last_ms: None,
-            last_ok: true,
-            max_ms: 0.0,
-            running_since_ms: None,
-        }
-    }
-
-    /// The figure to show at `now_ms`: live elapsed while running, else the last duration (ms),
-    /// and whether it is live.
-    pub fn shown_ms(&self, now_ms: f64) -> (Option<f64>, bool) {
-        match self.running_since_ms {
-            Some(since) => (Some((now_ms - since).max(0.0)), true),
-            None => (self.last_ms, false),
-        }
-    }
-
-    /// The level of the shown figure against the ceiling; a failed last span counts as `Limit`
-    /// only when it also reached the ceiling (a cancelled admission is not a breach).
-    pub fn level(&self, now_ms: f64) -> Level {
-        match self.shown_ms(now_ms) {
-            (Some(ms), true) => Level::of(ms, self.ceiling_ms),
-            (Some(ms), false) => Level::of(ms, self.last_ceiling_ms),
-            (None, _) => Level::Ok,
-        }
-    }
-}
+pub use super::tail::MAX_LINE_BYTES;
 
 /// What the worker is doing, from lifecycle events (W10, T5).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -279,6 +89,8 @@ pub struct Retirement {
     /// The MCP process that recorded it (`PerfEvent::pid`), so `gen 1` of two processes that
     /// shared an events file can be told apart (U2).
     pub pid: Option<u64>,
+    /// The worker process's own pid (`attrs.pid`), when the event names it.
+    pub worker_pid: Option<u64>,
     pub generation: Option<u64>,
     pub reason: String,
     pub requests: Option<u64>,
@@ -338,8 +150,13 @@ impl EventStats {
 /// One row of the per-event table: totals and percentiles of the recent durations (ms).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatRow {
+    /// The source (process) the figures are of: sources are never mixed in one row.
+    pub source: String,
     pub name: String,
+    /// Events of the source's current process (its session).
     pub count: u64,
+    /// Events of this source over the whole run, across relaunches.
+    pub total: u64,
     pub failed: u64,
     /// The unit of the percentiles.
     pub unit: Unit,
@@ -356,6 +173,9 @@ pub struct TailLine {
     pub source: String,
     pub name: String,
     pub duration_ms: f64,
+    /// A gauge's value in its unit (`worker_rss` bytes, queue depth): shown instead of the
+    /// duration, which for a gauge says nothing.
+    pub gauge: Option<(Unit, f64)>,
     pub ok: bool,
     /// Ids and notable attributes, compact.
     pub detail: String,
@@ -420,6 +240,13 @@ pub struct Monitor {
     pub ingested: u64,
     /// Pid of the process recording each source's events (`PerfEvent::pid`).
     pub recorders: BTreeMap<String, u64>,
+    /// Each source's latest worker generation and its pid (`worker_launch`), so every worker
+    /// generation alive has a row, not only the one the worker pane shows.
+    pub workers: BTreeMap<String, (Option<u64>, Option<u64>)>,
+    /// Events per (source, name) over the run: never restarted by a relaunch.
+    totals: BTreeMap<(String, String), u64>,
+    /// Per source: how many times a new process took it over (its figures restarted then).
+    pub relaunches: BTreeMap<String, u64>,
 }
 
 impl Default for Monitor {
@@ -453,6 +280,9 @@ impl Monitor {
             last_malformed: None,
             ingested: 0,
             recorders: BTreeMap::new(),
+            workers: BTreeMap::new(),
+            totals: BTreeMap::new(),
+            relaunches: BTreeMap::new(),
         }
     }
 
@@ -478,6 +308,33 @@ impl Monitor {
         self.rss.last().map(|&(_, b)| b)
     }
 
+    /// Ingests one item the tailer read from `source`'s perf-events file: a line is parsed
+    /// ([`Monitor::ingest_line`]); a line that could not be read counts as malformed.
+    pub fn ingest_item(&mut self, source: &str, item: &super::tail::TailItem) {
+        use super::tail::TailItem;
+        match item {
+            TailItem::Line(l) => self.ingest_line(source, l),
+            TailItem::Oversize => self.note_malformed(
+                source,
+                &format!("a line over {MAX_LINE_BYTES} bytes was skipped"),
+            ),
+            TailItem::NotUtf8 => {
+                self.note_malformed(source, "a line that is not UTF-8 was skipped")
+            }
+        }
+    }
+
+    /// Ingests one item the tailer read from a memory file (T2).
+    pub fn ingest_memory_item(&mut self, item: &super::tail::TailItem) {
+        use super::tail::TailItem;
+        match item {
+            TailItem::Line(l) => self.ingest_memory_line(l),
+            TailItem::Oversize | TailItem::NotUtf8 => {
+                self.note_malformed("memory", "a line that is not a sample was skipped")
+            }
+        }
+    }
+
     /// Parses and ingests one perf-events line from `source`. Blank lines are skipped; lines
     /// that are not events are counted in [`Monitor::malformed`] and otherwise ignored.
     pub fn ingest_line(&mut self, source: &str, line: &str) {
@@ -485,7 +342,7 @@ impl Monitor {
         if line.is_empty() {
             return;
         }
-        if line.len() > MAX_LINE_BYTES || line == super::tail::OVERSIZE_LINE {
+        if line.len() > MAX_LINE_BYTES {
             self.note_malformed(
                 source,
                 &format!("a line over {MAX_LINE_BYTES} bytes was skipped"),
@@ -530,7 +387,8 @@ impl Monitor {
         let ok = ev.outcome == Outcome::Ok;
         let ts = ev.start_ms;
         let end = ev.start_ms + ev.duration_ms.max(0.0);
-        match Unit::gauge_of(ev) {
+        let gauge = Unit::gauge_of(ev);
+        match gauge {
             Some((unit, value)) => self.record_stats(source, &ev.name, value, ok, unit),
             None => self.record_stats(source, &ev.name, ev.duration_ms, ok, Unit::Ms),
         }
@@ -567,6 +425,7 @@ impl Monitor {
             source: source.to_owned(),
             name: ev.name.clone(),
             duration_ms: ev.duration_ms,
+            gauge,
             ok,
             detail: detail_of(ev),
         });
@@ -597,6 +456,13 @@ impl Monitor {
     /// A new generation: the worker view restarts and the readiness timer runs (W1, W10).
     fn on_launch(&mut self, source: &str, ev: &PerfEvent, ts: f64) {
         self.worker_source = Some(source.to_owned());
+        self.workers.insert(
+            source.to_owned(),
+            (
+                id_u64(&ev.ids, attr::GENERATION),
+                attr_u64(&ev.attrs, attr::PID),
+            ),
+        );
         self.launches.push(ts);
         self.worker = WorkerView {
             generation: id_u64(&ev.ids, attr::GENERATION),
@@ -638,6 +504,7 @@ impl Monitor {
         self.retirements.push(Retirement {
             ts_ms: ts,
             pid: (ev.pid != 0).then_some(u64::from(ev.pid)),
+            worker_pid: attr_u64(&ev.attrs, attr::PID),
             generation,
             reason: reason.clone(),
             requests: attr_u64(&ev.attrs, attr::REQUESTS),
@@ -670,6 +537,8 @@ impl Monitor {
         };
         stats.count += 1;
         stats.unit = unit;
+        let key = (source.to_owned(), key.to_owned());
+        *self.totals.entry(key).or_default() += 1;
         if !ok {
             stats.failed += 1;
         }
@@ -687,35 +556,39 @@ impl Monitor {
         }
         self.stats_dirty = false;
         let mut scratch: Vec<f64> = Vec::with_capacity(DURATIONS_PER_NAME);
-        // One row per name over the sources' current processes.
-        let mut by_name: BTreeMap<&str, Vec<&EventStats>> = BTreeMap::new();
-        for per_source in self.stats.values() {
+        // One row per (source, name): the figures of one process are never mixed with another's
+        // (export's trivial calls on the full process would pull the observed one's p50 down).
+        let mut rows = Vec::new();
+        for (source, per_source) in &self.stats {
             for (name, s) in per_source {
-                by_name.entry(name.as_str()).or_default().push(s);
-            }
-        }
-        self.stat_rows = by_name
-            .into_iter()
-            .map(|(name, all)| {
                 scratch.clear();
-                for s in &all {
-                    scratch.extend(s.durations.iter().copied());
-                }
+                scratch.extend(s.durations.iter().copied());
                 scratch.sort_by(f64::total_cmp);
-                StatRow {
-                    name: name.to_owned(),
-                    count: all.iter().map(|s| s.count).sum(),
-                    failed: all.iter().map(|s| s.failed).sum(),
-                    unit: all[0].unit,
+                rows.push(StatRow {
+                    source: source.clone(),
+                    name: name.clone(),
+                    count: s.count,
+                    total: self
+                        .totals
+                        .get(&(source.clone(), name.clone()))
+                        .copied()
+                        .unwrap_or(s.count),
+                    failed: s.failed,
+                    unit: s.unit,
                     p50: percentile(&scratch, 0.50),
                     p95: percentile(&scratch, 0.95),
                     p99: percentile(&scratch, 0.99),
-                }
-            })
-            .collect();
+                });
+            }
+        }
+        self.stat_rows = rows;
         // Busiest first, so the table's top rows are the ones that matter.
-        self.stat_rows
-            .sort_by(|a, b| b.count.cmp(&a.count).then(a.name.cmp(&b.name)));
+        self.stat_rows.sort_by(|a, b| {
+            b.count
+                .cmp(&a.count)
+                .then(a.name.cmp(&b.name))
+                .then(a.source.cmp(&b.source))
+        });
     }
 }
 
@@ -732,6 +605,7 @@ impl Monitor {
             Some(old) if old == pid => {}
             Some(_) => {
                 self.sessions += 1;
+                *self.relaunches.entry(source.to_owned()).or_default() += 1;
                 self.start_session(source);
             }
             None => self.sessions += 1,
@@ -1204,10 +1078,18 @@ mod tests {
         assert_eq!(m.worker.generation, Some(1));
         assert_eq!(m.worker.pid, Some(9100));
         assert_eq!(m.worker.state, WorkerState::Starting);
-        // Percentiles per pid: 7020's one read plus the full process's, not 7010's three.
-        let ipc = m.stat_rows.iter().find(|r| r.name == "ipc_read").unwrap();
-        assert_eq!(ipc.count, 2);
-        assert_eq!(ipc.p99, 50.0);
+        // Percentiles per process: 7020's one read, not 7010's three, and never mixed with the
+        // full process's; the run's total keeps 7010's.
+        let row = |source: &str| {
+            m.stat_rows
+                .iter()
+                .find(|r| r.name == "ipc_read" && r.source == source)
+                .unwrap()
+        };
+        assert_eq!((row("observed").count, row("observed").total), (1, 4));
+        assert_eq!(row("observed").p99, 7.0);
+        assert_eq!((row("full").count, row("full").p99), (1, 50.0));
+        assert_eq!(m.relaunches.get("observed"), Some(&1));
         // The retirement stays, carrying the pid that recorded it.
         let r = m.retirements.last().unwrap();
         assert_eq!((r.pid, r.generation), (Some(7010), Some(2)));

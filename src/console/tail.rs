@@ -11,13 +11,20 @@ use std::path::{Path, PathBuf};
 use bytes::BytesMut;
 use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 
-use super::state::MAX_LINE_BYTES;
+/// Longest event line accepted (bytes); longer lines count as malformed.
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
 
-/// Marker passed for a line longer than [`MAX_LINE_BYTES`]; it is not JSON, so it counts as
-/// malformed downstream ([`crate::console::state::Monitor::ingest_line`] names it).
-pub const OVERSIZE_LINE: &str = "\u{1}oversize line";
-/// Marker passed for a line that is not UTF-8; it is not JSON, so it counts as malformed.
-pub const NOT_UTF8_LINE: &str = "\u{1}line not UTF-8";
+/// What one poll yields per line: the line, or why a line could not be read (counted as
+/// malformed downstream by [`crate::console::state::Monitor::ingest_item`], never fatal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailItem {
+    /// A complete line, without its newline (or a `\r` before it).
+    Line(String),
+    /// A line longer than [`MAX_LINE_BYTES`], skipped up to its newline.
+    Oversize,
+    /// A line that is not UTF-8, skipped.
+    NotUtf8,
+}
 
 /// Follows one append-only JSONL file.
 #[derive(Debug)]
@@ -70,15 +77,15 @@ impl JsonlTail {
     }
 
     /// Reads at most `max_bytes` of newly appended data and calls `line` with each complete line
-    /// (without the newline or a `\r` before it; the codec's own `String`, not copied again). Returns the bytes read. A missing file reads as
-    /// empty; a shrunk or replaced file is re-read from its start. A line longer than
-    /// [`MAX_LINE_BYTES`] is reported once as [`OVERSIZE_LINE`] and skipped up to its newline; a
-    /// line that is not UTF-8 is reported as [`NOT_UTF8_LINE`]; reading continues at the next
-    /// line either way.
+    /// as [`TailItem::Line`] (without the newline or a `\r` before it; the codec's own `String`,
+    /// not copied again). Returns the bytes read. A missing file reads as empty; a shrunk or
+    /// replaced file is re-read from its start. A line longer than [`MAX_LINE_BYTES`] is reported
+    /// once as [`TailItem::Oversize`] and skipped up to its newline; a line that is not UTF-8 is
+    /// reported as [`TailItem::NotUtf8`]; reading continues at the next line either way.
     pub fn poll(
         &mut self,
         max_bytes: usize,
-        mut line: impl FnMut(String),
+        mut line: impl FnMut(TailItem),
     ) -> std::io::Result<usize> {
         let Some(mut buf) = self.read_appended(max_bytes)? else {
             return Ok(0);
@@ -86,10 +93,10 @@ impl JsonlTail {
         let got = buf.len() - self.pending.len();
         loop {
             match self.lines.decode(&mut buf) {
-                Ok(Some(l)) => line(l),
+                Ok(Some(l)) => line(TailItem::Line(l)),
                 Ok(None) => break,
-                Err(LinesCodecError::MaxLineLengthExceeded) => line(OVERSIZE_LINE.to_owned()),
-                Err(LinesCodecError::Io(_)) => line(NOT_UTF8_LINE.to_owned()),
+                Err(LinesCodecError::MaxLineLengthExceeded) => line(TailItem::Oversize),
+                Err(LinesCodecError::Io(_)) => line(TailItem::NotUtf8),
             }
         }
         // Only the partial line is kept between polls (a copy of at most MAX_LINE_BYTES); the
@@ -158,9 +165,18 @@ mod tests {
         (dir, path)
     }
 
+    /// A poll's items as text: a line as it is, `<oversize>` / `<not utf-8>` for the others.
+    fn shown(item: TailItem) -> String {
+        match item {
+            TailItem::Line(l) => l,
+            TailItem::Oversize => "<oversize>".to_owned(),
+            TailItem::NotUtf8 => "<not utf-8>".to_owned(),
+        }
+    }
+
     fn lines(t: &mut JsonlTail) -> Vec<String> {
         let mut out = Vec::new();
-        t.poll(1 << 20, |l| out.push(l)).unwrap();
+        t.poll(1 << 20, |l| out.push(shown(l))).unwrap();
         out
     }
 
@@ -199,7 +215,10 @@ mod tests {
         for _ in 0..200 {
             t.poll(4096, |l| out.push(l)).unwrap();
         }
-        assert_eq!(out, vec![OVERSIZE_LINE.to_owned(), "ok".to_owned()]);
+        assert_eq!(
+            out,
+            vec![TailItem::Oversize, TailItem::Line("ok".to_owned())]
+        );
     }
 
     #[test]
@@ -213,7 +232,7 @@ mod tests {
         let mut t = JsonlTail::new(&path);
         let mut out = Vec::new();
         // One read of everything, then again with reads that cut the long lines.
-        t.poll(1 << 20, |l| out.push(l)).unwrap();
+        t.poll(1 << 20, |l| out.push(shown(l))).unwrap();
         assert_eq!(
             out.len(),
             4,
@@ -227,11 +246,11 @@ mod tests {
                 out[2].len(),
                 out[3].as_str()
             ),
-            ("first", OVERSIZE_LINE, 65_536, "last")
+            ("first", "<oversize>", 65_536, "last")
         );
         let mut small = JsonlTail::new(&path);
         let mut again = Vec::new();
-        while small.poll(1000, |l| again.push(l)).unwrap() > 0 {}
+        while small.poll(1000, |l| again.push(shown(l))).unwrap() > 0 {}
         assert_eq!(again, out, "the same lines whatever the read size");
     }
 
@@ -239,7 +258,7 @@ mod tests {
     fn a_line_that_is_not_utf8_is_reported_and_reading_continues() {
         let (_dir, path) = file_with(b"one\n\xff\xfe\ntwo\n");
         let mut t = JsonlTail::new(&path);
-        assert_eq!(lines(&mut t), vec!["one", NOT_UTF8_LINE, "two"]);
+        assert_eq!(lines(&mut t), vec!["one", "<not utf-8>", "two"]);
     }
 
     #[test]

@@ -58,12 +58,12 @@ async fn attach_follows_an_outside_events_file_and_reads_its_store() {
     };
     attach(&mut app, &mut sources, &tx, &e, database.as_deref(), None);
     pump_until(&mut app, &mut rx, Duration::from_secs(10), |a| {
-        a.monitor.ingested == 1 && a.monitor.malformed == 1 && !a.store_targets.is_empty()
+        a.monitor.ingested == 1 && a.monitor.malformed == 1 && !a.panes.targets.store.is_empty()
     })
     .await;
     assert_eq!(app.monitor.worker.generation, Some(4));
     assert_eq!(app.attached_pid(), Some(4242));
-    assert_eq!(app.store_targets[0].name, "calendar");
+    assert_eq!(app.panes.targets.store[0].name, "calendar");
 
     // Lines appended later arrive too.
     writeln!(f, r#"{{"name":"worker_ready","start_ms":1300,"duration_ms":300,"outcome":"ok","ids":{{"generation":4}},"pid":4242}}"#).unwrap();

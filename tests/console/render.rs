@@ -100,12 +100,12 @@ fn live_app(color: bool) -> App {
         },
         output: None,
     });
-    app.evidence = EvidenceView::new(vec![(
+    app.panes.evidence = EvidenceView::new(vec![(
         "observed requests/results".into(),
         dir.join("observed.mcp.jsonl"),
     )]);
-    app.evidence.rows = 12;
-    app.evidence.reload();
+    app.panes.evidence.rows = 12;
+    app.panes.evidence.reload();
     app
 }
 
@@ -196,7 +196,7 @@ fn enter_on_a_selected_target_asks_for_its_story_and_shows_it() {
     app.on_key(key(KeyCode::Down));
     app.on_key(key(KeyCode::Up));
     let t = text(&render_pane(&app, Pane::Targets, 80, 9));
-    assert!(t.lines().nth(4).unwrap().starts_with("│incidents"), "{t}");
+    assert!(t.lines().nth(4).unwrap().starts_with("│▶ incidents"), "{t}");
     assert_eq!(
         app.on_key(key(KeyCode::Enter)),
         Some(Command::Target {
@@ -297,7 +297,7 @@ fn perf_pane_shows_percentile_table_and_live_tail() {
         .trim_matches(['│', ' '])
         .split_whitespace()
         .collect();
-    assert_eq!(columns[1], "22", "{admission}");
+    assert_eq!(columns[2], "22", "{admission}");
     assert_eq!(columns.last(), Some(&"0"), "failed column: {admission}");
     snap!("pane_perf", t);
 }
@@ -325,16 +325,111 @@ fn help_overlay_is_generated_from_the_command_table() {
 }
 
 #[test]
-fn bottom_bar_lists_table_keys_and_the_focused_panes_keys() {
+fn bottom_bar_shows_only_the_focused_panes_keys() {
     let mut app = live_app(true);
-    let t = text(&render(&app, 200, 60));
-    let last = t.lines().last().unwrap_or("").to_owned();
-    for spec in COMMANDS.iter().filter(|s| s.key.is_some()) {
-        assert!(last.contains(spec.name), "{last}");
+    let bar = |app: &App| {
+        text(&render(app, 200, 60))
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_owned()
+    };
+    // PROCESSES focused: its keys, none of the evidence pane's nor the command table's (`n`
+    // is "next match" there and `inspect` in the command table: the bar never shows both).
+    let last = bar(&app);
+    assert!(
+        last.contains("K kill…") && last.contains("R restart"),
+        "{last}"
+    );
+    assert!(
+        !last.contains("next/prev match") && !last.contains("inspect"),
+        "{last}"
+    );
+    assert!(last.contains("? help, all keys"), "{last}");
+    for pane in Pane::ALL {
+        app.focus = pane;
+        let last = bar(&app);
+        for other in Pane::ALL.iter().filter(|p| **p != pane) {
+            for (k, what) in other.keys() {
+                if !pane.keys().iter().any(|(_, w)| *w == what) {
+                    assert!(!last.contains(&format!("{k} {what}")), "{pane:?}: {last}");
+                }
+            }
+        }
+        for (k, what) in pane.keys() {
+            assert!(last.contains(&format!("{k} {what}")), "{pane:?}: {last}");
+        }
     }
-    app.focus = Pane::Evidence;
-    let t = text(&render(&app, 200, 60));
-    assert!(t.lines().last().unwrap_or("").contains("/ search"), "{t}");
+    // Every command key is still in help.
+    let help: String = ui::help_lines().iter().map(|l| format!("{l}\n")).collect();
+    for spec in COMMANDS.iter().filter(|s| s.key.is_some()) {
+        assert!(help.contains(spec.name), "{help}");
+    }
+}
+
+#[test]
+fn q_during_a_running_step_asks_first_and_only_y_quits() {
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Started("agent".into()));
+    app.on_key(key(KeyCode::Char('q')));
+    assert!(!app.quit, "q must not quit at once while a step runs");
+    let screen = text(&render(&app, 120, 30));
+    assert!(
+        screen.contains("`agent` is running: quitting stops it and every child process and seals nothing. Quit? y/N"),
+        "{screen}"
+    );
+    app.on_key(key(KeyCode::Char('n')));
+    assert!(!app.quit);
+    assert!(app.statuses.iter().any(|s| s.text == "cancelled"));
+    app.on_key(key(KeyCode::Char('q')));
+    app.on_key(key(KeyCode::Char('y')));
+    assert!(app.quit);
+    // Ctrl-C asks too; a second Ctrl-C answers it.
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Started("agent".into()));
+    let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+    app.on_key(ctrl_c);
+    assert!(!app.quit && matches!(app.input, Input::Confirm { .. }));
+    app.on_key(ctrl_c);
+    assert!(app.quit);
+}
+
+#[test]
+fn the_report_key_asks_before_sealing() {
+    let mut app = live_app(false);
+    assert_eq!(
+        app.on_key(key(KeyCode::Char('r'))),
+        None,
+        "r must not seal at once"
+    );
+    let screen = text(&render(&app, 200, 60));
+    assert!(screen.contains("report seals the run"), "{screen}");
+    app.on_key(key(KeyCode::Esc));
+    assert_eq!(app.queued, 0);
+    app.on_key(key(KeyCode::Char('r')));
+    assert_eq!(app.on_key(key(KeyCode::Char('y'))), Some(Command::Report));
+    // Typed in full on the command line it is deliberate: no question.
+    type_str(&mut app, ":report");
+    assert_eq!(app.on_key(key(KeyCode::Enter)), Some(Command::Report));
+}
+
+#[test]
+fn the_selected_row_has_a_marker_that_survives_no_color() {
+    let mut app = live_app(false);
+    for (pane, needle) in [
+        (Pane::Processes, "full"),
+        (Pane::Targets, "calendar"),
+        (Pane::Perf, ""),
+    ] {
+        app.focus = pane;
+        let t = text(&render_pane(&app, pane, 110, 14));
+        let marked: Vec<&str> = t.lines().filter(|l| l.contains("│▶ ")).collect();
+        assert_eq!(marked.len(), 1, "{pane:?}: {t}");
+        assert!(marked[0].contains(needle), "{pane:?}: {t}");
+        app.focus = Pane::Worker;
+        let t = text(&render_pane(&app, pane, 110, 14));
+        assert!(!t.contains('▶'), "an unfocused pane marks no row: {t}");
+    }
 }
 
 #[test]
@@ -604,7 +699,7 @@ fn enter_on_an_evidence_line_pretty_prints_that_message() {
     let mut app = live_app(true);
     app.focus = Pane::Evidence;
     app.on_key(key(KeyCode::Up));
-    assert!(!app.evidence.follow, "moving up leaves follow mode");
+    assert!(!app.panes.evidence.follow, "moving up leaves follow mode");
     app.on_key(key(KeyCode::Enter));
     let Overlay::Text { title, lines, .. } = &app.overlay else {
         panic!("no detail overlay")
@@ -628,22 +723,23 @@ fn slash_searches_the_evidence_log() {
     type_str(&mut app, "/patchdiff_save");
     app.on_key(key(KeyCode::Enter));
     assert!(
-        app.evidence.status.contains("match 1 of"),
+        app.panes.evidence.status.contains("match 1 of"),
         "{}",
-        app.evidence.status
+        app.panes.evidence.status
     );
-    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+    assert!(app.panes.evidence.lines[0].text.contains("patchdiff_save"));
     // `n` moves to the next match; the status counts it.
-    let n = app.evidence.matches.len();
+    let n = app.panes.evidence.matches.len();
     app.on_key(key(KeyCode::Char('n')));
     assert!(
-        app.evidence
+        app.panes
+            .evidence
             .status
             .contains(&format!("match {} of {n}", 2.min(n))),
         "{}",
-        app.evidence.status
+        app.panes.evidence.status
     );
-    assert!(app.evidence.lines[0].text.contains("patchdiff_save"));
+    assert!(app.panes.evidence.lines[0].text.contains("patchdiff_save"));
 }
 
 #[test]
@@ -688,7 +784,7 @@ fn processes_pane_restarts_stops_and_kills_one_process_saying_what_it_does() {
     app.on_key(key(KeyCode::Char('n')));
     assert!(app.statuses.iter().any(|s| s.text == "cancelled"));
     // The selected row is highlighted and every process shows its sampled RSS and CPU.
-    app.proc_usage.insert(
+    app.procs.usage.insert(
         7010,
         patchdiff::console::app::ProcUsage {
             rss_bytes: 64 * 1024 * 1024,
@@ -726,7 +822,7 @@ fn a_confirmed_kill_sends_sigkill_to_the_selected_process() {
     assert!(matches!(app.input, Input::Confirm { .. }));
     // `sleep` is its own process's leader only if spawned so; kill it alone here.
     if let Input::Confirm {
-        action: patchdiff::console::app::ProcessAction::Kill { group, .. },
+        action: patchdiff::console::app::Confirmed::Kill { group, .. },
         ..
     } = &mut app.input
     {
@@ -820,14 +916,14 @@ fn perf_table_shows_gauges_in_their_units_and_hides_a_kind_from_the_tail() {
         .iter()
         .position(|r| r.name == "worker_rss")
         .unwrap();
-    app.perf_scroll = index;
+    app.panes.perf.cursor = index;
     app.on_key(key(KeyCode::Char('x')));
     let t = text(&render_pane(&app, Pane::Perf, 110, 40));
     let tail: Vec<&str> = t.lines().skip_while(|l| !l.contains("live tail")).collect();
     assert!(tail[0].contains("(hidden: worker_rss)"), "{t}");
     assert!(!tail[1..].iter().any(|l| l.contains("worker_rss")), "{t}");
     app.on_key(key(KeyCode::Char('x')));
-    assert!(app.perf_hidden.is_empty());
+    assert!(app.panes.perf.hidden.is_empty());
 }
 
 #[test]
@@ -836,7 +932,7 @@ fn after_the_worker_exits_the_rss_line_says_it_is_gone() {
     let t = text(&render_pane(&app, Pane::Worker, 110, 11));
     assert!(!t.contains("worker gone"), "{t}");
     let pid = app.monitor.worker.pid.expect("the fixture's worker");
-    app.proc_state.insert(pid, "gone".into());
+    app.procs.state.insert(pid, "gone".into());
     let t = text(&render_pane(&app, Pane::Worker, 110, 11));
     let row = t.lines().find(|l| l.contains("RSS")).unwrap();
     assert!(
@@ -1148,7 +1244,11 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         let shown: Vec<&str> = names
             .iter()
             .copied()
-            .filter(|n| screen.lines().any(|l| l.starts_with(&format!("│{n} "))))
+            .filter(|n| {
+                screen.lines().any(|l| {
+                    l.starts_with(&format!("│  {n} ")) || l.starts_with(&format!("│▶ {n} "))
+                })
+            })
             .collect();
         (shown.len(), screen)
     };
@@ -1158,10 +1258,13 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         if i > 0 {
             app.on_key(key(KeyCode::Char('j')));
         }
-        assert_eq!(app.target_cursor, i);
+        assert_eq!(app.panes.targets.cursor, i);
         let (_, screen) = selected_row(&app);
         assert!(
-            screen.lines().any(|l| l.starts_with(&format!("│{name} "))),
+            screen
+                .lines()
+                .any(|l| l.starts_with(&format!("│  {name} "))
+                    || l.starts_with(&format!("│▶ {name} "))),
             "{name} not on screen with the cursor on it:\n{screen}"
         );
         if i == names.len() - 1 {
@@ -1172,7 +1275,7 @@ fn at_40x12_the_targets_pane_scrolls_so_j_and_k_reach_every_target() {
         app.on_key(key(KeyCode::Char('k')));
     }
     let (_, screen) = selected_row(&app);
-    assert!(screen.contains("│calendar "), "{screen}");
+    assert!(screen.contains("│▶ calendar "), "{screen}");
 }
 
 #[test]
@@ -1237,7 +1340,7 @@ fn a_clean_exit_of_the_attached_server_is_not_shown_as_a_failure() {
             &line("worker_launch", "ok", r#"{"pid":7311,"mode":"resident"}"#),
         );
         app.monitor.ingest_line("observed", &retired);
-        app.proc_state.insert(7310, "gone".into());
+        app.procs.state.insert(7310, "gone".into());
         text(&render_pane(&app, Pane::Processes, 90, 5))
     };
     let clean = attached(line("worker_retired", "ok", r#"{"reason":"shutdown"}"#));
@@ -1273,6 +1376,7 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
     let mut sources = patchdiff::console::Sources::default();
     patchdiff::console::attach(&mut app, &mut sources, &tx, &events, None, None);
     let labels: Vec<&str> = app
+        .panes
         .evidence
         .sources
         .iter()
@@ -1282,10 +1386,10 @@ async fn attach_opens_the_attached_servers_own_wire_log() {
         labels,
         ["host-observed requests/results", "perf events"],
         "{:?}",
-        app.evidence.sources
+        app.panes.evidence.sources
     );
     assert_eq!(
-        app.evidence.sources[0].1,
+        app.panes.evidence.sources[0].1,
         run.path().join("host-observed.mcp.jsonl")
     );
 }
@@ -1329,7 +1433,325 @@ fn relaunched_process_retirements_carry_their_pid_on_the_worker_pane() {
     let t = text(&render_pane(&app, Pane::Worker, 120, 11));
     let row = t.lines().find(|l| l.contains("retired")).unwrap();
     assert!(
-        row.contains("pid 7320 gen 1 shutdown (3 req) · pid 7310 gen 1 shutdown (3 req)"),
+        row.contains(
+            "retired gen 1 shutdown (3 req) of mcp pid 7320 · gen 1 shutdown (3 req) of mcp pid 7310"
+        ),
         "{row}"
     );
+}
+
+/// Samples the process table until `done` holds (the processes start and end asynchronously),
+/// failing after 10 s.
+fn sample_until(app: &mut App, done: impl Fn(&App) -> bool) {
+    let mut sampler = patchdiff::console::event_loop::ProcSampler::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        sampler.sample(app);
+        if done(app) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{:?}",
+            app.process_rows()
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// The parent pid `/proc/<pid>/stat` gives (its fourth field, after the parenthesised name).
+fn proc_parent(pid: u32) -> u32 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after = &stat[stat.rfind(')').unwrap() + 2..];
+    after.split(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn processes_lists_every_process_of_the_hosts_tree_with_real_pids_and_parents() {
+    // A real process tree stands in for an agent host: it starts two children, as a host starts
+    // the observed process (which starts its worker).
+    let mut host = std::process::Command::new("sh")
+        .args(["-c", "sleep 300 & sleep 300 & wait"])
+        .spawn()
+        .unwrap();
+    let host_pid = host.id();
+    let mut app = live_app(false);
+    app.on_runner(RunnerEvent::Host(Box::new(HostProgress {
+        host: "claude".into(),
+        pid: Some(host_pid),
+        started_ms: LAST_EVENT_MS,
+        state: "running".into(),
+        ..HostProgress::default()
+    })));
+    sample_until(&mut app, |a| {
+        a.process_rows()
+            .iter()
+            .filter(|r| r.parent == Some(host_pid))
+            .count()
+            == 2
+    });
+    let children: Vec<u32> = app
+        .process_rows()
+        .iter()
+        .filter(|r| r.parent == Some(host_pid))
+        .map(|r| {
+            assert_eq!(r.label, "sleep", "{r:?}");
+            r.pid.unwrap()
+        })
+        .collect();
+    for pid in &children {
+        assert_eq!(
+            proc_parent(*pid),
+            host_pid,
+            "the row's parent is the real one"
+        );
+    }
+    // Every row is on screen in a pane that grew for them, and the cursor reaches the last.
+    app.focus = Pane::Processes;
+    let rows = app.process_rows().len();
+    for _ in 0..rows + 2 {
+        app.on_key(key(KeyCode::Down));
+    }
+    let screen = text(&render(&app, 200, 60));
+    for pid in &children {
+        let row = screen
+            .lines()
+            .find(|l| l.contains(&format!("pid {pid} ")))
+            .unwrap_or_else(|| panic!("no row for {pid}:\n{screen}"));
+        assert!(
+            row.contains(&format!("parent {host_pid}")) && row.contains("running"),
+            "{row}"
+        );
+    }
+    let marked: Vec<&str> = screen.lines().filter(|l| l.contains("│▶ ")).collect();
+    assert_eq!(marked.len(), 1, "{screen}");
+    assert!(
+        marked[0].contains(&format!("pid {}", children[1])),
+        "the cursor rests on the last row, which is shown:\n{screen}"
+    );
+    // K names the row it would kill.
+    app.on_key(key(KeyCode::Char('K')));
+    let Input::Confirm { question, .. } = &app.input else {
+        panic!("no question")
+    };
+    assert!(
+        question.contains(&format!("kill sleep (pid {})", children[1])),
+        "{question}"
+    );
+    app.on_key(key(KeyCode::Char('n')));
+    // A child killed is shown exited, with its uptime frozen.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(children[0] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    sample_until(&mut app, |a| a.procs.gone(u64::from(children[0])));
+    let screen = text(&render(&app, 200, 60));
+    let row = screen
+        .lines()
+        .find(|l| l.contains(&format!("pid {} ", children[0])))
+        .unwrap();
+    assert!(row.contains("ran") && row.contains("exited"), "{row}");
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(children[1] as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    host.kill().unwrap();
+    host.wait().unwrap();
+}
+
+#[test]
+fn a_worker_whose_pid_left_the_process_table_is_shown_gone() {
+    // A real process plays the worker generation the events announced; a SIGKILL writes no
+    // retirement, so only the process table can say it is gone.
+    let mut worker = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    let pid = worker.id();
+    let mut app = App::new(false, LAST_EVENT_MS + 500.0);
+    for line in [
+        format!(
+            r#"{{"name":"worker_launch","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"pid":{pid},"mode":"resident"}},"pid":4242}}"#
+        ),
+        format!(
+            r#"{{"name":"worker_ready","start_ms":{LAST_EVENT_MS},"duration_ms":300.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"pid":{pid}}},"pid":4242}}"#
+        ),
+    ] {
+        app.monitor.ingest_line("observed", &line);
+    }
+    sample_until(&mut app, |a| a.procs.state.contains_key(&u64::from(pid)));
+    let t = text(&render_pane(&app, Pane::Worker, 120, 11));
+    assert!(
+        t.contains(&format!("gen 1 · worker pid {pid} · ready")),
+        "{t}"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    sample_until(&mut app, |a| a.procs.gone(u64::from(pid)));
+    let t = text(&render_pane(&app, Pane::Worker, 160, 11));
+    let first = t.lines().nth(1).unwrap();
+    assert!(
+        first.contains(&format!(
+            "worker pid {pid} · gone (signal 9, no retirement recorded)"
+        )) && first.contains("--:--"),
+        "{t}"
+    );
+    worker.wait().unwrap();
+}
+
+#[test]
+fn perf_figures_are_per_process_say_a_relaunch_restarted_them_and_fold_repeated_gauges() {
+    let mut app = App::new(false, LAST_EVENT_MS + 10_000.0);
+    let call = |pid: u32, ms: f64, at: f64| {
+        format!(
+            r#"{{"name":"mcp_call","start_ms":{at},"duration_ms":{ms},"outcome":"ok","ids":{{}},"attrs":{{}},"pid":{pid}}}"#
+        )
+    };
+    let at = |i: u32| LAST_EVENT_MS + f64::from(i);
+    // The observed process's three slow calls, then the full process's trivial ones: never
+    // one p50 over both.
+    for i in 0..3 {
+        app.monitor.ingest_line("observed", &call(7010, 7.0, at(i)));
+    }
+    for i in 3..5 {
+        app.monitor.ingest_line("full", &call(7001, 0.5, at(i)));
+    }
+    // A relaunch: process 7020 takes the observed events over.
+    app.monitor.ingest_line("observed", &call(7020, 9.0, at(5)));
+    for i in 6..43 {
+        app.monitor.ingest_line(
+            "observed",
+            &format!(
+                r#"{{"name":"worker_rss","start_ms":{},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"attrs":{{"rss_bytes":{}}},"pid":7020}}"#,
+                at(i),
+                64 * 1024 * 1024
+            ),
+        );
+    }
+    app.monitor.refresh();
+    let t = text(&render_pane(&app, Pane::Perf, 120, 30));
+    let row = |source: &str, name: &str| {
+        t.lines()
+            .find(|l| l.contains(&format!(" {source} ")) && l.contains(name))
+            .unwrap_or_else(|| panic!("no {source} {name} row:\n{t}"))
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        row("observed", "mcp_call").starts_with("observed mcp_call 1 4 9 ms"),
+        "{t}"
+    );
+    assert!(
+        row("full", "mcp_call").starts_with("full mcp_call 2 2 0.50 ms"),
+        "{t}"
+    );
+    assert!(
+        t.contains("relaunched: observed ×1 — count is the current process's, total the run's"),
+        "{t}"
+    );
+    let tail: Vec<&str> = t.lines().skip_while(|l| !l.contains("live tail")).collect();
+    let gauges: Vec<&&str> = tail.iter().filter(|l| l.contains("worker_rss")).collect();
+    assert_eq!(
+        gauges.len(),
+        1,
+        "37 samples in a row fold into one line:\n{t}"
+    );
+    assert!(
+        gauges[0].contains("worker_rss ×37") && gauges[0].contains("64.0 MiB"),
+        "a gauge shows its value, not a duration: {t}"
+    );
+    assert!(!gauges[0].contains(" ms"), "{t}");
+}
+
+#[test]
+fn after_a_killed_host_step_the_header_says_what_happened() {
+    let mut app = live_app(false);
+    let mut snapshot = app.canary.clone().unwrap();
+    for t in &mut snapshot.targets {
+        t.status = Some(patchdiff::evaluate::Status::Pass);
+    }
+    snapshot.steps = vec![
+        StepOutcome {
+            command: "agent".into(),
+            ok: false,
+            summary: "claude exited: signal 9 (SIGKILL) after 12 turns (A4)".into(),
+            elapsed_ms: 10,
+        },
+        StepOutcome {
+            command: "report".into(),
+            ok: false,
+            summary: "a step failed".into(),
+            elapsed_ms: 10,
+        },
+    ];
+    app.on_runner(RunnerEvent::Snapshot(Box::new(snapshot)));
+    let header = text(&render(&app, 200, 60))
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    assert!(
+        header.contains("FAILED: `agent` failed: claude exited: signal 9 (SIGKILL) after 12 turns · 5/5 targets pass"),
+        "{header}"
+    );
+    assert!(
+        !header.contains("(A4)") && !header.contains("a step failed"),
+        "{header}"
+    );
+}
+
+#[test]
+fn the_story_overlay_names_its_target() {
+    let mut app = live_app(false);
+    app.focus = Pane::Targets;
+    app.on_key(key(KeyCode::Down));
+    assert_eq!(
+        app.on_key(key(KeyCode::Enter)),
+        Some(Command::Target {
+            name: "chess".into()
+        })
+    );
+    app.on_runner(RunnerEvent::Started("target".into()));
+    app.on_runner(RunnerEvent::Finished {
+        outcome: StepOutcome {
+            command: "target".into(),
+            ok: true,
+            summary: "story".into(),
+            elapsed_ms: 1,
+        },
+        output: Some("verdicts\n…".into()),
+    });
+    let Overlay::Text { title, .. } = &app.overlay else {
+        panic!("no story")
+    };
+    assert_eq!(title, "story of chess");
+}
+
+#[test]
+fn refusals_and_help_speak_words_not_requirement_ids() {
+    let mut app = live_app(false);
+    app.push_status(
+        false,
+        "an agent host already ran in this run; a run is one canary (C7)",
+    );
+    let screen = text(&render(&app, 200, 60));
+    assert!(screen.contains("a run is one canary"), "{screen}");
+    let ids = |s: &str| {
+        s.split(['(', ')']).any(|part| {
+            part.len() <= 3
+                && part.starts_with(|c: char| c.is_ascii_uppercase())
+                && part[1..].chars().all(|c| c.is_ascii_digit())
+                && part.len() > 1
+        })
+    };
+    assert!(!ids(&screen), "{screen}");
+    let help: String = ui::help_lines().iter().map(|l| format!("{l}\n")).collect();
+    assert!(!ids(&help), "{help}");
+    assert!(!help.contains("gate 2"), "{help}");
 }

@@ -628,9 +628,9 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
         // generation it launched retired when `report` stopped the process.
         s.contains("opened past run")
             && s.lines()
-                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+                .any(|l| l.contains("│  chess") && l.contains("≠ init"))
             && s.lines()
-                .any(|l| l.contains("retired pid") && l.contains("gen 1 shutdown"))
+                .any(|l| l.contains("retired worker pid") && l.contains("gen 1 shutdown"))
     });
     assert!(
         screen.lines().next().unwrap().contains(&past),
@@ -761,7 +761,7 @@ fn a_past_run_opened_then_the_console_killed_still_verifies() {
     tmux.wait_for("the past run's targets", Duration::from_secs(20), |s| {
         s.contains("opened past run")
             && s.lines()
-                .any(|l| l.contains("│chess") && l.contains("≠ init"))
+                .any(|l| l.contains("│  chess") && l.contains("≠ init"))
     });
     Command::new("kill")
         .args(["-9", &console_pid.to_string()])
@@ -775,4 +775,35 @@ fn a_past_run_opened_then_the_console_killed_still_verifies() {
     }
     let (ok, text) = verifies(&past);
     assert!(ok, "after runs open and kill -9: {text}");
+}
+
+#[test]
+fn the_bottom_bar_shows_only_the_focused_panes_keys() {
+    let runs = tempfile::tempdir().unwrap();
+    let tmux = open_console("pd-bar-keys", runs.path(), 200, 50);
+    let bar = |s: &str| {
+        s.lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let screen = tmux.capture();
+    let last = bar(&screen);
+    assert!(
+        last.contains("K kill…") && last.contains("? help, all keys"),
+        "{screen}"
+    );
+    assert!(
+        !last.contains("next/prev match") && !last.contains("inspect"),
+        "{screen}"
+    );
+    // Tab to EVIDENCE: its keys, none of PROCESSES'.
+    for _ in 0..4 {
+        tmux.keys(&["Tab"]);
+    }
+    let screen = tmux.wait_for("the evidence pane's keys", Duration::from_secs(10), |s| {
+        bar(s).contains("n/N next/prev match")
+    });
+    assert!(!bar(&screen).contains("K kill"), "{screen}");
+    quit(&tmux);
 }
