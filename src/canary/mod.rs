@@ -82,35 +82,9 @@ pub struct Canary {
     suite_source: Option<PathBuf>,
 }
 
-/// Builds a run id from the wall clock: `r-YYYYMMDD-HHMMSS-<pid>`.
-pub fn new_run_id() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "r-{y:04}{m:02}{d:02}-{:02}{:02}{:02}-{}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        std::process::id()
-    )
-}
-
-/// Days since 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
-}
+pub(crate) use self::names::civil_from_days;
+pub use self::names::new_run_id;
+pub use self::steps::views::resolve_run;
 
 impl Canary {
     /// Creates the run directory and loads the fixture manifest. Nothing is started yet.
@@ -674,25 +648,9 @@ impl Canary {
         }
     }
 
-    /// The text of a `runs` view: the list of past runs under this run's root, or a comparison.
-    /// `open` is the interactive console's (it switches the screen).
+    /// The text of a `runs` view ([`steps::views::runs_view`]) under this run's root.
     pub fn runs_view(&self, action: &command::RunsAction) -> StepResult {
-        let root = &self.options.runs_root;
-        match action {
-            command::RunsAction::List => Ok(runs::render_list(root, &runs::list_runs(root))),
-            command::RunsAction::Compare(a, b) => {
-                let (a, b) = (runs::resolve(root, a), runs::resolve(root, b));
-                runs::compare(
-                    &a.map_err(StepError::Failed)?,
-                    &b.map_err(StepError::Failed)?,
-                )
-                .map_err(StepError::Failed)
-            }
-            // Headless, a past run's detail (the interactive console switches its panes).
-            command::RunsAction::Open(id) => runs::detail::open(root, id)
-                .map(|d| d.to_text())
-                .map_err(StepError::Failed),
-        }
+        steps::views::runs_view(&self.options.runs_root, action)
     }
 
     /// The report as of now.
@@ -821,30 +779,5 @@ impl Canary {
                     .insert(kind.as_str(), "stopped by operator".into());
             }
         }
-    }
-}
-
-/// A run named by id (a directory under `root`, or a unique prefix: [`runs::resolve`]) or by
-/// path.
-pub fn resolve_run(root: &Path, id: &str) -> PathBuf {
-    if let Ok(found) = runs::resolve(root, id) {
-        return found;
-    }
-    let p = Path::new(id);
-    if p.components().count() > 1 || p.is_absolute() {
-        p.to_owned()
-    } else {
-        root.join(id)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn civil_dates_are_correct() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_787), (2026, 11, 30));
     }
 }

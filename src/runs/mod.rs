@@ -11,6 +11,7 @@
 //! run's target story, [`pair::pair`] two runs side by side.
 
 pub mod cli;
+pub mod comparison;
 pub mod detail;
 pub mod index;
 pub mod pair;

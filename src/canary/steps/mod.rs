@@ -14,6 +14,7 @@ pub mod inspect;
 pub mod preflight;
 pub mod seal;
 pub mod suite;
+pub mod views;
 pub mod wait;
 
 use super::client::{LaunchSpec, McpProcess};
