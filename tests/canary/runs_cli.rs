@@ -420,7 +420,8 @@ fn a_corrupt_run_directory_is_listed_as_unreadable_beside_readable_runs() {
 
 #[test]
 fn a_comparison_is_listed_with_its_verdict_and_shown_with_its_per_target_strips() {
-    // A real A/A comparison of the scripted demo (gate 2 open, 5 + 5 sealed member runs).
+    // A real A/A comparison of the scripted demo (gate 2 open, 5 + 5 sealed member runs, not
+    // curtailed).
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
     let patchdiff = || {
@@ -442,6 +443,8 @@ fn a_comparison_is_listed_with_its_verdict_and_shown_with_its_per_target_strips(
             "--aa",
             "--concurrency",
             "2",
+            // Every planned run, so the strips are full (an A/A comparison curtails otherwise).
+            "--no-curtail",
             "--baseline",
         ])
         .arg(&demo)
