@@ -110,7 +110,8 @@ pub fn explain_not_found(
     }
     let scope_endings = LineEndings::of(scope);
     let old_endings = LineEndings::of(old_text);
-    if old_endings != LineEndings::None && old_endings != scope_endings {
+    // Also when both are mixed: the scope's lines around the text may still be uniform.
+    if old_endings != LineEndings::None {
         for target in [LineEndings::Crlf, LineEndings::Lf] {
             let converted = with_line_endings(old_text, target);
             if converted != old_text

@@ -174,6 +174,49 @@ fn quotes_escaped_in_the_source_are_named_too() {
 }
 
 #[test]
+fn a_mixed_old_text_matching_a_uniform_stretch_of_a_mixed_scope_is_a_line_ending_mismatch() {
+    // The scope mixes CRLF and LF, and so does the agent's text; converted to CRLF it is there.
+    let content = "x\r\ny\r\nz\nq";
+    let msg = rejection(plan_one(content, None, "x\ny\r\nz", "n"));
+    assert!(
+        msg.contains("its line endings differ: old_text uses mixed but the scope uses mixed — it matches at line 1 with CRLF line endings"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_whitespace_only_difference_quotes_the_scopes_text_exactly() {
+    let content = "fn a() {\n    let  x = 1;\n}\n";
+    let msg = rejection(plan_one(content, None, "let x = 1;", "n"));
+    assert!(
+        msg.contains("from the text at line 2: \"let  x = 1;\"; copy that text exactly"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn escaping_a_tab_leaves_a_backslash_of_the_source_as_it_is() {
+    // The source has `\d` (a regex) and `\t` written out; the agent sent a real tab.
+    let content = "s = \"\\d\\tx\"\n";
+    let msg = rejection(plan_one(content, None, "\\d\tx", "n"));
+    assert!(
+        msg.contains("old_text has characters where the scope has escape sequences for them"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn escaping_quotes_escapes_the_backslashes_beside_them_too() {
+    // The source spells `a\\b\"c` in a string literal; the agent sent `a\b"c`.
+    let content = "s = \"a\\\\b\\\"c\"\n";
+    let msg = rejection(plan_one(content, None, "a\\b\"c", "n"));
+    assert!(
+        msg.contains("old_text has characters where the scope has escape sequences for them"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn a_text_that_is_nowhere_says_so_plainly() {
     let msg = rejection(plan_one("a = 1\n", None, "zzz", "x"));
     assert!(
