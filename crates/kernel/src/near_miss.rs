@@ -168,8 +168,9 @@ fn find_ignoring_whitespace(scope: &str, needle: &str) -> Option<(usize, usize)>
         origin.extend((0..c.len_utf8()).map(|k| i + k));
     }
     let at = squeezed.find(&squeezed_needle)?;
-    let last = origin[at + squeezed_needle.len() - 1];
-    let end = last + scope[last..].chars().next().map_or(1, char::len_utf8);
+    // Every byte maps to its own, so the range ends one past the last byte's origin (slicing
+    // the scope there is safe: that byte ends its character).
+    let end = origin[at + squeezed_needle.len() - 1] + 1;
     Some((origin[at], end))
 }
 

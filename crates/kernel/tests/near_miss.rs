@@ -195,6 +195,17 @@ fn a_whitespace_only_difference_quotes_the_scopes_text_exactly() {
 }
 
 #[test]
+fn a_whitespace_only_difference_ending_in_a_multibyte_character_is_quoted_whole() {
+    // It used to slice the scope inside the last character (a panic on the agent's input).
+    let content = "x = 1\nlet  y = \"π\"\nlet  z = π\n";
+    let msg = rejection(plan_one(content, None, "let z = π", "n"));
+    assert!(
+        msg.contains("from the text at line 3: \"let  z = π\"; copy that text exactly"),
+        "{msg}"
+    );
+}
+
+#[test]
 fn escaping_a_tab_leaves_a_backslash_of_the_source_as_it_is() {
     // The source has `\d` (a regex) and `\t` written out; the agent sent a real tab.
     let content = "s = \"\\d\\tx\"\n";
