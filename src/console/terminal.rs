@@ -69,14 +69,18 @@ pub(crate) fn spawn_terminal_input(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()>
     })
 }
 
+/// Forwards the first SIGTERM, SIGINT or SIGHUP to the event loop. The handlers are installed
+/// before this returns (not inside the task), so a signal that arrives before the task first
+/// runs still restores the terminal instead of killing the console with the default disposition.
 pub(crate) fn spawn_signals(tx: mpsc::Sender<AppEvent>) -> JoinHandle<()> {
     use tokio::signal::unix::{SignalKind, signal};
+    let installed = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    );
     tokio::spawn(async move {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = installed else {
             return;
         };
         let name = tokio::select! {

@@ -268,6 +268,9 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
         crate::evidence::write_new_private(path, token.as_bytes())
             .with_context(|| format!("writing the bearer token to {}", path.display()))?;
     }
+    // The handlers are installed before the banner announces the server: a client that reads
+    // the banner and signals at once must get a clean stop, not the default disposition.
+    let stop = StopSignals::install().context("installing the SIGINT/SIGTERM handlers")?;
     let Served { server, waymark } = build_server(&options)?;
     let mut banner = format!(
         "patchdiff mcp: listening on http://{}{}\n",
@@ -283,7 +286,7 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
     let shutdown = tokio_util::sync::CancellationToken::new();
     let trigger = shutdown.clone();
     tokio::spawn(async move {
-        wait_for_stop().await;
+        stop.wait().await;
         trigger.cancel();
     });
     let wire_log = match &options.wire_log {
@@ -299,34 +302,44 @@ pub async fn serve_http(options: McpOptions, http: http::HttpOptions) -> anyhow:
     served.context("serving HTTP")
 }
 
-/// Resolves on SIGINT, SIGTERM or — when stdin is a pipe or socket held by a parent — end of
-/// stdin. A terminal or `/dev/null` stdin is not a stop signal (a server started with
-/// `</dev/null` keeps serving until signalled).
-async fn wait_for_stop() {
-    use tokio::io::AsyncReadExt;
-    use tokio::signal::unix::{SignalKind, signal};
-    let watch_stdin = stdin_is_pipe();
-    let stdin_closed = async move {
-        if !watch_stdin {
-            return std::future::pending::<()>().await;
-        }
-        let mut stdin = tokio::io::stdin();
-        let mut buf = [0u8; 256];
-        while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
-    };
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-                _ = stdin_closed => {}
+/// What stops an HTTP server: SIGINT, SIGTERM or — when stdin is a pipe or socket held by a
+/// parent — end of stdin. A terminal or `/dev/null` stdin is not a stop signal (a server started
+/// with `</dev/null` keeps serving until signalled).
+///
+/// The signal handlers are installed by [`StopSignals::install`], so a signal that arrives any
+/// time after it returns is seen by [`StopSignals::wait`], however late that is first polled.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the SIGINT and SIGTERM handlers now. Errors: the runtime cannot register them.
+    fn install() -> std::io::Result<Self> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    /// Resolves on the first stop: a signal received since [`Self::install`], or end of a
+    /// parent's stdin pipe.
+    async fn wait(mut self) {
+        use tokio::io::AsyncReadExt;
+        let watch_stdin = stdin_is_pipe();
+        let stdin_closed = async move {
+            if !watch_stdin {
+                return std::future::pending::<()>().await;
             }
-        }
-        Err(_) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = stdin_closed => {}
-            }
+            let mut stdin = tokio::io::stdin();
+            let mut buf = [0u8; 256];
+            while matches!(stdin.read(&mut buf).await, Ok(n) if n > 0) {}
+        };
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+            _ = stdin_closed => {}
         }
     }
 }
