@@ -146,7 +146,9 @@ settings! {
         default: Some("15000"),
         accepted: "a number of milliseconds from 1 to 86400000 (24 h), default 15000",
     }
-    /// The store's URL (P1). The PostgreSQL store reads this one key (`database_url`).
+    /// The store's URL (P1): `sqlite:///ABSOLUTE/PATH`, or
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (`postgresql://` too) for PostgreSQL
+    /// (`store::is_postgres_url`). The PostgreSQL store reads this one key (`database_url`).
     DatabaseUrl = "PATCHDIFF_DATABASE_URL" {
         file: Some("database_url"),
         choices: [],
@@ -197,7 +199,8 @@ settings! {
         default: None,
         accepted: "an absolute file path",
     }
-    /// The directory holding `discovery_core.mjs` (unset: this checkout's).
+    /// The directory holding `discovery_core.mjs` (unset: the bundled worker, unpacked in the
+    /// cache).
     WaymarkDir = "PATCHDIFF_WAYMARK_DIR" {
         file: Some("waymark_dir"),
         choices: [],

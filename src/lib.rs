@@ -1,5 +1,6 @@
 //! patchdiff: an observed-edit backend for AI coding agents, plus the operator console that runs
-//! canaries of it. See `ARCHITECTURE.md` for the module map and `SPEC.md` ids cited in docs.
+//! canaries of it. See `ARCHITECTURE.md` for the module map and `docs/requirements.md` for the
+//! requirement ids cited in docs.
 
 pub mod assets;
 pub mod canary;
