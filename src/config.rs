@@ -155,7 +155,7 @@ settings! {
         default: None,
         accepted: "`sqlite://` followed by an absolute path without `?`, `#`, `%` or `..` \
                    components, e.g. sqlite:///var/lib/patchdiff/pd.sqlite (or \
-                   postgres://USER@HOST:PORT/DATABASE for PostgreSQL)",
+                   postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE, postgresql:// too, for PostgreSQL)",
     }
     /// M2–M4: the MCP tool profile.
     McpProfile = "PATCHDIFF_MCP_PROFILE" {
