@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
     /// A tmux server of its own (`socket` plus this test process's pid) with one detached
     /// `w`×`h` session named `console` running `sh`.
-    fn session(socket: &str, w: u16, h: u16) -> Self {
+    pub(crate) fn session(socket: &str, w: u16, h: u16) -> Self {
         let tmux = Tmux {
             socket: format!("{socket}-{}", std::process::id()),
         };
@@ -32,7 +32,7 @@ impl Tmux {
         ]);
         tmux
     }
-    fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -41,16 +41,21 @@ impl Tmux {
             .expect("run tmux");
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
-    fn capture(&self) -> String {
+    pub(crate) fn capture(&self) -> String {
         self.run(&["capture-pane", "-p", "-t", "console"])
     }
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "console"];
         args.extend_from_slice(keys);
         self.run(&args);
     }
     /// Polls the screen until `pred` holds; panics with the screen after `limit`.
-    fn wait_for(&self, what: &str, limit: Duration, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait_for(
+        &self,
+        what: &str,
+        limit: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
         let deadline = Instant::now() + limit;
         loop {
             let screen = self.capture();
@@ -75,7 +80,7 @@ impl Drop for Tmux {
 }
 
 /// (pid, ppid, starttime) of every process.
-fn processes() -> Vec<(u32, u32, u64)> {
+pub(crate) fn processes() -> Vec<(u32, u32, u64)> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
@@ -112,11 +117,11 @@ fn descendants(root: u32) -> Vec<(u32, u64)> {
     found
 }
 
-fn alive(pid: u32, start: u64) -> bool {
+pub(crate) fn alive(pid: u32, start: u64) -> bool {
     processes().iter().any(|&(p, _, s)| p == pid && s == start)
 }
 
-fn have_tmux() -> bool {
+pub(crate) fn have_tmux() -> bool {
     Command::new("tmux")
         .arg("-V")
         .output()
@@ -125,7 +130,7 @@ fn have_tmux() -> bool {
 
 /// Waits for the `stty -a` the shell ran after the console exited and checks raw mode was left:
 /// canonical input, echo, signals and output processing are back on.
-fn assert_cooked(sttyfile: &Path) {
+pub(crate) fn assert_cooked(sttyfile: &Path) {
     let deadline = Instant::now() + Duration::from_secs(5);
     let stty = loop {
         if let Ok(s) = std::fs::read_to_string(sttyfile)
@@ -231,7 +236,7 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
     let _ = Path::new(&runs);
 }
 
-fn alive_pid(pid: u32) -> bool {
+pub(crate) fn alive_pid(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -458,7 +463,7 @@ fn open_console(socket: &str, runs: &Path, w: u16, h: u16) -> Tmux {
 }
 
 /// Types one `:` command line and presses Enter.
-fn command(tmux: &Tmux, line: &str) {
+pub(crate) fn command(tmux: &Tmux, line: &str) {
     tmux.keys(&[":"]);
     // `-l`: the text literally (a `;` or a key name inside it stays text).
     tmux.run(&["send-keys", "-t", "console", "-l", line]);
@@ -476,7 +481,7 @@ fn shown_pid(screen: &str, kind: &str) -> Option<u32> {
 
 /// Closes the overlay on screen, if any, and waits until it is gone (a key sent right after
 /// Escape would arrive as Alt+key).
-fn close_overlay(tmux: &Tmux) {
+pub(crate) fn close_overlay(tmux: &Tmux) {
     if tmux.capture().contains("(Esc closes)") {
         tmux.keys(&["Escape"]);
         tmux.wait_for("the overlay to close", Duration::from_secs(10), |s| {
