@@ -449,8 +449,11 @@ pub async fn evaluate_with(
         return Err(EvaluateError::NoExports(exports.to_path_buf()));
     }
     let results: Vec<Result<TargetVerdict, EvaluateError>> =
-        futures::stream::iter(manifest.fixtures.iter())
-            .map(|fixture| evaluate_target(manifest, fixture, exports, options))
+        // By index: a closure taking `&Fixture` gives a future the compiler cannot prove `Send`
+        // for every lifetime, and the console runs a comparison — whose report verifies and may
+        // re-evaluate member runs — on a task that must be `Send`.
+        futures::stream::iter(0..manifest.fixtures.len())
+            .map(|i| evaluate_target(manifest, &manifest.fixtures[i], exports, options))
             .buffered(options.jobs)
             .collect()
             .await;

@@ -80,6 +80,8 @@ pub struct Canary {
     /// authenticated suite into the run (`suite/`); from then on `manifest` and
     /// `options.manifest` are the run's copy.
     suite_source: Option<PathBuf>,
+    /// Gate 2's `compare` step: where its progress goes, and how the last one ended.
+    pub comparison: steps::compare::CompareState,
 }
 
 pub(crate) use self::names::civil_from_days;
@@ -127,6 +129,7 @@ impl Canary {
             sealed: false,
             provider_endpoints: record::provider_endpoints(&host::provider_env()),
             suite_source: None,
+            comparison: Default::default(),
         })
     }
 
@@ -246,10 +249,10 @@ impl Canary {
         self.transcript.is_some()
     }
 
-    /// Creates the run directory (0700) and opens its transcript before the first step that is
-    /// not a view ([`Command::is_view`]); views write nothing and need none.
+    /// Creates the run directory (0700) and opens its transcript before the first step that
+    /// needs it ([`Command::needs_run_dir`]); views and `compare` write nothing into it.
     fn create_run_dir_for(&mut self, command: &Command) -> Result<(), StepError> {
-        if command.is_view() || self.transcript.is_some() {
+        if !command.needs_run_dir() || self.transcript.is_some() {
             return Ok(());
         }
         let run = RunDir::create(&self.options.runs_root, &self.run.run_id).map_err(|e| {
@@ -314,6 +317,10 @@ impl Canary {
             Command::New => Err(StepError::Refused(
                 "`new` works only in the interactive console (a script is one run)".to_owned(),
             )),
+            Command::Compare { plan } => {
+                let (root, settings) = (&self.options.runs_root, &self.options.settings);
+                steps::compare::run(&mut self.comparison, plan, root, settings).await
+            }
             Command::Runs { action } => self
                 .runs_view(action)
                 .map(|text| format!("{} lines", text.lines().count())),

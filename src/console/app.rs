@@ -321,6 +321,7 @@ impl App {
                 }
             }
             RunnerEvent::Snapshot(s) => self.canary = Some(*s),
+            RunnerEvent::Progress(line) => self.push_status(true, line),
             RunnerEvent::Host(progress) => {
                 // A host that ended keeps the uptime it had then (frozen at exit).
                 if let Some(pid) = progress.pid.filter(|_| !host_running(&progress.state)) {

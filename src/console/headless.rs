@@ -6,7 +6,10 @@
 //! and evaluated); 2 the script or the options were invalid (nothing was run); 3 `infra_abort`:
 //! the run stopped before the agent acted (host could not start, seal refused, the provider
 //! refused its first request, preflight failed) — nothing judged, nothing counts against the
-//! agent; 130 / 143 interrupted by SIGINT / SIGTERM (child processes stopped first).
+//! agent; 130 / 143 interrupted by SIGINT / SIGTERM (child processes stopped first). A script
+//! with a `compare` step exits as `patchdiff compare run` does for it when that is not 0
+//! (1 regressed, 2 refused — gate 2 closed is refused before anything runs —, 3 invalid or
+//! incomplete); its per-run lines are printed as they finish, then the same report.
 
 use std::io::Write;
 use std::path::Path;
@@ -57,6 +60,19 @@ pub async fn run_script_with(
             return EXIT_USAGE;
         }
     };
+    // Gate 2 (C7): a comparison is refused whole, before anything runs, while the gate is closed.
+    if let Some((line, _)) = commands
+        .iter()
+        .find(|(_, c)| matches!(c, Command::Compare { .. }))
+        && let Some(refused) = crate::gate2::cli::gate_refusal(&options.settings)
+    {
+        eprintln!(
+            "patchdiff: {}:{line}: `compare` refused: {}",
+            script.display(),
+            refused.message
+        );
+        return refused.code;
+    }
     let mut canary = match start_canary(options, &commands).await {
         Ok(c) => c,
         Err(e) => {
@@ -64,12 +80,30 @@ pub async fn run_script_with(
             return EXIT_USAGE;
         }
     };
-    // A script of views only (`runs`, `target`) creates no run directory.
+    // A script of views only (`runs`, `target`) creates no run directory; nor does one that
+    // only compares (a comparison has its own directory).
     let views_only = commands.iter().all(|(_, c)| c.is_view());
+    let no_run_dir = commands.iter().all(|(_, c)| !c.needs_run_dir());
+    // A comparison's progress lines, as its member runs finish, under its step.
+    let stream_to_stderr = json;
+    canary.comparison.progress = Some(std::sync::Arc::new(move |line: String| {
+        let line = format!("  {line}\n");
+        let _ = if stream_to_stderr {
+            VisibleWriter::new(std::io::stderr()).write_all(line.as_bytes())
+        } else {
+            VisibleWriter::new(std::io::stdout()).write_all(line.as_bytes())
+        };
+    }));
     let _ = if views_only {
         writeln!(
             progress,
             "patchdiff views · runs under {} · no run directory (the script only views)",
+            canary.options.runs_root.display()
+        )
+    } else if no_run_dir {
+        writeln!(
+            progress,
+            "patchdiff compare · runs under {} · no run directory (the script only compares and views)",
             canary.options.runs_root.display()
         )
     } else {
@@ -87,8 +121,20 @@ pub async fn run_script_with(
     canary.stop(None).await;
     if views_only {
         finish_views(&canary, &commands, json, &mut progress);
+    } else if no_run_dir {
+        finish_compare(&canary, failed, json, &mut progress);
     } else {
         finish(&canary, commands.len(), failed, json, &mut progress);
+    }
+    // A comparison that did not come out unchanged/improved exits as `compare run` would.
+    if let Some(code) = canary
+        .comparison
+        .last
+        .as_ref()
+        .map(|c| c.exit_code)
+        .filter(|c| *c != EXIT_OK)
+    {
+        return code;
     }
     // U5: 0 only when every step succeeded; a failed evaluation is a failed step.
     if canary.build_report().infra_abort.is_some() {
@@ -242,6 +288,17 @@ fn show_step_output(canary: &Canary, command: &Command, ok: bool, progress: &mut
             );
         }
     }
+    // A comparison's report, whatever its verdict (as `compare run` prints it).
+    if let (Command::Compare { .. }, Some(text)) = (
+        command,
+        canary
+            .comparison
+            .last
+            .as_ref()
+            .and_then(|c| c.text.as_ref()),
+    ) {
+        let _ = write!(progress, "{text}");
+    }
     if !ok {
         return;
     }
@@ -299,6 +356,33 @@ fn finish(canary: &Canary, total: usize, failed: bool, json: bool, progress: &mu
             if failed { "FAILED" } else { "DONE" }
         );
     }
+}
+
+/// The end of a script that only compared (and viewed): with `json` the comparison's
+/// `report.json`, else `VERDICT · comparison DIR · no run directory created`.
+fn finish_compare(canary: &Canary, failed: bool, json: bool, progress: &mut Box<dyn Write>) {
+    let last = canary.comparison.last.as_ref();
+    if json {
+        let value = last.and_then(|c| c.json.clone()).unwrap_or_default();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+        return;
+    }
+    let verdict = last
+        .and_then(|c| c.json.as_ref())
+        .and_then(|j| j["verdict"]["kind"].as_str().map(str::to_owned));
+    let _ = writeln!(
+        progress,
+        "{} · comparison {} · no run directory created",
+        match (&verdict, failed) {
+            (Some(v), _) => v.clone(),
+            (None, _) => "FAILED".to_owned(),
+        },
+        last.and_then(|c| c.dir.as_ref())
+            .map_or_else(|| "not run".to_owned(), |d| d.display().to_string())
+    );
 }
 
 /// The end of a session that only viewed: `VIEWED · k/n views ok` (or `FAILED · …`), or with
@@ -444,6 +528,12 @@ fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usi
             Command::Agent { plan } if plan.is_relative() => (
                 line,
                 Command::Agent {
+                    plan: script_dir.join(plan),
+                },
+            ),
+            Command::Compare { plan } if plan.is_relative() => (
+                line,
+                Command::Compare {
                     plan: script_dir.join(plan),
                 },
             ),

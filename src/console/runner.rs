@@ -100,6 +100,8 @@ pub enum RunnerEvent {
     Snapshot(Box<CanarySnapshot>),
     /// The running agent host's progress changed (turns, last tool call; U1).
     Host(Box<HostProgress>),
+    /// A progress line of the running step (`compare`: one per finished member run).
+    Progress(String),
     /// The task stopped every process and ended.
     Stopped,
 }
@@ -129,6 +131,12 @@ pub fn spawn<E: Send + 'static>(
     let (tx, mut rx) = mpsc::channel::<Command>(COMMAND_QUEUE);
     let shutdown = CancellationToken::new();
     let cancelled = shutdown.clone();
+    // A long step's progress lines (`compare`) reach the screen while it runs; a full queue
+    // drops a line rather than block the step.
+    let lines = events.clone();
+    canary.comparison.progress = Some(std::sync::Arc::new(move |line: String| {
+        let _ = lines.try_send(wrap(RunnerEvent::Progress(line)));
+    }));
     let task = tokio::spawn(async move {
         let send = |e: RunnerEvent| {
             let events = events.clone();
@@ -170,6 +178,10 @@ pub fn spawn<E: Send + 'static>(
                 (Command::HostConfig { host, .. }, true) => Some(canary.host_config(*host)),
                 (Command::Target { name }, true) => canary.target_story(name).ok(),
                 (Command::Runs { action }, true) => canary.runs_view(action).ok(),
+                // A comparison's report, whatever its verdict.
+                (Command::Compare { .. }, _) => {
+                    canary.comparison.last.as_ref().and_then(|c| c.text.clone())
+                }
                 _ => None,
             };
             send(RunnerEvent::Finished { outcome, output }).await;

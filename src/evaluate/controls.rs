@@ -47,8 +47,10 @@ pub async fn evaluate_controls(
         return Err(EvaluateError::Jobs(options.jobs));
     }
     let results: Vec<Result<(Controls, ControlSource), EvaluateError>> =
-        futures::stream::iter(manifest.fixtures.iter())
-            .map(|fixture| async move {
+        // By index, so the stream's future is `Send` (see `evaluate_with`).
+        futures::stream::iter(0..manifest.fixtures.len())
+            .map(|i| async move {
+                let fixture = &manifest.fixtures[i];
                 let check_files = manifest.check_files(fixture)?;
                 controls_of(manifest, fixture, &check_files, options).await
             })

@@ -196,20 +196,46 @@ fn short(script: &str) -> String {
         .map_or_else(|| script.to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
+/// Why a comparison was refused or could not finish: the exit code `compare run` gives for it
+/// (2 usage or gate closed, 3 a comparison directory that cannot be written) and one sentence
+/// for the operator saying what to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The process exit code of `compare run` for this refusal.
+    pub code: i32,
+    /// What went wrong and what to do, in plain words.
+    pub message: String,
+}
+
+impl Refusal {
+    fn usage(message: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: message.into(),
+        }
+    }
+}
+
+/// Gate 2's check (C7): `None` when `PATCHDIFF_GATE2=open` is in the environment, else the
+/// refusal (exit 2) saying how to open it. A config file cannot open the gate.
+pub fn gate_refusal(settings: &Settings) -> Option<Refusal> {
+    match settings.gate2() {
+        Ok(g) if g.value == Gate2::Open => None,
+        Ok(_) => Some(Refusal::usage(
+            "gate 2 is closed: set PATCHDIFF_GATE2=open in the environment to run a comparison \
+             (a config file cannot open it); nothing was run",
+        )),
+        Err(e) => Some(Refusal::usage(e.to_string())),
+    }
+}
+
 /// The gate check: `Err(exit code)` with the refusal said on stderr unless gate 2 is open.
 fn require_gate(settings: &Settings) -> Result<(), i32> {
-    match settings.gate2() {
-        Ok(g) if g.value == Gate2::Open => Ok(()),
-        Ok(_) => {
-            eprintln!(
-                "patchdiff compare run: gate 2 is closed (SPEC C7): set PATCHDIFF_GATE2=open in \
-                 the environment to run a comparison (a config file cannot open it); nothing was run"
-            );
-            Err(EXIT_USAGE)
-        }
-        Err(e) => {
-            eprintln!("patchdiff compare run: {e}");
-            Err(EXIT_USAGE)
+    match gate_refusal(settings) {
+        None => Ok(()),
+        Some(r) => {
+            eprintln!("patchdiff compare run: {}", r.message);
+            Err(r.code)
         }
     }
 }
@@ -223,11 +249,121 @@ pub struct RunMode {
     pub extend: bool,
 }
 
+/// A comparison run to its end by [`run_plan`]: its directory and its report (written).
+pub struct Finished {
+    /// The sealed comparison directory, `cmp-<id>/` under the runs root.
+    pub dir: PathBuf,
+    /// The report, as `report.txt`/`report.json` hold it; its verdict carries the exit code.
+    pub report: report::CompareReport,
+}
+
+/// `compare run PLAN` from a plan file, start to end — `patchdiff compare run PLAN` and the
+/// console's `compare PLAN` step both run this. Gate-checked first (nothing runs with the gate
+/// closed); then the plan is sealed into a fresh `cmp-<id>/` under `runs_root`, the opening
+/// recorded, every slot run (member runs are child `patchdiff console --script` processes)
+/// until all are counted, a budget runs out or curtailment settles the decision, and the
+/// report written. `on_line` gets the progress lines as they happen: the comparison directory
+/// first, one `[done/total] …` line per finished run, a stop line. Errors: the refusal with
+/// its exit code (2: gate closed, unreadable or invalid plan, a directory holding another plan;
+/// 3: the comparison directory cannot be written or the report cannot be computed).
+pub async fn run_plan(
+    plan_path: &Path,
+    runs_root: &Path,
+    settings: &Settings,
+    on_line: &mut (dyn FnMut(String) + Send),
+) -> Result<Finished, Refusal> {
+    if let Some(refused) = gate_refusal(settings) {
+        return Err(refused);
+    }
+    let text = std::fs::read_to_string(plan_path)
+        .map_err(|e| Refusal::usage(format!("cannot read {}: {e}", plan_path.display())))?;
+    let plan = Plan::from_toml(&text)
+        .map_err(|e| Refusal::usage(format!("{}: {e}", plan_path.display())))?;
+    let cmp = Comparison::seal(&plan, runs_root, true).map_err(Refusal::usage)?;
+    let opening = Opening::now("all".to_owned());
+    opened(&cmp, &opening, on_line)?;
+    let exe = this_exe()?;
+    run_all(&cmp, &exe, on_line).await?;
+    let report = compute_and_write(&cmp.dir, &[], settings).await?;
+    Ok(Finished {
+        dir: cmp.dir,
+        report,
+    })
+}
+
+/// Says the comparison is open (its directory first) and records the opening.
+fn opened(
+    cmp: &Comparison,
+    opening: &Opening,
+    on_line: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Refusal> {
+    on_line(format!(
+        "{} · plan {} sealed · gate 2 open (env)",
+        cmp.dir.display(),
+        &cmp.digest[..12]
+    ));
+    cmp.record_opening(opening).map_err(|message| Refusal {
+        code: EXIT_INVALID,
+        message,
+    })
+}
+
+fn this_exe() -> Result<PathBuf, Refusal> {
+    std::env::current_exe()
+        .map_err(|e| Refusal::usage(format!("cannot locate this executable: {e}")))
+}
+
+/// Runs every slot without a counted run, one progress line per finished run, and says why it
+/// stopped early (a budget, or curtailment).
+async fn run_all(
+    cmp: &Comparison,
+    exe: &Path,
+    on_line: &mut (dyn FnMut(String) + Send),
+) -> Result<(), Refusal> {
+    let started = std::time::Instant::now();
+    let ran = super::matrix::run_matrix(
+        cmp,
+        exe,
+        |r, done, total| {
+            on_line(format!(
+                "[{done}/{total}] {}",
+                crate::display::visible_inline(&r.line)
+            ));
+        },
+        || stop_check(cmp, started.elapsed()),
+    )
+    .await;
+    match ran {
+        Err(e) => Err(Refusal {
+            code: match e {
+                super::matrix::MatrixError::Usage { .. } => EXIT_USAGE,
+                super::matrix::MatrixError::Io(_) => EXIT_INVALID,
+            },
+            message: e.to_string(),
+        }),
+        Ok((_, Some(Stop::Budget(why)))) => {
+            on_line(format!(
+                "stopped: {why}; continue with `patchdiff compare run {} --resume`",
+                cmp.dir.display()
+            ));
+            Ok(())
+        }
+        Ok((_, Some(Stop::Curtailed))) => {
+            on_line(
+                "curtailed: the decision is settled, whatever the remaining runs would show"
+                    .to_owned(),
+            );
+            Ok(())
+        }
+        Ok((_, None)) => Ok(()),
+    }
+}
+
 /// `patchdiff compare run PLAN|CMP_DIR [--resume] [--extend] [--slot ID]`: gate-checked; seals
 /// the plan into `cmp-<id>/` (its path printed first), records the opening, takes the
 /// extension when asked, runs the matrix (or one slot) until every slot has its counted run, a
 /// budget runs out (INCOMPLETE, recorded) or the decision is settled (curtailment), then writes
-/// and prints the report.
+/// and prints the report. A plain plan file goes through [`run_plan`].
 pub async fn run(
     plan_path: &Path,
     mode: RunMode,
@@ -241,6 +377,16 @@ pub async fn run(
     }
     let resume = mode.resume || mode.extend;
     let say = |e: &str| eprintln!("patchdiff compare run: {e}");
+    let root = runs_dir.unwrap_or_else(|| settings.paths.runs_root());
+    if !plan_path.is_dir() && !resume && slot.is_none() {
+        return match run_plan(plan_path, &root, settings, &mut |l| eprintln!("{l}")).await {
+            Ok(done) => print_report(&done.report, json, false),
+            Err(r) => {
+                say(&r.message);
+                r.code
+            }
+        };
+    }
     let cmp = if plan_path.is_dir() {
         if !resume && slot.is_none() {
             say(&format!(
@@ -259,10 +405,7 @@ pub async fn run(
             }
         };
         match Plan::from_toml(&text) {
-            Ok(plan) => {
-                let root = runs_dir.unwrap_or_else(|| settings.paths.runs_root());
-                Comparison::seal(&plan, &root, !resume && slot.is_none())
-            }
+            Ok(plan) => Comparison::seal(&plan, &root, false),
             Err(e) => Err(e.to_string()),
         }
     };
@@ -294,20 +437,12 @@ pub async fn run(
             return EXIT_USAGE;
         }
     };
-    eprintln!(
-        "{} · plan {} sealed · gate 2 open (env)",
-        cmp.dir.display(),
-        &cmp.digest[..12]
-    );
-    if let Err(e) = cmp.record_opening(&opening) {
-        say(&e);
-        return EXIT_INVALID;
-    }
-    let exe = match std::env::current_exe() {
-        Ok(e) => e,
-        Err(e) => {
-            say(&format!("cannot locate this executable: {e}"));
-            return EXIT_USAGE;
+    let progress = &mut |l: String| eprintln!("{l}");
+    let exe = match opened(&cmp, &opening, progress).and_then(|()| this_exe()) {
+        Ok(exe) => exe,
+        Err(r) => {
+            say(&r.message);
+            return r.code;
         }
     };
     if let Some(slot) = slot {
@@ -326,37 +461,9 @@ pub async fn run(
             }
         };
     }
-    let started = std::time::Instant::now();
-    let ran = super::matrix::run_matrix(
-        &cmp,
-        &exe,
-        |r, done, total| {
-            eprintln!(
-                "[{done}/{total}] {}",
-                crate::display::visible_inline(&r.line)
-            );
-        },
-        || stop_check(&cmp, started.elapsed()),
-    )
-    .await;
-    match ran {
-        Err(e) => {
-            say(&e.to_string());
-            return match e {
-                super::matrix::MatrixError::Usage { .. } => EXIT_USAGE,
-                super::matrix::MatrixError::Io(_) => EXIT_INVALID,
-            };
-        }
-        Ok((_, Some(Stop::Budget(why)))) => {
-            eprintln!(
-                "stopped: {why}; continue with `patchdiff compare run {} --resume`",
-                cmp.dir.display()
-            );
-        }
-        Ok((_, Some(Stop::Curtailed))) => {
-            eprintln!("curtailed: the decision is settled, whatever the remaining runs would show");
-        }
-        Ok((_, None)) => {}
+    if let Err(r) = run_all(&cmp, &exe, progress).await {
+        say(&r.message);
+        return r.code;
     }
     write_and_print(&cmp.dir, &[], json, false, settings).await
 }
@@ -427,24 +534,25 @@ fn verify_options(settings: &Settings) -> crate::verify::VerifyOptions {
     }
 }
 
-async fn write_and_print(
+/// Recomputes the comparison's report from its sealed runs and writes its files.
+async fn compute_and_write(
     dir: &Path,
     extra: &[PathBuf],
-    json: bool,
-    markdown: bool,
     settings: &Settings,
-) -> i32 {
-    let computed = match report::compute(dir, extra, &verify_options(settings)).await {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("patchdiff compare report: {e}");
-            return EXIT_INVALID;
-        }
+) -> Result<report::CompareReport, Refusal> {
+    let invalid = |message| Refusal {
+        code: EXIT_INVALID,
+        message,
     };
-    if let Err(e) = report::write(dir, &computed) {
-        eprintln!("patchdiff compare report: {e}");
-        return EXIT_INVALID;
-    }
+    let computed = report::compute(dir, extra, &verify_options(settings))
+        .await
+        .map_err(invalid)?;
+    report::write(dir, &computed).map_err(invalid)?;
+    Ok(computed)
+}
+
+/// Prints the report on stdout (JSON, Markdown or the text) and returns its verdict's exit code.
+fn print_report(computed: &report::CompareReport, json: bool, markdown: bool) -> i32 {
     if json {
         println!(
             "{}",
@@ -456,6 +564,22 @@ async fn write_and_print(
         print!("{}", crate::display::visible(&computed.to_text()));
     }
     computed.verdict.exit_code
+}
+
+async fn write_and_print(
+    dir: &Path,
+    extra: &[PathBuf],
+    json: bool,
+    markdown: bool,
+    settings: &Settings,
+) -> i32 {
+    match compute_and_write(dir, extra, settings).await {
+        Ok(computed) => print_report(&computed, json, markdown),
+        Err(r) => {
+            eprintln!("patchdiff compare report: {}", r.message);
+            r.code
+        }
+    }
 }
 
 /// `patchdiff compare report CMP_DIR [RUNS…]`: recompute from the sealed runs and write the

@@ -29,7 +29,7 @@ use serde_json::Value;
 /// sessions. So they take turns.
 static ONE_COMPARISON_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_COMPARISON_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -39,7 +39,7 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn claude() -> PathBuf {
+pub(crate) fn claude() -> PathBuf {
     if let Some(p) = std::env::var_os("PATCHDIFF_CLAUDE_BINARY") {
         return PathBuf::from(p);
     }
@@ -52,14 +52,14 @@ fn claude() -> PathBuf {
 }
 
 /// `scripted-model` on a free loopback port, killed on drop.
-struct Model {
+pub(crate) struct Model {
     child: Child,
     url: String,
     requests: PathBuf,
 }
 
 impl Model {
-    fn start(dir: &Path, options: &[&str]) -> Self {
+    pub(crate) fn start(dir: &Path, options: &[&str]) -> Self {
         let requests = dir.join("model-requests.jsonl");
         let mut child = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
             .args(options)
@@ -106,7 +106,7 @@ impl Drop for Model {
 
 /// A `patchdiff` command with the test's state directory, the model's address, the pinned
 /// CLI, gate 2 as given (`None`: unset, the default).
-fn patchdiff(dir: &Path, model: Option<&Model>, gate2: Option<&str>) -> Command {
+pub(crate) fn patchdiff(dir: &Path, model: Option<&Model>, gate2: Option<&str>) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_patchdiff"));
     cmd.env("PATCHDIFF_STATE_DIR", dir.join("state"))
         .env("PATCHDIFF_DATA_DIR", dir.join("data"))
@@ -124,7 +124,7 @@ fn patchdiff(dir: &Path, model: Option<&Model>, gate2: Option<&str>) -> Command 
     cmd
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
         out.status.code(),
@@ -134,7 +134,7 @@ fn text(out: &Output) -> String {
 }
 
 /// A canary script in `dir` for the real Claude Code CLI recording `model`.
-fn claude_script(dir: &Path, name: &str, model: &str) -> PathBuf {
+pub(crate) fn claude_script(dir: &Path, name: &str, model: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(
         &path,
@@ -148,7 +148,7 @@ fn claude_script(dir: &Path, name: &str, model: &str) -> PathBuf {
 }
 
 /// `compare plan` with `args`, writing `dir/NAME`; asserts it succeeded.
-fn plan(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+pub(crate) fn plan(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     let out_path = dir.join(name);
     let out = patchdiff(dir, None, None)
         .args(["compare", "plan"])
@@ -162,7 +162,7 @@ fn plan(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
 }
 
 /// The one comparison directory under `runs`.
-fn comparison_dir(runs: &Path) -> PathBuf {
+pub(crate) fn comparison_dir(runs: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -173,7 +173,7 @@ fn comparison_dir(runs: &Path) -> PathBuf {
 }
 
 /// The head of every member run's `report.txt` under `runs`, for a failure message.
-fn member_reports(runs: &Path) -> String {
+pub(crate) fn member_reports(runs: &Path) -> String {
     let mut out = String::new();
     for cmp in std::fs::read_dir(runs).into_iter().flatten().flatten() {
         for slot in std::fs::read_dir(cmp.path().join("runs"))
@@ -196,7 +196,7 @@ fn member_reports(runs: &Path) -> String {
     out
 }
 
-fn report_json(cmp: &Path) -> Value {
+pub(crate) fn report_json(cmp: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(cmp.join("report.json")).unwrap()).unwrap()
 }
 

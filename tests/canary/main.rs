@@ -8,6 +8,7 @@ mod agent_host;
 mod compare_docs;
 mod compare_power;
 mod compare_runs;
+mod compare_step;
 mod e2e;
 mod evaluate_controls;
 mod evaluate_judging;

@@ -7,3 +7,4 @@ mod cli;
 mod render;
 mod story;
 mod tmux;
+mod tmux_host;

@@ -1483,10 +1483,12 @@ fn processes_lists_every_process_of_the_hosts_tree_with_real_pids_and_parents() 
         state: "running".into(),
         ..HostProgress::default()
     })));
+    // Until both children have exec'd `sleep` (a child sampled between its fork and its exec is
+    // still named `sh`).
     sample_until(&mut app, |a| {
         a.process_rows()
             .iter()
-            .filter(|r| r.parent == Some(host_pid))
+            .filter(|r| r.parent == Some(host_pid) && r.label == "sleep")
             .count()
             == 2
     });

@@ -132,6 +132,10 @@ pub(super) enum Cli {
         database: Option<PathBuf>,
     },
     New,
+    Compare {
+        #[arg(value_name = "PLAN.toml", value_hint = clap::ValueHint::FilePath)]
+        plan: PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -191,6 +195,7 @@ impl Cli {
             },
             Self::Attach { events, database } => Command::Attach { events, database },
             Self::New => Command::New,
+            Self::Compare { plan } => Command::Compare { plan },
         })
     }
 }

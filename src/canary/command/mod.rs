@@ -109,6 +109,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         help: "past runs: list (date, model, verdicts), open one read-only, compare two",
     },
     CommandSpec {
+        name: "compare",
+        key: None,
+        help: "gate 2: run a comparison plan (PATCHDIFF_GATE2=open), a line per finished run, then its report",
+    },
+    CommandSpec {
         name: "attach",
         key: None,
         help: "interactive console: watch an observed process an agent host started (its perf events and store)",
@@ -145,11 +150,33 @@ mod tests {
                 "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
                 "target" => "target chess".to_owned(),
                 "suite" => "suite my-suite".to_owned(),
+                "compare" => "compare plan.toml".to_owned(),
                 other => other.to_owned(),
             };
             let cmd = Command::parse(&line).unwrap();
             assert_eq!(cmd.name(), spec.name);
         }
+    }
+
+    #[test]
+    fn compare_takes_one_plan_path_and_its_usage_names_it() {
+        assert_eq!(
+            Command::parse("compare 'my plans/aa.toml'").unwrap(),
+            Command::Compare {
+                plan: "my plans/aa.toml".into()
+            }
+        );
+        assert_eq!(usage("compare"), "compare PLAN.toml");
+        for bad in ["compare", "compare a.toml b.toml"] {
+            assert_eq!(
+                Command::parse(bad).unwrap_err(),
+                "usage: compare PLAN.toml",
+                "{bad}"
+            );
+        }
+        let compare = Command::parse("compare a.toml").unwrap();
+        assert!(!compare.is_view() && !compare.needs_run_dir());
+        assert!(Command::parse("init").unwrap().needs_run_dir());
     }
 
     #[test]

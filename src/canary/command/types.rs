@@ -83,6 +83,10 @@ pub enum Command {
     /// Interactive console only: start the next run in this console once the current one is
     /// sealed.
     New,
+    /// Gate 2 (C7): run a pre-registered comparison plan (`compare plan`'s `plan.toml`) as
+    /// `patchdiff compare run PLAN` does; refused while the gate is closed. In a script a
+    /// relative path is relative to the script.
+    Compare { plan: PathBuf },
 }
 
 /// What `runs` does.
@@ -120,6 +124,7 @@ impl Command {
             Self::Runs { .. } => "runs",
             Self::Attach { .. } => "attach",
             Self::New => "new",
+            Self::Compare { .. } => "compare",
         }
     }
 
@@ -127,6 +132,12 @@ impl Command {
     /// not a step of its report, and needs no run directory.
     pub fn is_view(&self) -> bool {
         matches!(self, Self::Target { .. } | Self::Runs { .. })
+    }
+
+    /// Whether the step needs this run's directory: every step but the views and `compare`
+    /// (which writes into its own `cmp-<id>/` beside the runs, never into this run).
+    pub fn needs_run_dir(&self) -> bool {
+        !self.is_view() && !matches!(self, Self::Compare { .. })
     }
 
     /// Whether the command may follow `report` on the same run — the views, which

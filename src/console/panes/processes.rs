@@ -373,8 +373,14 @@ fn uptime(view: &View, pid: Option<u32>, started_ms: f64) -> String {
     }
 }
 
-/// The agent host's row (A1, U1): pid, uptime, turns, tool calls, the last tool and its state.
-fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &Theme) -> Line<'a> {
+/// The agent host's row (A1, U1): pid, uptime, parent and state first (a narrow pane cuts the
+/// row's end, never these), then turns, tool calls and the last tool.
+fn host_line<'a>(
+    view: &View,
+    h: &crate::canary::host::HostProgress,
+    parent: Option<u32>,
+    theme: &Theme,
+) -> Line<'a> {
     let running = crate::console::procs::host_running(&h.state);
     let (level, word) = if running {
         view.procs.word(h.pid.map(u64::from))
@@ -387,16 +393,20 @@ fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &The
     Line::from(vec![
         Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
         Span::raw(format!(
-            "{:<9} pid {:<7} {}  {} turns · {calls} calls · last {}  ",
+            "{:<9} pid {:<7} {}{}  ",
             h.host,
             h.pid.map_or("?".into(), |p| p.to_string()),
             uptime(view, h.pid, h.started_ms),
+            parent.map_or(String::new(), |p| format!("  parent {p}")),
+        )),
+        Span::styled(word, theme.level(level)),
+        Span::raw(format!(
+            "  {} turns · {calls} calls · last {}",
             h.turns,
             h.last_tool
                 .as_deref()
                 .map_or("-", |t| t.strip_prefix("patchdiff_").unwrap_or(t)),
         )),
-        Span::styled(word, theme.level(level)),
     ])
 }
 
@@ -404,9 +414,9 @@ fn host_line<'a>(view: &View, h: &crate::canary::host::HostProgress, theme: &The
 fn row_line<'a>(view: &View<'a>, row: &ProcessRow, theme: &Theme) -> Line<'a> {
     match row.kind {
         RowKind::Mcp => mcp_process_line(view, &row.label, theme),
-        RowKind::Worker => worker_process_line(view, theme),
+        RowKind::Worker => worker_process_line(view, row.parent, theme),
         RowKind::Host => match view.canary.and_then(|c| c.host.as_ref()) {
-            Some(h) => host_line(view, h, theme),
+            Some(h) => host_line(view, h, row.parent, theme),
             None => found_line(view, row, theme),
         },
         RowKind::Found => found_line(view, row, theme),
@@ -487,8 +497,9 @@ fn mcp_process_line<'a>(view: &View, kind: &str, theme: &Theme) -> Line<'a> {
 }
 
 /// The worker's row: generation, pid, state and mode. A worker that has not started is shown
-/// like a process not running, not as "ok"; an expected retirement is not a failure.
-fn worker_process_line<'a>(view: &View, theme: &Theme) -> Line<'a> {
+/// like a process not running, not as "ok"; an expected retirement is not a failure. Its parent
+/// (the MCP process that owns it) is shown once the process table has been read.
+fn worker_process_line<'a>(view: &View, parent: Option<u32>, theme: &Theme) -> Line<'a> {
     let w = &view.monitor.worker;
     let (level, word) = match &w.state {
         WorkerState::None => {
@@ -522,5 +533,6 @@ fn worker_process_line<'a>(view: &View, theme: &Theme) -> Line<'a> {
         )),
         Span::styled(word, theme.level(level)),
         Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
+        Span::raw(parent.map_or(String::new(), |p| format!("  parent {p}"))),
     ])
 }
