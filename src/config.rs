@@ -306,6 +306,20 @@ settings! {
         default: Some("codex"),
         accepted: "an executable path, or a name looked up on PATH",
     }
+    /// A1: the Gemini CLI (`gemini`, whose script needs `node` on PATH).
+    GeminiBinary = "PATCHDIFF_GEMINI_BINARY" {
+        file: None,
+        choices: [],
+        default: Some("gemini"),
+        accepted: "an executable path, or a name looked up on PATH",
+    }
+    /// A1: the opencode CLI.
+    OpencodeBinary = "PATCHDIFF_OPENCODE_BINARY" {
+        file: None,
+        choices: [],
+        default: Some("opencode"),
+        accepted: "an executable path, or a name looked up on PATH",
+    }
     /// A1: the Cursor agent CLI.
     CursorBinary = "PATCHDIFF_CURSOR_BINARY" {
         file: None,

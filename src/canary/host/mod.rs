@@ -13,22 +13,29 @@ pub mod claude;
 pub mod codex;
 mod common;
 pub mod cursor;
+pub mod gemini;
+pub mod opencode;
 
 pub use claude::{claude_mcp_config, claude_settings};
 pub use codex::{codex_config, codex_server_config};
 pub use common::*;
 pub use cursor::cursor_mcp_config;
+pub use gemini::gemini_settings;
+pub use opencode::opencode_config;
 
 use serde_json::Value;
 
 use crate::canary::names::Host;
 
 /// The command line of a headless sealed host run (A1, A2): each host's own
-/// ([`claude::args`], [`codex::args`]). `prompt` is the agent brief.
+/// ([`claude::args`], [`codex::args`], [`gemini::args`], [`opencode::args`]). `prompt` is the
+/// agent brief.
 pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> {
     match run.host {
         Host::Claude => claude::args(run, paths, prompt),
         Host::Codex | Host::Cursor => codex::args(run, paths, prompt),
+        Host::Gemini => gemini::args(run, paths, prompt),
+        Host::Opencode => opencode::args(run, paths, prompt),
     }
 }
 
@@ -42,6 +49,8 @@ impl StreamState {
         match self.host {
             Some(Host::Claude) => self.observe_claude(&event),
             Some(Host::Codex) | Some(Host::Cursor) => self.observe_codex(&event),
+            Some(Host::Gemini) => self.observe_gemini(&event),
+            Some(Host::Opencode) => self.observe_opencode(&event),
             None => {}
         }
     }
@@ -49,7 +58,8 @@ impl StreamState {
 
 /// One-line summary of a host stream line for the evidence viewer, `None` when `event` is not
 /// one (Claude Code: `system`, `assistant`, `user`, `result`; Codex: `thread.*`, `turn.*`,
-/// `item.*`).
+/// `item.*`; Gemini CLI: `init`, `message`, `tool_use`, `tool_result`, `result`; opencode:
+/// `step_start`, `step_finish`, `text`, `tool_use`).
 pub fn stream_line_summary(event: &Value) -> Option<String> {
     // `agent.<host>.jsonl` keeps each line as `{ts_ms, seq, raw, prev_sha256}`.
     if event.get("type").is_none()
@@ -64,6 +74,37 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         "system" => claude::system_summary(event),
         "assistant" => format!("model {}", claude::blocks_summary(&event["message"])),
         "user" => format!("host {}", claude::blocks_summary(&event["message"])),
+        "init" => format!(
+            "host init · model {}",
+            event["model"].as_str().unwrap_or("?")
+        ),
+        "message" => format!(
+            "{} text",
+            if event["role"] == "assistant" {
+                "model"
+            } else {
+                "host"
+            }
+        ),
+        // Gemini CLI names the tool at the top level, opencode in its `part`.
+        "tool_use" => format!(
+            "model → {}",
+            event["tool_name"]
+                .as_str()
+                .or(event["part"]["tool"].as_str())
+                .unwrap_or("?")
+        ),
+        "tool_result" => format!("host ← {}", event["status"].as_str().unwrap_or("?")),
+        "step_start" | "text" | "reasoning" => kind.to_owned(),
+        "step_finish" => format!(
+            "step_finish {}",
+            event["part"]["reason"].as_str().unwrap_or("?")
+        ),
+        "result" if event.get("stats").is_some() => format!(
+            "result {} · {} ms",
+            event["status"].as_str().unwrap_or("?"),
+            event["stats"]["duration_ms"]
+        ),
         "result" => format!(
             "result {} · {} turns · {} ms{}",
             event["subtype"].as_str().unwrap_or("?"),
