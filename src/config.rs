@@ -277,6 +277,16 @@ settings! {
         default: None,
         accepted: "an absolute file path that does not exist",
     }
+    /// A3: what a successful tool result's text block carries. `summary` (the default): a
+    /// one-line summary of its ids, the content travelling once in `structuredContent`;
+    /// `json`: the result's JSON, with no `structuredContent` (still once), for hosts that hand
+    /// the model only the text blocks (Gemini CLI 0.61.0; its configuration sets this).
+    McpResultText = "PATCHDIFF_MCP_RESULT_TEXT" {
+        file: None,
+        choices: ["summary", "json"],
+        default: Some("summary"),
+        accepted: "`summary` (the default) or `json`",
+    }
     /// A3: the admission gate file the console sets for an agent host's observed process.
     AgentGate = "PATCHDIFF_AGENT_GATE" {
         file: None,

@@ -10,16 +10,25 @@
 //! built-in tool unregistered (shell, file, web, memory, sub-agents, skills) and denies every
 //! tool not named there by policy; measured, the model is offered exactly the six. The stream
 //! reader checks every `tool_use` against the six and refuses the host at the first other one.
+//!
+//! Gemini CLI hands the model only the text blocks of an MCP result and drops its
+//! `structuredContent` (measured: the model saw `revision 0, sha256 …; the result is the
+//! structured content` and no content), so its server runs with `PATCHDIFF_MCP_RESULT_TEXT=json`:
+//! a result's JSON is its text block.
 
 use serde_json::Value;
 
 use super::common::{HostPaths, HostRun, SealReport, StreamState, mcp_servers_json, templates};
 use crate::canary::names::{Host, SERVER_NAME};
+use crate::config::Key;
 
 /// Gemini CLI's `settings.json` (`config/hosts/gemini.settings.json`) for the observed process
 /// started as `exe mcp` with `env`; with `max_turns`, `model.maxSessionTurns` too.
 pub fn gemini_settings(exe: &str, env: &[(String, String)], max_turns: Option<u32>) -> Value {
-    let mut settings = mcp_servers_json(templates::GEMINI_SETTINGS, exe, env);
+    // Gemini CLI hands the model only a result's text blocks, never its structured content.
+    let mut env = env.to_vec();
+    env.push((Key::McpResultText.variable().to_owned(), "json".to_owned()));
+    let mut settings = mcp_servers_json(templates::GEMINI_SETTINGS, exe, &env);
     if let Some(n) = max_turns {
         settings["model"] = serde_json::json!({ "maxSessionTurns": n });
     }

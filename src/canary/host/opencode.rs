@@ -11,6 +11,10 @@
 //! todowrite) from what the model is offered; measured, the model is offered exactly the six.
 //! The stream reader checks every `tool_use` against the six and refuses the host at the first
 //! other one.
+//!
+//! opencode hands the model only the text blocks of an MCP result (measured: `part.state.output`
+//! was our one-line summary, the structured content gone), so its server runs with
+//! `PATCHDIFF_MCP_RESULT_TEXT=json`: a result's JSON is its text block.
 
 use serde_json::Value;
 
@@ -18,6 +22,7 @@ use super::common::{
     HostPaths, HostRun, SealReport, StreamState, sum_fields, template_json, templates,
 };
 use crate::canary::names::{Host, SERVER_NAME};
+use crate::config::Key;
 
 /// opencode's `opencode.json` (`config/hosts/opencode.json`) for the observed process started
 /// as `exe mcp` with `env`.
@@ -25,11 +30,13 @@ pub fn opencode_config(exe: &str, env: &[(String, String)]) -> Value {
     let mut config = template_json(templates::OPENCODE_CONFIG);
     let server = &mut config["mcp"][SERVER_NAME];
     server["command"] = serde_json::json!([exe, "mcp"]);
-    server["environment"] = Value::Object(
-        env.iter()
-            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-            .collect(),
-    );
+    let mut environment: serde_json::Map<String, Value> = env
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    // opencode hands the model only a result's text blocks, never its structured content.
+    environment.insert(Key::McpResultText.variable().to_owned(), "json".into());
+    server["environment"] = Value::Object(environment);
     config
 }
 
