@@ -178,7 +178,7 @@ fn opencode_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         &output,
         &model,
         "opencode",
-        "patchdiff_patchdiff_",
+        "patchdiff_",
     );
     assert!(
         host["version"].as_str().unwrap().contains("1.18.33"),
