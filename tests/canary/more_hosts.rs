@@ -173,13 +173,7 @@ fn opencode_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
             ("ANTHROPIC_API_KEY", SECRET.to_owned()),
         ],
     );
-    let host = assert_sealed_pass(
-        runs.path(),
-        &output,
-        &model,
-        "opencode",
-        "patchdiff_",
-    );
+    let host = assert_sealed_pass(runs.path(), &output, &model, "opencode", "patchdiff_");
     assert!(
         host["version"].as_str().unwrap().contains("1.18.33"),
         "{host}"
