@@ -310,11 +310,14 @@ mod tests {
     #[test]
     fn argument_choices_come_from_possible_values_and_subcommands() {
         assert_eq!(argument_choices("launch"), ["full", "observed"]);
-        assert_eq!(argument_choices("agent"), ["claude", "codex"]);
+        assert_eq!(
+            argument_choices("agent"),
+            ["claude", "codex", "gemini", "opencode"]
+        );
         assert_eq!(argument_choices("wait"), ["ready", "saved"]);
         assert_eq!(
             argument_choices("host-config"),
-            ["claude", "codex", "cursor"]
+            ["claude", "codex", "gemini", "opencode", "cursor"]
         );
         assert_eq!(argument_choices("runs"), ["open", "compare"]);
         assert!(argument_choices("attach").is_empty());
