@@ -81,6 +81,9 @@ impl SettingSpec {
 
 /// Declares every setting once: `Key` and [`SETTINGS`] come from the same rows, in the same
 /// order (so `SETTINGS[key as usize].key == key`).
+/// What an agent host CLI's setting accepts (A1).
+const HOST_BINARY_ACCEPTED: &str = "an executable path, or a name looked up on PATH";
+
 macro_rules! settings {
     ($(
         $(#[$doc:meta])*
@@ -280,6 +283,12 @@ settings! {
         default: None,
         accepted: "an absolute file path that does not exist",
     }
+    /// A3: a successful tool result's text block: `summary` of its ids (content in
+    /// `structuredContent`), or its `json` and no `structuredContent` (hosts that read only text).
+    McpResultText = "PATCHDIFF_MCP_RESULT_TEXT" {
+        file: None, choices: ["summary", "json"], default: Some("summary"),
+        accepted: "`summary` (the default) or `json`",
+    }
     /// A3: the admission gate file the console sets for an agent host's observed process.
     AgentGate = "PATCHDIFF_AGENT_GATE" {
         file: None,
@@ -297,24 +306,23 @@ settings! {
     }
     /// A1: the Claude Code CLI.
     ClaudeBinary = "PATCHDIFF_CLAUDE_BINARY" {
-        file: None,
-        choices: [],
-        default: Some("claude"),
-        accepted: "an executable path, or a name looked up on PATH",
+        file: None, choices: [], default: Some("claude"), accepted: HOST_BINARY_ACCEPTED,
     }
     /// A1: the Codex CLI.
     CodexBinary = "PATCHDIFF_CODEX_BINARY" {
-        file: None,
-        choices: [],
-        default: Some("codex"),
-        accepted: "an executable path, or a name looked up on PATH",
+        file: None, choices: [], default: Some("codex"), accepted: HOST_BINARY_ACCEPTED,
+    }
+    /// A1: the Gemini CLI (`gemini`, whose script needs `node` on PATH).
+    GeminiBinary = "PATCHDIFF_GEMINI_BINARY" {
+        file: None, choices: [], default: Some("gemini"), accepted: HOST_BINARY_ACCEPTED,
+    }
+    /// A1: the opencode CLI.
+    OpencodeBinary = "PATCHDIFF_OPENCODE_BINARY" {
+        file: None, choices: [], default: Some("opencode"), accepted: HOST_BINARY_ACCEPTED,
     }
     /// A1: the Cursor agent CLI.
     CursorBinary = "PATCHDIFF_CURSOR_BINARY" {
-        file: None,
-        choices: [],
-        default: Some("cursor-agent"),
-        accepted: "an executable path, or a name looked up on PATH",
+        file: None, choices: [], default: Some("cursor-agent"), accepted: HOST_BINARY_ACCEPTED,
     }
     /// The diagnostics filter (`tracing` env-filter syntax).
     Log = "PATCHDIFF_LOG" {

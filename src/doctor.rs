@@ -152,6 +152,8 @@ pub async fn diagnose(settings: &Settings) -> Report {
     for host in [
         crate::canary::command::Host::Claude,
         crate::canary::command::Host::Codex,
+        crate::canary::command::Host::Gemini,
+        crate::canary::command::Host::Opencode,
     ] {
         checks.push(check_host(host, settings).await);
     }
@@ -453,6 +455,8 @@ async fn check_host(host: crate::canary::command::Host, settings: &Settings) -> 
     let name: &'static str = match name {
         "claude" => "claude",
         "codex" => "codex",
+        "gemini" => "gemini",
+        "opencode" => "opencode",
         _ => "host",
     };
     match crate::canary::host::resolve_binary(host, settings) {

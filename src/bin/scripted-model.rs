@@ -1,6 +1,7 @@
 //! scripted-model: a model server on loopback that speaks the Anthropic Messages API (streaming
-//! SSE and plain JSON) and the OpenAI Responses API (streaming SSE) and plays a canary plan as
-//! tool calls, so a real agent host CLI (Claude Code, Codex) can run a canary with no network
+//! SSE and plain JSON), the OpenAI Responses API (streaming SSE) and the Gemini API
+//! (`streamGenerateContent`, `generateContent`) and plays a canary plan as tool calls, so a real
+//! agent host CLI (Claude Code, Codex, Gemini CLI, opencode) can run a canary with no network
 //! and no model (SPEC A1: real hosts tested offline).
 //!
 //! The operator's rehearsal tool: rehearse a canary with a real host CLI and
@@ -35,7 +36,7 @@
 //! the index of the next plan step; `${step.field}` references in that step's arguments are
 //! filled from the `tool_result` blocks in the history (the leading JSON value of each result's
 //! text: a host may append its own reminders after it). Tool names are matched against the
-//! request's `tools` by suffix (`mcp__<server>__<tool>`). After the last step the model ends its
+//! request's `tools` by suffix (`mcp__<server>__<tool>`, `mcp_<server>_<tool>`, `<server>_<tool>`). After the last step the model ends its
 //! turn with a short text (`finish`), or never answers again (`stall`: a model that never saves,
 //! for timeout tests); `--stall-after-saves N` stalls as soon as the conversation holds the
 //! results of N `patchdiff_save` calls (partial work for a host timeout). `--fail-status CODE`
@@ -63,6 +64,8 @@ use serde_json::{Value, json};
 
 use patchdiff::canary::plan::{PlanStep, load_plan, substitute};
 
+#[path = "scripted-model/gemini.rs"]
+mod gemini;
 #[path = "scripted-model/mixture.rs"]
 mod mixture;
 #[path = "scripted-model/wire.rs"]
@@ -92,8 +95,8 @@ enum AfterPlan {
       scripted-model --plan demo.plan.jsonl --stall-after-saves 2      # saves two targets, then hangs\n  \
       scripted-model --plan demo.plan.jsonl --fail-status 529          # overloaded at the first request\n  \
       scripted-model --plan demo.plan.jsonl --fail-status 500 --fail-from 4 --fail-count 1\n\n\
-      Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code), OPENAI_BASE_URL=http://ADDR/v1 (Codex;\n\
-      the /v1 matters).\n\n\
+      Point the host at it: ANTHROPIC_BASE_URL=http://ADDR (Claude Code, opencode), OPENAI_BASE_URL=http://ADDR/v1\n\
+      (Codex; the /v1 matters), GOOGLE_GEMINI_BASE_URL=http://ADDR (Gemini CLI).\n\n\
       Rehearse the Claude canary (the recipe stops what it starts):\n  \
       scripted-model --plan assets/canary/demo.plan.jsonl > model.url & model=$!\n  \
       trap 'kill $model' EXIT; until [ -s model.url ]; do sleep 0.1; done\n  \
@@ -267,6 +270,7 @@ async fn main() {
         .route("/v1/messages", post(messages))
         .route("/v1/messages/count_tokens", post(count_tokens))
         .route("/v1/responses", post(responses))
+        .route("/v1beta/models/{action}", post(gemini::gemini))
         .fallback(not_found)
         .with_state(model);
     let listener = tokio::net::TcpListener::bind(&listen)
@@ -667,10 +671,14 @@ fn next_turn(
         Ok(v) => v,
         Err(e) => return Turn::Text(format!("I cannot continue: step `{}`: {e}", step.step)),
     };
+    // Hosts prefix the server's name their own way: `mcp__patchdiff__` (Claude Code),
+    // `mcp_patchdiff_` (Gemini CLI), `patchdiff_` (opencode), none (Codex, in a namespace).
     let suffix = format!("__{}", step.tool);
+    let single = format!("_{}", step.tool);
     let name = offered
         .iter()
         .find(|n| n.ends_with(&suffix) || **n == step.tool)
+        .or_else(|| offered.iter().find(|n| n.ends_with(&single)))
         .cloned()
         .unwrap_or_else(|| format!("mcp__patchdiff{suffix}"));
     Turn::ToolUse {

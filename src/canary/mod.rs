@@ -343,7 +343,7 @@ impl Canary {
                     };
                     Ok(format!(
                         "agent-host configuration for the observed process ({}) · agent brief {}{written}",
-                        host.map_or("claude, codex, cursor", |h| h.as_str()),
+                        host.map_or("claude, codex, gemini, opencode, cursor", |h| h.as_str()),
                         brief.display()
                     ))
                 })
@@ -499,7 +499,7 @@ impl Canary {
         result
     }
 
-    /// The `agent claude|codex` step (A1–A4, [`steps::agent_host`]); records the host record
+    /// The `agent claude|codex|gemini|opencode` step (A1–A4, [`steps::agent_host`]); records the host record
     /// and how the agent stopped.
     async fn agent_host(
         &mut self,

@@ -31,11 +31,14 @@ impl ProcessKind {
     }
 }
 
-/// The agent hosts: `host-config` prints their configuration, `agent claude|codex` runs one.
+/// The agent hosts: `host-config` prints their configuration, `agent
+/// claude|codex|gemini|opencode` runs one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Host {
     Claude,
     Codex,
+    Gemini,
+    Opencode,
     Cursor,
 }
 
@@ -45,6 +48,8 @@ impl Host {
         match self {
             Self::Claude => "claude",
             Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Opencode => "opencode",
             Self::Cursor => "cursor",
         }
     }
@@ -70,6 +75,8 @@ impl Host {
         match self {
             Self::Claude => Key::ClaudeBinary,
             Self::Codex => Key::CodexBinary,
+            Self::Gemini => Key::GeminiBinary,
+            Self::Opencode => Key::OpencodeBinary,
             Self::Cursor => Key::CursorBinary,
         }
     }
@@ -84,6 +91,8 @@ impl Host {
         match self {
             Self::Claude => "claude",
             Self::Codex => "codex",
+            Self::Gemini => "gemini",
+            Self::Opencode => "opencode",
             Self::Cursor => "cursor-agent",
         }
     }
@@ -93,16 +102,22 @@ impl Host {
         match self {
             Self::Claude => "npm install -g @anthropic-ai/claude-code",
             Self::Codex => "npm install -g @openai/codex",
+            Self::Gemini => "npm install -g @google/gemini-cli",
+            Self::Opencode => "npm install -g opencode-ai",
             Self::Cursor => "Cursor's agent CLI",
         }
     }
 
-    /// The six observed tools as this host names them to the model.
+    /// The six observed tools as this host names them to the model: Claude Code
+    /// `mcp__patchdiff__<tool>`, Gemini CLI `mcp_patchdiff_<tool>`, opencode
+    /// `patchdiff_<tool>`, Codex and Cursor the tool's own name.
     pub fn sealed_tool_names(self) -> Vec<String> {
         OBSERVED_TOOLS
             .iter()
             .map(|t| match self {
                 Self::Claude => format!("mcp__{SERVER_NAME}__{t}"),
+                Self::Gemini => format!("mcp_{SERVER_NAME}_{t}"),
+                Self::Opencode => format!("{SERVER_NAME}_{t}"),
                 Self::Codex | Self::Cursor => (*t).to_owned(),
             })
             .collect()

@@ -31,7 +31,7 @@ pub(crate) enum CompareCmd {
 
 #[derive(clap::Args)]
 pub(crate) struct PlanArgs {
-    /// The baseline arm's canary script (a file, or a bundled name: demo, wrong, claude, codex).
+    /// The baseline arm's canary script (a file, or a bundled name: demo, wrong, claude, codex, gemini, opencode).
     #[arg(long, value_name = "A.canary")]
     baseline: String,
     /// The candidate arm's canary script (with --aa: ignored, the candidate is the baseline).

@@ -9,7 +9,7 @@ use patchdiff::console::headless::{EXIT_FAILED, EXIT_USAGE};
 
 #[derive(clap::Args)]
 pub(crate) struct McpArgs {
-    /// Print the agent-host configuration (claude, codex or cursor) for an observed process
+    /// Print the agent-host configuration (claude, codex, gemini, opencode or cursor) for an observed process
     /// using the current environment's database and exit.
     #[arg(long, value_name = "HOST")]
     print_host_config: Option<String>,
@@ -75,7 +75,7 @@ fn print_host_config(host: &str, settings: &Settings, options: &patchdiff::mcp::
     let paths = &settings.paths;
     let Some(host) = Host::parse(host) else {
         eprintln!(
-            "patchdiff mcp: --print-host-config {host:?}: accepted values are claude, codex, cursor"
+            "patchdiff mcp: --print-host-config {host:?}: accepted values are claude, codex, gemini, opencode, cursor"
         );
         return EXIT_USAGE;
     };

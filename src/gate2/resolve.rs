@@ -104,7 +104,7 @@ impl ScriptResolver<'_> {
         }
         if agents != 1 {
             return Err(format!(
-                "a comparison arm runs exactly one agent step (`agent PLAN` or `agent claude|codex`); \
+                "a comparison arm runs exactly one agent step (`agent PLAN` or `agent claude|codex|gemini|opencode`); \
                  this script has {agents}"
             ));
         }

@@ -176,7 +176,8 @@ fn build_server(options: &McpOptions) -> anyhow::Result<Served> {
         recorder,
         telemetry,
     )
-    .with_admission_gate(gate::AdmissionGate::from_settings(&options.settings)?);
+    .with_admission_gate(gate::AdmissionGate::from_settings(&options.settings)?)
+    .with_json_text(options.settings.text(Key::McpResultText)? == Some("json"));
     Ok(Served { server, waymark })
 }
 

@@ -21,9 +21,9 @@ use std::process::{Child, Command, Output, Stdio};
 use serde_json::Value;
 
 /// A credential the runs receive; it must appear in no evidence file (A4).
-const SECRET: &str = "sk-ant-test-SECRET-0f9a8b7c6d";
+pub(crate) const SECRET: &str = "sk-ant-test-SECRET-0f9a8b7c6d";
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -57,14 +57,14 @@ fn codex() -> PathBuf {
 }
 
 /// `scripted-model` on a free loopback port; killed on drop.
-struct Model {
+pub(crate) struct Model {
     child: Child,
-    url: String,
+    pub(crate) url: String,
     requests: PathBuf,
 }
 
 impl Model {
-    fn start(dir: &Path, plan: &Path, after: &str) -> Self {
+    pub(crate) fn start(dir: &Path, plan: &Path, after: &str) -> Self {
         Self::start_with(dir, plan, &["--after-plan", after])
     }
 
@@ -93,7 +93,7 @@ impl Model {
     }
 
     /// The HTTP status of each model request, as the model's request log has it.
-    fn statuses(&self) -> Vec<u64> {
+    pub(crate) fn statuses(&self) -> Vec<u64> {
         std::fs::read_to_string(&self.requests)
             .unwrap_or_default()
             .lines()
@@ -105,7 +105,7 @@ impl Model {
     }
 
     /// The tool names each model request offered.
-    fn offered_tools(&self) -> Vec<Vec<String>> {
+    pub(crate) fn offered_tools(&self) -> Vec<Vec<String>> {
         std::fs::read_to_string(&self.requests)
             .unwrap_or_default()
             .lines()
@@ -167,7 +167,7 @@ fn claude_canary(plan: &str, claude: &Path) -> (tempfile::TempDir, Model, Output
 }
 
 /// A4: no file of the run holds the credential's value.
-fn assert_no_credential(run: &Path) {
+pub(crate) fn assert_no_credential(run: &Path) {
     for file in files(run) {
         let bytes = std::fs::read(&file).unwrap();
         assert!(
@@ -178,7 +178,7 @@ fn assert_no_credential(run: &Path) {
     }
 }
 
-fn report(output: &Output) -> Value {
+pub(crate) fn report(output: &Output) -> Value {
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
         panic!(
             "stdout is not a JSON report ({e}):\n{}\nstderr:\n{}",
@@ -188,7 +188,7 @@ fn report(output: &Output) -> Value {
     })
 }
 
-fn the_only_run(runs: &Path) -> PathBuf {
+pub(crate) fn the_only_run(runs: &Path) -> PathBuf {
     let dirs: Vec<PathBuf> = std::fs::read_dir(runs)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -198,7 +198,7 @@ fn the_only_run(runs: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
-fn step<'a>(report: &'a Value, name: &str) -> &'a Value {
+pub(crate) fn step<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["steps"]
         .as_array()
         .unwrap()
@@ -208,7 +208,7 @@ fn step<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 /// Writes a script next to the plans, so relative paths still resolve.
-fn script(dir: &Path, body: &str) -> PathBuf {
+pub(crate) fn script(dir: &Path, body: &str) -> PathBuf {
     let path = dir.join("run.canary");
     std::fs::write(&path, body).unwrap();
     path
@@ -229,7 +229,7 @@ fn files(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// The host's stream lines as the evidence keeps them (hash-chained records of the raw lines).
-fn host_stream(path: &Path) -> Vec<String> {
+pub(crate) fn host_stream(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap()
         .lines()

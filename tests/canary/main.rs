@@ -17,6 +17,7 @@ mod evidence_run;
 mod evidence_wire;
 mod host_delivery;
 mod hostile_agent;
+mod more_hosts;
 mod runs_cli;
 mod suites;
 mod trace_export;

@@ -243,6 +243,8 @@ fn doctor_json_reports_every_check_and_holds_with_node() {
             "runs dir",
             "claude",
             "codex",
+            "gemini",
+            "opencode",
             "fixtures",
             "controls"
         ]

@@ -1,5 +1,5 @@
-//! SPEC C4, P1: `patchdiff mcp --print-host-config claude|codex|cursor` prints a document each
-//! host parses (JSON for Claude Code and Cursor, TOML for Codex) that starts the observed
+//! SPEC C4, P1: `patchdiff mcp --print-host-config claude|codex|gemini|opencode|cursor` prints a
+//! document each host parses (JSON for Claude Code, Gemini CLI, opencode and Cursor, TOML for Codex) that starts the observed
 //! process in resident mode with strict observation, the perf events path and the database URL.
 
 use crate::mcp::*;
@@ -114,6 +114,45 @@ fn codex_config_is_valid_toml() {
 }
 
 #[test]
+fn gemini_and_opencode_configs_are_valid_json_sealed_to_the_six() {
+    let env = TestEnv::new();
+    let six = [
+        "patchdiff_read_target",
+        "patchdiff_find_occurrences",
+        "patchdiff_observe_scope",
+        "patchdiff_submit_observed_operations",
+        "patchdiff_save",
+        "patchdiff_replay",
+    ];
+    let (stdout, stderr) = print_host_config(&env, "gemini");
+    let doc: Value = serde_json::from_str(&stdout).expect("stdout is exactly one JSON document");
+    let server = &doc["mcpServers"]["patchdiff"];
+    check_entry(
+        &env,
+        server["command"].as_str().unwrap_or_default(),
+        &strings(&server["args"]),
+        &server["env"],
+    );
+    let core: Vec<String> = six.iter().map(|t| format!("mcp_patchdiff_{t}")).collect();
+    assert_eq!(strings(&doc["tools"]["core"]), core);
+    assert!(stderr.contains("settings.json"), "{stderr}");
+
+    let (stdout, stderr) = print_host_config(&env, "opencode");
+    let doc: Value = serde_json::from_str(&stdout).expect("stdout is exactly one JSON document");
+    let server = &doc["mcp"]["patchdiff"];
+    let command = strings(&server["command"]);
+    check_entry(&env, &command[0], &command[1..], &server["environment"]);
+    let permission = doc["permission"].as_object().expect("permission");
+    assert_eq!(permission["*"], "deny");
+    let allowed: Vec<&String> = permission.keys().filter(|k| *k != "*").collect();
+    assert_eq!(allowed.len(), 6, "{permission:?}");
+    for t in six {
+        assert_eq!(permission[&format!("patchdiff_{t}")], "allow", "{t}");
+    }
+    assert!(stderr.contains("opencode.json"), "{stderr}");
+}
+
+#[test]
 fn unknown_host_is_refused() {
     let env = TestEnv::new();
     let out = std::process::Command::new(exe())
@@ -124,7 +163,9 @@ fn unknown_host_is_refused() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("claude, codex, cursor"));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("claude, codex, gemini, opencode, cursor")
+    );
 }
 
 #[test]

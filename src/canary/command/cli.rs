@@ -64,7 +64,7 @@ impl clap::builder::TypedValueParser for PlanOrHost {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
-            [Host::Claude, Host::Codex]
+            [Host::Claude, Host::Codex, Host::Gemini, Host::Opencode]
                 .into_iter()
                 .map(|h| clap::builder::PossibleValue::new(h.as_str())),
         ))
@@ -169,7 +169,9 @@ impl Cli {
                 plan_or_host,
                 options,
             } => match Host::parse(&plan_or_host) {
-                Some(host @ (Host::Claude | Host::Codex)) => parse_agent_host(host, &options)?,
+                Some(host @ (Host::Claude | Host::Codex | Host::Gemini | Host::Opencode)) => {
+                    parse_agent_host(host, &options)?
+                }
                 _ if options.is_empty() => Command::Agent {
                     plan: PathBuf::from(plan_or_host),
                 },
@@ -395,7 +397,7 @@ fn parse_record(options: &[String], usage: impl Fn() -> String) -> Result<Comman
     })
 }
 
-/// The options of `agent claude|codex` (A1–A4) as clap describes them: the source of their
+/// The options of `agent claude|codex|gemini|opencode` (A1–A4) as clap describes them: the source of their
 /// usage line ([`agent_host_usage`]). [`parse_agent_host`] checks each key and value, so its
 /// errors can say which one was wrong.
 #[derive(Debug, clap::Args)]
@@ -411,7 +413,7 @@ pub fn agent_host_usage(host: Host) -> String {
     format!("agent {}", render_usage(&cmd))
 }
 
-/// Parses `agent claude|codex [model=M] [max_turns=N] [timeout=SECONDS]`.
+/// Parses `agent claude|codex|gemini|opencode [model=M] [max_turns=N] [timeout=SECONDS]`.
 fn parse_agent_host(host: Host, options: &[String]) -> Result<Command, String> {
     let (mut model, mut max_turns, mut timeout) =
         (None, None, crate::canary::host::DEFAULT_HOST_TIMEOUT);

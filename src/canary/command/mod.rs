@@ -318,14 +318,14 @@ mod tests {
                 "init [--reset]",
                 "launch [full|observed]",
                 "preflight",
-                "agent PLAN.jsonl|claude|codex [k=v…]",
+                "agent PLAN.jsonl|claude|codex|gemini|opencode [k=v…]",
                 "wait ready|saved [SECONDS]",
                 "export",
                 "inspect",
                 "evaluate [k=v…]",
                 "report",
                 "stop [full|observed]",
-                "host-config [claude|codex|cursor [FILE]]",
+                "host-config [claude|codex|gemini|opencode|cursor [FILE]]",
                 "target NAME",
                 "runs [open ID | compare A B]",
                 "attach EVENTS.jsonl [DATABASE.sqlite]",
@@ -337,11 +337,14 @@ mod tests {
     #[test]
     fn argument_choices_come_from_possible_values_and_subcommands() {
         assert_eq!(argument_choices("launch"), ["full", "observed"]);
-        assert_eq!(argument_choices("agent"), ["claude", "codex"]);
+        assert_eq!(
+            argument_choices("agent"),
+            ["claude", "codex", "gemini", "opencode"]
+        );
         assert_eq!(argument_choices("wait"), ["ready", "saved"]);
         assert_eq!(
             argument_choices("host-config"),
-            ["claude", "codex", "cursor"]
+            ["claude", "codex", "gemini", "opencode", "cursor"]
         );
         assert_eq!(argument_choices("runs"), ["open", "compare"]);
         assert!(argument_choices("attach").is_empty());
@@ -425,13 +428,13 @@ mod tests {
             ("preflight now", "usage: preflight"),
             (
                 "host-config vim",
-                "usage: host-config [claude|codex|cursor [FILE]]",
+                "usage: host-config [claude|codex|gemini|opencode|cursor [FILE]]",
             ),
             ("runs open", "usage: runs [open ID | compare A B]"),
             ("target", "usage: target NAME"),
             (
                 "agent plan.jsonl extra",
-                "usage: agent PLAN.jsonl|claude|codex [k=v…]",
+                "usage: agent PLAN.jsonl|claude|codex|gemini|opencode [k=v…]",
             ),
             ("wait soon", "usage: wait ready|saved [SECONDS]"),
             ("launch --help", "usage: launch [full|observed]"),

@@ -29,7 +29,14 @@ const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ",
 
 /// Prefixes of provider variables (credentials, endpoints, model settings) passed through to
 /// the host (A1); their values never reach evidence (A4).
-const PROVIDER_PREFIXES: &[&str] = &["ANTHROPIC_", "OPENAI_", "CLAUDE_CODE_", "CODEX_"];
+const PROVIDER_PREFIXES: &[&str] = &[
+    "ANTHROPIC_",
+    "OPENAI_",
+    "CLAUDE_CODE_",
+    "CODEX_",
+    "GEMINI_",
+    "GOOGLE_GEMINI_",
+];
 
 /// Resolves the host's executable once (A1): `PATCHDIFF_<HOST>_BINARY` (an absolute path, or a
 /// name on `PATH`), else the host's usual name on `PATH`. The result is absolute and executable.
@@ -124,6 +131,11 @@ pub mod templates {
     pub const CURSOR_MCP: &str = include_str!("../../../config/hosts/cursor.mcp.json");
     /// Codex's `~/.codex/config.toml`, up to its (empty) `[mcp_servers.patchdiff.env]` table.
     pub const CODEX_CONFIG: &str = include_str!("../../../config/hosts/codex.config.toml");
+    /// Gemini CLI's `~/.gemini/settings.json`: the server, trusted, and `tools.core` naming
+    /// exactly the six (A2).
+    pub const GEMINI_SETTINGS: &str = include_str!("../../../config/hosts/gemini.settings.json");
+    /// opencode's `opencode.json`: the server, and `permission` denying every tool but the six.
+    pub const OPENCODE_CONFIG: &str = include_str!("../../../config/hosts/opencode.json");
 }
 
 /// Parses a compiled-in template; they are fixed at build time and parsed by the tests, so a
@@ -210,6 +222,8 @@ pub fn host_env(
                 paths.home.join(".codex").display().to_string(),
             ));
         }
+        Host::Gemini => env.extend(super::gemini::env(paths)),
+        Host::Opencode => env.extend(super::opencode::env(paths)),
     }
     env
 }
@@ -343,6 +357,8 @@ pub struct StreamState {
     pub foreign_call: Option<String>,
     /// Codex: a configuration warning seen before the first turn.
     pub(super) codex_config_problem: Option<String>,
+    /// Gemini CLI: the previous line was a chunk of the model's text (one answer, many lines).
+    pub(super) in_text: bool,
 }
 
 impl StreamState {
@@ -360,11 +376,15 @@ impl StreamState {
         }
     }
 
+    /// Counts a call of `name` as the host names it, under the tool's own name.
     pub(super) fn note_tool(&mut self, name: &str) {
-        let short = name
-            .strip_prefix(&format!("mcp__{SERVER_NAME}__"))
-            .unwrap_or(name)
-            .to_owned();
+        let prefix = match self.host {
+            Some(Host::Claude) => format!("mcp__{SERVER_NAME}__"),
+            Some(Host::Gemini) => format!("mcp_{SERVER_NAME}_"),
+            Some(Host::Opencode) => format!("{SERVER_NAME}_"),
+            _ => String::new(),
+        };
+        let short = name.strip_prefix(&prefix).unwrap_or(name).to_owned();
         *self.tool_calls.entry(short.clone()).or_default() += 1;
         self.last_tool = Some(short);
     }
@@ -380,9 +400,12 @@ impl StreamState {
                 sum_fields(&self.message_usage.values().cloned().collect::<Vec<_>>()),
                 "messages",
             ),
-            Some(Host::Codex) | Some(Host::Cursor) if !self.turn_usage.is_empty() => {
+            Some(Host::Codex) | Some(Host::Cursor) | Some(Host::Opencode)
+                if !self.turn_usage.is_empty() =>
+            {
                 (self.usage.clone(), "turns")
             }
+            Some(Host::Gemini) if self.usage.is_object() => (self.usage.clone(), "result"),
             _ => {
                 return NormalizedUsage {
                     source: "none",
@@ -402,6 +425,27 @@ impl StreamState {
                 NormalizedUsage {
                     input_tokens: input.map(|i| i + write.unwrap_or(0) + read.unwrap_or(0)),
                     output_tokens: n("output_tokens"),
+                    cache_read_tokens: read,
+                    cache_write_tokens: write,
+                    source,
+                    raw,
+                }
+            }
+            // Gemini CLI's result `stats`: `input_tokens` counts the cached ones too.
+            Some(Host::Gemini) => NormalizedUsage {
+                input_tokens: n("input_tokens"),
+                output_tokens: n("output_tokens"),
+                cache_read_tokens: n("cached"),
+                cache_write_tokens: None,
+                source,
+                raw,
+            },
+            // opencode's `step_finish` tokens: `input` leaves the cache out.
+            Some(Host::Opencode) => {
+                let (input, read, write) = (n("input"), n("cache_read"), n("cache_write"));
+                NormalizedUsage {
+                    input_tokens: input.map(|i| i + read.unwrap_or(0) + write.unwrap_or(0)),
+                    output_tokens: n("output"),
                     cache_read_tokens: read,
                     cache_write_tokens: write,
                     source,

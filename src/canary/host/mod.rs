@@ -13,22 +13,29 @@ pub mod claude;
 pub mod codex;
 mod common;
 pub mod cursor;
+pub mod gemini;
+pub mod opencode;
 
 pub use claude::{claude_mcp_config, claude_settings};
 pub use codex::{codex_config, codex_server_config};
 pub use common::*;
 pub use cursor::cursor_mcp_config;
+pub use gemini::gemini_settings;
+pub use opencode::opencode_config;
 
 use serde_json::Value;
 
 use crate::canary::names::Host;
 
 /// The command line of a headless sealed host run (A1, A2): each host's own
-/// ([`claude::args`], [`codex::args`]). `prompt` is the agent brief.
+/// ([`claude::args`], [`codex::args`], [`gemini::args`], [`opencode::args`]). `prompt` is the
+/// agent brief.
 pub fn host_args(run: &HostRun, paths: &HostPaths, prompt: &str) -> Vec<String> {
     match run.host {
         Host::Claude => claude::args(run, paths, prompt),
         Host::Codex | Host::Cursor => codex::args(run, paths, prompt),
+        Host::Gemini => gemini::args(run, paths, prompt),
+        Host::Opencode => opencode::args(run, paths, prompt),
     }
 }
 
@@ -42,6 +49,8 @@ impl StreamState {
         match self.host {
             Some(Host::Claude) => self.observe_claude(&event),
             Some(Host::Codex) | Some(Host::Cursor) => self.observe_codex(&event),
+            Some(Host::Gemini) => self.observe_gemini(&event),
+            Some(Host::Opencode) => self.observe_opencode(&event),
             None => {}
         }
     }
@@ -49,7 +58,8 @@ impl StreamState {
 
 /// One-line summary of a host stream line for the evidence viewer, `None` when `event` is not
 /// one (Claude Code: `system`, `assistant`, `user`, `result`; Codex: `thread.*`, `turn.*`,
-/// `item.*`).
+/// `item.*`; Gemini CLI: `init`, `message`, `tool_use`, `tool_result`, `result`; opencode:
+/// `step_start`, `step_finish`, `text`, `tool_use`).
 pub fn stream_line_summary(event: &Value) -> Option<String> {
     // `agent.<host>.jsonl` keeps each line as `{ts_ms, seq, raw, prev_sha256}`.
     if event.get("type").is_none()
@@ -64,6 +74,37 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
         "system" => claude::system_summary(event),
         "assistant" => format!("model {}", claude::blocks_summary(&event["message"])),
         "user" => format!("host {}", claude::blocks_summary(&event["message"])),
+        "init" => format!(
+            "host init · model {}",
+            event["model"].as_str().unwrap_or("?")
+        ),
+        "message" => format!(
+            "{} text",
+            if event["role"] == "assistant" {
+                "model"
+            } else {
+                "host"
+            }
+        ),
+        // Gemini CLI names the tool at the top level, opencode in its `part`.
+        "tool_use" => format!(
+            "model → {}",
+            event["tool_name"]
+                .as_str()
+                .or(event["part"]["tool"].as_str())
+                .unwrap_or("?")
+        ),
+        "tool_result" => format!("host ← {}", event["status"].as_str().unwrap_or("?")),
+        "step_start" | "text" | "reasoning" => kind.to_owned(),
+        "step_finish" => format!(
+            "step_finish {}",
+            event["part"]["reason"].as_str().unwrap_or("?")
+        ),
+        "result" if event.get("stats").is_some() => format!(
+            "result {} · {} ms",
+            event["status"].as_str().unwrap_or("?"),
+            event["stats"]["duration_ms"]
+        ),
         "result" => format!(
             "result {} · {} turns · {} ms{}",
             event["subtype"].as_str().unwrap_or("?"),
@@ -397,6 +438,143 @@ mod tests {
         assert_eq!(state.foreign_call.as_deref(), Some("command_execution"));
         assert_eq!(state.session_id.as_deref(), Some("th-1"));
         assert_eq!(state.turns, 1);
+    }
+
+    #[test]
+    fn gemini_reports_its_seal_at_init_and_a_tool_outside_the_six_breaks_it() {
+        let mut state = StreamState::new(Host::Gemini);
+        state.observe(
+            r#"{"type":"init","timestamp":"t","session_id":"g-1","model":"gemini-2.5-pro"}"#,
+        );
+        let seal = state
+            .seal
+            .clone()
+            .expect("init reports the configured seal");
+        assert_eq!(seal.problem, None);
+        assert_eq!(seal.tools, Host::Gemini.sealed_tool_names());
+        assert_eq!(state.session_id.as_deref(), Some("g-1"));
+        state.observe(
+            r#"{"type":"tool_use","tool_name":"mcp_patchdiff_patchdiff_read_target","tool_id":"a","parameters":{}}"#,
+        );
+        for chunk in ["I have ", "read it."] {
+            state.observe(
+                &json!({"type": "message", "role": "assistant", "content": chunk, "delta": true})
+                    .to_string(),
+            );
+        }
+        assert_eq!(state.foreign_call, None);
+        assert_eq!(state.tool_calls["patchdiff_read_target"], 1);
+        assert_eq!(state.turns, 2, "a call and one streamed answer");
+        state.observe(
+            r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"b","parameters":{}}"#,
+        );
+        assert_eq!(state.foreign_call.as_deref(), Some("run_shell_command"));
+        state.observe(
+            r#"{"type":"result","status":"success","stats":{"total_tokens":208,"input_tokens":160,"output_tokens":40,"cached":100,"input":60,"duration_ms":3579,"tool_calls":3,"models":{"gemini-2.5-pro":{}}}}"#,
+        );
+        let u = state.normalized_usage();
+        assert_eq!(u.source, "result");
+        assert_eq!(
+            (u.input_tokens, u.cache_read_tokens, u.output_tokens),
+            (Some(160), Some(100), Some(40))
+        );
+        assert_eq!(state.host_duration_ms, Some(3579));
+        assert!(!state.result_is_error);
+    }
+
+    #[test]
+    fn gemini_turn_limit_is_its_own_end_not_the_providers() {
+        let mut state = StreamState::new(Host::Gemini);
+        state.observe(
+            r#"{"type":"result","status":"error","error":{"type":"FatalTurnLimitedError","message":"Reached max session turns"},"stats":{}}"#,
+        );
+        assert_eq!(state.result.as_deref(), Some("error_max_turns"));
+        assert_eq!(state.provider_error, None);
+        let mut state = StreamState::new(Host::Gemini);
+        state.observe(
+            r#"{"type":"result","status":"error","error":{"type":"ApiError","message":"[API Error: 500]"},"stats":{}}"#,
+        );
+        assert_eq!(state.provider_error.as_deref(), Some("[API Error: 500]"));
+    }
+
+    #[test]
+    fn opencode_reports_its_seal_at_its_first_line_and_a_tool_outside_the_six_breaks_it() {
+        let mut state = StreamState::new(Host::Opencode);
+        state.observe(r#"{"type":"step_start","sessionID":"ses_1","part":{"type":"step-start"}}"#);
+        assert_eq!(state.seal.as_ref().unwrap().problem, None);
+        assert_eq!(state.session_id.as_deref(), Some("ses_1"));
+        state.observe(
+            r#"{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"patchdiff_patchdiff_save","state":{"status":"completed"}}}"#,
+        );
+        for _ in 0..2 {
+            state.observe(
+                r#"{"type":"step_finish","sessionID":"ses_1","part":{"reason":"tool-calls","tokens":{"total":43,"input":10,"output":10,"reasoning":0,"cache":{"write":3,"read":20}},"cost":0.25}}"#,
+            );
+        }
+        assert_eq!(state.foreign_call, None);
+        assert_eq!(state.tool_calls["patchdiff_save"], 1);
+        assert_eq!(state.turns, 2);
+        assert_eq!(state.cost_usd, Some(0.5));
+        let u = state.normalized_usage();
+        assert_eq!(
+            (
+                u.input_tokens,
+                u.cache_read_tokens,
+                u.cache_write_tokens,
+                u.output_tokens
+            ),
+            (Some(66), Some(40), Some(6), Some(20))
+        );
+        state.observe(
+            r#"{"type":"tool_use","sessionID":"ses_1","part":{"type":"tool","tool":"bash","state":{"status":"completed"}}}"#,
+        );
+        assert_eq!(state.foreign_call.as_deref(), Some("bash"));
+    }
+
+    #[test]
+    fn gemini_and_opencode_templates_name_the_six_and_ask_for_json_results() {
+        let env = [(Key::McpProfile.variable().to_owned(), "observed".to_owned())];
+        let gemini = gemini_settings("/opt/pd", &env, Some(9));
+        let server = &gemini["mcpServers"]["patchdiff"];
+        assert_eq!(server["command"], "/opt/pd");
+        assert_eq!(server["env"][Key::McpResultText.variable()], "json");
+        assert_eq!(server["env"][Key::McpProfile.variable()], "observed");
+        assert_eq!(
+            gemini["tools"]["core"],
+            json!(Host::Gemini.sealed_tool_names())
+        );
+        assert_eq!(
+            server["includeTools"],
+            json!(crate::mcp::OBSERVED_TOOLS.to_vec())
+        );
+        assert_eq!(gemini["model"]["maxSessionTurns"], 9);
+
+        let config = opencode_config("/opt/pd", &env);
+        let server = &config["mcp"]["patchdiff"];
+        assert_eq!(server["command"], json!(["/opt/pd", "mcp"]));
+        assert_eq!(server["environment"][Key::McpResultText.variable()], "json");
+        let permission = config["permission"].as_object().unwrap();
+        assert_eq!(permission["*"], "deny");
+        let mut allowed: Vec<String> = permission
+            .iter()
+            .filter(|(_, v)| *v == "allow")
+            .map(|(k, _)| k.clone())
+            .collect();
+        allowed.sort();
+        let mut six = Host::Opencode.sealed_tool_names();
+        six.sort();
+        assert_eq!(allowed, six);
+        let provider = [(
+            "ANTHROPIC_BASE_URL".to_owned(),
+            "http://127.0.0.1:9/".to_owned(),
+        )];
+        let run = opencode::run_config(config, "claude-x", Some(4), &provider);
+        assert_eq!(run["model"], "anthropic/claude-x");
+        assert_eq!(
+            run["provider"]["anthropic"]["options"]["baseURL"],
+            "http://127.0.0.1:9/v1"
+        );
+        assert_eq!(run["agent"]["build"]["steps"], 4);
     }
 
     #[test]

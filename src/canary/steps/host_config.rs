@@ -65,7 +65,7 @@ pub fn resolved_node_binary(settings: &crate::config::Settings) -> Option<PathBu
     .ok()
 }
 
-/// Renders the host configuration for one host, or all three.
+/// Renders the host configuration for one host, or all of them.
 pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)]) -> String {
     let claude = || {
         format!(
@@ -84,11 +84,35 @@ pub fn host_config_text(host: Option<Host>, exe: &str, env: &[(String, String)])
         )
     };
     let codex = || host::codex_server_config(exe, env);
+    let gemini = || {
+        format!(
+            "# Gemini CLI: ~/.gemini/settings.json (tools.core seals it to the six, A2); run it as\n\
+             #   gemini --skip-trust --output-format stream-json --allowed-mcp-server-names patchdiff -p …\n{}\n",
+            serde_json::to_string_pretty(&host::gemini_settings(exe, env, None))
+                .unwrap_or_default()
+        )
+    };
+    let opencode = || {
+        format!(
+            "# opencode: opencode.json (OPENCODE_CONFIG=…; `permission` seals it to the six, A2); run it as\n\
+             #   opencode run --format json --pure --model anthropic/MODEL …\n{}\n",
+            serde_json::to_string_pretty(&host::opencode_config(exe, env)).unwrap_or_default()
+        )
+    };
     match host {
         Some(Host::Claude) => claude(),
         Some(Host::Codex) => codex(),
+        Some(Host::Gemini) => gemini(),
+        Some(Host::Opencode) => opencode(),
         Some(Host::Cursor) => cursor(),
-        None => format!("{}\n{}\n{}", claude(), codex(), cursor()),
+        None => format!(
+            "{}\n{}\n{}\n{}\n{}",
+            claude(),
+            codex(),
+            gemini(),
+            opencode(),
+            cursor()
+        ),
     }
 }
 

@@ -9,7 +9,7 @@ use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, ContentBlock, Implementation, ListToolsResult,
     PaginatedRequestParams, ResultType, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::RequestContext;
@@ -82,6 +82,9 @@ pub struct PatchdiffServer {
     /// Whether content parses cleanly, by (language, SHA-256): a revision's content never
     /// changes, so each is parsed for this at most once (reads stay cheap).
     parse_status: ParseStatus,
+    /// A successful result's JSON travels as its text block instead of its structured content
+    /// (`PATCHDIFF_MCP_RESULT_TEXT=json`): for hosts that hand the model only text blocks.
+    json_text: bool,
 }
 
 /// Known parse status by (language, SHA-256 of the content).
@@ -139,11 +142,20 @@ impl PatchdiffServer {
             recorder,
             telemetry,
             gate: None,
+            json_text: false,
             parse_status: Arc::default(),
         }
     }
 
     /// Holds every tool call until `gate` opens (A3); `None` leaves calls ungated.
+    /// With `json_text`, a successful result's text block is its JSON and it has no structured
+    /// content (the content still travels once); for hosts that hand the model only the text
+    /// blocks of a result (`PATCHDIFF_MCP_RESULT_TEXT=json`, [`delivery::HOST_LIMITS`]).
+    pub fn with_json_text(mut self, json_text: bool) -> Self {
+        self.json_text = json_text;
+        self
+    }
+
     pub fn with_admission_gate(mut self, gate: Option<super::gate::AdmissionGate>) -> Self {
         self.gate = gate.map(Arc::new);
         self
@@ -590,6 +602,7 @@ impl PatchdiffServer {
     /// below it, and one that still grew past it becomes a `RESULT_TOO_LARGE` error naming its
     /// size and what to ask for instead.
     fn deliverable(&self, response: CallToolResponse) -> CallToolResponse {
+        let response = self.as_json_text(response);
         let CallToolResponse::Complete(result) = &response else {
             return response;
         };
@@ -618,6 +631,24 @@ impl PatchdiffServer {
             ),
         );
         domain_error(refused).map_or(response, CallToolResponse::Complete)
+    }
+}
+
+impl PatchdiffServer {
+    /// With [`PatchdiffServer::with_json_text`], a success's structured content becomes its one
+    /// text block (an error's text block already is its JSON).
+    fn as_json_text(&self, response: CallToolResponse) -> CallToolResponse {
+        match response {
+            CallToolResponse::Complete(mut result)
+                if self.json_text && result.is_error != Some(true) =>
+            {
+                if let Some(structured) = result.structured_content.take() {
+                    result.content = vec![ContentBlock::text(structured.to_string())];
+                }
+                CallToolResponse::Complete(result)
+            }
+            other => other,
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-//! The `agent claude|codex` step (SPEC A1–A4): launch the host CLI headless and sealed, check
+//! The `agent claude|codex|gemini|opencode` step (SPEC A1–A4): launch the host CLI headless and sealed, check
 //! the seal from its stream, preflight the observed process it started, keep its stream as
 //! evidence, and stop its whole process group at the timeout.
 
@@ -64,7 +64,7 @@ pub struct HostStep<'a> {
 }
 
 impl HostStep<'_> {
-    /// The `agent claude|codex` step (A1–A4): checks the step may run, prepares the sealed
+    /// The `agent claude|codex|gemini|opencode` step (A1–A4): checks the step may run, prepares the sealed
     /// working directory and configuration, launches the host, follows its stream to its end,
     /// the timeout or a refusal, stops its process group, and writes `agent.<host>.json`.
     /// Records how the agent stopped ([`Canary::agent_stop`]): a failure before
@@ -106,7 +106,7 @@ impl HostStep<'_> {
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         // `home` is removed when dropped, after the host's group is gone.
         let (paths, home, brief) = self
-            .prepare_host_files(host)
+            .prepare_host_files(host, &model, max_turns)
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let run = HostRun {
             host,
@@ -251,7 +251,9 @@ impl HostStep<'_> {
     /// C7); returns the model: the step's, else the recorded one.
     fn check_host_step(&self, host: Host, model: Option<String>) -> anyhow::Result<String> {
         if host == Host::Cursor {
-            anyhow::bail!("cursor has no headless mode here; `agent` launches claude or codex");
+            anyhow::bail!(
+                "cursor has no headless mode here; `agent` launches claude, codex, gemini or opencode"
+            );
         }
         if !self.initialized {
             anyhow::bail!("run `init` first: the agent works on the five initialized targets");
@@ -275,6 +277,8 @@ impl HostStep<'_> {
     fn prepare_host_files(
         &self,
         host: Host,
+        model: &str,
+        max_turns: Option<u32>,
     ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
         let brief_path =
             crate::canary::steps::host_config::write_agent_brief(self.run, self.manifest)?;
@@ -300,14 +304,22 @@ impl HostStep<'_> {
             settings: host.file(self.run, AgentFile::Settings),
             home: home.path().to_owned(),
         };
-        self.write_host_files(host, &paths)?;
+        self.write_host_files(host, &paths, model, max_turns)?;
         Ok((paths, home, brief))
     }
 
     /// The host's configuration naming the observed process it is to start: Claude Code's
-    /// `--mcp-config` JSON and settings; Codex's `config.toml` in its private home (and a copy
-    /// in the run directory as evidence).
-    fn write_host_files(&self, host: Host, paths: &HostPaths) -> anyhow::Result<()> {
+    /// `--mcp-config` JSON and settings; Codex's `config.toml`, Gemini CLI's `settings.json`
+    /// and opencode's `opencode.json` in its private home (and a copy in the run directory as
+    /// evidence). `model` and `max_turns` are the step's (opencode's and Gemini CLI's files
+    /// carry them).
+    fn write_host_files(
+        &self,
+        host: Host,
+        paths: &HostPaths,
+        model: &str,
+        max_turns: Option<u32>,
+    ) -> anyhow::Result<()> {
         let exe = self.exe.display().to_string();
         let observed_env = &self.observed_env;
         // The evidence copies carry no credential (database password, provider key).
@@ -336,6 +348,25 @@ impl HostStep<'_> {
                     .collect();
                 let body = host::codex_config(&server, &host::provider_env());
                 write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
+                write_new_private(&paths.mcp_config, redactor.redact(&body).as_bytes())?;
+            }
+            Host::Gemini => {
+                let gemini_home = paths.home.join(".gemini");
+                create_private_dir(&gemini_home)?;
+                let settings = host::gemini_settings(&exe, observed_env, max_turns);
+                let body = serde_json::to_string_pretty(&settings)?;
+                write_new_private(&gemini_home.join("settings.json"), body.as_bytes())?;
+                write_new_private(&paths.mcp_config, redactor.redact(&body).as_bytes())?;
+            }
+            Host::Opencode => {
+                let config = host::opencode::run_config(
+                    host::opencode_config(&exe, observed_env),
+                    model,
+                    max_turns,
+                    &host::provider_env(),
+                );
+                let body = serde_json::to_string_pretty(&config)?;
+                write_new_private(&host::opencode::config_path(paths), body.as_bytes())?;
                 write_new_private(&paths.mcp_config, redactor.redact(&body).as_bytes())?;
             }
         }
