@@ -81,6 +81,17 @@ impl Launcher<'_> {
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
+        // P1: the worker directory the console resolved (and the manifest records), also when
+        // the operator set none: the bundle this console verified. A child started with
+        // another HOME — the private one an agent host is given — would otherwise unpack its
+        // own 19 MB copy into it and verify it, on its way to readiness, in every run.
+        let waymark_dir = crate::config::Key::WaymarkDir.variable();
+        if !env.iter().any(|(k, _)| k == waymark_dir)
+            && let Ok(dir) =
+                crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
+        {
+            env.push((waymark_dir.into(), dir.display().to_string()));
+        }
         env.push((
             crate::config::Key::Config.variable().into(),
             "/dev/null".into(),

@@ -5,6 +5,8 @@
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::hermetic::{ScratchDirs, check_env, run_check_in_scratch, run_hermetic};
@@ -162,14 +164,7 @@ pub(super) async fn control_digest(
         .map(|(name, bytes)| (name.clone(), sha256_hex(bytes)))
         .collect();
     let toolchain = fixture.check.toolchain_command();
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
-        .tempdir()?;
-    let dirs = ScratchDirs::create(scratch.path())?;
-    let toolchain_output = match run_hermetic(fixture, &toolchain, &dirs, timeout, None).await {
-        Ok((out, _)) => format!("{} {}", out.exit, out.text),
-        Err(e) => format!("could not start: {e}"),
-    };
+    let toolchain_output = toolchain_output(fixture, &toolchain, timeout).await?;
     let env = check_env(fixture)
         .into_iter()
         .map(|(k, v)| (k, sha256_hex(v.as_encoded_bytes())))
@@ -188,4 +183,44 @@ pub(super) async fn control_digest(
         toolchain_output,
     }
     .digest())
+}
+
+/// What one toolchain command printed in one check environment, asked once per evaluator
+/// process: targets whose checks share a toolchain and declared environment (the demo suite's
+/// two Node and two Python checks) share the answer instead of each starting the toolchain
+/// again for its digest. The key is exactly what the answer depends on — the command and the
+/// declared variables' values; the scratch `HOME`/`TMPDIR` differ per run and a `--version`
+/// does not read them.
+type ToolchainKey = (Vec<String>, Vec<(String, std::ffi::OsString)>);
+
+async fn toolchain_output(
+    fixture: &Fixture,
+    toolchain: &[String],
+    timeout: Duration,
+) -> std::io::Result<String> {
+    static ASKED: std::sync::OnceLock<
+        std::sync::Mutex<HashMap<ToolchainKey, Arc<tokio::sync::OnceCell<String>>>>,
+    > = std::sync::OnceLock::new();
+    let key = (toolchain.to_vec(), check_env(fixture));
+    let cell = ASKED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key)
+        .or_default()
+        .clone();
+    cell.get_or_try_init(|| async {
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
+            .tempdir()?;
+        let dirs = ScratchDirs::create(scratch.path())?;
+        Ok(
+            match run_hermetic(fixture, toolchain, &dirs, timeout, None).await {
+                Ok((out, _)) => format!("{} {}", out.exit, out.text),
+                Err(e) => format!("could not start: {e}"),
+            },
+        )
+    })
+    .await
+    .cloned()
 }
