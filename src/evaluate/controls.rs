@@ -224,3 +224,50 @@ async fn toolchain_output(
     .await
     .cloned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(target: &str, toolchain: &[String], env: &[&str]) -> Fixture {
+        serde_json::from_value(serde_json::json!({
+            "target": target, "language": "python", "module_file": "m.py",
+            "original": "o.py", "sha256": "00", "expected": "e.py", "expected_sha256": "00",
+            "task": "t.md",
+            "check": {"command": ["sh"], "dir": "check", "toolchain": toolchain, "env": env},
+        }))
+        .expect("a fixture")
+    }
+
+    #[tokio::test]
+    async fn checks_sharing_a_toolchain_and_environment_ask_it_once_another_environment_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let asked = dir.path().join("asked");
+        // The toolchain command counts its runs in a file of this test's own (the memo is
+        // process-wide; this command line is this test's alone).
+        let toolchain: Vec<String> = [
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("echo run >> '{}'; echo toolchain 1.0", asked.display()),
+        ]
+        .into();
+        let runs = || {
+            std::fs::read_to_string(&asked)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let timeout = Duration::from_secs(60);
+        let (a, b) = futures::join!(
+            toolchain_output(&fixture("a", &toolchain, &[]), &toolchain, timeout),
+            toolchain_output(&fixture("b", &toolchain, &[]), &toolchain, timeout),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.contains("toolchain 1.0"), "{a}");
+        assert_eq!(a, b);
+        assert_eq!(runs(), 1, "two targets, one toolchain run");
+        let other = fixture("c", &toolchain, &["PD_TOOLCHAIN_MEMO_TEST=declared"]);
+        toolchain_output(&other, &toolchain, timeout).await.unwrap();
+        assert_eq!(runs(), 2, "another declared environment asks again");
+    }
+}
