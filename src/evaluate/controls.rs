@@ -185,14 +185,15 @@ pub(super) async fn control_digest(
     .digest())
 }
 
-/// What one toolchain command printed in one check environment, asked once per evaluator
-/// process: targets whose checks share a toolchain and declared environment (the demo suite's
-/// two Node and two Python checks) share the answer instead of each starting the toolchain
-/// again for its digest. The key is exactly what the answer depends on — the command and the
-/// declared variables' values; the scratch `HOME`/`TMPDIR` differ per run and a `--version`
-/// does not read them.
+/// A toolchain command and the declared variables' values it runs with.
 type ToolchainKey = (Vec<String>, Vec<(String, std::ffi::OsString)>);
 
+/// What one toolchain command printed in one check environment (`EXIT OUTPUT`), asked once per
+/// evaluator process: targets whose checks share a toolchain and declared environment (the demo
+/// suite's two Node and two Python checks) share the answer instead of each starting the
+/// toolchain again for its digest. The key is exactly what the answer depends on — the command
+/// and the declared variables' values; the scratch `HOME`/`TMPDIR` differ per run and a
+/// `--version` does not read them. Errors: the scratch directory cannot be created.
 async fn toolchain_output(
     fixture: &Fixture,
     toolchain: &[String],

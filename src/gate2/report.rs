@@ -192,10 +192,15 @@ async fn verify_members(
     futures::stream::iter(dirs)
         .map(|dir| {
             let options = options.clone();
+            // Verification reads files synchronously: each runs on a blocking thread, driven
+            // there by this runtime's handle.
+            let runtime = tokio::runtime::Handle::current();
             async move {
-                tokio::spawn(async move { crate::verify::verify(&dir, &options).await })
-                    .await
-                    .unwrap_or_else(|e| Err(format!("the verification failed: {e}")))
+                tokio::task::spawn_blocking(move || {
+                    runtime.block_on(crate::verify::verify(&dir, &options))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("the verification failed: {e}")))
             }
         })
         .buffered(width)
