@@ -375,10 +375,13 @@ fn unpack(tmp: &Path) -> std::io::Result<()> {
         if let Some(parent) = path.parent() {
             crate::owned_fs::create_private_dir(parent)?;
         }
-        crate::owned_fs::write_new_private(&path, file.bytes)?;
+        // Not fsynced: every open verifies the tree (digests, modes, nothing else) and replaces
+        // a bad one, so a tree a crash left short is re-created, never used; waiting for the
+        // disk here cost an agent host run 0.25–0.6 s (19 MB, 78 files) on its critical path.
+        crate::owned_fs::write_new_private_unsynced(&path, file.bytes)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(file_mode(file)))?;
     }
-    File::open(tmp)?.sync_all()
+    Ok(())
 }
 
 /// Puts the fresh tree `tmp` at `dir`, where a bad tree is, and removes the bad one. Linux: one

@@ -245,6 +245,14 @@ pub fn open_append_private_with_origin(path: &Path) -> std::io::Result<(File, Or
 /// Writes `bytes` to a new file at `path` (0600); fails if anything exists there, a symlink
 /// included (E2: never rewritten).
 pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    write_new_private_unsynced(path, bytes)?.sync_all()
+}
+
+/// [`write_new_private`] without the `fsync`, for files whose every reader verifies them first
+/// and re-creates them when they are wrong (the unpacked bundle, `crate::assets`): a crash can
+/// lose them but never lets a bad one be used, so waiting for the disk buys nothing. Returns
+/// the open file.
+pub fn write_new_private_unsynced(path: &Path, bytes: &[u8]) -> std::io::Result<File> {
     let mut f = open_nofollow(
         OpenOptions::new()
             .write(true)
@@ -254,7 +262,7 @@ pub fn write_new_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     )?;
     f.set_permissions(std::fs::Permissions::from_mode(PRIVATE_FILE_MODE))?;
     f.write_all(bytes)?;
-    f.sync_all()
+    Ok(f)
 }
 
 /// Creates `path` (and missing parents) as private directories, mode 0700 (E1). Directories

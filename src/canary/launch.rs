@@ -81,6 +81,17 @@ impl Launcher<'_> {
         // settings it honours are forwarded, and it reads no config file of its own (the
         // operator's `patchdiff.toml` was this console's to apply, or not).
         env.extend(self.options.settings.child_env(&FORWARDED_TO_CHILDREN));
+        // P1: the worker directory the console resolved (and the manifest records), also when
+        // the operator set none: the bundle this console verified. A child started with
+        // another HOME — the private one an agent host is given — would otherwise unpack its
+        // own 19 MB copy into it and verify it, on its way to readiness, in every run.
+        let waymark_dir = crate::config::Key::WaymarkDir.variable();
+        if !env.iter().any(|(k, _)| k == waymark_dir)
+            && let Ok(dir) =
+                crate::waymark::WaymarkConfig::default_script_dir(&self.options.settings)
+        {
+            env.push((waymark_dir.into(), dir.display().to_string()));
+        }
         env.push((
             crate::config::Key::Config.variable().into(),
             "/dev/null".into(),
@@ -171,3 +182,65 @@ const FORWARDED_TO_CHILDREN: [crate::config::Key; 8] = {
         Key::DataDir,
     ]
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(vars: &[(&str, &str)]) -> CanaryOptions {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        CanaryOptions {
+            exe: PathBuf::from("/usr/bin/patchdiff"),
+            manifest: PathBuf::from("/nonexistent/manifest.json"),
+            runs_root: PathBuf::from("/nonexistent/runs"),
+            database_url: None,
+            settings: crate::config::Settings::from_lookup(|k| {
+                vars.iter()
+                    .find(|(name, _)| name == k)
+                    .map(|(_, v)| v.into())
+            }),
+        }
+    }
+
+    fn waymark_dir_of(env: &[(String, String)]) -> Vec<&str> {
+        env.iter()
+            .filter(|(k, _)| k == crate::config::Key::WaymarkDir.variable())
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn every_child_and_the_host_started_process_get_the_worker_directory_the_console_resolved() {
+        let operator = options(&[(crate::config::Key::WaymarkDir.variable(), "/srv/waymark")]);
+        let run = RunDir::at(std::path::Path::new("/nonexistent/run"));
+        let launcher = Launcher {
+            options: &operator,
+            run: &run,
+        };
+        for env in [
+            launcher.spec(ProcessKind::Observed).env,
+            launcher.spec(ProcessKind::Full).env,
+            launcher.host_observed_env(),
+        ] {
+            assert_eq!(waymark_dir_of(&env), ["/srv/waymark"], "{env:?}");
+        }
+        // Unset: the bundle this console verified (what the run manifest records), so a host's
+        // private HOME never gets a copy of its own.
+        let default = options(&[]);
+        let launcher = Launcher {
+            options: &default,
+            run: &run,
+        };
+        let resolved = crate::waymark::WaymarkConfig::default_script_dir(&default.settings)
+            .expect("the test binary carries the engine")
+            .display()
+            .to_string();
+        assert_eq!(
+            waymark_dir_of(&launcher.host_observed_env()),
+            [resolved.as_str()]
+        );
+    }
+}

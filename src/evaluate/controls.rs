@@ -5,6 +5,8 @@
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::hermetic::{ScratchDirs, check_env, run_check_in_scratch, run_hermetic};
@@ -164,14 +166,7 @@ pub(super) async fn control_digest(
         .map(|(name, bytes)| (name.clone(), sha256_hex(bytes)))
         .collect();
     let toolchain = fixture.check.toolchain_command();
-    let scratch = tempfile::Builder::new()
-        .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
-        .tempdir()?;
-    let dirs = ScratchDirs::create(scratch.path())?;
-    let toolchain_output = match run_hermetic(fixture, &toolchain, &dirs, timeout, None).await {
-        Ok((out, _)) => format!("{} {}", out.exit, out.text),
-        Err(e) => format!("could not start: {e}"),
-    };
+    let toolchain_output = toolchain_output(fixture, &toolchain, timeout).await?;
     let env = check_env(fixture)
         .into_iter()
         .map(|(k, v)| (k, sha256_hex(v.as_encoded_bytes())))
@@ -190,4 +185,92 @@ pub(super) async fn control_digest(
         toolchain_output,
     }
     .digest())
+}
+
+/// A toolchain command and the declared variables' values it runs with.
+type ToolchainKey = (Vec<String>, Vec<(String, std::ffi::OsString)>);
+
+/// What one toolchain command printed in one check environment (`EXIT OUTPUT`), asked once per
+/// evaluator process: targets whose checks share a toolchain and declared environment (the demo
+/// suite's two Node and two Python checks) share the answer instead of each starting the
+/// toolchain again for its digest. The key is exactly what the answer depends on — the command
+/// and the declared variables' values; the scratch `HOME`/`TMPDIR` differ per run and a
+/// `--version` does not read them. Errors: the scratch directory cannot be created.
+async fn toolchain_output(
+    fixture: &Fixture,
+    toolchain: &[String],
+    timeout: Duration,
+) -> std::io::Result<String> {
+    static ASKED: std::sync::OnceLock<
+        std::sync::Mutex<HashMap<ToolchainKey, Arc<tokio::sync::OnceCell<String>>>>,
+    > = std::sync::OnceLock::new();
+    let key = (toolchain.to_vec(), check_env(fixture));
+    let cell = ASKED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .entry(key)
+        .or_default()
+        .clone();
+    cell.get_or_try_init(|| async {
+        let scratch = tempfile::Builder::new()
+            .prefix(&format!("patchdiff-toolchain-{}-", fixture.target))
+            .tempdir()?;
+        let dirs = ScratchDirs::create(scratch.path())?;
+        Ok(
+            match run_hermetic(fixture, toolchain, &dirs, timeout, None).await {
+                Ok((out, _)) => format!("{} {}", out.exit, out.text),
+                Err(e) => format!("could not start: {e}"),
+            },
+        )
+    })
+    .await
+    .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(target: &str, toolchain: &[String], env: &[&str]) -> Fixture {
+        serde_json::from_value(serde_json::json!({
+            "target": target, "language": "python", "module_file": "m.py",
+            "original": "o.py", "sha256": "00", "expected": "e.py", "expected_sha256": "00",
+            "task": "t.md",
+            "check": {"command": ["sh"], "dir": "check", "toolchain": toolchain, "env": env},
+        }))
+        .expect("a fixture")
+    }
+
+    #[tokio::test]
+    async fn checks_sharing_a_toolchain_and_environment_ask_it_once_another_environment_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let asked = dir.path().join("asked");
+        // The toolchain command counts its runs in a file of this test's own (the memo is
+        // process-wide; this command line is this test's alone).
+        let toolchain: Vec<String> = [
+            "sh".to_owned(),
+            "-c".to_owned(),
+            format!("echo run >> '{}'; echo toolchain 1.0", asked.display()),
+        ]
+        .into();
+        let runs = || {
+            std::fs::read_to_string(&asked)
+                .unwrap_or_default()
+                .lines()
+                .count()
+        };
+        let timeout = Duration::from_secs(60);
+        let (a, b) = futures::join!(
+            toolchain_output(&fixture("a", &toolchain, &[]), &toolchain, timeout),
+            toolchain_output(&fixture("b", &toolchain, &[]), &toolchain, timeout),
+        );
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(a.contains("toolchain 1.0"), "{a}");
+        assert_eq!(a, b);
+        assert_eq!(runs(), 1, "two targets, one toolchain run");
+        let other = fixture("c", &toolchain, &["PD_TOOLCHAIN_MEMO_TEST=declared"]);
+        toolchain_output(&other, &toolchain, timeout).await.unwrap();
+        assert_eq!(runs(), 2, "another declared environment asks again");
+    }
 }

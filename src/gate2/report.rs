@@ -180,6 +180,34 @@ pub struct ToolErrorRow {
     pub candidate: u64,
 }
 
+/// Verifies every member run (`patchdiff verify` each, V1), side by side on the available
+/// cores (at most 8); the answers in `dirs`' order. Each verification reads only its own run,
+/// so running them at once changes no answer, only the report's recomputation time.
+async fn verify_members(
+    dirs: Vec<PathBuf>,
+    options: &crate::verify::VerifyOptions,
+) -> Vec<Result<crate::verify::VerifyReport, String>> {
+    use futures::StreamExt;
+    let width = std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 8));
+    futures::stream::iter(dirs)
+        .map(|dir| {
+            let options = options.clone();
+            // Verification reads files synchronously: each runs on a blocking thread, driven
+            // there by this runtime's handle.
+            let runtime = tokio::runtime::Handle::current();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    runtime.block_on(crate::verify::verify(&dir, &options))
+                })
+                .await
+                .unwrap_or_else(|e| Err(format!("the verification failed: {e}")))
+            }
+        })
+        .buffered(width)
+        .collect()
+        .await
+}
+
 /// Collects, verifies and decides: the report of the comparison in `dir`, with member runs
 /// also taken from `extra` paths. `verify_options` is what each member's verification uses.
 /// Errors: `dir` is not a comparison directory or its plan does not match its seal.
@@ -197,9 +225,17 @@ pub async fn compute(
     let mut targets: Vec<String> = Vec::new();
     let mut retries: BTreeMap<String, u32> =
         [("baseline".to_owned(), 0), ("candidate".to_owned(), 0)].into();
+    let mut verifications = verify_members(
+        found.values().map(|f| f.dir.clone()).collect(),
+        verify_options,
+    )
+    .await
+    .into_iter();
     for found in found.values() {
         let run = &found.dir;
-        let verified = crate::verify::verify(run, verify_options).await;
+        let verified = verifications
+            .next()
+            .unwrap_or_else(|| Err(format!("{} was not verified", run.display())));
         let verify_problems: Vec<String> = match &verified {
             Ok(v) => v
                 .problems
