@@ -46,7 +46,8 @@ impl PostgresStore {
     /// Remembers `row` as target `row.name`'s row after this process's commit.
     pub(super) fn hint_row(&self, row: TargetRow) {
         let mut hints = shared::lock(&self.hints);
-        hints.entry(row.name.clone()).or_default().row = Some(row);
+        let name = row.name.clone();
+        hints.entry(name).or_default().row = Some(row);
     }
 
     /// The hinted row for a one-trip try of `name`, `None` while backing off.
