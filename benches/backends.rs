@@ -14,18 +14,24 @@
 //! with the machine's 1-minute load average during those runs (from `/proc/loadavg`): figures
 //! from a loaded machine are not a quiet machine's.
 //!
-//! PostgreSQL is measured twice more: through a loopback TCP proxy of the bench's own
-//! (`support/delay_proxy.rs`) that delays each direction by `BACKEND_BENCH_DELAY_US` (default
-//! 500 µs, so 1 ms of added round-trip time: a LAN between clients and server), printing the
-//! round trips per submission counted on the wire (the client's request bursts) and 1- and
-//! 16-client throughput; and with the store's own per-phase profile
-//! (`PostgresStore::submission_profile`: round trips and time in lock + plan read,
-//! validation, commit + fsync) on loopback and through the proxy, with the server's WAL fsync
-//! time per submission beside it (`pg_stat_wal`, `track_wal_io_timing` on for the store's
-//! sessions through the URL's `options`).
+//! PostgreSQL is measured again per link and path: on loopback and through a loopback TCP
+//! proxy of the bench's own (`support/delay_proxy.rs`) that delays each direction by
+//! `BACKEND_BENCH_DELAY_US` (default 500 µs, so 1 ms of added round-trip time: a LAN between
+//! clients and server); through `submit` (one round trip when the client's view of the target
+//! is current) and through `submit_validated` with a validator that passes (two round trips:
+//! the validator runs under the boundary — what every MCP submission takes, and what every
+//! submission took before the one-trip path). Each prints the round trips per submission (the
+//! store's profile on loopback, the client's request bursts on the wire through the proxy), ms
+//! per sequential submission, and 1- and 16-client throughput. Then the store's own per-phase
+//! profile (`PostgresStore::submission_profile`: round trips and time in lock + plan read,
+//! validation, commit + fsync, or the one trip) for each link and path, with the server's side
+//! beside it: WAL fsync time (`pg_stat_wal`, `track_wal_io_timing`) and time inside the
+//! store's PL/pgSQL functions (`pg_stat_user_functions`, `track_functions = pl`), both on for
+//! the store's sessions through the URL's `options`.
 //!
 //! Durability is production's on both: SQLite WAL with `synchronous = FULL`; PostgreSQL with its
-//! defaults (`fsync = on`, `synchronous_commit = on`, `wal_sync_method = fdatasync`) — the
+//! defaults (`fsync = on`, `synchronous_commit = on`, `wal_sync_method = fdatasync`, `commit_delay = 0`; the
+//! output's first lines print what the server reports) — the
 //! scratch cluster from `tests/util/backends.rs` (or `PATCHDIFF_TEST_POSTGRES`); nothing is turned off
 //! for the comparison. SQLite's file lives under `STORE_BENCH_DIR` (default: the target dir),
 //! on the same disk as the scratch cluster's temp dir unless you say otherwise.
@@ -46,7 +52,8 @@ use backends::{Backend, Scratch};
 use delay_proxy::DelayProxy;
 use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
 use patchdiff::store::{
-    EditStore, JournalKind, OperationRequest, Outcome, PostgresStore, Submission, SubmissionProfile,
+    EditStore, JournalKind, OperationRequest, Outcome, PostgresStore, Submission,
+    SubmissionProfile, Validation,
 };
 
 /// Opens a new store handle (its own connections, as another MCP process would have).
@@ -79,6 +86,31 @@ fn submission(c: usize, i: usize, base: u64) -> Submission {
             new_text: format!("<<M{c}:{}>>", i + 1),
         }],
     }
+}
+
+/// Which submission path a case drives: `submit` (on PostgreSQL one round trip when the
+/// client's view of the target is current) or `submit_validated` with a validator that
+/// always passes (the two-trip path every validated submission takes: the validator runs
+/// under the boundary, between the plan read and the commit).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SubmitPath {
+    Submit,
+    Validated,
+}
+
+fn submit_via(
+    store: &dyn EditStore,
+    path: SubmitPath,
+    name: &str,
+    submission: &Submission,
+) -> patchdiff::store::Receipt {
+    match path {
+        SubmitPath::Submit => store.submit(name, submission, false),
+        SubmitPath::Validated => {
+            store.submit_validated(name, submission, false, &|_, _| Validation::Passed)
+        }
+    }
+    .unwrap()
 }
 
 fn init(store: &dyn EditStore, name: &str, content: &str) {
@@ -170,10 +202,18 @@ fn replay_rate(open: Opener, journal: usize) -> f64 {
 
 /// `clients` threads, each with its own store handle, each submitting `per_client` durable
 /// edits; on distinct targets or one shared target. Returns accepted submissions per second.
-fn throughput(open: Opener, clients: usize, per_client: usize, shared: bool, run: usize) -> f64 {
+fn throughput(
+    open: Opener,
+    clients: usize,
+    per_client: usize,
+    shared: bool,
+    run: usize,
+    path: SubmitPath,
+) -> f64 {
     let case = format!(
-        "{}-{clients}-{run}",
-        if shared { "shared" } else { "distinct" }
+        "{}-{clients}-{run}-{}",
+        if shared { "shared" } else { "distinct" },
+        path as u8
     );
     {
         let store = open();
@@ -201,9 +241,7 @@ fn throughput(open: Opener, clients: usize, per_client: usize, shared: bool, run
                 barrier.wait();
                 let mut base = 0u64;
                 for i in 0..per_client {
-                    let r = store
-                        .submit(&target, &submission(c, i, base), false)
-                        .unwrap();
+                    let r = submit_via(&*store, path, &target, &submission(c, i, base));
                     assert_eq!(
                         r.outcome,
                         Outcome::Accepted,
@@ -283,10 +321,10 @@ fn measure(open: Opener, figures: &mut Figures, run: usize, scale: &Scale) {
     for (k, n) in CLIENTS.into_iter().enumerate() {
         figures.throughput[k]
             .0
-            .measure(|| throughput(open, n, scale.per_client, false, run));
+            .measure(|| throughput(open, n, scale.per_client, false, run, SubmitPath::Submit));
         figures.throughput[k]
             .1
-            .measure(|| throughput(open, n, scale.per_client, true, run));
+            .measure(|| throughput(open, n, scale.per_client, true, run, SubmitPath::Submit));
     }
 }
 
@@ -298,15 +336,24 @@ struct Scale {
     delay: Duration,
 }
 
-/// PostgreSQL through the delay proxy (a LAN): commit p50, round trips per submission counted
-/// on the wire, and 1- and 16-client throughput on distinct targets.
+/// PostgreSQL on one link (loopback, or through the delay proxy: a LAN) and one
+/// [`SubmitPath`]: round trips per submission, ms per sequential submission, and 1- and
+/// 16-client throughput on distinct targets.
 #[derive(Default)]
-struct LanFigures {
-    commit_p50: Repeated,
+struct LinkFigures {
     round_trips: Repeated,
+    ms_per_submission: Repeated,
     one_client: Repeated,
     sixteen_clients: Repeated,
 }
+
+/// The links × paths the PostgreSQL table shows, in column order.
+const LINKS: [(bool, SubmitPath); 4] = [
+    (false, SubmitPath::Submit),
+    (false, SubmitPath::Validated),
+    (true, SubmitPath::Submit),
+    (true, SubmitPath::Validated),
+];
 
 /// `url` with its host and port replaced by `addr`.
 fn via(url: &str, addr: std::net::SocketAddr) -> String {
@@ -329,58 +376,91 @@ fn upstream(url: &str) -> std::net::SocketAddr {
         .unwrap()
 }
 
-fn measure_lan(url: &str, lan: &mut LanFigures, run: usize, scale: &Scale) {
-    let proxy = DelayProxy::start(upstream(url), scale.delay).expect("delay proxy");
-    let proxied = via(url, proxy.addr);
-    let open = || backends::open(Path::new("/nonexistent"), Some(&proxied));
+/// One [`LinkFigures`] run. Round trips: counted on the wire (the proxy's client request
+/// bursts) through the proxy, by the store's own profile on loopback.
+fn measure_link(
+    url: &str,
+    delayed: bool,
+    path: SubmitPath,
+    fig: &mut LinkFigures,
+    run: usize,
+    scale: &Scale,
+) {
+    let proxy =
+        delayed.then(|| DelayProxy::start(upstream(url), scale.delay).expect("delay proxy"));
+    let link = proxy.as_ref().map_or(url.to_owned(), |p| via(url, p.addr));
+    let open = || backends::open(Path::new("/nonexistent"), Some(&link));
     let count = scale.per_client.max(2);
+    let tag = format!("{}{}-{run}", delayed as u8, path as u8);
     {
-        let store = open();
-        let name = format!("lan-rt-{run}");
-        init(&*store, &name, &fixture(1024, 1));
-        // Warm the connection's prepared statements, then count.
-        store.submit(&name, &submission(0, 0, 0), false).unwrap();
-        let before = proxy.client_bursts();
+        let store = PostgresStore::connect(&link).expect("connect");
+        let name = format!("link-rt-{tag}");
+        init(&store, &name, &fixture(1024, 1));
+        // Warm the connection's prepared statements (and the store's view), then count.
+        submit_via(&store, path, &name, &submission(0, 0, 0));
+        store.reset_submission_profile();
+        let before = proxy.as_ref().map_or(0, |p| p.client_bursts());
         let t0 = Instant::now();
         for i in 1..count {
-            store
-                .submit(&name, &submission(0, i, i as u64), false)
-                .unwrap();
+            submit_via(&store, path, &name, &submission(0, i, i as u64));
         }
         let took = t0.elapsed();
-        let bursts = proxy.client_bursts() - before;
-        lan.round_trips
-            .measure(|| bursts as f64 / (count - 1) as f64);
-        lan.commit_p50.measure(|| ms(took) / (count - 1) as f64);
+        let trips = match &proxy {
+            Some(p) => (p.client_bursts() - before) as f64 / (count - 1) as f64,
+            None => store.submission_profile().round_trips_per_submission(),
+        };
+        fig.round_trips.measure(|| trips);
+        fig.ms_per_submission
+            .measure(|| ms(took) / (count - 1) as f64);
     }
-    lan.one_client
-        .measure(|| throughput(&open, 1, scale.per_client, false, 1000 + run));
-    lan.sixteen_clients
-        .measure(|| throughput(&open, 16, scale.per_client, false, 1000 + run));
+    let run = 1000 + 10 * run + 2 * delayed as usize + path as usize;
+    fig.one_client
+        .measure(|| throughput(&open, 1, scale.per_client, false, run, path));
+    fig.sixteen_clients
+        .measure(|| throughput(&open, 16, scale.per_client, false, run, path));
 }
 
-/// The store's own per-phase profile of `count` sequential submissions on one target, and the
-/// server's WAL flushes during them (`pg_stat_wal`, with `track_wal_io_timing` on for the
-/// store's sessions: count and ms per submission; `None` where the role may not set it).
+/// What the server spent per submission, from its own statistics (per submission): WAL
+/// fsyncs and their ms (`pg_stat_wal`, `track_wal_io_timing` on for the store's sessions),
+/// and ms inside the store's PL/pgSQL functions (`pg_stat_user_functions`,
+/// `track_functions = pl`).
+#[derive(Clone, Copy)]
+struct ServerSide {
+    wal_syncs: f64,
+    wal_sync_ms: f64,
+    function_ms: f64,
+}
+
+/// The store's own per-phase profile of `count` sequential submissions on one target through
+/// `path`, and the server's side of them (`None` where the role may not turn the timing on).
+/// `pg_stat_wal` is the cluster's: figures are only the store's on a cluster nothing else
+/// writes to (the bench's own scratch cluster).
 fn profile(
     url: &str,
     admin: &str,
     count: usize,
     tag: &str,
-) -> (SubmissionProfile, Option<(f64, f64)>) {
+    path: SubmitPath,
+) -> (SubmissionProfile, Option<ServerSide>) {
     let sep = if url.contains('?') { '&' } else { '?' };
-    let timed = format!("{url}{sep}options=-c%20track_wal_io_timing%3Don");
+    let timed =
+        format!("{url}{sep}options=-c%20track_wal_io_timing%3Don%20-c%20track_functions%3Dpl");
     let (store, timed) = match PostgresStore::connect(&timed) {
         Ok(s) => (s, true),
         Err(_) => (PostgresStore::connect(url).expect("connect"), false),
     };
     let name = format!("profile-{tag}");
     init(&store, &name, &fixture(1024, 1));
-    store.submit(&name, &submission(0, 0, 0), false).unwrap();
-    let wal = || -> Option<(f64, f64)> {
-        let out = backends::psql(admin, "SELECT wal_sync, wal_sync_time FROM pg_stat_wal").ok()?;
-        let (n, t) = out.split_once('|')?;
-        Some((n.parse().ok()?, t.parse().ok()?))
+    submit_via(&store, path, &name, &submission(0, 0, 0));
+    let server = || -> Option<[f64; 3]> {
+        let out = backends::psql(
+            admin,
+            "SELECT wal_sync, wal_sync_time, (SELECT coalesce(sum(self_time), 0) \
+             FROM pg_stat_user_functions WHERE funcname LIKE 'patchdiff%') FROM pg_stat_wal",
+        )
+        .ok()?;
+        let mut it = out.split('|').map(|v| v.trim().parse::<f64>());
+        Some([it.next()?.ok()?, it.next()?.ok()?, it.next()?.ok()?])
     };
     // Backends report their statistics when idle or at exit: wait for the store's sessions
     // to end before reading the totals.
@@ -404,28 +484,47 @@ fn profile(
         }
     };
     store.reset_submission_profile();
-    let before = wal();
+    let before = server();
     for i in 1..count {
-        store
-            .submit(&name, &submission(0, i, i as u64), false)
-            .unwrap();
+        submit_via(&store, path, &name, &submission(0, i, i as u64));
     }
     let p = store.submission_profile();
     drop(store);
     sessions_gone();
-    let flushes = match (timed, before, wal()) {
-        (true, Some((n0, t0)), Some((n1, t1))) => {
+    let side = match (timed, before, server()) {
+        (true, Some(b), Some(a)) => {
             let subs = (count - 1) as f64;
-            Some(((n1 - n0) / subs, (t1 - t0) / subs))
+            Some(ServerSide {
+                wal_syncs: (a[0] - b[0]) / subs,
+                wal_sync_ms: (a[1] - b[1]) / subs,
+                function_ms: (a[2] - b[2]) / subs,
+            })
         }
         _ => None,
     };
-    (p, flushes)
+    (p, side)
 }
 
-/// A profiled link: its name, the store's profile, and the server's WAL fsyncs (count, ms) per
-/// submission.
-type Profiled = (String, SubmissionProfile, Option<(f64, f64)>);
+/// A profiled link and path: its name, the store's profile, and the server's side.
+type Profiled = (String, SubmissionProfile, Option<ServerSide>);
+
+/// The server's durability settings as it reports them (`SHOW`), for the output's first line.
+fn durability(url: &str) -> String {
+    [
+        "fsync",
+        "synchronous_commit",
+        "wal_sync_method",
+        "commit_delay",
+        "full_page_writes",
+    ]
+    .iter()
+    .map(|k| {
+        let v = backends::psql(url, &format!("SHOW {k}")).unwrap_or_else(|e| e);
+        format!("{k}={}", v.trim())
+    })
+    .collect::<Vec<_>>()
+    .join(", ")
+}
 
 fn main() {
     let bench_mode = std::env::args().any(|a| a == "--bench");
@@ -445,7 +544,8 @@ fn main() {
     let base =
         std::env::var("STORE_BENCH_DIR").unwrap_or_else(|_| env!("CARGO_TARGET_TMPDIR").to_owned());
     let mut results: Vec<(Backend, Figures)> = Vec::new();
-    let mut lan: Option<LanFigures> = None;
+    let mut links: Option<[LinkFigures; 4]> = None;
+    let mut settings: Option<String> = None;
     let mut profiles: Vec<Profiled> = Vec::new();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if backend == Backend::Postgres && !backends::postgres_or_skip("bench backends") {
@@ -459,26 +559,48 @@ fn main() {
             measure(&open, &mut figures, run, &scale);
         }
         if let Some(url) = scratch.postgres_url() {
-            let mut l = LanFigures::default();
+            settings = Some(durability(url));
+            let mut l: [LinkFigures; 4] = Default::default();
             for run in 0..scale.repeats {
-                measure_lan(url, &mut l, run, &scale);
+                for (k, (delayed, path)) in LINKS.into_iter().enumerate() {
+                    measure_link(url, delayed, path, &mut l[k], run, &scale);
+                }
             }
-            lan = Some(l);
+            links = Some(l);
             let count = scale.per_client.max(2) * 2;
-            let (p, f) = profile(url, url, count, "loopback");
-            profiles.push(("loopback".into(), p, f));
             let proxy = DelayProxy::start(upstream(url), scale.delay).expect("delay proxy");
-            let (p, f) = profile(&via(url, proxy.addr), url, count, "lan");
-            profiles.push((format!("+{} µs each way", scale.delay.as_micros()), p, f));
+            let lan = via(url, proxy.addr);
+            for (k, (delayed, path)) in LINKS.into_iter().enumerate() {
+                let link = if delayed { lan.as_str() } else { url };
+                let (p, f) = profile(link, url, count, &format!("{k}"), path);
+                profiles.push((link_name(delayed, path, &scale), p, f));
+            }
         }
         results.push((backend, figures));
     }
-    print(&results, lan.as_ref(), &profiles, &scale);
+    print(&results, settings, links.as_ref(), &profiles, &scale);
+}
+
+/// A link × path column's name.
+fn link_name(delayed: bool, path: SubmitPath, scale: &Scale) -> String {
+    format!(
+        "{}, {}",
+        if delayed {
+            format!("+{:.1} ms RTT", 2.0 * ms(scale.delay))
+        } else {
+            "loopback".to_owned()
+        },
+        match path {
+            SubmitPath::Submit => "submit",
+            SubmitPath::Validated => "validated",
+        }
+    )
 }
 
 fn print(
     results: &[(Backend, Figures)],
-    lan: Option<&LanFigures>,
+    settings: Option<String>,
+    links: Option<&[LinkFigures; 4]>,
     profiles: &[Profiled],
     scale: &Scale,
 ) {
@@ -494,9 +616,10 @@ fn print(
         .map(|(b, _)| format!("{:>W$}", b.name()))
         .collect();
     println!();
-    println!(
-        "backends side by side (durable: SQLite WAL synchronous=FULL; PostgreSQL fsync=on, synchronous_commit=on)"
-    );
+    println!("backends side by side (durable: SQLite WAL synchronous=FULL)");
+    if let Some(settings) = &settings {
+        println!("PostgreSQL server settings (SHOW): {settings}");
+    }
     println!(
         "each figure: median of {} runs, with the 1-minute load average seen during them",
         scale.repeats
@@ -547,29 +670,38 @@ fn print(
             p16 / pg.throughput[0].0.median()
         );
     }
-    if let Some(l) = lan {
+    if let Some(l) = links {
+        const C: usize = 26;
         println!();
         println!(
-            "PostgreSQL through the delay proxy (+{} µs each way = +{:.1} ms round trip: a LAN)",
-            scale.delay.as_micros(),
-            2.0 * ms(scale.delay)
+            "PostgreSQL by link and path (submit: one trip when the view is current; validated: \
+             submit_validated, the validator under the boundary, two trips); distinct targets"
         );
-        let row = |what: &str, r: &Repeated, d: usize| println!("{what:<46}{:>W$}", r.show(d));
-        row(
-            "round trips per submission (on the wire)",
-            &l.round_trips,
-            1,
-        );
-        row("1 client, ms per submission", &l.commit_p50, 2);
-        row(
-            "1 client, distinct targets, submissions/s",
-            &l.one_client,
-            1,
-        );
-        row(
-            "16 clients, distinct targets, submissions/s",
-            &l.sixteen_clients,
-            1,
+        let heads: String = LINKS
+            .iter()
+            .map(|&(d, p)| format!("{:>C$}", link_name(d, p, scale)))
+            .collect();
+        println!("{:<40}{heads}", "");
+        let row = |what: &str, f: &dyn Fn(&LinkFigures) -> &Repeated, d: usize| {
+            let cells: String = l.iter().map(|x| format!("{:>C$}", f(x).show(d))).collect();
+            println!("{what:<40}{cells}");
+        };
+        row("round trips per submission", &|x| &x.round_trips, 2);
+        row("1 client, ms per submission", &|x| &x.ms_per_submission, 3);
+        row("1 client, submissions/s", &|x| &x.one_client, 1);
+        row("16 clients, submissions/s", &|x| &x.sixteen_clients, 1);
+        let ratios: String = l
+            .iter()
+            .map(|x| {
+                format!(
+                    "{:>C$}",
+                    format!("{:.2}x", x.sixteen_clients.median() / x.one_client.median())
+                )
+            })
+            .collect();
+        println!("{:<40}{ratios}", "16 / 1 client");
+        println!(
+            "(round trips: the store's profile on loopback, client request bursts on the wire through the proxy)"
         );
     }
     for (link, p, flushes) in profiles {
@@ -593,12 +725,18 @@ fn print(
             );
         }
         match flushes {
-            Some((syncs, sync_ms)) => println!(
-                "{:<32}{:>22}{:>22.3}   (server: {syncs:.2} WAL fsyncs per submission, pg_stat_wal)",
-                "  of which WAL fsync", "", sync_ms
-            ),
+            Some(side) => {
+                println!(
+                    "{:<32}{:>22}{:>22.3}   (server: in the store's PL/pgSQL functions, pg_stat_user_functions)",
+                    "  of which server functions", "", side.function_ms
+                );
+                println!(
+                    "{:<32}{:>22}{:>22.3}   (server: {:.2} WAL fsyncs per submission, pg_stat_wal)",
+                    "  of which WAL fsync", "", side.wal_sync_ms, side.wal_syncs
+                );
+            }
             None => println!(
-                "  (WAL fsync time not available: pg_stat_wal or track_wal_io_timing refused)"
+                "  (server-side times not available: track_wal_io_timing or track_functions refused)"
             ),
         }
     }

@@ -188,7 +188,8 @@ impl PatchdiffServer {
     }
 
     /// K4/W7/W8: request-key recovery first (no discovery capacity needed), then a ready worker
-    /// outside the target's lock, then the store's validated submission. A worker that cannot
+    /// outside the target's lock, then the store's validated submission (whose own recovery
+    /// comes first, so with a worker already ready the separate one is skipped). A worker that cannot
     /// start makes the submission `VALIDATION_UNAVAILABLE` (nothing recorded) and leaves its
     /// error in `validator.worker_error` for the audit.
     async fn submit_validated(
@@ -199,28 +200,32 @@ impl PatchdiffServer {
     ) -> Result<crate::store::Receipt, DomainError> {
         let strict = self.strict;
         let worker_error = validator.worker_error.clone();
-        let (t, sub) = (target.clone(), submission.clone());
-        if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
-            return Ok(receipt);
-        }
         // W7: the validation below holds the target's lock and so never starts a worker;
         // make sure one is ready first, outside the lock. W8: a failure carries its real
         // code (RESTART_LIMIT, PROTOCOL, SPAWN, STARTUP_TIMEOUT, …), not NOT_READY.
-        if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready)
-            && let Err(e) = w.prewarm().await
-        {
-            let unavailable = DomainError::new(
-                DomainCode::Store(ErrorCode::ValidationUnavailable),
-                format!(
-                    "{}: {}; nothing was recorded, submit again with the same request_key",
-                    e.code.as_str(),
-                    e.message
-                ),
-            );
-            if let Ok(mut slot) = worker_error.lock() {
-                *slot = Some(e);
+        if let Some(w) = validator.waymark.as_ref().filter(|w| !w.status().ready) {
+            // K4: a retry is answered before, and without, discovery capacity. With a ready
+            // worker (or none) the store's submission makes this recovery first itself, before
+            // the boundary and the validator, so it is not made twice (a round trip on
+            // PostgreSQL).
+            let (t, sub) = (target.clone(), submission.clone());
+            if let Some(receipt) = self.blocking(move |s| s.recover_receipt(&t, &sub)).await? {
+                return Ok(receipt);
             }
-            return Err(unavailable);
+            if let Err(e) = w.prewarm().await {
+                let unavailable = DomainError::new(
+                    DomainCode::Store(ErrorCode::ValidationUnavailable),
+                    format!(
+                        "{}: {}; nothing was recorded, submit again with the same request_key",
+                        e.code.as_str(),
+                        e.message
+                    ),
+                );
+                if let Ok(mut slot) = worker_error.lock() {
+                    *slot = Some(e);
+                }
+                return Err(unavailable);
+            }
         }
         self.blocking(move |s| {
             s.submit_validated(&target, &submission, strict, &|language, content| {

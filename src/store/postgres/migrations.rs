@@ -4,7 +4,7 @@
 use super::*;
 
 /// Schema version this build writes (`schema_migrations`).
-pub const PG_SCHEMA_VERSION: i32 = 3;
+pub const PG_SCHEMA_VERSION: i32 = 4;
 /// Advisory lock key serializing migrations across concurrent `connect`s.
 pub(super) const MIGRATION_LOCK_KEY: i64 = 0x7061_7463_6864_6966; // "patchdif"
 
@@ -174,6 +174,65 @@ const MIGRATIONS: &[&str] = &[
             revision, reason_codes, receipt)
             VALUES (p_attempt_id, p_target_id, p_request_key, p_submission_sha256, p_outcome,
                 p_attempt_revision, p_reason_codes, p_receipt);
+    END
+    $fn$;
+    "#,
+    // 4: a submission the client could plan from what it already holds (its last view of the
+    // target's row and content) as one round trip (`one_trip.rs`): recovery, the boundary,
+    // recovery again, the check that the row is still the one the plan was made from, and
+    // migration 3's commit. Nothing is written unless the status is `committed`.
+    r#"
+    CREATE FUNCTION patchdiff_submit_one(
+        p_name TEXT, p_lock_key BIGINT,
+        p_target_id BIGINT, p_incarnation TEXT, p_revision BIGINT, p_version BIGINT,
+        p_edits_since BIGINT, p_bytes_since BIGINT,
+        p_attempt_id TEXT, p_request_key BYTEA, p_submission_sha256 TEXT, p_outcome TEXT,
+        p_attempt_revision BIGINT, p_reason_codes TEXT, p_receipt TEXT,
+        p_sha256 TEXT, p_byte_len BIGINT, p_new_edits_since BIGINT, p_new_bytes_since BIGINT,
+        p_edits TEXT, p_text BYTEA, p_snapshot BYTEA)
+    RETURNS TABLE (status TEXT, submission_sha256 TEXT, receipt TEXT)
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+        tid BIGINT;
+        r RECORD;
+    BEGIN
+        SELECT t.id INTO tid FROM targets t WHERE t.name = p_name;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'unknown'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        -- K4: an identical retry is answered before, and without, the boundary.
+        RETURN QUERY SELECT 'recovered'::TEXT, a.submission_sha256, a.receipt FROM attempts a
+            WHERE a.target_id = tid AND a.request_key = p_request_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        IF tid <> p_target_id THEN
+            RETURN QUERY SELECT 'stale'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        -- K5: the target's boundary, held until the transaction ends.
+        PERFORM pg_advisory_xact_lock(p_lock_key);
+        RETURN QUERY SELECT 'recovered'::TEXT, a.submission_sha256, a.receipt FROM attempts a
+            WHERE a.target_id = tid AND a.request_key = p_request_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        SELECT incarnation, revision, version, edits_since_snapshot, bytes_since_snapshot
+            INTO r FROM targets WHERE id = tid FOR UPDATE;
+        IF r.incarnation <> p_incarnation OR r.revision <> p_revision
+            OR r.version <> p_version OR r.edits_since_snapshot <> p_edits_since
+            OR r.bytes_since_snapshot <> p_bytes_since THEN
+            -- Another writer moved the target since the client's view: plan again.
+            RETURN QUERY SELECT 'stale'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        PERFORM patchdiff_commit_attempt(p_target_id, p_incarnation, p_revision, p_version,
+            p_edits_since, p_bytes_since, p_attempt_id, p_request_key, p_submission_sha256,
+            p_outcome, p_attempt_revision, p_reason_codes, p_receipt, p_sha256, p_byte_len,
+            p_new_edits_since, p_new_bytes_since, p_edits, p_text, p_snapshot);
+        RETURN QUERY SELECT 'committed'::TEXT, NULL::TEXT, NULL::TEXT;
     END
     $fn$;
     "#,

@@ -30,7 +30,7 @@ use tokio_postgres::types::ToSql;
 use super::profile::SubmissionPhase;
 use super::*;
 
-type Param<'a> = &'a (dyn ToSql + Sync);
+pub(super) type Param<'a> = &'a (dyn ToSql + Sync);
 
 /// SQLSTATE `patchdiff_commit_attempt` raises when the target's incarnation or revision moved.
 const TARGET_MOVED: &str = "PD001";
@@ -96,6 +96,93 @@ impl Drop for OpenTx {
 /// The database error's SQLSTATE, if the error came from the server.
 fn sqlstate(e: &tokio_postgres::Error) -> Option<&str> {
     e.as_db_error().map(|d| d.code().code())
+}
+
+/// `patchdiff_commit_attempt`'s parameters (migration 3; `patchdiff_submit_one` takes the same
+/// after its own two): the row the plan was decided on, the attempt, and an accepted edit's
+/// journal entry, new row counters and snapshot when due (all `NULL` for a rejected attempt).
+pub(super) struct CommitArgs<'a> {
+    t: &'a TargetRow,
+    revision: i64,
+    version: i64,
+    edits_since: i64,
+    bytes_since: i64,
+    receipt: &'a Receipt,
+    key: &'a [u8],
+    submission_sha: &'a str,
+    attempt_revision: i64,
+    reason_codes: String,
+    receipt_text: &'a str,
+    sha256: Option<&'a str>,
+    byte_len: Option<i64>,
+    since_edits: Option<i64>,
+    since_bytes: Option<i64>,
+    edits: Option<String>,
+    text: Option<Vec<u8>>,
+    outcome: &'static str,
+    snapshot: Option<&'a [u8]>,
+}
+
+impl<'a> CommitArgs<'a> {
+    pub(super) fn new(
+        t: &'a TargetRow,
+        submission_sha: &'a str,
+        receipt: &'a Receipt,
+        receipt_text: &'a str,
+        applied: Option<&'a shared::Applied>,
+    ) -> Self {
+        let edited = applied.map(|a| (a, t.after_edit(a)));
+        CommitArgs {
+            t,
+            revision: i(t.revision),
+            version: i(t.version),
+            edits_since: i(t.edits_since_snapshot),
+            bytes_since: i(t.bytes_since_snapshot),
+            receipt,
+            key: receipt.request_key.as_bytes(),
+            submission_sha,
+            attempt_revision: i(receipt.revision),
+            reason_codes: serde_json::to_string(&receipt.reason_codes).unwrap_or_default(),
+            receipt_text,
+            sha256: applied.map(|a| a.sha256.as_str()),
+            byte_len: applied.map(|a| a.new_content.len() as i64),
+            since_edits: edited.as_ref().map(|(_, row)| i(row.since_edits)),
+            since_bytes: edited.as_ref().map(|(_, row)| i(row.since_bytes)),
+            edits: applied.map(|a| shared::encode_edits(&a.edits)),
+            text: applied.map(|a| shared::joined_text(&a.edits).into_bytes()),
+            outcome: receipt.outcome.as_str(),
+            snapshot: edited
+                .as_ref()
+                .filter(|(_, row)| row.snapshot)
+                .map(|(a, _)| a.new_content.as_bytes()),
+        }
+    }
+
+    /// The 20 parameters, in the functions' order.
+    pub(super) fn params(&self) -> [Param<'_>; 20] {
+        [
+            &self.t.id,
+            &self.t.incarnation,
+            &self.revision,
+            &self.version,
+            &self.edits_since,
+            &self.bytes_since,
+            &self.receipt.attempt_id,
+            &self.key,
+            &self.submission_sha,
+            &self.outcome,
+            &self.attempt_revision,
+            &self.reason_codes,
+            &self.receipt_text,
+            &self.sha256,
+            &self.byte_len,
+            &self.since_edits,
+            &self.since_bytes,
+            &self.edits,
+            &self.text,
+            &self.snapshot,
+        ]
+    }
 }
 
 impl PostgresStore {
@@ -367,46 +454,9 @@ impl PostgresStore {
             Ok(s) => s,
             Err(e) => return self.roll_back(tx, Err(e.into())).await,
         };
-        let reason_codes = serde_json::to_string(&receipt.reason_codes).unwrap_or_default();
-        let edited = applied.as_ref().map(|a| (a, t.after_edit(a)));
-        let edits = applied.as_ref().map(|a| shared::encode_edits(&a.edits));
-        let text = applied.as_ref().map(|a| shared::joined_text(&a.edits));
-        let snapshot = edited
-            .as_ref()
-            .filter(|(_, row)| row.snapshot)
-            .map(|(a, _)| a.new_content.as_bytes());
-        let sha256 = applied.as_ref().map(|a| a.sha256.as_str());
-        let byte_len = applied.as_ref().map(|a| a.new_content.len() as i64);
-        let since_edits = edited.as_ref().map(|(_, row)| i(row.since_edits));
-        let since_bytes = edited.as_ref().map(|(_, row)| i(row.since_bytes));
+        let args = CommitArgs::new(t, submission_sha, &receipt, &receipt_text, applied.as_ref());
+        let params = args.params();
         let c = tx.client();
-        let text_bytes = text.as_deref().map(str::as_bytes);
-        let (revision, version) = (i(t.revision), i(t.version));
-        let (edits_since, bytes_since) = (i(t.edits_since_snapshot), i(t.bytes_since_snapshot));
-        let (key, outcome_text) = (receipt.request_key.as_bytes(), receipt.outcome.as_str());
-        let attempt_revision = i(receipt.revision);
-        let params: [Param; 20] = [
-            &t.id,
-            &t.incarnation,
-            &revision,
-            &version,
-            &edits_since,
-            &bytes_since,
-            &receipt.attempt_id,
-            &key,
-            &submission_sha,
-            &outcome_text,
-            &attempt_revision,
-            &reason_codes,
-            &receipt_text,
-            &sha256,
-            &byte_len,
-            &since_edits,
-            &since_bytes,
-            &edits,
-            &text_bytes,
-            &snapshot,
-        ];
         let (written, committed) = self
             .profile
             .round_trip(
@@ -434,10 +484,7 @@ impl PostgresStore {
         };
         tx.finish(committed.is_ok());
         outcome?;
-        if let Some(a) = applied {
-            self.cache
-                .remember(t.id, &t.incarnation, a.revision, a.new_content.into());
-        }
+        self.committed(t, applied);
         Ok(Pipelined::Done(Box::new(receipt)))
     }
 }

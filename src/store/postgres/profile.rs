@@ -30,17 +30,21 @@ pub enum SubmissionPhase {
     Commit,
     /// `ROLLBACK` of a transaction that recorded nothing (a recovered receipt, an error).
     Rollback,
+    /// K3–K5 in one round trip (`one_trip.rs`): `BEGIN`, recovery, the boundary, the row
+    /// check and the attempt's writes, and `COMMIT` with its WAL flush, pipelined.
+    OneTrip,
 }
 
 impl SubmissionPhase {
     /// Every phase, in submission order.
-    pub const ALL: [SubmissionPhase; 6] = [
+    pub const ALL: [SubmissionPhase; 7] = [
         SubmissionPhase::Recovery,
         SubmissionPhase::Lock,
         SubmissionPhase::PlanRead,
         SubmissionPhase::Validation,
         SubmissionPhase::Commit,
         SubmissionPhase::Rollback,
+        SubmissionPhase::OneTrip,
     ];
 
     /// The phase's name as the bench prints it.
@@ -52,6 +56,7 @@ impl SubmissionPhase {
             SubmissionPhase::Validation => "validation",
             SubmissionPhase::Commit => "commit (+ fsync)",
             SubmissionPhase::Rollback => "rollback",
+            SubmissionPhase::OneTrip => "one trip: lock + commit (+ fsync)",
         }
     }
 }
