@@ -1,4 +1,4 @@
-//! R1–R3 through the real `patchdiff mcp` binary: the full profile leases a target, submits as
+//! R1, R2, R3 through the real `patchdiff mcp` binary: the full profile leases a target, submits as
 //! a replica, retries by key, catches up and releases; a released lease is refused. (That the
 //! observed profile neither lists nor runs the replica tools is pinned in `rmcp_client`.)
 

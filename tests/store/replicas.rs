@@ -1,7 +1,8 @@
-//! Replicas (R1–R3) on both backends: leases and checkpoints on an injected clock, replica
+//! Replicas (R1, R2, R3) on both backends: leases and checkpoints on an injected clock, replica
 //! submissions transformed over the agent's edits, catch-up in pages, and the reviewers' races
 //! — agent submissions and saves interleaved with a replica held at each point of its
-//! submission — with every acknowledged edit present exactly once afterwards.
+//! submission — with every acknowledged edit present exactly once afterwards (K5: one boundary
+//! per target for both writers and saves).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
