@@ -71,6 +71,8 @@ async fn observed_profile_lists_exactly_the_six_tools() {
     observed.stop().await;
 }
 
+/// M3 and R1: the full profile adds the operator's tools and the replica tools (only it grants
+/// leases).
 #[tokio::test]
 async fn full_profile_adds_init_export_audit_worker_status_and_replica_tools() {
     let dir = tempfile::tempdir().unwrap();
