@@ -156,10 +156,10 @@ fn run_case(scratch: &Scratch, case: Case, count: usize, run: usize) -> (f64, f6
     let replica_target = if case == Case::SameTarget { &ta } else { &tb };
     let start = Arc::new(Barrier::new(2));
     std::thread::scope(|scope| {
-        let s = start.clone();
+        let (s, ta) = (start.clone(), ta.as_str());
         let agent_thread = scope.spawn(move || {
             s.wait();
-            agent(&*a, &ta, count, run)
+            agent(&*a, ta, count, run)
         });
         let r = if case == Case::AgentAlone {
             start.wait();
@@ -171,6 +171,9 @@ fn run_case(scratch: &Scratch, case: Case, count: usize, run: usize) -> (f64, f6
         (agent_thread.join().unwrap(), r)
     })
 }
+
+/// (agent submissions/s, replica submissions/s) of one case.
+type Rates = (f64, f64);
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
@@ -184,7 +187,7 @@ fn main() {
     if !bench_mode {
         println!("replica bench: smoke run; `cargo bench --bench replicas` for figures");
     }
-    let mut rows: Vec<(Backend, [(f64, f64); 3], String)> = Vec::new();
+    let mut rows: Vec<(Backend, [Rates; 3], String)> = Vec::new();
     for backend in [Backend::Sqlite, Backend::Postgres] {
         if backend == Backend::Postgres && !backends::postgres_or_skip("bench replicas") {
             continue;

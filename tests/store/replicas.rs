@@ -474,7 +474,7 @@ impl Replica {
 
 enum Msg {
     Reached,
-    Done(Result<Receipt, StoreError>),
+    Done(Box<Result<Receipt, StoreError>>),
 }
 
 /// Interleavings per run (each: one held replica submission, one to three agent steps).
@@ -548,7 +548,7 @@ fn replica_held_at_each_point_never_loses_either_sides_acknowledged_edit(b: Back
                         &|_, _| Validation::Passed,
                         Some(&seam),
                     );
-                    msg_tx.send(Msg::Done(r)).unwrap();
+                    msg_tx.send(Msg::Done(Box::new(r))).unwrap();
                 })
             };
             match msg_rx.recv_timeout(Duration::from_secs(60)).unwrap() {
@@ -594,7 +594,7 @@ fn replica_held_at_each_point_never_loses_either_sides_acknowledged_edit(b: Back
             results
         });
         let receipt = match msg_rx.recv().unwrap() {
-            Msg::Done(r) => r.unwrap_or_else(|e| panic!("seed {seed}: replica {n}: {e}")),
+            Msg::Done(r) => (*r).unwrap_or_else(|e| panic!("seed {seed}: replica {n}: {e}")),
             Msg::Reached => unreachable!(),
         };
         // One in four outcomes is "lost": the replica retries by key and learns the truth.

@@ -69,8 +69,7 @@ impl SqliteStore {
         submission: &Submission,
         submission_sha: &str,
         planned: &TargetRow,
-        plan: Plan,
-        warnings: Vec<String>,
+        (plan, warnings): (Plan, Vec<String>),
         guard: Option<&replica::ReplicaGuard<'_>>,
     ) -> Result<Option<Receipt>, StoreError> {
         self.with_writer(|conn| {
@@ -179,9 +178,14 @@ impl SqliteStore {
             let (plan, warnings) =
                 shared::decide_validation(plan, &t.language, &current, validator)?;
             guard.inspect(|g| g.at(replica::ReplicaPoint::BeforeCommit));
-            if let Some(receipt) =
-                self.commit_attempt(name, submission, &submission_sha, &t, plan, warnings, guard)?
-            {
+            if let Some(receipt) = self.commit_attempt(
+                name,
+                submission,
+                &submission_sha,
+                &t,
+                (plan, warnings),
+                guard,
+            )? {
                 return Ok(receipt);
             }
         }
