@@ -21,7 +21,7 @@ use crate::store::{EditStore, PostgresStore, SqliteStore};
 use crate::telemetry::Recorder;
 use crate::waymark::{Waymark, WaymarkConfig, WaymarkMode};
 
-pub use server::{FULL_ONLY_TOOLS, OBSERVED_TOOLS, PatchdiffServer, profile_tools};
+pub use server::{FULL_ONLY_TOOLS, OBSERVED_TOOLS, PatchdiffServer, REPLICA_TOOLS, profile_tools};
 
 /// Everything `patchdiff mcp` reads at startup (P1). Built whole or not at all (P2).
 #[derive(Debug, Clone)]

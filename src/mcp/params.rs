@@ -162,6 +162,75 @@ pub struct ExportTargetArgs {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
+/// R1: `patchdiff_replica_acquire`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaAcquireArgs {
+    /// Who the lease is for (1..=128 bytes), e.g. `build-container`.
+    pub integration: String,
+    /// The targets the lease covers (1..=64 distinct names).
+    pub targets: Vec<String>,
+    /// Lease length from now, in milliseconds (1000..=3600000).
+    #[schemars(range(min = 1000, max = 3600000))]
+    pub ttl_ms: u64,
+}
+
+/// R1: `patchdiff_replica_renew`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaRenewArgs {
+    /// The lease id `patchdiff_replica_acquire` returned.
+    pub lease_id: String,
+    /// New lease length from now, in milliseconds (1000..=3600000).
+    #[schemars(range(min = 1000, max = 3600000))]
+    pub ttl_ms: u64,
+}
+
+/// R1: `patchdiff_replica_release`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseArg {
+    /// The lease id `patchdiff_replica_acquire` returned.
+    pub lease_id: String,
+}
+
+/// R2: `patchdiff_replica_submit`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaSubmitArgs {
+    /// The lease id `patchdiff_replica_acquire` returned.
+    pub lease_id: String,
+    /// A leased target.
+    pub target: String,
+    /// Makes the submission idempotent: retry an unknown outcome with the same key.
+    pub request_key: String,
+    /// The replay cursor the operations were computed at (the checkpoint's, or a
+    /// `next_cursor` of `patchdiff_replica_changes`).
+    pub cursor: String,
+    /// SHA-256 (64 lowercase hex digits) of the content at `cursor`.
+    pub expected_sha256: String,
+    /// At most 64 operations, each replacing the single occurrence of `old_text` in the
+    /// content at `cursor`.
+    pub operations: Vec<crate::store::replica::ReplicaOperation>,
+}
+
+/// R3: `patchdiff_replica_changes`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplicaChangesArgs {
+    /// The lease id `patchdiff_replica_acquire` returned.
+    pub lease_id: String,
+    /// A leased target.
+    pub target: String,
+    /// Cursor to read after (default: the lease's checkpoint cursor; never before it).
+    #[serde(default)]
+    pub after: Option<String>,
+    /// Page size in entries (default 100, at most 1000).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
+}
+
 /// Checks `arguments` against the argument type of `tool` before dispatch, so that malformed
 /// arguments (wrong types, missing required fields, unknown fields) are refused before any
 /// handler runs — as an `isError` result with code `INVALID_ARGUMENTS` the model can correct
@@ -188,6 +257,11 @@ pub fn validate(
         "patchdiff_init_target" => check::<InitTargetArgs>(v),
         "patchdiff_export_target" => check::<ExportTargetArgs>(v),
         "patchdiff_worker_status" => check::<NoArgs>(v),
+        "patchdiff_replica_acquire" => check::<ReplicaAcquireArgs>(v),
+        "patchdiff_replica_renew" => check::<ReplicaRenewArgs>(v),
+        "patchdiff_replica_release" => check::<LeaseArg>(v),
+        "patchdiff_replica_submit" => check::<ReplicaSubmitArgs>(v),
+        "patchdiff_replica_changes" => check::<ReplicaChangesArgs>(v),
         _ => Ok(()),
     }
 }

@@ -13,6 +13,7 @@
 
 mod chunks;
 mod postgres;
+pub mod replica;
 mod schema;
 mod shared;
 mod sqlite;
@@ -100,6 +101,16 @@ pub enum ErrorCode {
     /// W7/W8: the post-edit validator could not run (a worker error such as
     /// `WAYMARK_WORKER_NOT_READY`); the transaction rolled back and no attempt was recorded.
     ValidationUnavailable,
+    /// R1: no lease has that id.
+    UnknownLease,
+    /// R1: the lease expired (on the caller's clock); nothing was applied.
+    LeaseExpired,
+    /// R1: the lease was released; nothing was applied.
+    LeaseReleased,
+    /// R1: a leased target was re-initialized after the lease was granted.
+    LeaseInvalidated,
+    /// R1: the lease does not cover that target.
+    TargetNotLeased,
 }
 
 impl ErrorCode {
@@ -120,6 +131,11 @@ impl ErrorCode {
             ErrorCode::InvalidCursor => "INVALID_CURSOR",
             ErrorCode::MalformedJson => "MALFORMED_JSON",
             ErrorCode::Storage => "STORAGE",
+            ErrorCode::UnknownLease => "UNKNOWN_LEASE",
+            ErrorCode::LeaseExpired => "LEASE_EXPIRED",
+            ErrorCode::LeaseReleased => "LEASE_RELEASED",
+            ErrorCode::LeaseInvalidated => "LEASE_INVALIDATED",
+            ErrorCode::TargetNotLeased => "TARGET_NOT_LEASED",
         }
     }
 }
@@ -390,6 +406,65 @@ pub trait EditStore: Send + Sync {
     /// the database's oid) — never a secret. A run records it so `verify` can refuse a
     /// database that is not the run's. Errors: `STORAGE`.
     fn identity(&self) -> Result<StoreIdentity, StoreError>;
+
+    /// R1: grants `request.integration` a lease over `request.targets` until `clock() +
+    /// ttl_ms` and returns it with the targets' checkpoint (content and replay cursor of one
+    /// consistent moment). Only the trusted full profile calls it.
+    ///
+    /// Errors: `INVALID_INPUT` (integration, duplicate or too many targets), `OUT_OF_RANGE`
+    /// (ttl), `UNKNOWN_TARGET`, `STORAGE`; nothing is granted on error.
+    fn replica_acquire(
+        &self,
+        request: &replica::LeaseRequest,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Checkpoint, StoreError>;
+
+    /// R1: moves a live lease's expiry to `clock() + ttl_ms`. Errors: `UNKNOWN_LEASE`,
+    /// `LEASE_EXPIRED`, `LEASE_RELEASED`, `LEASE_INVALIDATED`, `OUT_OF_RANGE` (ttl), `STORAGE`.
+    fn replica_renew(
+        &self,
+        lease_id: &str,
+        ttl_ms: u64,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Lease, StoreError>;
+
+    /// R1: ends a live lease; every later call with it is refused (`LEASE_RELEASED`).
+    /// Errors: `UNKNOWN_LEASE`, `LEASE_EXPIRED`, `LEASE_RELEASED`, `STORAGE`.
+    fn replica_release(
+        &self,
+        lease_id: &str,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Lease, StoreError>;
+
+    /// R2: one replica submission, decided as an agent's (K3, K4: same receipts, request keys
+    /// and conflict rules, strict observation off) at the revision of its cursor, through the
+    /// target's one boundary (K5); the lease is checked first and again inside the commit's
+    /// transaction. `seam` is called at each [`replica::ReplicaPoint`] (tests hold it there).
+    ///
+    /// Errors (nothing recorded): the lease's (`UNKNOWN_LEASE`, `LEASE_EXPIRED`,
+    /// `LEASE_RELEASED`, `LEASE_INVALIDATED`, `TARGET_NOT_LEASED`), `INVALID_CURSOR`, and those
+    /// of [`EditStore::submit_validated`].
+    fn replica_submit(
+        &self,
+        lease_id: &str,
+        submission: &replica::ReplicaSubmission,
+        clock: replica::Clock<'_>,
+        validator: Validator<'_>,
+        seam: Option<replica::Seam<'_>>,
+    ) -> Result<Receipt, StoreError>;
+
+    /// R3: the target's journal after `after` (default: the lease's checkpoint cursor; never
+    /// before it), in pages as [`EditStore::replay`]'s, while the lease is live.
+    ///
+    /// Errors: the lease's, `INVALID_CURSOR`, `OUT_OF_RANGE` (limit), `STORAGE`.
+    fn replica_changes(
+        &self,
+        lease_id: &str,
+        target: &str,
+        after: Option<&str>,
+        limit: Option<u32>,
+        clock: replica::Clock<'_>,
+    ) -> Result<ReplayPage, StoreError>;
 }
 
 /// Who a database is, as a run manifest records it and `verify` compares it (never a secret:

@@ -9,7 +9,7 @@ use rusqlite::{Connection, TransactionBehavior};
 use super::{ErrorCode, StoreError};
 
 /// Schema version this build writes.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 const MIGRATIONS: &[&str] = &[
     // 1: targets, content snapshots, journal, versions, observations, attempts, worker errors.
@@ -124,6 +124,26 @@ const MIGRATIONS: &[&str] = &[
         value TEXT NOT NULL
     );
     INSERT INTO store_meta (key, value) VALUES ('store_id', lower(hex(randomblob(16))));
+    "#,
+    // 4: replica leases (R1): one row per lease, one per leased target pinned to the target's
+    // incarnation (a re-init invalidates the lease) and the checkpoint's cursor.
+    r#"
+    CREATE TABLE replica_leases (
+        lease_id TEXT PRIMARY KEY,
+        integration TEXT NOT NULL,
+        granted_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        released_at_ms INTEGER
+    );
+    CREATE TABLE replica_lease_targets (
+        lease_id TEXT NOT NULL REFERENCES replica_leases(lease_id),
+        target_id INTEGER NOT NULL,
+        target_name TEXT NOT NULL,
+        incarnation TEXT NOT NULL,
+        checkpoint_cursor INTEGER NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (lease_id, target_id)
+    );
     "#,
 ];
 

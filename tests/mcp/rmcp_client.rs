@@ -19,11 +19,17 @@ const SIX_OBSERVED_TOOLS: [&str; 6] = [
     "patchdiff_replay",
 ];
 /// M3, spelled out from SPEC.
-const FULL_ONLY: [&str; 4] = [
+const FULL_ONLY: [&str; 9] = [
     "patchdiff_init_target",
     "patchdiff_export_target",
     "patchdiff_audit",
     "patchdiff_worker_status",
+    // R1: replica leases are the trusted full profile's alone.
+    "patchdiff_replica_acquire",
+    "patchdiff_replica_renew",
+    "patchdiff_replica_release",
+    "patchdiff_replica_submit",
+    "patchdiff_replica_changes",
 ];
 
 async fn launch(dir: &Path, kind: ProcessKind, profile: &str) -> McpProcess {
@@ -65,8 +71,10 @@ async fn observed_profile_lists_exactly_the_six_tools() {
     observed.stop().await;
 }
 
+/// M3 and R1: the full profile adds the operator's tools and the replica tools (only it grants
+/// leases).
 #[tokio::test]
-async fn full_profile_adds_init_export_audit_and_worker_status() {
+async fn full_profile_adds_init_export_audit_worker_status_and_replica_tools() {
     let dir = tempfile::tempdir().unwrap();
     let full = launch(dir.path(), ProcessKind::Full, "full").await;
     let mut names = full.tool_names().await.unwrap();

@@ -17,5 +17,6 @@ mod basics;
 mod deadlines;
 mod props;
 mod regressions;
+mod replicas;
 mod round_trips;
 mod target_boundary;

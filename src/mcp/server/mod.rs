@@ -29,7 +29,10 @@ use crate::waymark::error::WorkerErrorCode;
 
 mod domain;
 mod files;
+mod replicas;
 mod scopes;
+
+pub use replicas::REPLICA_TOOLS;
 
 use crate::waymark::{Discovery, DiscoveryError, Language, Scope, ScopeQuery, Waymark};
 use domain::*;
@@ -62,6 +65,8 @@ pub fn profile_tools(profile: Profile) -> Vec<&'static str> {
     let mut tools = OBSERVED_TOOLS.to_vec();
     if profile == Profile::Full {
         tools.extend(FULL_ONLY_TOOLS);
+        // R1: only the trusted full profile grants leases; the agent never reaches them.
+        tools.extend(REPLICA_TOOLS);
     }
     tools
 }
@@ -121,7 +126,7 @@ impl PatchdiffServer {
         recorder: Recorder,
         telemetry: TelemetryStatus,
     ) -> Self {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::replica_router();
         let allowed = profile_tools(profile);
         let all: Vec<String> = tool_router
             .list_all()

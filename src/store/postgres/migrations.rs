@@ -4,7 +4,7 @@
 use super::*;
 
 /// Schema version this build writes (`schema_migrations`).
-pub const PG_SCHEMA_VERSION: i32 = 4;
+pub const PG_SCHEMA_VERSION: i32 = 5;
 /// Advisory lock key serializing migrations across concurrent `connect`s.
 pub(super) const MIGRATION_LOCK_KEY: i64 = 0x7061_7463_6864_6966; // "patchdif"
 
@@ -235,6 +235,25 @@ const MIGRATIONS: &[&str] = &[
         RETURN QUERY SELECT 'committed'::TEXT, NULL::TEXT, NULL::TEXT;
     END
     $fn$;
+    // 5: replica leases (R1): one row per lease, one per leased target pinned to the target's
+    // incarnation (a re-init invalidates the lease) and the checkpoint's cursor.
+    r#"
+    CREATE TABLE replica_leases (
+        lease_id TEXT PRIMARY KEY,
+        integration TEXT NOT NULL,
+        granted_at_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        released_at_ms BIGINT
+    );
+    CREATE TABLE replica_lease_targets (
+        lease_id TEXT NOT NULL REFERENCES replica_leases(lease_id),
+        target_id BIGINT NOT NULL,
+        target_name TEXT NOT NULL,
+        incarnation TEXT NOT NULL,
+        checkpoint_cursor BIGINT NOT NULL,
+        position BIGINT NOT NULL,
+        PRIMARY KEY (lease_id, target_id)
+    );
     "#,
 ];
 

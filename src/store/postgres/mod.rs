@@ -97,6 +97,7 @@ mod one_trip;
 mod ops;
 mod pipeline;
 mod profile;
+mod replica;
 mod rows;
 mod submit;
 
@@ -472,7 +473,7 @@ impl EditStore for PostgresStore {
                 // the row re-read under the commit's lock.
                 Ok(pipeline::Pipelined::SavedMeanwhile) => self.run(
                     Call::Write,
-                    self.submit_locked(name, submission, &submission_sha, strict, validator),
+                    self.submit_locked(name, submission, &submission_sha, strict, validator, None),
                 ),
                 Err(e) => Err(e),
             },
@@ -571,6 +572,58 @@ impl EditStore for PostgresStore {
         StoreBackend::Postgres {
             redacted_url: self.redacted_url.clone(),
         }
+    }
+
+    fn replica_acquire(
+        &self,
+        request: &replica::LeaseRequest,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Checkpoint, StoreError> {
+        replica::check_lease_request(request)?;
+        self.run(Call::Write, self.acquire_async(request, clock))
+    }
+
+    fn replica_renew(
+        &self,
+        lease_id: &str,
+        ttl_ms: u64,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Lease, StoreError> {
+        replica::check_ttl(ttl_ms)?;
+        self.run(
+            Call::Write,
+            self.end_or_renew_async(lease_id, Some(ttl_ms), clock),
+        )
+    }
+
+    fn replica_release(
+        &self,
+        lease_id: &str,
+        clock: replica::Clock<'_>,
+    ) -> Result<replica::Lease, StoreError> {
+        self.run(Call::Write, self.end_or_renew_async(lease_id, None, clock))
+    }
+
+    fn replica_submit(
+        &self,
+        lease_id: &str,
+        submission: &replica::ReplicaSubmission,
+        clock: replica::Clock<'_>,
+        validator: Validator<'_>,
+        seam: Option<replica::Seam<'_>>,
+    ) -> Result<Receipt, StoreError> {
+        self.replica_submit_pg(lease_id, submission, clock, validator, seam)
+    }
+
+    fn replica_changes(
+        &self,
+        lease_id: &str,
+        target: &str,
+        after: Option<&str>,
+        limit: Option<u32>,
+        clock: replica::Clock<'_>,
+    ) -> Result<ReplayPage, StoreError> {
+        self.replica_changes_pg(lease_id, target, after, limit, clock)
     }
 
     fn identity(&self) -> Result<StoreIdentity, StoreError> {

@@ -1,5 +1,6 @@
 //! The submission path of the PostgreSQL store (K3–K5, W7): request-key recovery, the plan's
-//! reads inside the target's boundary, validation and the commit.
+//! reads inside the target's boundary, validation and the commit — for an agent's submission
+//! and, with a `ReplicaGuard`, a replica's (R2).
 
 use super::*;
 
@@ -76,10 +77,12 @@ impl PostgresStore {
         submission_sha: &str,
         strict: bool,
         validator: Validator<'_>,
+        guard: Option<&replica::ReplicaGuard<'_>>,
     ) -> Result<Receipt, StoreError> {
         let mut client = self.client().await?;
         let tx = self.write_tx(&mut client).await?;
         lock_target(&tx, name).await?;
+        guard.inspect(|g| g.at(replica::ReplicaPoint::BoundaryHeld));
         let t = target_row(&tx, name).await?;
         // Another writer may have used the key before we took the boundary.
         if let Some(r) =
@@ -89,9 +92,16 @@ impl PostgresStore {
         }
         let read = self.plan_read(&tx, name, submission).await?;
         let plan = read.plan(name, submission, strict);
+        guard.inspect(|g| g.at(replica::ReplicaPoint::Planned));
         let (plan, warnings) =
             shared::decide_validation(plan, &read.target.language, &read.current, validator)?;
+        guard.inspect(|g| g.at(replica::ReplicaPoint::BeforeCommit));
         let t = target_row_locked(&tx, name, "UPDATE").await?;
+        // R1: the lease row is held FOR SHARE until the commit, so a release or renewal waits
+        // for it (and a commit after a release is impossible).
+        if let Some(g) = guard {
+            replica::check_lease_for(&tx, g.lease_id, &t, (g.clock)()).await?;
+        }
         if t.incarnation != read.target.incarnation || t.revision != read.target.revision {
             // Only a writer ignoring the boundary could move the target: refuse, record nothing.
             return Err(StoreError::new(
