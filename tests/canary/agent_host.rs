@@ -366,7 +366,7 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     assert_no_credential(&run);
 }
 
-/// The operator's proxy settings reach the sealed host, which still reaches the loopback model
+/// A2/A4: the operator's proxy settings reach the sealed host, which still reaches the loopback model
 /// (`NO_PROXY` exempts it; the proxy itself is a closed port, so a host that ignored `NO_PROXY`
 /// would fail every request); the record names the variables, and the proxy's password is in
 /// no file of the run.

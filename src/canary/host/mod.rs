@@ -439,6 +439,7 @@ mod tests {
             .collect()
     }
 
+    /// A2: the pass-through list the README documents is the one the code applies.
     #[test]
     fn the_readme_lists_exactly_the_network_variables_the_host_receives() {
         assert_eq!(readme_network_variables(), NETWORK_VARIABLES);
