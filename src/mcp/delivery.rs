@@ -53,7 +53,9 @@ pub const HOST_LIMITS: [HostLimit; 2] = [
         error_kept_chars: Some((5_000, 5_000)),
         larger_limit: "the MAX_MCP_OUTPUT_TOKENS environment variable of the host (tokens, \
                        default 25,000) and a tool's `_meta[\"anthropic/maxResultSizeChars\"]`; \
-                       a sealed host gets neither from us, so the defaults hold",
+                       the sealed host gets MAX_MCP_OUTPUT_TOKENS at that default from us whatever \
+                       the operator set (canary::host::host_limit_env) and no tool declares more, \
+                       so the defaults hold",
         measured: "the real CLI offline against scripted-model on loopback (tests/canary/agent_host.rs, \
                    tests/canary/host_delivery.rs; /work/shared/FACTS.md 2026-12-01): results of 95,000 \
                    to 103,000 characters were replaced by `Error: result (N characters) exceeds \

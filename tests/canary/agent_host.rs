@@ -131,7 +131,19 @@ impl Drop for Model {
 
 /// Runs `patchdiff console --script SCRIPT --json` with the model's address and a credential.
 fn run_canary(runs: &Path, script: &Path, model: &Model, claude: &Path) -> Output {
+    run_canary_with(runs, script, model, claude, &[])
+}
+
+/// [`run_canary`] with more variables in the console's environment.
+fn run_canary_with(
+    runs: &Path,
+    script: &Path,
+    model: &Model,
+    claude: &Path,
+    env: &[(&str, &str)],
+) -> Output {
     Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .envs(env.iter().copied())
         .arg("console")
         .arg("--script")
         .arg(script)
@@ -351,6 +363,71 @@ fn claude_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         String::from_utf8_lossy(&verify.stdout)
     );
     // A4: no credential in any evidence file.
+    assert_no_credential(&run);
+}
+
+/// A2/A4: the operator's proxy settings reach the sealed host, which still reaches the loopback model
+/// (`NO_PROXY` exempts it; the proxy itself is a closed port, so a host that ignored `NO_PROXY`
+/// would fail every request); the record names the variables, and the proxy's password is in
+/// no file of the run.
+#[test]
+fn a_sealed_claude_run_behind_a_proxy_gets_its_settings_and_names_them_in_the_host_record() {
+    const PROXY_PASSWORD: &str = "proxy-pw-7d6c5b4a";
+    let proxy = format!("http://operator:{PROXY_PASSWORD}@127.0.0.1:9");
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let output = run_canary_with(
+        runs.path(),
+        &repo().join("assets/canary/claude.canary"),
+        &model,
+        &claude(),
+        &[
+            ("HTTPS_PROXY", &proxy),
+            ("HTTP_PROXY", &proxy),
+            ("NO_PROXY", "127.0.0.1,localhost"),
+            ("MAX_MCP_OUTPUT_TOKENS", "100"),
+        ],
+    );
+    let report = report(&output);
+    assert!(
+        output.status.success(),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["passed"], true, "{report:#}");
+    assert!(!model.statuses().is_empty(), "the host reached the model");
+    let host = &report["agent_host"];
+    // The three given, in the list's order (the machine's own CA settings, if any, beside).
+    let names: Vec<&str> = host["network_variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .filter(|n| n.contains("PROXY"))
+        .collect();
+    assert_eq!(names, ["HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY"], "{host}");
+    // The operator's tiny output limit did not reach the host: the host table's did.
+    assert_eq!(
+        host["host_limit_variables"],
+        serde_json::json!(["MAX_MCP_OUTPUT_TOKENS"]),
+        "{host}"
+    );
+    let run = the_only_run(runs.path());
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(run.join("agent.claude.json")).unwrap()).unwrap();
+    assert_eq!(record["network_variables"], host["network_variables"]);
+    for file in files(&run) {
+        let text = String::from_utf8_lossy(&std::fs::read(&file).unwrap()).into_owned();
+        assert!(
+            !text.contains(PROXY_PASSWORD),
+            "{} holds the proxy's password",
+            file.display()
+        );
+    }
     assert_no_credential(&run);
 }
 

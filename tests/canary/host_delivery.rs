@@ -477,7 +477,7 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         ))
         .current_dir(&workdir)
         .env_clear()
-        .envs(host::host_env(Host::Claude, &paths, &provider))
+        .envs(host::host_env(Host::Claude, &paths, &provider, &[]))
         .stdin(Stdio::null())
         .output()
         .expect("claude runs");

@@ -286,8 +286,8 @@ async fn init_in(env: &TestEnv, target: &str, language: &str, content: &str) {
     full.stop().await;
 }
 
-/// Each misleading answer the issue quotes, through the real server and worker, now names its
-/// cause: a scope lost to a parse error, an LF needle in a CRLF file, an LF new text mixed
+/// K2: each misleading answer the issue quotes, through the real server and worker, now names its
+/// cause: text elsewhere in the target (with its scope), a scope lost to a parse error, an LF needle in a CRLF file, an LF new text mixed
 /// into CRLF, and a decorator outside its class's scope.
 #[tokio::test]
 async fn advice_names_the_real_cause_of_each_near_miss() {
@@ -313,7 +313,39 @@ async fn advice_names_the_real_cause_of_each_near_miss() {
         "@Component({selector: 'app-root'})\nexport class AppComponent {\n  title = 'app';\n}\n",
     )
     .await;
+    init_in(
+        &env,
+        "ring",
+        "python",
+        "class Ring:\n    def push(self, x):\n        self.items.append(x)\n\n    def pop(self):\n        return self.items.pop()\n",
+    )
+    .await;
     let mcp = Mcp::launch(&env.vars("observed")).await;
+
+    // Text that is in the target but not in the observed scope: it was "observe the scope that
+    // contains it", with no word of which; now the scope is named, kind, name and lines.
+    let obs = mcp
+        .ok(
+            "patchdiff_observe_scope",
+            json!({"target": "ring", "scope": "Ring.pop"}),
+        )
+        .await;
+    let rejected = mcp
+        .call(
+            "patchdiff_submit_observed_operations",
+            json!({"target": "ring", "request_key": "k0", "base_revision": obs["revision"],
+                   "operations": [{"observation_id": obs["observation_id"],
+                                   "old_text": "self.items.append(x)", "new_text": "self.items.insert(0, x)"}]}),
+        )
+        .await
+        .expect("a tool result");
+    let receipt = rejected.structured_content.clone().expect("a receipt");
+    assert_eq!(receipt["outcome"], "rejected", "{receipt}");
+    assert_eq!(
+        receipt["reasons"][0],
+        "operation 1 (index 0): old_text \"self.items.append(x)\" does not occur in scope method Ring.pop at revision 0: it occurs elsewhere in the target: at line 3 (bytes 43–63) in method Ring.push lines 2–3, outside this scope (lines 5–6); observe method Ring.push (scope \"Ring.push\") and use that observation",
+        "{receipt}"
+    );
 
     // UNKNOWN_SCOPE after `return [1,`: it said only "scopes are: f1".
     let r = mcp

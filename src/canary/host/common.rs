@@ -27,6 +27,57 @@ pub const TERMINATE_GRACE: Duration = Duration::from_secs(3);
 /// credentials: what a CLI needs to find itself and its locale, nothing of the checkout.
 const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
+/// The operator's network settings a sealed host receives from the console's environment when
+/// they are set (A2 keeps everything else out): the standard proxy variables in both cases,
+/// the CA bundles Node, OpenSSL and Python clients read, and Claude Code's per-call tool
+/// timeout (ms), which bounds a call's wall clock and changes no result. They carry no tool;
+/// the host record names them ([`HostRecord::network_variables`]), never their values (a
+/// proxy URL can carry a password). The README's pass-through list is this list (tested).
+pub const NETWORK_VARIABLES: [&str; 15] = [
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+    "NODE_EXTRA_CA_CERTS",
+    "NODE_USE_ENV_PROXY",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+    "MCP_TOOL_TIMEOUT",
+];
+
+/// Host variables our host table ([`crate::mcp::delivery::HOST_LIMITS`]) decides instead of the
+/// operator: the host gets these values whatever the console's environment says, because every
+/// result budget of the server was measured against them. Claude Code: `MAX_MCP_OUTPUT_TOKENS`
+/// at its default of 25,000 tokens (2.1.328), under which results of 39,000 characters were
+/// delivered whole; an operator's smaller value would make the host replace results that fit
+/// our budget by a note the sealed agent cannot follow.
+pub fn host_limit_env(host: Host) -> &'static [(&'static str, &'static str)] {
+    match host {
+        Host::Claude => &[("MAX_MCP_OUTPUT_TOKENS", "25000")],
+        Host::Codex | Host::Cursor => &[],
+    }
+}
+
+/// The operator's [`NETWORK_VARIABLES`] that are set (non-empty) in the console's
+/// environment, in the list's order, as (name, value).
+pub fn network_env() -> Vec<(String, String)> {
+    NETWORK_VARIABLES
+        .iter()
+        .filter_map(|k| {
+            std::env::var(k)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .map(|v| ((*k).to_owned(), v))
+        })
+        .collect()
+}
+
 /// Prefixes of provider variables (credentials, endpoints, model settings) passed through to
 /// the host (A1); their values never reach evidence (A4).
 const PROVIDER_PREFIXES: &[&str] = &[
@@ -190,18 +241,26 @@ impl HostPaths {
     }
 }
 
-/// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables and a
-/// private `HOME` (A2: no user settings, hooks or memory files of the operator reach the host).
+/// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables, the
+/// operator's network settings (`network`, from [`network_env`]), the host table's limits
+/// ([`host_limit_env`]) and a private `HOME` (A2: no user settings, hooks or memory files of
+/// the operator reach the host).
 pub fn host_env(
     host: Host,
     paths: &HostPaths,
     provider: &[(String, String)],
+    network: &[(String, String)],
 ) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = PASSED_ENV
         .iter()
         .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
         .collect();
     env.extend(provider.iter().cloned());
+    env.extend(network.iter().cloned());
+    for (k, v) in host_limit_env(host) {
+        env.retain(|(ek, _)| ek != k);
+        env.push(((*k).to_owned(), (*v).to_owned()));
+    }
     env.push(("HOME".into(), paths.home.display().to_string()));
     match host {
         Host::Claude => {
@@ -326,6 +385,12 @@ pub struct HostRecord {
     pub timed_out: bool,
     /// Names (never values) of the provider variables the host received.
     pub provider_variables: Vec<String>,
+    /// Names (never values: a proxy URL can carry a password) of the operator's network
+    /// settings the host received ([`NETWORK_VARIABLES`] that were set).
+    pub network_variables: Vec<String>,
+    /// Names of the variables our host table set for the host whatever the operator's
+    /// environment said ([`host_limit_env`]).
+    pub host_limit_variables: Vec<String>,
 }
 
 /// Reads a host's JSON event stream line by line (A3, A4).

@@ -599,6 +599,71 @@ mod tests {
         );
     }
 
+    /// The README's pass-through list, between its `network-variables` markers.
+    fn readme_network_variables() -> Vec<String> {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("<!-- network-variables -->")
+            .expect("README marks its network pass-through list");
+        let end = readme[start..]
+            .find("<!-- /network-variables -->")
+            .expect("the list's end marker")
+            + start;
+        readme[start..end]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A2: the pass-through list the README documents is the one the code applies.
+    #[test]
+    fn the_readme_lists_exactly_the_network_variables_the_host_receives() {
+        assert_eq!(readme_network_variables(), NETWORK_VARIABLES);
+    }
+
+    #[test]
+    fn network_settings_reach_the_host_and_the_host_table_decides_its_output_limit() {
+        let paths = HostPaths {
+            workdir: "/w".into(),
+            mcp_config: "/w/m.json".into(),
+            settings: "/w/s.json".into(),
+            home: "/h".into(),
+        };
+        let network = vec![
+            (
+                "HTTPS_PROXY".to_owned(),
+                "http://u:pw-123456@proxy:3128".to_owned(),
+            ),
+            ("NO_PROXY".to_owned(), "127.0.0.1,localhost".to_owned()),
+        ];
+        for host in [Host::Claude, Host::Codex] {
+            let env = host_env(host, &paths, &[], &network);
+            for (k, v) in &network {
+                assert!(env.contains(&(k.clone(), v.clone())), "{host:?} gets {k}");
+            }
+            let limit: Vec<_> = env
+                .iter()
+                .filter(|(k, _)| k == "MAX_MCP_OUTPUT_TOKENS")
+                .collect();
+            match host {
+                Host::Claude => {
+                    assert_eq!(limit, [&("MAX_MCP_OUTPUT_TOKENS".into(), "25000".into())])
+                }
+                _ => assert!(limit.is_empty()),
+            }
+        }
+        // The proxy's password is a credential wherever it is written.
+        let r = Redactor::new(&network);
+        assert!(
+            !r.redact("via http://u:pw-123456@proxy:3128")
+                .contains("pw-123456")
+        );
+        // Only the listed variables pass; the limit is not one of them.
+        assert!(!NETWORK_VARIABLES.contains(&"MAX_MCP_OUTPUT_TOKENS"));
+    }
+
     #[test]
     fn the_newest_tools_list_is_read_from_the_wire_log() {
         let record = |seq: u64, tools: &[&str]| {

@@ -27,6 +27,7 @@ use crate::store::{
 use crate::telemetry::{Outcome, Recorder, TelemetryStatus};
 use crate::waymark::error::WorkerErrorCode;
 
+mod advice;
 mod domain;
 mod files;
 mod replicas;
@@ -409,8 +410,15 @@ impl PatchdiffServer {
             .id("request_key", args.request_key.clone());
         let validator = self.submission_validator();
         let worker_error = validator.worker_error.clone();
+        let submission = submission_of(args);
+        // Kept to name where a near miss is, should the submission be rejected for one.
+        let old_texts: Vec<String> = submission
+            .operations
+            .iter()
+            .map(|o| o.old_text.clone())
+            .collect();
         let outcome = self
-            .submit_validated(target.clone(), submission_of(args), validator)
+            .submit_validated(target.clone(), submission, validator)
             .await;
         // W8: a worker error during validation is recorded against the target's audit.
         if let Some(e) = worker_error.lock().ok().and_then(|mut g| g.take()) {
@@ -420,8 +428,11 @@ impl PatchdiffServer {
                 .await;
         }
         match outcome {
-            Ok(receipt) => {
+            Ok(mut receipt) => {
                 let accepted = receipt.outcome == crate::store::Outcome::Accepted;
+                if !accepted {
+                    self.name_near_miss_scopes(&mut receipt, &old_texts).await;
+                }
                 span.attr("outcome", if accepted { "accepted" } else { "rejected" });
                 span.finish(Outcome::Ok);
                 Ok(with_summary(receipt_view(&receipt)?, !accepted))

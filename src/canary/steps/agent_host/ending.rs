@@ -56,6 +56,8 @@ pub(super) struct HostOutcome<'a> {
     pub(super) exit: String,
     pub(super) timed_out: bool,
     pub(super) provider: &'a [(String, String)],
+    /// The operator's network settings the host received.
+    pub(super) network: &'a [(String, String)],
     /// Tool errors by tool and reason code, from the host-started observed process's wire log.
     pub(super) tool_errors:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, u64>>,
@@ -96,6 +98,11 @@ pub(super) fn host_record(o: HostOutcome<'_>) -> HostRecord {
         exit: o.exit,
         timed_out: o.timed_out,
         provider_variables: o.provider.iter().map(|(k, _)| k.clone()).collect(),
+        network_variables: o.network.iter().map(|(k, _)| k.clone()).collect(),
+        host_limit_variables: host::host_limit_env(o.run.host)
+            .iter()
+            .map(|(k, _)| (*k).to_owned())
+            .collect(),
     }
 }
 

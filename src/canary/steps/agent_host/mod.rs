@@ -116,9 +116,13 @@ impl HostStep<'_> {
             timeout,
         };
         let provider = host::provider_env();
-        let hosted = self
-            .run_host(&run, &paths, &brief, &provider, deadline)
-            .await;
+        // The operator's proxy and CA settings reach the host, or nothing does behind a proxy.
+        let network = host::network_env();
+        let passed = Passed {
+            provider: &provider,
+            network: &network,
+        };
+        let hosted = self.run_host(&run, &paths, &brief, passed, deadline).await;
         let hosted = hosted.map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let Hosted {
             ending,
@@ -142,6 +146,7 @@ impl HostStep<'_> {
             },
             timed_out,
             provider: &provider,
+            network: &network,
             tool_errors: crate::canary::outcome::tool_errors_in_wire_log(&wire),
         });
         write_new_private(
@@ -194,13 +199,14 @@ impl HostStep<'_> {
         run: &HostRun,
         paths: &HostPaths,
         brief: &str,
-        provider: &[(String, String)],
+        passed: Passed<'_>,
         deadline: Instant,
     ) -> anyhow::Result<Hosted> {
         let started = Instant::now();
         let name = run.host.as_str();
-        let redactor = Redactor::new(provider);
-        let mut child = spawn_host(run, paths, brief, provider)?;
+        // A proxy URL's password is a credential too: the redactor knows the network values.
+        let redactor = Redactor::new(passed.provider.iter().chain(passed.network));
+        let mut child = spawn_host(run, paths, brief, passed)?;
         let pid = child.id();
         let stream_log = JsonlLog::open(&run.host.file(self.run, AgentFile::Stream))?;
         let stderr_log = open_append_private(&run.host.file(self.run, AgentFile::Stderr))?;
@@ -323,7 +329,12 @@ impl HostStep<'_> {
         let exe = self.exe.display().to_string();
         let observed_env = &self.observed_env;
         // The evidence copies carry no credential (database password, provider key).
-        let redactor = Redactor::new(observed_env.iter().chain(&host::provider_env()));
+        let redactor = Redactor::new(
+            observed_env
+                .iter()
+                .chain(&host::provider_env())
+                .chain(&host::network_env()),
+        );
         match host {
             Host::Claude => {
                 let config =
@@ -575,6 +586,14 @@ async fn before_deadline<T>(
     }
 }
 
+/// The operator's variables a host run receives (A2): provider credentials and settings, and
+/// network settings ([`host::NETWORK_VARIABLES`] that are set).
+#[derive(Clone, Copy)]
+struct Passed<'a> {
+    provider: &'a [(String, String)],
+    network: &'a [(String, String)],
+}
+
 /// What following a launched host produced.
 struct Hosted {
     ending: Ending,
@@ -593,7 +612,7 @@ fn spawn_host(
     run: &HostRun,
     paths: &HostPaths,
     brief: &str,
-    provider: &[(String, String)],
+    passed: Passed<'_>,
 ) -> anyhow::Result<tokio::process::Child> {
     // Shaped like evaluate's check launch (own group, piped output), but sealed: the
     // environment is cleared and only the host's own is given (A2).
@@ -601,7 +620,12 @@ fn spawn_host(
         .args(host::host_args(run, paths, brief))
         .current_dir(&paths.workdir)
         .env_clear()
-        .envs(host::host_env(run.host, paths, provider))
+        .envs(host::host_env(
+            run.host,
+            paths,
+            passed.provider,
+            passed.network,
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
