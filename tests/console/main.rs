@@ -5,5 +5,6 @@
 mod attach;
 mod cli;
 mod render;
+mod runs_pane;
 mod story;
 mod tmux;

@@ -7,6 +7,7 @@
 pub mod evidence;
 pub mod perf;
 pub mod processes;
+pub mod runs;
 pub mod targets;
 pub mod view;
 pub mod worker;
@@ -71,6 +72,8 @@ pub struct Panes {
     pub targets: targets::TargetsPane,
     pub perf: perf::PerfPane,
     pub evidence: super::evidence::EvidenceView,
+    /// Past runs and comparisons, shown over the live panes while open.
+    pub runs: runs::RunsPane,
 }
 
 impl Default for Panes {
@@ -80,6 +83,7 @@ impl Default for Panes {
             targets: targets::TargetsPane::default(),
             perf: perf::PerfPane::default(),
             evidence: super::evidence::EvidenceView::new(Vec::new()),
+            runs: runs::RunsPane::default(),
         }
     }
 }
