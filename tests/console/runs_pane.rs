@@ -34,20 +34,6 @@ fn screen(app: &App) -> String {
     text(&render(app, 200, 60))
 }
 
-/// Copies `from` (a directory of plain files and directories) to `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 /// A sealed-shaped gate-2 comparison of 2 + 2 member runs: chess passes in both baseline runs
 /// and fails in both candidate runs (REGRESSED), calendar passes everywhere. Each member run
 /// holds a report and a copy of the bundled suite, so its stories open.
@@ -118,7 +104,17 @@ fn comparison(root: &Path) -> String {
                 .to_string(),
         )
         .unwrap();
-        copy_dir(&suite, &run.join("suite"));
+        // Of the suite, a story here needs its manifest and the fixture it tells of.
+        let copy = run.join("suite");
+        std::fs::create_dir_all(copy.join("chess")).unwrap();
+        std::fs::copy(suite.join("manifest.json"), copy.join("manifest.json")).unwrap();
+        for f in std::fs::read_dir(suite.join("chess")).unwrap() {
+            let f = f.unwrap();
+            if f.file_type().unwrap().is_dir() {
+                continue;
+            }
+            std::fs::copy(f.path(), copy.join("chess").join(f.file_name())).unwrap();
+        }
     }
     std::fs::write(
         dir.join("report.json"),
@@ -166,7 +162,13 @@ fn the_runs_pane_lists_runs_and_comparisons_with_a_cursor_and_marks_at_80x24_and
     ] {
         assert!(s.contains(id), "{id}:\n{s}");
     }
-    let row = |s: &str, id: &str| s.lines().find(|l| l.contains(id)).unwrap().to_owned();
+    // An entry's row (its id is also in the header once marked): the one with its date.
+    let row = |s: &str, id: &str| {
+        s.lines()
+            .find(|l| l.contains(id) && l.contains(" 2026-11-"))
+            .unwrap()
+            .to_owned()
+    };
     assert!(row(&s, "1111").contains("FAILED") && row(&s, "1111").contains("chess FAIL"));
     assert!(row(&s, &cmp).contains("REGRESSED") && row(&s, &cmp).contains("4/4 member runs"));
     // The bar shows the pane's keys, not the live panes' (no `q quit` while it is open).
@@ -201,9 +203,10 @@ fn sort_and_filter_keys_reorder_and_narrow_the_list_and_a_bad_filter_says_why() 
     assert_eq!(app.panes.runs.list.shown.len(), 3);
     press(&mut app, KeyCode::Char('s'));
     assert!(screen(&app).contains("sort: oldest"));
+    // The comparison is dated by its first member run, the oldest entry.
     assert_eq!(
         app.panes.runs.list.rows().next().unwrap().id,
-        "r-20261129-121500-1111"
+        "cmp-20261130-090000-c0ffee"
     );
     press(&mut app, KeyCode::Char('/'));
     for c in "kind=run verdict=failed".chars() {
@@ -341,7 +344,10 @@ fn a_comparison_opens_on_its_strips_and_enter_on_a_cell_opens_that_member_runs_s
         "{s}"
     );
     assert!(s.contains("VERDICT  REGRESSED: chess 2/2 → 0/2"), "{s}");
-    let chess = s.lines().find(|l| l.contains(" chess ")).unwrap();
+    let chess = s
+        .lines()
+        .find(|l| l.contains(" chess ") && l.contains('█'))
+        .unwrap();
     assert!(chess.contains("██") && chess.contains("▁▁") && chess.contains("REGRESSED"));
     // The cursor starts on calendar's first baseline cell; down to chess, right to the
     // first candidate run.

@@ -28,7 +28,11 @@ impl RunsPane {
     /// Draws the pane into `rect`.
     pub fn draw(&self, frame: &mut Frame, theme: &Theme, rect: Rect) {
         let (title, lines, top, keep) = match self.stack.last() {
-            None => self.list_lines(theme, rect.height.saturating_sub(2) as usize),
+            None => self.list_lines(
+                theme,
+                rect.width.saturating_sub(2) as usize,
+                rect.height.saturating_sub(2) as usize,
+            ),
             Some(Screen::Run {
                 detail,
                 cursor,
@@ -78,7 +82,8 @@ impl RunsPane {
 
     /// The list's title, lines (a header, then one row per entry) and first line shown, so the
     /// cursor's row is always on screen in `height` rows.
-    fn list_lines(&self, theme: &Theme, height: usize) -> Drawn {
+    fn list_lines(&self, theme: &Theme, width: usize, height: usize) -> Drawn {
+        let wide = width >= WIDE;
         let l = &self.list;
         let root = self.root.as_ref().map_or("-".to_owned(), |r| {
             visible_inline(&r.display().to_string()).into_owned()
@@ -113,10 +118,17 @@ impl RunsPane {
             theme.dim(),
         )];
         out.push(Line::styled(
-            format!(
-                "    {:<26} {:<16} {:<20} {:<8} {:<10} {:<20} {}",
-                "id", "started", "model", "host", "suite", "verdict", "targets"
-            ),
+            if wide {
+                format!(
+                    "    {:<26} {:<16} {:<20} {:<8} {:<10} {:<20} {}",
+                    "id", "started", "model", "host", "suite", "verdict", "targets"
+                )
+            } else {
+                format!(
+                    "    {:<26} {:<16} {:<12} {}",
+                    "id", "started", "verdict", "targets not passing"
+                )
+            },
             theme.dim(),
         ));
         if l.shown.is_empty() {
@@ -128,7 +140,7 @@ impl RunsPane {
         }
         for (i, r) in l.rows().enumerate() {
             out.push(mark(
-                row_line(r, l.is_marked(&r.id), theme),
+                row_line(r, l.is_marked(&r.id), wide, theme),
                 i == l.cursor,
                 theme,
             ));
@@ -145,8 +157,12 @@ impl RunsPane {
     }
 }
 
-/// One entry's row: mark, id, start, model, host, suite, verdict, targets.
-fn row_line(r: &RunSummary, marked: bool, theme: &Theme) -> Line<'static> {
+/// Inner width from which the list shows model, host and suite columns; below it, the
+/// verdict and targets come right after the date so 80 columns still show them.
+pub const WIDE: usize = 130;
+
+/// One entry's row: mark, id, start, (`wide`: model, host, suite,) verdict, targets.
+fn row_line(r: &RunSummary, marked: bool, wide: bool, theme: &Theme) -> Line<'static> {
     let verdict = crate::runs::verdict_word(r);
     let level = match r.verdict {
         RunVerdict::Passed | RunVerdict::Unchanged | RunVerdict::Improved => Level::Ok,
@@ -161,30 +177,43 @@ fn row_line(r: &RunSummary, marked: bool, theme: &Theme) -> Line<'static> {
             visible_inline(r.problem.as_deref().unwrap_or("-")).into_owned()
         }
         EntryKind::Run => {
+            // Narrow, only the targets that did not pass (they are what the operator looks for).
             let each: Vec<String> = r
                 .verdicts
                 .iter()
+                .filter(|(_, v)| wide || *v != "pass")
                 .map(|(name, v)| format!("{} {v}", visible_inline(name)))
                 .collect();
             format!(
                 "{}/{} {}",
                 r.targets_passed,
                 r.targets_total,
-                each.join(", ")
+                if each.is_empty() {
+                    "all pass".to_owned()
+                } else {
+                    each.join(", ")
+                }
             )
         }
     };
-    Line::from(vec![
-        Span::raw(format!(
-            "{} {:<26} {:<16} {:<20} {:<8} {:<10} ",
-            if marked { MARKED } else { " " },
-            visible_inline(&r.id),
-            date(r.started_ms),
+    let mut head = format!(
+        "{} {:<26} {:<16} ",
+        if marked { MARKED } else { " " },
+        visible_inline(&r.id),
+        date(r.started_ms),
+    );
+    if wide {
+        head.push_str(&format!(
+            "{:<20} {:<8} {:<10} ",
             visible_inline(r.model.as_deref().unwrap_or("-")),
             visible_inline(r.host_label()),
             visible_inline(r.suite.as_deref().unwrap_or("-")),
-        )),
-        Span::styled(format!("{verdict:<20}"), theme.level(level)),
+        ));
+    }
+    let verdict_width = if wide { 20 } else { 12 };
+    Line::from(vec![
+        Span::raw(head),
+        Span::styled(format!("{verdict:<verdict_width$}"), theme.level(level)),
         Span::raw(format!(" {targets}")),
     ])
 }
