@@ -12,8 +12,6 @@ use std::path::{Path, PathBuf};
 pub use super::comparison::read_comparison;
 pub use super::run::read_run;
 use super::summary::dir_name;
-#[cfg(test)]
-use super::summary::sha256_hex;
 pub use super::summary::{EntryKind, RunSummary, RunVerdict, SealState, kind_of};
 
 /// Reads one entry by its kind; a directory that cannot be read back is an
@@ -271,6 +269,7 @@ fn list(names: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runs::summary::sha256_hex;
     use serde_json::json;
 
     fn write(dir: &Path, name: &str, value: &serde_json::Value) -> Vec<u8> {

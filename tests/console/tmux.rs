@@ -850,6 +850,8 @@ fn select_run(tmux: &Tmux, id: &str) {
     );
 }
 
+/// U2: the runs pane of the real console — `:runs`, the cursor, Enter on a past run shows its
+/// verdict, Esc returns to the live console, two marked runs compare.
 #[test]
 fn the_runs_pane_opens_a_past_run_returns_with_esc_and_compares_two_marked_runs() {
     let dir = tempfile::tempdir().unwrap();
