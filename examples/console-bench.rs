@@ -7,7 +7,10 @@
 //! shows the run and to the frame that shows all of it — with today's loading path (small
 //! first read, event application bounded by [`patchdiff::console::DRAIN_BUDGET`] per frame)
 //! next to the earlier one (8 MiB reads, every queued batch applied before a frame), in one
-//! run. `console-bench open` runs only that part.
+//! run. `console-bench open` runs only that part. Last, the runs pane: 1,000 past runs written
+//! into the temporary directory (a manifest and a report of the demo run's shape each), the
+//! time from the `u` key to the first 200×60 frame of the list (the index read, sorted, drawn),
+//! median of 7, goal ≤ 100 ms. `console-bench runs` runs only that part.
 
 use std::io::Write;
 use std::path::Path;
@@ -312,6 +315,10 @@ fn main() {
         open_phase(dir.path(), &runtime);
         return;
     }
+    if std::env::args().nth(1).as_deref() == Some("runs") {
+        runs_phase(dir.path());
+        return;
+    }
 
     // Phase 1: 50,000 events/s for 10 s.
     let events = dir.path().join("load.perf.jsonl");
@@ -401,4 +408,82 @@ fn main() {
 
     // Phase 4: opening a past run of 200,000 events.
     open_phase(dir.path(), &runtime);
+
+    // Phase 5: the runs pane over 1,000 past runs.
+    runs_phase(dir.path());
+}
+
+/// Past runs the runs pane lists.
+const PAST_RUNS: usize = 1_000;
+
+/// Writes [`PAST_RUNS`] run directories under `root`: a manifest (agent, suite, endpoints,
+/// padded with a process environment) and a report of five targets with seven named checks
+/// each, about the size the demo run writes.
+fn write_past_runs(root: &Path) {
+    use serde_json::json;
+    let names = ["calendar", "chess", "incidents", "worker-logs", "limiter"];
+    for i in 0..PAST_RUNS {
+        let id = format!("r-20261201-{:06}-{i}", i % 240_000);
+        let dir = root.join(&id);
+        std::fs::create_dir_all(&dir).expect("run dir");
+        let env: serde_json::Map<String, serde_json::Value> = (0..40)
+            .map(|k| {
+                (
+                    format!("SETTING_{k}"),
+                    json!(format!("/tmp/runs/{id}/value-{k}")),
+                )
+            })
+            .collect();
+        let manifest = json!({
+            "run_id": id, "started_ms": 1_796_000_000_000.0 + i as f64 * 60_000.0,
+            "agent": {"model": if i % 3 == 0 { "claude-sonnet-4-5" } else { "scripted-demo" }},
+            "configuration": {"observed_process": env,
+                "fixture_manifest_source": "/s/bundled-suite/manifest.json",
+                "fixture_manifest_sha256": "c".repeat(64), "provider_endpoints": []}});
+        let targets: Vec<serde_json::Value> = names
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let checks: Vec<serde_json::Value> = (0..7)
+                    .map(|c| json!({"name": format!("named check {c} holds"), "passed": true}))
+                    .collect();
+                let pass = (i + k) % 7 != 0;
+                json!({"name": t, "status": if pass { "pass" } else { "fail" },
+                       "evaluated": true, "checks": checks, "check_output": "x".repeat(300)})
+            })
+            .collect();
+        let passed = targets.iter().all(|t| t["status"] == "pass");
+        let report = json!({"run_id": id, "passed": passed,
+            "outcome": if passed { "passed" } else { "failed" }, "targets": targets});
+        std::fs::write(dir.join("manifest.json"), manifest.to_string()).expect("manifest");
+        std::fs::write(dir.join("report.json"), report.to_string()).expect("report");
+    }
+}
+
+/// The time from `u` to the first frame of the runs pane listing [`PAST_RUNS`] runs.
+fn runs_phase(dir: &Path) {
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    let root = dir.join("runs");
+    write_past_runs(&root);
+    let mut times = Vec::new();
+    let mut listed = 0;
+    for _ in 0..7 {
+        let mut app = App::new(true, unix_ms());
+        app.panes.runs.root = Some(root.clone());
+        let mut terminal = Terminal::new(TestBackend::new(200, 60)).expect("test terminal");
+        let t = Instant::now();
+        app.on_key(KeyEvent::new(KeyCode::Char('u'), KeyModifiers::NONE));
+        terminal
+            .draw(|f| patchdiff::console::ui::draw(f, &app))
+            .expect("draw");
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        listed = app.panes.runs.list.shown.len();
+    }
+    times.sort_by(f64::total_cmp);
+    println!(
+        "runs pane: {listed} past runs listed — `u` to the first 200×60 frame, median of 7 {:.1} ms (min {:.1}, max {:.1}; goal ≤ 100 ms)",
+        times[times.len() / 2],
+        times[0],
+        times[times.len() - 1]
+    );
 }

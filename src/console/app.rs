@@ -374,6 +374,21 @@ impl App {
             }
             Input::Normal => {}
         }
+        // The runs pane, while open, takes every key but the command line and help (a command
+        // key such as `r` must not reach the live run from there).
+        if self.panes.runs.open {
+            match lookup(CONSOLE_KEYS, &key) {
+                Some(action @ (ConsoleAction::CommandLine | ConsoleAction::Help)) => {
+                    self.console_action(action)
+                }
+                _ => {
+                    if let Some(effect) = self.panes.runs.on_key(&key) {
+                        return self.apply(effect);
+                    }
+                }
+            }
+            return None;
+        }
         if let Some(action) = lookup(CONSOLE_KEYS, &key) {
             self.console_action(action);
             return None;
@@ -462,7 +477,7 @@ impl App {
                 if let Some(text) = status {
                     self.push_status(true, text);
                 }
-                return Some(self.submit(command));
+                return self.dispatch(command);
             }
             Effect::Status(ok, text) => self.push_status(ok, text),
             Effect::Overlay { title, lines } => {
@@ -501,7 +516,7 @@ impl App {
                 };
                 None
             }
-            Some(command) => Some(self.submit(command)),
+            Some(command) => self.dispatch(command),
             None => {
                 self.input = Input::Command {
                     text: format!("{} ", spec.name),
@@ -517,7 +532,7 @@ impl App {
     fn perform(&mut self, action: Confirmed) -> Option<Command> {
         match action {
             Confirmed::Quit => self.quit = true,
-            Confirmed::Run(command) => return Some(self.submit(command)),
+            Confirmed::Run(command) => return self.dispatch(command),
             Confirmed::Kill { label, pid, group } => {
                 use nix::sys::signal::{Signal, kill, killpg};
                 use nix::unistd::Pid;
@@ -538,6 +553,46 @@ impl App {
                     Err(e) => self.push_status(false, format!("kill {label} (pid {pid}): {e}")),
                 }
             }
+        }
+        None
+    }
+
+    /// Where runs live: what the session said, else the live run's parent directory.
+    pub fn runs_root(&self) -> Option<std::path::PathBuf> {
+        self.panes.runs.root.clone().or_else(|| {
+            self.canary
+                .as_ref()
+                .and_then(|c| c.run_path.parent().map(std::path::Path::to_path_buf))
+        })
+    }
+
+    /// Sends `command` to the canary task, except the runs views the console shows itself:
+    /// `runs` opens the runs pane, `runs compare A B` opens it on the two runs side by side;
+    /// `runs open ID` switches the whole screen to that run (the session does it), so the pane
+    /// closes first.
+    fn dispatch(&mut self, command: Command) -> Option<Command> {
+        use crate::canary::command::RunsAction;
+        let Command::Runs { action } = &command else {
+            return Some(self.submit(command));
+        };
+        if let RunsAction::Open(_) = action {
+            self.panes.runs.open = false;
+            return Some(self.submit(command));
+        }
+        let Some(root) = self.runs_root() else {
+            self.push_status(
+                false,
+                "no runs directory known yet (`--runs-dir DIR` names one)",
+            );
+            return None;
+        };
+        match action {
+            RunsAction::Compare(a, b) => {
+                if let Err(e) = self.panes.runs.open_pair(&root, a, b) {
+                    self.push_status(false, format!("runs compare: {e}"));
+                }
+            }
+            _ => self.panes.runs.open_list(&root),
         }
         None
     }
@@ -581,7 +636,7 @@ impl App {
                     return None;
                 }
                 return match Command::parse(line) {
-                    Ok(command) => Some(self.submit(command)),
+                    Ok(command) => self.dispatch(command),
                     Err(e) => {
                         self.push_status(false, format!(":{line}: {e}"));
                         None

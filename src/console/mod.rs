@@ -27,6 +27,7 @@ pub mod session;
 pub mod sources;
 pub mod state;
 pub mod tail;
+pub mod tail_item;
 pub mod terminal;
 pub mod theme;
 pub mod ui;

@@ -400,6 +400,7 @@ pub async fn run_interactive(options: CanaryOptions) -> anyhow::Result<()> {
     let sources = run_sources(&canary, postgres_url.clone(), &tx);
     let mut app = App::new(color, unix_ms_now());
     app.panes.evidence = run_evidence_view(&canary.run);
+    app.panes.runs.root = Some(canary.options.runs_root.clone());
     let options = canary.options.clone();
     let handle = runner::spawn(canary, tx.clone(), AppEvent::Runner);
     let mut sink = Interactive {
@@ -485,6 +486,7 @@ pub async fn run_attach(
 ) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::channel::<AppEvent>(EVENT_QUEUE);
     let mut app = App::new(super::app::color_enabled(settings), unix_ms_now());
+    app.panes.runs.root = Some(settings.paths.runs_root());
     let mut sink = Interactive {
         commands: None,
         runner: None,

@@ -30,7 +30,7 @@ pub const DURATIONS_PER_NAME: usize = 4096;
 pub const MAX_EVENT_NAMES: usize = 48;
 /// Retirements and launches kept.
 pub const HISTORY_CAPACITY: usize = 64;
-pub use super::tail::MAX_LINE_BYTES;
+pub use super::tail_item::MAX_LINE_BYTES;
 
 /// What the worker is doing, from lifecycle events (W10, T5).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -310,8 +310,8 @@ impl Monitor {
 
     /// Ingests one item the tailer read from `source`'s perf-events file: a line is parsed
     /// ([`Monitor::ingest_line`]); a line that could not be read counts as malformed.
-    pub fn ingest_item(&mut self, source: &str, item: &super::tail::TailItem) {
-        use super::tail::TailItem;
+    pub fn ingest_item(&mut self, source: &str, item: &super::tail_item::TailItem) {
+        use super::tail_item::TailItem;
         match item {
             TailItem::Line(l) => self.ingest_line(source, l),
             TailItem::Oversize => self.note_malformed(
@@ -325,8 +325,8 @@ impl Monitor {
     }
 
     /// Ingests one item the tailer read from a memory file (T2).
-    pub fn ingest_memory_item(&mut self, item: &super::tail::TailItem) {
-        use super::tail::TailItem;
+    pub fn ingest_memory_item(&mut self, item: &super::tail_item::TailItem) {
+        use super::tail_item::TailItem;
         match item {
             TailItem::Line(l) => self.ingest_memory_line(l),
             TailItem::Oversize | TailItem::NotUtf8 => {

@@ -11,20 +11,7 @@ use std::path::{Path, PathBuf};
 use bytes::BytesMut;
 use tokio_util::codec::{Decoder, LinesCodec, LinesCodecError};
 
-/// Longest event line accepted (bytes); longer lines count as malformed.
-pub const MAX_LINE_BYTES: usize = 64 * 1024;
-
-/// What one poll yields per line: the line, or why a line could not be read (counted as
-/// malformed downstream by [`crate::console::state::Monitor::ingest_item`], never fatal).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TailItem {
-    /// A complete line, without its newline (or a `\r` before it).
-    Line(String),
-    /// A line longer than [`MAX_LINE_BYTES`], skipped up to its newline.
-    Oversize,
-    /// A line that is not UTF-8, skipped.
-    NotUtf8,
-}
+pub use super::tail_item::{MAX_LINE_BYTES, TailItem};
 
 /// Follows one append-only JSONL file.
 #[derive(Debug)]

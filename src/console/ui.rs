@@ -173,8 +173,15 @@ pub fn draw(frame: &mut Frame, app: &App) {
         return;
     }
     draw_header(frame, app, areas.header, &theme);
-    for (pane, rect) in &areas.panes {
-        draw_pane(frame, app, *pane, *rect);
+    if app.panes.runs.open {
+        // Over the live panes, which keep updating underneath (Esc returns to them).
+        let top = areas.header.y + areas.header.height;
+        let body = Rect::new(area.x, top, area.width, areas.status.y.saturating_sub(top));
+        app.panes.runs.draw(frame, &theme, body);
+    } else {
+        for (pane, rect) in &areas.panes {
+            draw_pane(frame, app, *pane, *rect);
+        }
     }
     draw_status(frame, app, areas.status, &theme);
     draw_keys(frame, app, areas.keys, &theme);
@@ -342,11 +349,20 @@ fn draw_keys(frame: &mut Frame, app: &App, area: Rect, theme: &Theme) {
         // here); the command keys and every pane's keys are in help.
         Input::Normal => {
             let mut spans = Vec::new();
-            for (k, what) in app.focus.keys() {
+            let keys = if app.panes.runs.open {
+                app.panes.runs.keys()
+            } else {
+                app.focus.keys()
+            };
+            for (k, what) in keys {
                 spans.push(Span::styled(format!("{k} "), theme.title(true)));
                 spans.push(Span::raw(format!("{what}  ")));
             }
-            spans.push(Span::raw(": command  ? help, all keys  q quit"));
+            spans.push(Span::raw(if app.panes.runs.open {
+                ": command  ? help, all keys"
+            } else {
+                ": command  ? help, all keys  q quit"
+            }));
             Line::from(spans)
         }
     };
@@ -378,6 +394,21 @@ pub fn help_lines() -> Vec<Line<'static>> {
         out.push(Line::from(""));
         out.push(Line::from(format!("{} pane (when focused):", pane.title())));
         for (k, what) in pane.keys() {
+            out.push(Line::from(format!("  {k:<16} {what}")));
+        }
+    }
+    for (screen, table) in [
+        ("list", super::panes::runs::LIST_KEYS),
+        ("an opened run", super::panes::runs::RUN_KEYS),
+        ("an opened comparison", super::panes::runs::COMPARISON_KEYS),
+        (
+            "a story or two runs compared",
+            super::panes::runs::TEXT_KEYS,
+        ),
+    ] {
+        out.push(Line::from(""));
+        out.push(Line::from(format!("RUNS pane (u or :runs), {screen}:")));
+        for (k, what) in hints(table) {
             out.push(Line::from(format!("  {k:<16} {what}")));
         }
     }

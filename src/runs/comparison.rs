@@ -7,7 +7,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::index::*;
+use super::run::read_run;
+use super::summary::*;
 
 #[derive(Deserialize, Default)]
 #[serde(default)]

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::index::{EntryKind, RunSummary, read_entry, resolve};
+use super::index::{read_entry, resolve};
+use super::summary::{EntryKind, RunSummary, date, kind_of, verdict_word};
 use crate::display::{visible, visible_inline};
 
 /// One target of a past run, from its report.
@@ -359,7 +360,7 @@ fn suite_copy(run: &Path) -> Option<crate::fixtures::FixtureManifest> {
 /// Opens the entry at `path` (a run or comparison directory). Never fails: what cannot be
 /// read is left out, and an unreadable entry says why in its summary.
 pub fn open_dir(path: &Path) -> RunDetail {
-    let kind = super::index::kind_of(
+    let kind = kind_of(
         &path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -466,8 +467,8 @@ impl RunDetail {
         out.push(format!(
             "{kind} {} · {} · {}{}",
             visible_inline(&s.id),
-            super::date(s.started_ms),
-            super::verdict_word(s),
+            date(s.started_ms),
+            verdict_word(s),
             s.members.map_or(String::new(), |(n, of)| format!(
                 " · {n} of {of} member runs"
             ))

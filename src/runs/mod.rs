@@ -15,6 +15,8 @@ pub mod comparison;
 pub mod detail;
 pub mod index;
 pub mod pair;
+pub mod run;
+pub mod summary;
 
 use std::path::Path;
 
@@ -23,6 +25,8 @@ pub use index::{
     resolve,
 };
 pub use pair::{change, compare, phase_durations};
+pub use summary::date;
+pub(crate) use summary::verdict_word;
 
 /// The most runs the console's `runs` view lists.
 pub const RUNS_LISTED: usize = 50;
@@ -94,31 +98,6 @@ pub fn view_json(
         RunsAction::Open(id) => serde_json::to_value(detail::open(root, id)?),
     };
     value.map_err(|e| e.to_string())
-}
-
-/// The verdict's label, with ` (rehearsal)` for a loopback-endpoint run.
-pub(crate) fn verdict_word(r: &RunSummary) -> String {
-    let word = r.verdict.label();
-    if r.rehearsal {
-        format!("{word} (rehearsal)")
-    } else {
-        word.to_owned()
-    }
-}
-
-/// `YYYY-MM-DD HH:MM` (UTC) of a Unix ms time, `-` for 0.
-pub fn date(ms: f64) -> String {
-    if ms <= 0.0 || !ms.is_finite() {
-        return "-".into();
-    }
-    let secs = (ms / 1000.0) as i64;
-    let (y, m, d) = crate::canary::civil_from_days(secs.div_euclid(86_400));
-    let rem = secs.rem_euclid(86_400);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60
-    )
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::date;
-use super::index::{RunSummary, read_run};
+use super::index::read_run;
+use super::summary::RunSummary;
+use super::summary::date;
 use crate::display::visible_inline;
 use crate::telemetry::PerfEvent;
 

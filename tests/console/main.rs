@@ -5,6 +5,7 @@
 mod attach;
 mod cli;
 mod render;
+mod runs_pane;
 mod story;
 mod tmux;
 mod tmux_host;

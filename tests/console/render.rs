@@ -28,7 +28,7 @@ fn fixtures() -> PathBuf {
 const LAST_EVENT_MS: f64 = 1_796_012_949_639.501_5;
 
 /// A console showing a live canary, from the recorded fixture, 1.2 s after its last event.
-fn live_app(color: bool) -> App {
+pub(crate) fn live_app(color: bool) -> App {
     let mut app = App::new(color, LAST_EVENT_MS + 1_200.0);
     let dir = fixtures();
     for line in std::fs::read_to_string(dir.join("observed.perf.jsonl"))
@@ -109,7 +109,7 @@ fn live_app(color: bool) -> App {
     app
 }
 
-fn render(app: &App, w: u16, h: u16) -> Buffer {
+pub(crate) fn render(app: &App, w: u16, h: u16) -> Buffer {
     let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
     t.draw(|f| ui::draw(f, app)).unwrap();
     t.backend().buffer().clone()
@@ -122,7 +122,7 @@ fn render_pane(app: &App, pane: Pane, w: u16, h: u16) -> Buffer {
     t.backend().buffer().clone()
 }
 
-fn text(buf: &Buffer) -> String {
+pub(crate) fn text(buf: &Buffer) -> String {
     let area = buf.area;
     let mut out = String::new();
     for y in 0..area.height {
@@ -1035,7 +1035,13 @@ fn tab_completes_file_paths_for_agent_plans() {
 
 /// Writes a past run directory the way a run leaves it: manifest, JSON report and perf events
 /// with `phase_active` spans of `phases` ms.
-fn past_run(root: &Path, id: &str, started_ms: f64, verdicts: &[(&str, &str)], phases: &[f64]) {
+pub(crate) fn past_run(
+    root: &Path,
+    id: &str,
+    started_ms: f64,
+    verdicts: &[(&str, &str)],
+    phases: &[f64],
+) {
     let dir = root.join(id);
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
@@ -1070,7 +1076,7 @@ fn past_run(root: &Path, id: &str, started_ms: f64, verdicts: &[(&str, &str)], p
 
 /// Two past runs: A fails chess, B passes it and limiter's check breaks (infra_error), with
 /// slower phases.
-fn two_past_runs() -> tempfile::TempDir {
+pub(crate) fn two_past_runs() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let five = |chess: &'static str, limiter: &'static str| {
         vec![
@@ -1126,7 +1132,7 @@ macro_rules! snap_runs {
 }
 
 /// `s` as a regular expression matching itself.
-fn regex_lite_escape(s: &str) -> String {
+pub(crate) fn regex_lite_escape(s: &str) -> String {
     s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '/' || c == '-' || c == '_' {

@@ -846,3 +846,109 @@ fn the_bottom_bar_shows_only_the_focused_panes_keys() {
     assert_eq!(seen.len(), PANE_KEYS.len(), "panes focused: {seen:?}");
     quit(&tmux);
 }
+
+/// A past run directory as a run leaves it (manifest and report; no evidence needed to list
+/// or open it).
+fn fixture_run(runs: &Path, id: &str, started_ms: f64, chess: &str) {
+    let dir = runs.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("manifest.json"),
+        serde_json::json!({"run_id": id, "started_ms": started_ms,
+                           "agent": {"model": "scripted-demo"}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("report.json"),
+        serde_json::json!({"passed": chess == "pass", "targets": [
+            {"name": "calendar", "status": "pass", "evaluated": true},
+            {"name": "chess", "status": chess, "evaluated": true}]})
+        .to_string(),
+    )
+    .unwrap();
+}
+
+/// Presses `j` until the runs pane's cursor row (`▶`) names `id`.
+fn select_run(tmux: &Tmux, id: &str) {
+    let selected = |s: &str| s.lines().any(|l| l.contains('▶') && l.contains(id));
+    for _ in 0..6 {
+        if selected(&tmux.capture()) {
+            return;
+        }
+        let before = tmux.capture();
+        tmux.keys(&["j"]);
+        tmux.wait_for("the cursor to move", Duration::from_secs(10), |s| {
+            s != before
+        });
+    }
+    tmux.wait_for(
+        &format!("the cursor on {id}"),
+        Duration::from_secs(1),
+        selected,
+    );
+}
+
+/// U2: the runs pane of the real console — `:runs`, the cursor, Enter on a past run shows its
+/// verdict, Esc returns to the live console, two marked runs compare.
+#[test]
+fn the_runs_pane_opens_a_past_run_returns_with_esc_and_compares_two_marked_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let (older, newer) = ("r-20261129-121500-1111", "r-20261129-133000-2222");
+    fixture_run(&runs, older, 1_796_040_900_000.0, "fail");
+    fixture_run(&runs, newer, 1_796_045_400_000.0, "pass");
+    let tmux = open_console("pd-runs-pane", &runs, 200, 60);
+    command(&tmux, "runs");
+    tmux.wait_for("the runs pane", Duration::from_secs(10), |s| {
+        s.contains("RUNS ·") && s.contains(older) && s.contains(newer)
+    });
+    select_run(&tmux, older);
+    tmux.keys(&["Enter"]);
+    let screen = tmux.wait_for("the past run opened", Duration::from_secs(10), |s| {
+        s.contains(&format!("run {older} · FAILED"))
+    });
+    let chess = screen.lines().find(|l| l.contains("chess ")).unwrap();
+    assert!(chess.contains("FAIL"), "{screen}");
+    // Esc: back to the list, then to the live console, which never stopped.
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the list again", Duration::from_secs(10), |s| {
+        s.contains("RUNS ·") && !s.contains(&format!("run {older} ·"))
+    });
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the live console", Duration::from_secs(10), |s| {
+        !s.contains("RUNS ·") && s.contains("PROCESSES") && s.contains("WORKER")
+    });
+    // `u` opens the list again; mark both runs and compare them.
+    tmux.keys(&["u"]);
+    tmux.wait_for("the runs pane", Duration::from_secs(10), |s| {
+        s.contains("RUNS ·")
+    });
+    select_run(&tmux, older);
+    tmux.keys(&["Space"]);
+    tmux.wait_for("one mark", Duration::from_secs(10), |s| {
+        s.contains("marked 1/2")
+    });
+    tmux.keys(&["k"]);
+    select_run(&tmux, newer);
+    tmux.keys(&["Space"]);
+    tmux.wait_for("two marks", Duration::from_secs(10), |s| {
+        s.contains("marked 2/2")
+    });
+    tmux.keys(&["c"]);
+    let screen = tmux.wait_for("the two runs compared", Duration::from_secs(10), |s| {
+        s.contains(&format!("A {older} → B {newer}"))
+    });
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("chess") && l.contains("changed (1 run each")),
+        "{screen}"
+    );
+    tmux.keys(&["Escape"]);
+    tmux.keys(&["Escape"]);
+    tmux.wait_for("the live console", Duration::from_secs(10), |s| {
+        !s.contains("RUNS ·")
+    });
+    quit(&tmux);
+}

@@ -6,7 +6,7 @@
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::text::Line;
 
-use super::{Effect, View};
+use super::view::{Effect, View};
 use crate::console::evidence::{EvidenceView, pretty};
 use crate::console::keys::{Binding, DOWN, UP, lookup};
 use crate::console::limits::Level;

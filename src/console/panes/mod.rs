@@ -7,22 +7,17 @@
 pub mod evidence;
 pub mod perf;
 pub mod processes;
+pub mod runs;
 pub mod targets;
+pub mod view;
 pub mod worker;
-
-use std::path::PathBuf;
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Span;
 use ratatui::widgets::{Block, Borders, Paragraph};
 
-use super::procs::ProcTable;
-use super::ring::Ring;
-use super::runner::CanarySnapshot;
-use super::state::Monitor;
-use super::theme::Theme;
-use crate::canary::command::Command;
+pub use view::{Attached, Confirmed, Effect, STATUS_CAPACITY, Status, View};
 
 /// The panes focus moves between (Tab / Shift-Tab).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,85 +66,14 @@ impl Pane {
     }
 }
 
-/// A watched observed process started elsewhere (attach mode, SPEC U1, ARCHITECTURE).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Attached {
-    pub events: PathBuf,
-    pub database: Option<PathBuf>,
-}
-
-/// Status lines (step outcomes, notices) kept.
-pub const STATUS_CAPACITY: usize = 64;
-
-/// One status line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Status {
-    pub ok: bool,
-    pub text: String,
-}
-
-/// What the whole screen knows, as the panes read it (borrowed from the app for one key or one
-/// frame).
-#[derive(Clone, Copy)]
-pub struct View<'a> {
-    pub monitor: &'a Monitor,
-    pub canary: Option<&'a CanarySnapshot>,
-    pub attached: Option<&'a Attached>,
-    pub procs: &'a ProcTable,
-    pub statuses: &'a Ring<Status>,
-    /// The console's clock (Unix ms).
-    pub now_ms: f64,
-    pub theme: Theme,
-    /// Whether the pane being drawn or given a key has the focus.
-    pub focused: bool,
-}
-
-impl<'a> View<'a> {
-    /// The canary's snapshot unless the screen shows an attached process (then the screen
-    /// shows none of the canary's processes or targets).
-    pub fn run(&self) -> Option<&'a CanarySnapshot> {
-        self.canary.filter(|_| self.attached.is_none())
-    }
-}
-
-/// What a confirmed question does (the operator answered `y`).
-#[derive(Debug, Clone, PartialEq)]
-pub enum Confirmed {
-    /// SIGKILL the process (for an agent host: its whole process group).
-    Kill {
-        label: String,
-        pid: u32,
-        group: bool,
-    },
-    /// Quit while a step runs: the step is cancelled and every child stopped; nothing is sealed.
-    Quit,
-    /// Run a command that cannot be undone (`report` seals the run).
-    Run(Command),
-}
-
-/// What a pane's key asks the app to do.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Effect {
-    /// The key was the pane's; nothing more to do.
-    Handled,
-    /// Send a command to the canary task, saying `status` first when given.
-    Command(Command, Option<String>),
-    /// A status line (`ok`, text).
-    Status(bool, String),
-    /// Show lines in an overlay.
-    Overlay { title: String, lines: Vec<String> },
-    /// Ask `question` (y/N) before doing `action`.
-    Confirm { question: String, action: Confirmed },
-    /// Open the evidence search line.
-    Search,
-}
-
 /// Every pane's own state.
 pub struct Panes {
     pub processes: processes::ProcessesPane,
     pub targets: targets::TargetsPane,
     pub perf: perf::PerfPane,
     pub evidence: super::evidence::EvidenceView,
+    /// Past runs and comparisons, shown over the live panes while open.
+    pub runs: runs::RunsPane,
 }
 
 impl Default for Panes {
@@ -159,6 +83,7 @@ impl Default for Panes {
             targets: targets::TargetsPane::default(),
             perf: perf::PerfPane::default(),
             evidence: super::evidence::EvidenceView::new(Vec::new()),
+            runs: runs::RunsPane::default(),
         }
     }
 }

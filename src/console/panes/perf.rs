@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::text::{Line, Span};
 
-use super::{Effect, View};
+use super::view::{Effect, View};
 use crate::console::evidence::clock;
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;

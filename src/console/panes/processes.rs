@@ -7,7 +7,7 @@
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::text::{Line, Span};
 
-use super::{Confirmed, Effect, View};
+use super::view::{Confirmed, Effect, View};
 use crate::canary::command::{Command, ProcessKind};
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;
@@ -17,7 +17,7 @@ use crate::console::theme::{GONE, PENDING, Theme, hms, mark, state_symbol};
 /// How much of a process's stderr log the `E` view shows (its last lines).
 pub const STDERR_TAIL_LINES: usize = 200;
 /// Status lines (step outcomes, notices) kept, as the step log says.
-pub const STEP_LOG_LINES: usize = super::STATUS_CAPACITY;
+pub const STEP_LOG_LINES: usize = super::view::STATUS_CAPACITY;
 
 /// What a key on the pane does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::text::{Line, Span};
 
-use super::{Effect, View};
+use super::view::{Effect, View};
 use crate::canary::command::Command;
 use crate::console::keys::{Binding, DOWN, UP, lookup, step_cursor};
 use crate::console::limits::Level;

@@ -9,7 +9,7 @@ use ratatui::symbols;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Chart, Dataset, GraphType, LineGauge, Sparkline};
 
-use super::View;
+use super::view::View;
 use crate::console::limits::{
     GENERATION_MAX_AGE_MS, Level, MAX_LAUNCHES_PER_MINUTE, OLD_SPACE_BYTES, Phase,
     QUEUE_ACTIVE_MAX, QUEUE_WAITING_MAX,
