@@ -261,9 +261,10 @@ mod tests {
                 .count()
         };
         let timeout = Duration::from_secs(60);
+        let (fa, fb) = (fixture("a", &toolchain, &[]), fixture("b", &toolchain, &[]));
         let (a, b) = futures::join!(
-            toolchain_output(&fixture("a", &toolchain, &[]), &toolchain, timeout),
-            toolchain_output(&fixture("b", &toolchain, &[]), &toolchain, timeout),
+            toolchain_output(&fa, &toolchain, timeout),
+            toolchain_output(&fb, &toolchain, timeout),
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert!(a.contains("toolchain 1.0"), "{a}");

@@ -60,7 +60,7 @@ pub const NETWORK_VARIABLES: [&str; 15] = [
 pub fn host_limit_env(host: Host) -> &'static [(&'static str, &'static str)] {
     match host {
         Host::Claude => &[("MAX_MCP_OUTPUT_TOKENS", "25000")],
-        Host::Codex | Host::Cursor => &[],
+        Host::Codex | Host::Cursor | Host::Gemini | Host::Opencode => &[],
     }
 }
 
