@@ -259,9 +259,10 @@ mod tests {
                 .count()
         };
         let timeout = Duration::from_secs(60);
+        let (first, second) = (fixture("a", &toolchain, &[]), fixture("b", &toolchain, &[]));
         let (a, b) = futures::join!(
-            toolchain_output(&fixture("a", &toolchain, &[]), &toolchain, timeout),
-            toolchain_output(&fixture("b", &toolchain, &[]), &toolchain, timeout),
+            toolchain_output(&first, &toolchain, timeout),
+            toolchain_output(&second, &toolchain, timeout),
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert!(a.contains("toolchain 1.0"), "{a}");
