@@ -49,10 +49,8 @@ pub async fn evaluate_controls(
         return Err(EvaluateError::Jobs(options.jobs));
     }
     let results: Vec<Result<(Controls, ControlSource), EvaluateError>> =
-        // By index, so the stream's future is `Send` (see `evaluate_with`).
-        futures::stream::iter(0..manifest.fixtures.len())
-            .map(|i| async move {
-                let fixture = &manifest.fixtures[i];
+        futures::stream::iter(manifest.fixtures.iter())
+            .map(|fixture| async move {
                 let check_files = manifest.check_files(fixture)?;
                 controls_of(manifest, fixture, &check_files, options).await
             })
@@ -261,10 +259,10 @@ mod tests {
                 .count()
         };
         let timeout = Duration::from_secs(60);
-        let (fa, fb) = (fixture("a", &toolchain, &[]), fixture("b", &toolchain, &[]));
+        let (first, second) = (fixture("a", &toolchain, &[]), fixture("b", &toolchain, &[]));
         let (a, b) = futures::join!(
-            toolchain_output(&fa, &toolchain, timeout),
-            toolchain_output(&fb, &toolchain, timeout),
+            toolchain_output(&first, &toolchain, timeout),
+            toolchain_output(&second, &toolchain, timeout),
         );
         let (a, b) = (a.unwrap(), b.unwrap());
         assert!(a.contains("toolchain 1.0"), "{a}");

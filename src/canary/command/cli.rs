@@ -125,6 +125,10 @@ pub(super) enum Cli {
         #[command(subcommand)]
         action: Option<RunsCli>,
     },
+    Compare {
+        #[arg(value_name = "PLAN.toml", value_hint = clap::ValueHint::FilePath)]
+        plan: PathBuf,
+    },
     Attach {
         #[arg(value_name = "EVENTS.jsonl", value_hint = clap::ValueHint::FilePath)]
         events: PathBuf,
@@ -132,10 +136,6 @@ pub(super) enum Cli {
         database: Option<PathBuf>,
     },
     New,
-    Compare {
-        #[arg(value_name = "PLAN.toml", value_hint = clap::ValueHint::FilePath)]
-        plan: PathBuf,
-    },
 }
 
 #[derive(Debug, clap::Subcommand)]

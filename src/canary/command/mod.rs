@@ -328,6 +328,7 @@ mod tests {
                 "host-config [claude|codex|gemini|opencode|cursor [FILE]]",
                 "target NAME",
                 "runs [open ID | compare A B]",
+                "compare PLAN.toml",
                 "attach EVENTS.jsonl [DATABASE.sqlite]",
                 "new",
             ]

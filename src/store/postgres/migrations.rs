@@ -235,6 +235,7 @@ const MIGRATIONS: &[&str] = &[
         RETURN QUERY SELECT 'committed'::TEXT, NULL::TEXT, NULL::TEXT;
     END
     $fn$;
+    "#,
     // 5: replica leases (R1): one row per lease, one per leased target pinned to the target's
     // incarnation (a re-init invalidates the lease) and the checkpoint's cursor.
     r#"

@@ -237,7 +237,7 @@ fn run_lines(d: &RunDetail, cursor: usize, scroll: usize, theme: &Theme) -> Draw
         .map(|(i, l)| {
             let line = Line::raw((*l).to_owned());
             if Some(i) == selected {
-                let mut spans = vec![Span::raw(format!("{SELECTED}"))];
+                let mut spans = vec![Span::raw(SELECTED)];
                 spans.extend(line.spans.into_iter().map(|s| {
                     let t = s.content.strip_prefix(' ').unwrap_or(&s.content).to_owned();
                     Span::raw(t)
