@@ -706,13 +706,13 @@ async fn preflight_through_wrapper(body: &str) -> String {
 #[tokio::test]
 async fn preflight_refuses_an_observed_process_that_lists_more_than_the_six_tools() {
     // A real `patchdiff mcp` whose "observed" process is started with the full profile (the
-    // wrapper swaps the profile): tools/list then has ten tools, not the six.
+    // wrapper swaps the profile): tools/list then has fifteen tools (the ten and the five replica tools), not the six.
     let summary = preflight_through_wrapper(
         "[ \"$PATCHDIFF_MCP_PROFILE\" = observed ] && export PATCHDIFF_MCP_PROFILE=full\nexec {exe} \"$@\"",
     )
     .await;
     assert!(
-        summary.contains("10 tools")
+        summary.contains("15 tools")
             && summary.contains("patchdiff_audit")
             && summary.contains("expected exactly the six"),
         "{summary}"

@@ -25,6 +25,17 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("patchdiff_export_target", &["target", "dest"]),
     ("patchdiff_audit", &["target"]),
     ("patchdiff_worker_status", &[]),
+    (
+        "patchdiff_replica_acquire",
+        &["integration", "targets", "ttl_ms"],
+    ),
+    ("patchdiff_replica_renew", &["lease_id", "ttl_ms"]),
+    ("patchdiff_replica_release", &["lease_id"]),
+    (
+        "patchdiff_replica_submit",
+        &["lease_id", "target", "request_key", "cursor", "operations"],
+    ),
+    ("patchdiff_replica_changes", &["lease_id", "target"]),
 ];
 
 async fn every_tool_declares_a_described_input_schema(b: Backend) {
