@@ -221,7 +221,7 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let Served { server, waymark } = build_server(&options)?;
     let serving = async {
-        let (stdin, stdout) = stdio::stdio_pipes();
+        let (stdin, stdout) = rmcp::transport::stdio();
         let service = match &options.wire_log {
             Some(path) => {
                 let log = WireLog::open(path)

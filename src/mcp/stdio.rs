@@ -52,61 +52,6 @@ pub const LINE_ENVELOPE_BYTES: usize = 1024 * 1024;
 pub const MAX_LINE_BYTES: usize =
     WORST_ESCAPE_FACTOR * MAX_SUBMISSION_TEXT_BYTES + LINE_ENVELOPE_BYTES;
 
-/// This process's stdin and stdout for the transport. When they are pipes (how every MCP
-/// client starts a stdio server) they are read and written as non-blocking pipes on the
-/// runtime's reactor; otherwise (a terminal, a file) through tokio's `stdin()`/`stdout()`,
-/// which hand every read and every write to a blocking thread — two thread hops per round trip,
-/// most of what the bench's `read_target` cost beyond a bare rmcp server (`mcp-bench`).
-/// Nothing else in `patchdiff mcp` reads stdin or writes stdout (the protocol owns them).
-pub fn stdio_pipes() -> (
-    Box<dyn AsyncRead + Unpin + Send>,
-    Box<dyn AsyncWrite + Unpin + Send>,
-) {
-    use std::os::fd::AsFd;
-    use tokio::net::unix::pipe;
-    let read: Box<dyn AsyncRead + Unpin + Send> =
-        match std::io::stdin().as_fd().try_clone_to_owned() {
-            Ok(fd) if is_socket(&fd) => match unix_stream(fd) {
-                Ok(s) => Box::new(s),
-                Err(_) => Box::new(tokio::io::stdin()),
-            },
-            Ok(fd) => match pipe::Receiver::from_owned_fd(fd) {
-                Ok(p) => Box::new(p),
-                Err(_) => Box::new(tokio::io::stdin()),
-            },
-            Err(_) => Box::new(tokio::io::stdin()),
-        };
-    let write: Box<dyn AsyncWrite + Unpin + Send> =
-        match std::io::stdout().as_fd().try_clone_to_owned() {
-            Ok(fd) if is_socket(&fd) => match unix_stream(fd) {
-                Ok(s) => Box::new(s),
-                Err(_) => Box::new(tokio::io::stdout()),
-            },
-            Ok(fd) => match pipe::Sender::from_owned_fd(fd) {
-                Ok(p) => Box::new(p),
-                Err(_) => Box::new(tokio::io::stdout()),
-            },
-            Err(_) => Box::new(tokio::io::stdout()),
-        };
-    (read, write)
-}
-
-/// Whether `fd` is a socket (Node's `child_process` gives a child socket pairs for its
-/// stdio, not pipes).
-fn is_socket(fd: &std::os::fd::OwnedFd) -> bool {
-    nix::sys::stat::fstat(fd).is_ok_and(|st| {
-        nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT
-            == nix::sys::stat::SFlag::S_IFSOCK
-    })
-}
-
-/// A Unix stream socket `fd` on the runtime's reactor (non-blocking).
-fn unix_stream(fd: std::os::fd::OwnedFd) -> std::io::Result<tokio::net::UnixStream> {
-    let socket = std::os::unix::net::UnixStream::from(fd);
-    socket.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(socket)
-}
-
 /// How much of an oversize line is kept to find its `id` (bytes).
 const ID_SNIFF_BYTES: usize = 64 * 1024;
 
