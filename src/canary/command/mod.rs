@@ -111,7 +111,7 @@ pub const COMMANDS: &[CommandSpec] = &[
     CommandSpec {
         name: "compare",
         key: None,
-        help: "gate 2: run a comparison plan (PATCHDIFF_GATE2=open), a line per finished run, then its report",
+        help: "two agents compared: a plan's runs, a line each, then the report (PATCHDIFF_GATE2=open)",
     },
     CommandSpec {
         name: "attach",

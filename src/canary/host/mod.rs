@@ -440,6 +440,7 @@ mod tests {
         assert_eq!(state.turns, 1);
     }
 
+    /// A3: Gemini's init event reports the tools it will offer; one outside the six breaks the seal.
     #[test]
     fn gemini_reports_its_seal_at_init_and_a_tool_outside_the_six_breaks_it() {
         let mut state = StreamState::new(Host::Gemini);
@@ -497,6 +498,7 @@ mod tests {
         assert_eq!(state.provider_error.as_deref(), Some("[API Error: 500]"));
     }
 
+    /// A3: opencode's first line reports its tools; one outside the six breaks the seal.
     #[test]
     fn opencode_reports_its_seal_at_its_first_line_and_a_tool_outside_the_six_breaks_it() {
         let mut state = StreamState::new(Host::Opencode);
@@ -531,6 +533,7 @@ mod tests {
         assert_eq!(state.foreign_call.as_deref(), Some("bash"));
     }
 
+    /// A2: each host's template offers only our server's six observed tools.
     #[test]
     fn gemini_and_opencode_templates_name_the_six_and_ask_for_json_results() {
         let env = [(Key::McpProfile.variable().to_owned(), "observed".to_owned())];
