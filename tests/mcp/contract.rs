@@ -33,7 +33,14 @@ const REQUIRED: &[(&str, &[&str])] = &[
     ("patchdiff_replica_release", &["lease_id"]),
     (
         "patchdiff_replica_submit",
-        &["lease_id", "target", "request_key", "cursor", "operations"],
+        &[
+            "lease_id",
+            "target",
+            "request_key",
+            "cursor",
+            "expected_sha256",
+            "operations",
+        ],
     ),
     ("patchdiff_replica_changes", &["lease_id", "target"]),
 ];

@@ -38,6 +38,12 @@ FULL = OBSERVED | {
     "patchdiff_export_target",
     "patchdiff_audit",
     "patchdiff_worker_status",
+    # Replica leases (R1-R3): operator-only, like the four above.
+    "patchdiff_replica_acquire",
+    "patchdiff_replica_renew",
+    "patchdiff_replica_release",
+    "patchdiff_replica_submit",
+    "patchdiff_replica_changes",
 }
 
 passed = []
