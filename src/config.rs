@@ -291,9 +291,7 @@ settings! {
     }
     /// A3: the admission gate file the console sets for an agent host's observed process.
     AgentGate = "PATCHDIFF_AGENT_GATE" {
-        file: None,
-        choices: [],
-        default: None,
+        file: None, choices: [], default: None,
         accepted: "an absolute file path (the console creates it to admit the agent)",
     }
     /// C7: gate 2, the comparative run (baseline vs candidate). Environment only, so a

@@ -25,7 +25,8 @@ pub const TERMINATE_GRACE: Duration = Duration::from_secs(3);
 
 /// Environment variables a host receives from the console's environment besides the provider
 /// credentials: what a CLI needs to find itself and its locale, nothing of the checkout.
-const PASSED_ENV: &[&str] = &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub(super) const PASSED_ENV: &[&str] =
+    &["PATH", "USER", "LOGNAME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 
 /// The operator's network settings a sealed host receives from the console's environment when
 /// they are set (A2 keeps everything else out): the standard proxy variables in both cases,
@@ -239,52 +240,6 @@ impl HostPaths {
     pub fn host_mcp_config(&self) -> PathBuf {
         self.home.join("patchdiff.mcp.json")
     }
-}
-
-/// The host's environment: a clean slate plus [`PASSED_ENV`], the provider variables, the
-/// operator's network settings (`network`, from [`network_env`]), the host table's limits
-/// ([`host_limit_env`]) and a private `HOME` (A2: no user settings, hooks or memory files of
-/// the operator reach the host).
-pub fn host_env(
-    host: Host,
-    paths: &HostPaths,
-    provider: &[(String, String)],
-    network: &[(String, String)],
-) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = PASSED_ENV
-        .iter()
-        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
-        .collect();
-    env.extend(provider.iter().cloned());
-    env.extend(network.iter().cloned());
-    for (k, v) in host_limit_env(host) {
-        env.retain(|(ek, _)| ek != k);
-        env.push(((*k).to_owned(), (*v).to_owned()));
-    }
-    env.push(("HOME".into(), paths.home.display().to_string()));
-    match host {
-        Host::Claude => {
-            env.push((
-                "CLAUDE_CONFIG_DIR".into(),
-                paths.home.join(".claude").display().to_string(),
-            ));
-            env.push((
-                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                "1".into(),
-            ));
-            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
-            env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
-        }
-        Host::Codex | Host::Cursor => {
-            env.push((
-                "CODEX_HOME".into(),
-                paths.home.join(".codex").display().to_string(),
-            ));
-        }
-        Host::Gemini => env.extend(super::gemini::env(paths)),
-        Host::Opencode => env.extend(super::opencode::env(paths)),
-    }
-    env
 }
 
 /// Live progress of a host run, shared with the console while the step runs (U1).

@@ -125,6 +125,52 @@ pub fn stream_line_summary(event: &Value) -> Option<String> {
     Some(text.trim_end().to_owned())
 }
 
+/// The host's environment: a clean slate plus [`common::PASSED_ENV`], the provider variables, the
+/// operator's network settings (`network`, from [`network_env`]), the host table's limits
+/// ([`host_limit_env`]) and a private `HOME` (A2: no user settings, hooks or memory files of
+/// the operator reach the host).
+pub fn host_env(
+    host: Host,
+    paths: &HostPaths,
+    provider: &[(String, String)],
+    network: &[(String, String)],
+) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = common::PASSED_ENV
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| ((*k).to_owned(), v)))
+        .collect();
+    env.extend(provider.iter().cloned());
+    env.extend(network.iter().cloned());
+    for (k, v) in host_limit_env(host) {
+        env.retain(|(ek, _)| ek != k);
+        env.push(((*k).to_owned(), (*v).to_owned()));
+    }
+    env.push(("HOME".into(), paths.home.display().to_string()));
+    match host {
+        Host::Claude => {
+            env.push((
+                "CLAUDE_CONFIG_DIR".into(),
+                paths.home.join(".claude").display().to_string(),
+            ));
+            env.push((
+                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
+                "1".into(),
+            ));
+            env.push(("DISABLE_AUTOUPDATER".into(), "1".into()));
+            env.push(("ENABLE_TOOL_SEARCH".into(), "false".into()));
+        }
+        Host::Codex | Host::Cursor => {
+            env.push((
+                "CODEX_HOME".into(),
+                paths.home.join(".codex").display().to_string(),
+            ));
+        }
+        Host::Gemini => env.extend(gemini::env(paths)),
+        Host::Opencode => env.extend(opencode::env(paths)),
+    }
+    env
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
