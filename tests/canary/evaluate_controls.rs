@@ -154,12 +154,16 @@ fn a_check_that_passes_on_the_original_is_infra_error() {
 #[test]
 fn repeat_finds_a_check_whose_verdicts_differ() {
     let dir = tempfile::tempdir().unwrap();
-    // Passes on even-numbered runs, fails on odd ones, counting in a file outside the scratch
-    // directory: controls are runs 0 (expected, pass) and 1 (original, fail), then the export
-    // gets runs 2 (pass), 3 (fail), 4 (pass).
+    // Fails on the original bytes (the original control) and otherwise fails only on the third
+    // run that sees other bytes, counting in a file outside the scratch directory. The two
+    // controls run side by side, so only the expected one counts: it is run 0 (pass), then
+    // the export gets runs 1 (pass), 2 (fail), 3 (pass).
     let counter = dir.path().join("runs");
+    let original = repo().join("assets/fixtures/calendar/original.js");
     let script = format!(
-        "n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) > {c}; echo run $n; [ $((n % 2)) -eq 0 ]",
+        "if cmp -s calendar.js {o}; then echo original; exit 1; fi; \
+         n=$(cat {c} 2>/dev/null || echo 0); echo $((n + 1)) > {c}; echo run $n; [ $n -ne 2 ]",
+        o = original.display(),
         c = counter.display()
     );
     let manifest = fixtures_with_check(dir.path(), "calendar", &["sh", "-c", &script]);
@@ -172,7 +176,7 @@ fn repeat_finds_a_check_whose_verdicts_differ() {
         serde_json::json!([true, false, true])
     );
     assert_eq!(calendar["check_exit"], "exit 1");
-    assert!(calendar["check_output"].as_str().unwrap().contains("run 3"));
+    assert!(calendar["check_output"].as_str().unwrap().contains("run 2"));
     assert_eq!(evaluation["flaky"], 1);
     assert_eq!(evaluation["repeat"], 3);
     // Every other target passes each of its three runs.

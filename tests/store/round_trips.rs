@@ -138,11 +138,14 @@ fn a_submission_is_one_round_trip_on_a_current_view_and_two_otherwise() {
     assert_eq!(phase(&p, SubmissionPhase::Rollback), 1, "the retry: {p:?}");
     assert_eq!(phase(&p, SubmissionPhase::PlanRead), 0, "{p:?}");
     assert_eq!(phase(&p, SubmissionPhase::Recovery), 0, "{p:?}");
-    // The wire agrees (plus the one read_target: a read-only transaction's BEGIN, reads and
-    // ROLLBACK, at most 4).
+    // The wire agrees within what it can tell (plus the one read_target: a read-only
+    // transaction's BEGIN, reads and ROLLBACK, at most 4). On a quiet machine it counts 9–13;
+    // under load a pipelined batch the client writes in two chunks, with the server's first
+    // answer arriving between them, counts twice, so the wire gives an upper bound and the
+    // profile above the exact count. Twenty would mean most statements travel alone.
     let bursts = proxy.client_bursts() - wire;
     assert!(
-        (9..=13).contains(&bursts),
+        (9..=19).contains(&bursts),
         "client request bursts on the wire: {bursts}"
     );
 }
