@@ -150,8 +150,26 @@ async fn inspector_cli_scenarios() {
 
     let (code, v, err) = run(&env.vars("full"), &[exe(), "mcp", "--method", "tools/list"]).await;
     assert_eq!(code, 0, "{err}");
-    assert_eq!(names(&v).len(), 10);
-    pass("stdio tools/list on the full profile lists ten tools");
+    // M3 and R1: the full profile adds the operator's four tools and the five replica tools.
+    let mut full: Vec<String> = six.clone();
+    full.extend(
+        [
+            "patchdiff_init_target",
+            "patchdiff_export_target",
+            "patchdiff_audit",
+            "patchdiff_worker_status",
+            "patchdiff_replica_acquire",
+            "patchdiff_replica_renew",
+            "patchdiff_replica_release",
+            "patchdiff_replica_submit",
+            "patchdiff_replica_changes",
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    full.sort();
+    assert_eq!(names(&v), full);
+    pass("stdio tools/list on the full profile lists the six, the operator's four and the five replica tools");
 
     let http = HttpServer::start(&env, "observed").await;
     let header = format!("Authorization: Bearer {}", http.token);
