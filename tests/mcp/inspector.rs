@@ -169,7 +169,9 @@ async fn inspector_cli_scenarios() {
     );
     full.sort();
     assert_eq!(names(&v), full);
-    pass("stdio tools/list on the full profile lists the six, the operator's four and the five replica tools");
+    pass(
+        "stdio tools/list on the full profile lists the six, the operator's four and the five replica tools",
+    );
 
     let http = HttpServer::start(&env, "observed").await;
     let header = format!("Authorization: Bearer {}", http.token);
