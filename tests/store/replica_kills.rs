@@ -1,7 +1,8 @@
 //! R2's SIGKILL races across processes (both backends): an agent-side `store-probe` submitting
 //! and saving and a replica-side one submitting through a lease, on one target of one database,
 //! each SIGKILLed at seeded random points and restarted; a restarted side retries its
-//! unknown outcome as the identical submission under the same request key. Afterwards every
+//! unknown outcome as the identical submission under the same request key (R3: the stored
+//! receipt, never an invented success), and the replica catches up from its lease's changes. Afterwards every
 //! acknowledged edit of either side is present exactly once, its receipt is the stored one byte
 //! for byte, and every save replays byte for byte. Kill points are counted in lines the
 //! probe wrote (the parent kills after reading a random number of them), so nothing sleeps.
