@@ -325,6 +325,7 @@ mod tests {
                 "launch [full|observed]",
                 "preflight",
                 "agent PLAN.jsonl|claude|codex|gemini|opencode [k=v…]",
+                "replica TARGET PLAN.jsonl",
                 "wait ready|saved [SECONDS]",
                 "export",
                 "inspect",
