@@ -282,11 +282,8 @@ impl Canary {
             Command::Agent { plan } => self.agent(plan).await,
             Command::Replica { target, plan } => {
                 let spec = self.launch_spec(ProcessKind::Full);
-                let armed = steps::replica::arm(spec, &self.run, target, plan, self.initialized);
-                armed.await.map(|(armed, summary)| {
-                    self.replica = Some(armed);
-                    summary
-                })
+                let (slot, run, ready) = (&mut self.replica, &self.run, self.initialized);
+                steps::replica::arm(slot, spec, run, target, plan, ready).await
             }
             Command::AgentHost {
                 host,

@@ -128,19 +128,28 @@ pub struct Armed {
 }
 
 /// `replica TARGET PLAN`: loads PLAN, starts the replica's full-profile process from `spec`
-/// ([`replica_spec`]) and leases TARGET. Errors: before `init` or with a bad plan
-/// (`Refused`, nothing started); a process that does not start; a refused lease (`Call`).
+/// ([`replica_spec`]), leases TARGET and arms the replica in `slot` for the next scripted
+/// `agent PLAN` step (an agent host does not run it; `report` stops an idle one). Errors:
+/// before `init`, with a replica already armed or a bad plan (`Refused`, nothing started); a
+/// process that does not start; a refused lease (`Call`, the process stopped).
 pub async fn arm(
+    slot: &mut Option<Armed>,
     spec: LaunchSpec,
     run: &RunDir,
     target: &str,
     plan: &Path,
     initialized: bool,
-) -> Result<(Armed, String), StepError> {
+) -> Result<String, StepError> {
     if !initialized {
         return Err(StepError::Refused(
             "run `init` first: the replica leases a target the run initialized".to_owned(),
         ));
+    }
+    if let Some(armed) = slot {
+        return Err(StepError::Refused(format!(
+            "a replica on `{}` is already armed for the next agent step; one replica per agent step",
+            armed.target
+        )));
     }
     let edits = load_replica_plan(plan).map_err(StepError::Refused)?;
     let process = McpProcess::launch(&replica_spec(spec, run)).await?;
@@ -177,7 +186,8 @@ pub async fn arm(
         t["revision"],
         armed.edits.len()
     );
-    Ok((armed, summary))
+    *slot = Some(armed);
+    Ok(summary)
 }
 
 /// What the agent step tells the replica: called before each plan step, so when the step
@@ -257,9 +267,12 @@ where
     (result, stop)
 }
 
-/// Stops an armed replica the agent step never ran (before the run is sealed).
+/// Releases the lease of an armed replica no agent step ran and stops its process (before the
+/// run is sealed); a refused release changes nothing.
 pub async fn disarm(armed: Option<Armed>) {
     if let Some(armed) = armed {
+        let release = json!({"lease_id": armed.lease_id});
+        let _ = armed.call("patchdiff_replica_release", release).await;
         armed.process.stop().await;
     }
 }
