@@ -73,15 +73,15 @@ pub struct Canary {
     pub agent_planned: bool,
     /// `report` sealed the run; every step that would write to it is refused.
     sealed: bool,
-    /// [`record::provider_endpoints`] of the provider variables this console
-    /// passes to agent hosts (recorded in the manifest; loopback marks a rehearsal).
+    /// [`record::provider_endpoints`] of the agent hosts' provider variables (loopback: rehearsal).
     pub provider_endpoints: Value,
-    /// The suite's manifest the run's copy was made from, once `init` copied the
-    /// authenticated suite into the run (`suite/`); from then on `manifest` and
-    /// `options.manifest` are the run's copy.
+    /// The suite's manifest the run's `suite/` copy was made from at `init`; from then on
+    /// `manifest` and `options.manifest` are the run's copy.
     suite_source: Option<PathBuf>,
     /// Gate 2's `compare` step: where its progress goes, and how the last one ended.
     pub comparison: steps::compare::CompareState,
+    /// `replica TARGET PLAN`'s replica, armed for the next agent step (R2).
+    replica: Option<steps::replica::Armed>,
 }
 
 pub(crate) use self::names::civil_from_days;
@@ -130,6 +130,7 @@ impl Canary {
             provider_endpoints: record::provider_endpoints(&host::provider_env()),
             suite_source: None,
             comparison: Default::default(),
+            replica: None,
         })
     }
 
@@ -279,6 +280,11 @@ impl Canary {
             Command::Launch { which } => self.launch(*which).await,
             Command::Preflight => self.preflight().await,
             Command::Agent { plan } => self.agent(plan).await,
+            Command::Replica { target, plan } => {
+                let spec = self.launch_spec(ProcessKind::Full);
+                let (slot, run, ready) = (&mut self.replica, &self.run, self.initialized);
+                steps::replica::arm(slot, spec, run, target, plan, ready).await
+            }
             Command::AgentHost {
                 host,
                 model,
@@ -484,16 +490,17 @@ impl Canary {
 
     /// The scripted agent (C4). Records how it stopped ([`Canary::agent_stop`]).
     async fn agent(&mut self, plan_path: &Path) -> StepResult {
-        let (result, stop) = steps::agent::run_scripted(
-            plan_path,
-            self.observed(),
-            self.preflighted_pid,
-            self.transcript.as_ref().ok_or_else(|| {
-                StepError::Io(anyhow::anyhow!(
-                    "the run directory was not created before the agent step"
-                ))
-            })?,
-        )
+        let replica = self.replica.take();
+        let transcript = self.transcript.as_ref().ok_or_else(|| {
+            StepError::Io(anyhow::anyhow!(
+                "the run directory was not created before the agent step"
+            ))
+        })?;
+        let (observed, pid) = (self.observed(), self.preflighted_pid);
+        let (result, stop) = steps::replica::beside_agent(replica, |mut progress| {
+            let on_step = move |i: usize, s: &plan::PlanStep| progress.on_step(i, s);
+            steps::agent::run_scripted(plan_path, observed, pid, transcript, on_step)
+        })
         .await;
         self.agent_stop = Some(stop);
         result
@@ -597,6 +604,7 @@ impl Canary {
             .filter_map(|p| p.as_ref().and_then(|p| p.pid))
             .collect();
         self.stop(None).await;
+        steps::replica::disarm(self.replica.take()).await;
         steps::seal::wait_gone(&pids).await;
         // The report's target rows come from the store whenever it is
         // readable, whatever step failed.
@@ -706,8 +714,7 @@ impl Canary {
         host_config_text(host, &exe, &env)
     }
 
-    /// The story of target `name` as this run knows it now ([`story::target_story`]).
-    /// Errors name the known targets.
+    /// The story of target `name` as this run knows it now (errors name the known targets).
     pub fn target_story(&self, name: &str) -> StepResult {
         story::target_story(
             &story::StoryInputs {
@@ -737,8 +744,7 @@ impl Canary {
         )
     }
 
-    /// Why the run is `infra_abort` (a step failed before the agent acted),
-    /// or `None` (see [`outcome::decide`]).
+    /// Why the run is `infra_abort` (a step failed before the agent acted), or `None`.
     pub fn infra_abort(&self) -> Option<String> {
         let failed = self
             .steps

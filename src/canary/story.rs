@@ -40,6 +40,13 @@ pub struct Attempt {
     pub warnings: Vec<String>,
 }
 
+/// The tools whose calls are submissions: the agent's, and a replica's (R2), which the story
+/// lists beside the agent's with their receipts.
+pub const SUBMISSION_TOOLS: [&str; 2] = [
+    "patchdiff_submit_observed_operations",
+    "patchdiff_replica_submit",
+];
+
 /// The submissions to `target` in a wire log, each paired with its result by (process,
 /// request id) through [`crate::evidence::pair_requests`] (processes sharing a log
 /// reuse ids).
@@ -54,8 +61,9 @@ pub fn attempts_in_log(log: impl std::io::BufRead, process: &str, target: &str) 
         crate::evidence::read_wire_messages(log),
         |m| {
             let m = &m.message;
+            let tool = m["params"]["name"].as_str().unwrap_or_default();
             (m["method"] == "tools/call"
-                && m["params"]["name"] == "patchdiff_submit_observed_operations"
+                && SUBMISSION_TOOLS.contains(&tool)
                 && m["params"]["arguments"]["target"] == target)
                 .then(|| m["params"]["arguments"].clone())
         },
@@ -260,11 +268,12 @@ impl StoryInputs<'_> {
         out
     }
 
-    /// The agent's submissions on target `name` from the observed processes' wire logs, each
-    /// with its receipt's outcome and reasons.
+    /// The submissions on target `name` from the observed processes' wire logs and a
+    /// replica's (R2), each with its receipt's outcome and reasons.
     fn submissions_section(&self, name: &str) -> Vec<String> {
+        use crate::evidence::run_dir::process::{OBSERVED, REPLICA};
         let mut attempts = Vec::new();
-        for process in [crate::evidence::run_dir::process::OBSERVED, HOST_OBSERVED] {
+        for process in [OBSERVED, HOST_OBSERVED, REPLICA] {
             // Streamed: a long log never sits in memory whole.
             if let Ok(file) = std::fs::File::open(self.run.wire_log(process)) {
                 let log = std::io::BufReader::with_capacity(64 * 1024, file);
@@ -274,13 +283,17 @@ impl StoryInputs<'_> {
         let mut out = vec![format!("submissions ({}):", attempts.len())];
         for (i, a) in attempts.iter().enumerate() {
             out.push(format!(
-                "  #{:<3} {:<9} key {} · base r{} → {}{}",
+                "  #{:<3} {:<9} key {} · {} → {}{}",
                 i + 1,
                 visible_inline(&a.outcome),
                 visible_inline(&a.request_key),
-                a.base_revision.map_or("?".into(), |r| r.to_string()),
+                match a.base_revision {
+                    Some(r) => format!("base r{r}"),
+                    None if a.process == REPLICA => "at its cursor".into(),
+                    None => "base r?".into(),
+                },
                 a.revision.map_or("-".into(), |r| format!("r{r}")),
-                if a.process == crate::evidence::run_dir::process::OBSERVED {
+                if a.process == OBSERVED {
                     String::new()
                 } else {
                     format!(" ({})", a.process)

@@ -472,6 +472,10 @@ fn check_script(commands: &[(usize, Command)]) -> Result<(), String> {
             Command::Agent { plan } => {
                 crate::canary::plan::load_plan(plan).map_err(|e| format!("line {line}: {e}"))?;
             }
+            Command::Replica { plan, .. } => {
+                crate::canary::steps::replica::load_replica_plan(plan)
+                    .map_err(|e| format!("line {line}: {e}"))?;
+            }
             Command::Init { .. } => {
                 init_line.get_or_insert(*line);
             }
@@ -528,6 +532,13 @@ fn resolve_paths(commands: Vec<(usize, Command)>, script_dir: &Path) -> Vec<(usi
             Command::Agent { plan } if plan.is_relative() => (
                 line,
                 Command::Agent {
+                    plan: script_dir.join(plan),
+                },
+            ),
+            Command::Replica { target, plan } if plan.is_relative() => (
+                line,
+                Command::Replica {
+                    target,
                     plan: script_dir.join(plan),
                 },
             ),

@@ -16,6 +16,8 @@ pub mod process {
     pub const OBSERVED: &str = "observed";
     /// The observed-profile process an agent host starts from its MCP configuration (A1).
     pub const HOST_OBSERVED: &str = "host-observed";
+    /// The full-profile process a scripted replica edits through (`replica TARGET PLAN`, R2).
+    pub const REPLICA: &str = "replica";
     /// The processes whose wire logs hold the agent's submissions, in the order the story
     /// lists them.
     pub const AGENT_FACING: [&str; 2] = [OBSERVED, HOST_OBSERVED];

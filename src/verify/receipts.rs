@@ -26,6 +26,8 @@ pub(super) fn check_receipts(
     indexes: &std::collections::HashMap<String, JournalIndex>,
 ) {
     const SUBMIT: &str = "patchdiff_submit_observed_operations";
+    // R2: a replica's submissions (the `replica` process's wire log) carry the same receipts.
+    const REPLICA_SUBMIT: &str = "patchdiff_replica_submit";
     const SAVE: &str = "patchdiff_save";
     let before = ctx.problems.len();
     let logs: Vec<String> = evidence_files(&ctx.root)
@@ -34,7 +36,10 @@ pub(super) fn check_receipts(
         .filter(|f| crate::evidence::run_dir::is_wire_log(f))
         .collect();
     let mut checked = 0;
+    // Per wire log (one per process: the agent's, a replica's, the full process's).
+    let mut per_log = Vec::new();
     for rel in &logs {
+        let before_log = checked;
         let Ok(messages) = crate::evidence::wire_log_messages(&ctx.root.join(rel)) else {
             continue; // named by the chain check
         };
@@ -42,8 +47,9 @@ pub(super) fn check_receipts(
             messages,
             |m| {
                 let tool = m.message["params"]["name"].as_str()?;
-                (m.message["method"] == "tools/call" && (tool == SUBMIT || tool == SAVE))
-                    .then(|| tool.to_owned())
+                (m.message["method"] == "tools/call"
+                    && [SUBMIT, REPLICA_SUBMIT, SAVE].contains(&tool))
+                .then(|| tool.to_owned())
             },
             |tool, reply| WireReceipt {
                 line: reply.line,
@@ -58,13 +64,15 @@ pub(super) fn check_receipts(
             }
             checked += 1;
         }
+        per_log.push(format!("{rel} {}", checked - before_log));
     }
     ctx.done(
         "receipts",
         before,
         format!(
-            "{checked} acknowledged receipts in {} wire logs against the journal",
-            logs.len()
+            "{checked} acknowledged receipts in {} wire logs against the journal ({})",
+            logs.len(),
+            per_log.join(", ")
         ),
     );
 }

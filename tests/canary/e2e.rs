@@ -243,6 +243,205 @@ fn wrong_agent_fails_the_run_the_report_names_the_target_and_its_story_shows_why
     assert!(text.contains("chess") && text.contains("FAIL"), "{text}");
 }
 
+/// R1–R3, the replica canary: a scripted replica (a third MCP process, full profile) edits a
+/// second region of `calendar` while the scripted agent works on it. The run passes on the
+/// behavioural checks, the export holds the replica's docstring beside the agent's fixes, the
+/// journal holds both writers' edits, and the story and `verify`'s receipts check show both
+/// writers' receipts.
+#[test]
+fn replica_canary_passes_and_its_evidence_shows_both_writers_receipts() {
+    let runs = tempfile::tempdir().unwrap();
+    let canary = repo().join("assets/canary");
+    let script = runs.path().join("replica-story.canary");
+    let text = std::fs::read_to_string(canary.join("replica.canary")).unwrap();
+    std::fs::write(
+        &script,
+        text.replace(
+            "replica-calendar.jsonl",
+            &canary.join("replica-calendar.jsonl").display().to_string(),
+        )
+        .replace(
+            "replica.plan.jsonl",
+            &canary.join("replica.plan.jsonl").display().to_string(),
+        )
+        .replace("\nreport", "\ntarget calendar\nreport"),
+    )
+    .unwrap();
+    let output = run_script(runs.path(), &script, &["--json"], &[]);
+    let progress = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "stderr:\n{progress}");
+    let report = report_json(&output);
+    assert_eq!(report["passed"], true, "{report:#}");
+    for t in report["targets"].as_array().unwrap() {
+        assert_eq!(t["behavioral"], true, "{t}");
+        assert_eq!(t["replay_consistent"], true, "{t}");
+    }
+    assert!(
+        progress.contains("replica: 1 submissions accepted"),
+        "{progress}"
+    );
+    let run = the_only_run(runs.path());
+
+    // The export holds the replica's edit and the agent's two fixes.
+    let exported = std::fs::read_to_string(run.join("export/calendar.js")).unwrap();
+    assert!(
+        exported.contains("(to the minute; seconds are dropped). */"),
+        "{exported}"
+    );
+    assert!(
+        exported.contains("aStart < bEnd") && exported.contains("instant < w.end"),
+        "{exported}"
+    );
+
+    // The journal (read from a copy, so the sealed run stays untouched) holds both writers'
+    // edits, each once.
+    let scratch = tempfile::tempdir().unwrap();
+    let db = scratch.path().join("store.sqlite");
+    std::fs::copy(run.join("store.sqlite"), &db).unwrap();
+    let store = patchdiff::store::open_backend(&db, None).unwrap();
+    let page = store.replay("calendar", None, Some(1000)).unwrap();
+    let keys: Vec<&str> = page
+        .entries
+        .iter()
+        .filter_map(|e| e.request_key.as_deref())
+        .collect();
+    for key in ["cal-2", "cal-3", "replica-doc-1"] {
+        assert_eq!(keys.iter().filter(|k| **k == key).count(), 1, "{keys:?}");
+    }
+
+    // The story lists both writers' submissions with their receipts.
+    assert!(
+        progress.contains("accepted  key replica-doc-1 · at its cursor → r"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("accepted  key cal-2 · base r0 → r1"),
+        "{progress}"
+    );
+
+    // verify's receipts check covers both writers' wire logs.
+    let count = verified_receipts_per_log(&run);
+    // The agent: five saves and its submissions; the replica: its submission (and its save
+    // when the agent's calendar save came before it).
+    assert!(count("observed.mcp.jsonl") >= 12);
+    assert!((1..=2).contains(&count("replica.mcp.jsonl")));
+}
+
+/// `patchdiff verify RUN --json` must hold; returns its receipts check's count for a wire log
+/// (`observed.mcp.jsonl`, `replica.mcp.jsonl`, …) from the summary's per-log counts.
+fn verified_receipts_per_log(run: &Path) -> impl Fn(&str) -> u64 {
+    let verified = Command::new(env!("CARGO_BIN_EXE_patchdiff"))
+        .arg("verify")
+        .arg(run)
+        .arg("--json")
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .output()
+        .unwrap();
+    let verdict: Value = serde_json::from_slice(&verified.stdout).unwrap();
+    assert_eq!(verdict["ok"], true, "{verdict:#}");
+    let receipts = verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "receipts")
+        .unwrap()["summary"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    move |log: &str| -> u64 {
+        let at = receipts
+            .find(&format!("{log} "))
+            .unwrap_or_else(|| panic!("{log} in {receipts}"));
+        receipts[at + log.len() + 1..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+}
+
+/// R2: a replica whose edit lands after the agent's last save of its target saves it itself,
+/// so the export holds it. Deterministically so: this agent reads and saves `calendar` without
+/// a submission, so the replica submits once the agent step is done.
+#[test]
+fn replica_edit_after_the_agents_last_save_is_saved_by_the_replica_and_exported() {
+    let runs = tempfile::tempdir().unwrap();
+    let canary = repo().join("assets/canary");
+    let plan = runs.path().join("read-and-save.plan.jsonl");
+    std::fs::write(
+        &plan,
+        concat!(
+            r#"{"step": "read", "tool": "patchdiff_read_target", "args": {"target": "calendar"}}"#,
+            "\n",
+            r#"{"step": "save", "tool": "patchdiff_save", "args": {"target": "calendar"}, "expect": {"version": 1, "revision": 0}}"#,
+            "\n"
+        ),
+    )
+    .unwrap();
+    let script = runs.path().join("late-replica.canary");
+    std::fs::write(
+        &script,
+        format!(
+            "record model=scripted-demo provider=patchdiff reasoning=none\ninit\nlaunch observed\n\
+             preflight\nreplica calendar {}\nagent {}\nexport\nreport\n",
+            canary.join("replica-calendar.jsonl").display(),
+            plan.display()
+        ),
+    )
+    .unwrap();
+    let output = run_script(runs.path(), &script, &[], &[]);
+    let progress = String::from_utf8_lossy(&output.stderr).into_owned();
+    let agent = step_line(&String::from_utf8_lossy(&output.stdout), "[6/8]");
+    assert!(
+        agent.contains(" ok ")
+            && agent.contains("replica: 1 submissions accepted (revisions 1)")
+            && agent.contains("saved as version 2 · lease released"),
+        "{agent}\n{progress}"
+    );
+    let run = the_only_run(runs.path());
+    let exported = std::fs::read_to_string(run.join("export/calendar.js")).unwrap();
+    assert!(
+        exported.contains("(to the minute; seconds are dropped). */"),
+        "{exported}"
+    );
+    // The replica's submission and its save, both checked against the journal.
+    let count = verified_receipts_per_log(&run);
+    assert_eq!(count("replica.mcp.jsonl"), 2);
+    assert_eq!(count("observed.mcp.jsonl"), 1);
+}
+
+/// A replica plan that is not one submission per line is refused before anything runs, naming
+/// the script line, the plan's line and what a line must be.
+#[test]
+fn bad_replica_plan_is_refused_before_anything_runs() {
+    let runs = tempfile::tempdir().unwrap();
+    let plan = runs.path().join("bad.jsonl");
+    std::fs::write(&plan, "{\"request_key\": \"k\", \"ops\": []}\n").unwrap();
+    let script = runs.path().join("bad-replica.canary");
+    std::fs::write(
+        &script,
+        format!("init\nreplica calendar {}\n", plan.display()),
+    )
+    .unwrap();
+    let output = run_script(runs.path(), &script, &[], &[]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("bad-replica.canary:2: replica plan")
+            && stderr.contains("line 1: unknown field `ops`")
+            && stderr.contains(r#"a line is {"request_key": "…", "operations""#),
+        "{stderr}"
+    );
+    assert!(the_runs_are_empty(runs.path()), "nothing ran");
+}
+
+fn the_runs_are_empty(runs: &Path) -> bool {
+    std::fs::read_dir(runs)
+        .unwrap()
+        .all(|e| !e.unwrap().file_name().to_string_lossy().starts_with("r-"))
+}
+
 /// Copies the bundled fixtures to a scratch directory and writes an init-only script there.
 fn scratch_fixtures(dir: &Path) -> (PathBuf, PathBuf) {
     let src = repo().join("assets/fixtures");

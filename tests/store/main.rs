@@ -17,6 +17,7 @@ mod basics;
 mod deadlines;
 mod props;
 mod regressions;
+mod replica_kills;
 mod replicas;
 mod round_trips;
 mod target_boundary;

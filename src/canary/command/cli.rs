@@ -97,6 +97,12 @@ pub(super) enum Cli {
         #[arg(value_name = "k=v…", allow_hyphen_values = true)]
         options: Vec<String>,
     },
+    Replica {
+        #[arg(value_name = "TARGET")]
+        target: String,
+        #[arg(value_name = "PLAN.jsonl", value_hint = clap::ValueHint::FilePath)]
+        plan: PathBuf,
+    },
     Wait {
         what: WaitFor,
         #[arg(value_name = "SECONDS", allow_hyphen_values = true)]
@@ -177,6 +183,7 @@ impl Cli {
                 },
                 _ => return Err(usage()),
             },
+            Self::Replica { target, plan } => Command::Replica { target, plan },
             Self::Wait { what, seconds } => Command::Wait {
                 what,
                 timeout: wait_timeout(seconds.as_deref())?,

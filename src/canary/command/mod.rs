@@ -64,6 +64,11 @@ pub const COMMANDS: &[CommandSpec] = &[
         help: "run a scripted plan, or a real agent host sealed (model=M max_turns=N timeout=S)",
     },
     CommandSpec {
+        name: "replica",
+        key: None,
+        help: "a scripted replica beside the next agent step: leases TARGET, submits PLAN (R1-R3)",
+    },
+    CommandSpec {
         name: "wait",
         key: None,
         help: "wait for the worker to be ready, or for every target to be saved",
@@ -146,6 +151,7 @@ mod tests {
         for spec in COMMANDS {
             let line = match spec.name {
                 "agent" => "agent plan.jsonl".to_owned(),
+                "replica" => "replica calendar replica.jsonl".to_owned(),
                 "wait" => "wait ready 5".to_owned(),
                 "attach" => "attach /tmp/e.jsonl /tmp/db.sqlite".to_owned(),
                 "target" => "target chess".to_owned(),
@@ -319,6 +325,7 @@ mod tests {
                 "launch [full|observed]",
                 "preflight",
                 "agent PLAN.jsonl|claude|codex|gemini|opencode [k=v…]",
+                "replica TARGET PLAN.jsonl",
                 "wait ready|saved [SECONDS]",
                 "export",
                 "inspect",

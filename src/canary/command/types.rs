@@ -28,6 +28,10 @@ pub enum Command {
     Preflight,
     /// C4: run a scripted agent plan against the observed process.
     Agent { plan: PathBuf },
+    /// R1–R3: arm a scripted replica on `target` for the next `agent` step: a full-profile
+    /// process leases it now and submits `plan`'s edits while the agent works. In a script a
+    /// relative path is relative to the script.
+    Replica { target: String, plan: PathBuf },
     /// A1–A4: launch a real agent host CLI headless and sealed against an observed process it
     /// starts itself; `model` defaults to the one given to `record`.
     AgentHost {
@@ -112,6 +116,7 @@ impl Command {
             Self::Launch { .. } => "launch",
             Self::Preflight => "preflight",
             Self::Agent { .. } | Self::AgentHost { .. } => "agent",
+            Self::Replica { .. } => "replica",
             Self::Wait { .. } => "wait",
             Self::Export => "export",
             Self::Inspect => "inspect",

@@ -10,7 +10,8 @@ use super::super::plan;
 use crate::evidence::JsonlLog;
 
 /// Runs the plan at `plan_path` on `observed` (the process that passed preflight has pid
-/// `preflighted_pid`), recording every call in `transcript`. Returns the step's result and
+/// `preflighted_pid`), recording every call in `transcript` and calling `on_step` before each
+/// call (a replica beside the agent waits on it, R2). Returns the step's result and
 /// how the agent stopped: refused before its first call (no plan, no passed preflight),
 /// deviated from its plan, or finished.
 pub async fn run_scripted(
@@ -18,6 +19,7 @@ pub async fn run_scripted(
     observed: Result<&McpProcess, StepError>,
     preflighted_pid: Option<u32>,
     transcript: &JsonlLog,
+    on_step: impl FnMut(usize, &plan::PlanStep),
 ) -> (Result<String, StepError>, AgentStop) {
     let ready = plan::load_plan(plan_path)
         .map_err(StepError::Refused)
@@ -39,7 +41,7 @@ pub async fn run_scripted(
             return (Err(e), stop);
         }
     };
-    let outcome = plan::run_plan(observed, &steps, transcript, |_, _| {}).await;
+    let outcome = plan::run_plan(observed, &steps, transcript, on_step).await;
     if !outcome.deviations.is_empty() {
         let why = format!(
             "{} of {} calls deviated from the plan: {}",

@@ -13,6 +13,7 @@ pub mod host_config;
 pub mod init;
 pub mod inspect;
 pub mod preflight;
+pub mod replica;
 pub mod seal;
 pub mod suite;
 pub mod views;
