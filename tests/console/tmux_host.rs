@@ -183,14 +183,14 @@ impl HostRun {
                 pid_on_row(s, "claude").is_some()
                     && pid_on_row(s, "host-observed").is_some()
                     && s.lines()
-                        .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+                        .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
                     && saved_once(s)
                     && !s.contains("not sampled yet")
             },
         );
         let host = pid_on_row(&screen, "claude").unwrap();
         let observed = pid_on_row(&screen, "host-observed").unwrap();
-        let worker = pid_on_row(&screen, "worker    gen 1").unwrap();
+        let worker = pid_on_row(&screen, "worker gen 1 ").unwrap();
         Self {
             dir,
             tmux,

@@ -109,7 +109,7 @@ impl Panes {
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         let lines = match pane {
-            Pane::Processes => self.processes.lines(view, inner.height),
+            Pane::Processes => self.processes.lines(view, inner.width, inner.height),
             Pane::Targets => self.targets.lines(view, inner.width, inner.height),
             Pane::Worker => return worker::draw(frame, view, inner),
             Pane::Perf => self.perf.lines(view, inner.height),
