@@ -152,21 +152,7 @@ async fn inspector_cli_scenarios() {
     assert_eq!(code, 0, "{err}");
     // M3 and R1: the full profile adds the operator's four tools and the five replica tools.
     let mut full: Vec<String> = six.clone();
-    full.extend(
-        [
-            "patchdiff_init_target",
-            "patchdiff_export_target",
-            "patchdiff_audit",
-            "patchdiff_worker_status",
-            "patchdiff_replica_acquire",
-            "patchdiff_replica_renew",
-            "patchdiff_replica_release",
-            "patchdiff_replica_submit",
-            "patchdiff_replica_changes",
-        ]
-        .iter()
-        .map(|s| s.to_string()),
-    );
+    full.extend(crate::rmcp_client::FULL_ONLY.iter().map(|s| s.to_string()));
     full.sort();
     assert_eq!(names(&v), full);
     pass(

@@ -19,7 +19,7 @@ const SIX_OBSERVED_TOOLS: [&str; 6] = [
     "patchdiff_replay",
 ];
 /// M3, spelled out from SPEC.
-const FULL_ONLY: [&str; 9] = [
+pub(crate) const FULL_ONLY: [&str; 9] = [
     "patchdiff_init_target",
     "patchdiff_export_target",
     "patchdiff_audit",

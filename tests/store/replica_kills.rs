@@ -21,17 +21,7 @@ backend_tests!(sigkilled_agent_and_replica_processes_lose_no_acknowledged_edit_o
 /// Submissions per side.
 const PER_SIDE: u64 = 24;
 
-/// A small deterministic generator (xorshift64*), so a failing seed replays.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
+use crate::util::Rng;
 
 fn wall_ms() -> u64 {
     std::time::SystemTime::now()

@@ -426,17 +426,7 @@ fn apply(content: &str, e: &JournalEntry) -> String {
     apply_edits(content, &edits).unwrap()
 }
 
-/// A small deterministic generator (xorshift64*), so a failing seed replays.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
-    }
-}
+use crate::util::Rng;
 
 /// The replica as an integration runs it: a mirror at its cursor, caught up from the changes.
 struct Replica {

@@ -213,3 +213,15 @@ impl Probe {
 pub fn db_arg(scratch: &Scratch) -> String {
     scratch.probe_arg()
 }
+
+/// A small deterministic generator (xorshift64*), so a failing seed replays.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n
+    }
+}
