@@ -41,6 +41,8 @@
 //! Without `--bench` (as `cargo test --all-targets` runs it) it does a tiny smoke run.
 
 use patchdiff_test_util::backends;
+#[path = "support/cpu.rs"]
+mod cpu;
 #[path = "support/delay_proxy.rs"]
 mod delay_proxy;
 
@@ -49,6 +51,7 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use backends::{Backend, Scratch};
+use cpu::{CpuMeter, CpuPerSubmission};
 use delay_proxy::DelayProxy;
 use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
 use patchdiff::store::{
@@ -201,7 +204,8 @@ fn replay_rate(open: Opener, journal: usize) -> f64 {
 }
 
 /// `clients` threads, each with its own store handle, each submitting `per_client` durable
-/// edits; on distinct targets or one shared target. Returns accepted submissions per second.
+/// edits; on distinct targets or one shared target. Returns accepted submissions per second
+/// (with [`throughput_cpu`], the CPU they cost too).
 fn throughput(
     open: Opener,
     clients: usize,
@@ -210,6 +214,29 @@ fn throughput(
     run: usize,
     path: SubmitPath,
 ) -> f64 {
+    throughput_cpu(
+        open,
+        clients,
+        per_client,
+        shared,
+        run,
+        path,
+        &CpuMeter::new(None),
+    )
+    .0
+}
+
+/// [`throughput`], and the CPU per submission on both sides (`meter`) from the moment every
+/// client is connected and its target initialized until the last one is done.
+fn throughput_cpu(
+    open: Opener,
+    clients: usize,
+    per_client: usize,
+    shared: bool,
+    run: usize,
+    path: SubmitPath,
+    meter: &CpuMeter,
+) -> (f64, CpuPerSubmission) {
     let case = format!(
         "{}-{clients}-{run}-{}",
         if shared { "shared" } else { "distinct" },
@@ -253,12 +280,18 @@ fn throughput(
             })
         })
         .collect();
+    let cpu = meter.sample();
     barrier.wait();
     let t0 = Instant::now();
     for h in handles {
         h.join().unwrap();
     }
-    (clients * per_client) as f64 / t0.elapsed().as_secs_f64()
+    let took = t0.elapsed();
+    let submissions = clients * per_client;
+    (
+        submissions as f64 / took.as_secs_f64(),
+        meter.since(cpu, submissions),
+    )
 }
 
 /// The machine's 1-minute load average now (`/proc/loadavg`; NaN where there is none).
@@ -345,6 +378,9 @@ struct LinkFigures {
     ms_per_submission: Repeated,
     one_client: Repeated,
     sixteen_clients: Repeated,
+    /// CPU ms per submission, this process (the clients) and the cluster, 1 and 16 clients.
+    cpu_one: (Repeated, Repeated),
+    cpu_sixteen: (Repeated, Repeated),
 }
 
 /// The links × paths the PostgreSQL table shows, in column order.
@@ -414,10 +450,31 @@ fn measure_link(
             .measure(|| ms(took) / (count - 1) as f64);
     }
     let run = 1000 + 10 * run + 2 * delayed as usize + path as usize;
-    fig.one_client
-        .measure(|| throughput(&open, 1, scale.per_client, false, run, path));
-    fig.sixteen_clients
-        .measure(|| throughput(&open, 16, scale.per_client, false, run, path));
+    let meter = CpuMeter::new(data_directory(url).as_deref().and_then(cpu::postmaster_of));
+    let case = |clients: usize,
+                rate: &mut Repeated,
+                (client, server): &mut (Repeated, Repeated)| {
+        let mut used = None;
+        rate.measure(|| {
+            let (r, c) = throughput_cpu(&open, clients, scale.per_client, false, run, path, &meter);
+            used = Some(c);
+            r
+        });
+        let used = used.expect("measured");
+        client.measure(|| used.client_ms);
+        server.measure(|| used.server_ms.unwrap_or(f64::NAN));
+    };
+    case(1, &mut fig.one_client, &mut fig.cpu_one);
+    case(16, &mut fig.sixteen_clients, &mut fig.cpu_sixteen);
+}
+
+/// The cluster's data directory as it reports it (`SHOW data_directory`; superuser or
+/// `pg_read_all_settings` only), for [`cpu::postmaster_of`].
+fn data_directory(url: &str) -> Option<String> {
+    backends::psql(url, "SHOW data_directory")
+        .ok()
+        .map(|d| d.trim().to_owned())
+        .filter(|d| !d.is_empty())
 }
 
 /// What the server spent per submission, from its own statistics (per submission): WAL
@@ -700,6 +757,39 @@ fn print(
             })
             .collect();
         println!("{:<40}{ratios}", "16 / 1 client");
+        let cpu_row = |what: &str, f: &dyn Fn(&LinkFigures) -> f64| {
+            let cells: String = l.iter().map(|x| format!("{:>C$.3}", f(x))).collect();
+            println!("{what:<40}{cells}");
+        };
+        let total = |c: &(Repeated, Repeated)| c.0.median() + c.1.median();
+        cpu_row("1 client, CPU ms/sub: clients", &|x| x.cpu_one.0.median());
+        cpu_row("1 client, CPU ms/sub: server", &|x| x.cpu_one.1.median());
+        cpu_row("16 clients, CPU ms/sub: clients", &|x| {
+            x.cpu_sixteen.0.median()
+        });
+        cpu_row("16 clients, CPU ms/sub: server", &|x| {
+            x.cpu_sixteen.1.median()
+        });
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let ceilings: String = l
+            .iter()
+            .map(|x| {
+                let ceiling = cores as f64 * 1000.0 / total(&x.cpu_sixteen);
+                format!(
+                    "{:>C$}",
+                    format!("{ceiling:.0} = {:.2}x", ceiling / x.one_client.median())
+                )
+            })
+            .collect();
+        println!(
+            "{:<40}{ceilings}",
+            format!("CPU ceiling on {cores} cores, subs/s = x 1")
+        );
+        println!(
+            "(CPU from /proc: this process's threads and the cluster's postmaster and backends; \
+             the ceiling is cores / the 16-client CPU per submission, the most any number of \
+             clients reaches on this machine; through the proxy the clients' CPU includes it)"
+        );
         println!(
             "(round trips: the store's profile on loopback, client request bursts on the wire through the proxy)"
         );

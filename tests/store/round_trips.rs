@@ -1,8 +1,9 @@
 //! PostgreSQL submissions in as few round trips as the contract allows (S1, K3–K5): a
 //! submission without a validator whose base is this process's last view of the target is one
-//! round trip (recovery, boundary, row check, writes and `COMMIT` pipelined); one whose view is
-//! stale, or that has a validator to run under the boundary, is one round trip for its boundary
-//! and plan read and one for its writes and `COMMIT` — counted by the store's own profile and,
+//! round trip (recovery, a try of the boundary, row check and writes: one statement in its own
+//! transaction); one whose view is stale, or that has a validator to run under the boundary, is
+//! one round trip for its boundary and plan read and one for its writes and `COMMIT` — counted
+//! by the store's own profile and,
 //! independently, on the wire by the bench's delay proxy (used here with no delay). The
 //! statement-per-read path this replaced made 16 round trips per submission.
 //!
@@ -204,5 +205,95 @@ fn a_one_trip_retry_from_another_process_returns_the_stored_receipt_or_a_key_con
     assert_eq!(
         (t.revision, t.content.as_str()),
         (2, "let a = 1;\nlet b = 1;\n")
+    );
+}
+
+/// K5 with migration 6: the one-trip statement only *tries* the target's boundary, so a
+/// submission whose view is current while another writer holds the boundary (here: b's
+/// validator, which runs under it) is answered `stale` at once and waits on the two-trip path,
+/// under that path's lock and statement limits. Observed on the server: the backend waiting for
+/// the advisory lock runs the two-trip statement, never `patchdiff_submit_one`.
+#[test]
+fn a_one_trip_submission_never_waits_for_a_boundary_another_writer_holds() {
+    if !postgres_or_skip("a_one_trip_submission_never_waits_for_a_boundary_another_writer_holds") {
+        return;
+    }
+    let db = fresh_database();
+    let a = PostgresStore::connect(&db.url).expect("connect");
+    let b = PostgresStore::connect(&db.url).expect("connect");
+    init(&a as &dyn EditStore, "t", "let a = 0;\nlet b = 0;\n");
+    // a's view becomes current: its next submission on revision 2 is one trip.
+    a.submit("t", &sub("warm", 0, &[(None, "a = 0", "a = 1")]), false)
+        .unwrap();
+    a.submit("t", &sub("k1", 1, &[(None, "a = 1", "a = 2")]), false)
+        .unwrap();
+
+    let (inside_tx, inside_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let waiting_query = "SELECT query FROM pg_stat_activity WHERE datname = current_database() \
+                         AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()";
+    let (held, queued, waiting) = std::thread::scope(|s| {
+        let held = s.spawn(|| {
+            // A validator is `Sync`; the receiver is not.
+            let go_rx = std::sync::Mutex::new(go_rx);
+            let validator = move |_: &str, _: &str| {
+                inside_tx.send(()).unwrap();
+                go_rx.lock().unwrap().recv().unwrap();
+                Validation::Passed
+            };
+            b.submit_validated(
+                "t",
+                &sub("b", 2, &[(None, "b = 0", "b = 1")]),
+                false,
+                &validator,
+            )
+        });
+        inside_rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("b's validator runs under the boundary");
+        a.reset_submission_profile();
+        let queued = s.spawn(|| a.submit("t", &sub("k2", 2, &[(None, "a = 2", "a = 3")]), false));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let waiting = loop {
+            let out = psql(&db.url, waiting_query).unwrap();
+            if !out.trim().is_empty() {
+                break out;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no backend ever waited for the boundary b holds"
+            );
+            std::thread::yield_now();
+        };
+        go_tx.send(()).unwrap();
+        (held.join().unwrap(), queued.join().unwrap(), waiting)
+    });
+    assert!(
+        !waiting.contains("patchdiff_submit_one"),
+        "the one-trip statement waited for the boundary: {waiting}"
+    );
+    let held = held.unwrap();
+    let queued = queued.unwrap();
+    assert_eq!(
+        (held.outcome, held.revision, queued.outcome, queued.revision),
+        (Outcome::Accepted, 3, Outcome::Accepted, 4),
+        "{:?} {:?}",
+        held.reasons,
+        queued.reasons
+    );
+    let p = a.submission_profile();
+    assert_eq!(
+        (
+            p.submissions,
+            phase(&p, SubmissionPhase::OneTrip),
+            phase(&p, SubmissionPhase::Lock),
+            phase(&p, SubmissionPhase::Commit)
+        ),
+        (1, 1, 1, 1),
+        "stale at once, then the two-trip path: {p:?}"
+    );
+    assert_eq!(
+        a.read_target("t").unwrap().content,
+        "let a = 3;\nlet b = 1;\n"
     );
 }

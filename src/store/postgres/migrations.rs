@@ -4,7 +4,7 @@
 use super::*;
 
 /// Schema version this build writes (`schema_migrations`).
-pub const PG_SCHEMA_VERSION: i32 = 5;
+pub const PG_SCHEMA_VERSION: i32 = 6;
 /// Advisory lock key serializing migrations across concurrent `connect`s.
 pub(super) const MIGRATION_LOCK_KEY: i64 = 0x7061_7463_6864_6966; // "patchdif"
 
@@ -255,6 +255,65 @@ const MIGRATIONS: &[&str] = &[
         position BIGINT NOT NULL,
         PRIMARY KEY (lease_id, target_id)
     );
+    "#,
+    // 6: the one-trip submission waits for nothing, so it can run as one statement in its own
+    // implicit transaction (no BEGIN, session limits or COMMIT messages: `one_trip.rs`): a
+    // target whose boundary or row another writer holds is `stale`, and the submission takes
+    // the two-trip path, which waits under its own limits. Otherwise as migration 4.
+    r#"
+    CREATE OR REPLACE FUNCTION patchdiff_submit_one(
+        p_name TEXT, p_lock_key BIGINT,
+        p_target_id BIGINT, p_incarnation TEXT, p_revision BIGINT, p_version BIGINT,
+        p_edits_since BIGINT, p_bytes_since BIGINT,
+        p_attempt_id TEXT, p_request_key BYTEA, p_submission_sha256 TEXT, p_outcome TEXT,
+        p_attempt_revision BIGINT, p_reason_codes TEXT, p_receipt TEXT,
+        p_sha256 TEXT, p_byte_len BIGINT, p_new_edits_since BIGINT, p_new_bytes_since BIGINT,
+        p_edits TEXT, p_text BYTEA, p_snapshot BYTEA)
+    RETURNS TABLE (status TEXT, submission_sha256 TEXT, receipt TEXT)
+    LANGUAGE plpgsql AS $fn$
+    #variable_conflict use_column
+    DECLARE
+        tid BIGINT;
+        r RECORD;
+    BEGIN
+        SELECT t.id INTO tid FROM targets t WHERE t.name = p_name;
+        IF NOT FOUND THEN
+            RETURN QUERY SELECT 'unknown'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        -- K4: an identical retry is answered before, and without, the boundary.
+        RETURN QUERY SELECT 'recovered'::TEXT, a.submission_sha256, a.receipt FROM attempts a
+            WHERE a.target_id = tid AND a.request_key = p_request_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        -- K5: the target's boundary, held until the transaction ends; held by another
+        -- writer, the row is about to move: plan again on the path that waits.
+        IF tid <> p_target_id OR NOT pg_try_advisory_xact_lock(p_lock_key) THEN
+            RETURN QUERY SELECT 'stale'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT 'recovered'::TEXT, a.submission_sha256, a.receipt FROM attempts a
+            WHERE a.target_id = tid AND a.request_key = p_request_key;
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        SELECT incarnation, revision, version, edits_since_snapshot, bytes_since_snapshot
+            INTO r FROM targets WHERE id = tid FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND OR r.incarnation <> p_incarnation OR r.revision <> p_revision
+            OR r.version <> p_version OR r.edits_since_snapshot <> p_edits_since
+            OR r.bytes_since_snapshot <> p_bytes_since THEN
+            -- Another writer holds or moved the target since the client's view: plan again.
+            RETURN QUERY SELECT 'stale'::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        PERFORM patchdiff_commit_attempt(p_target_id, p_incarnation, p_revision, p_version,
+            p_edits_since, p_bytes_since, p_attempt_id, p_request_key, p_submission_sha256,
+            p_outcome, p_attempt_revision, p_reason_codes, p_receipt, p_sha256, p_byte_len,
+            p_new_edits_since, p_new_bytes_since, p_edits, p_text, p_snapshot);
+        RETURN QUERY SELECT 'committed'::TEXT, NULL::TEXT, NULL::TEXT;
+    END
+    $fn$;
     "#,
 ];
 

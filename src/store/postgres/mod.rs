@@ -50,7 +50,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 // Every call to the server has a deadline, derived from the documented
 // ceilings. The numbers, and why:
 //
-// - a statement that waits for no lock (reads, inserts, the commit) needs at most
+// - a statement that waits for no lock (reads, inserts, the commit, and the one-trip
+//   submission, which tries the boundary and skips a locked row: `one_trip.rs`) needs at most
 //   [`STATEMENT_BUDGET`] (5 s: whole-content reads of the largest target, 32 MiB, take well
 //   under a second on the networks this backend is for);
 // - a write waits for its target's boundary (`pg_advisory_xact_lock`) or a row lock at most

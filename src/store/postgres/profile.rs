@@ -30,8 +30,9 @@ pub enum SubmissionPhase {
     Commit,
     /// `ROLLBACK` of a transaction that recorded nothing (a recovered receipt, an error).
     Rollback,
-    /// K3–K5 in one round trip (`one_trip.rs`): `BEGIN`, recovery, the boundary, the row
-    /// check and the attempt's writes, and `COMMIT` with its WAL flush, pipelined.
+    /// K3–K5 in one round trip (`one_trip.rs`): one statement in its own transaction —
+    /// recovery, a try of the boundary, the row check and the attempt's writes — whose answer
+    /// follows the commit and its WAL flush.
     OneTrip,
 }
 
