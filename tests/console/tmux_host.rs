@@ -183,14 +183,14 @@ impl HostRun {
                 pid_on_row(s, "claude").is_some()
                     && pid_on_row(s, "host-observed").is_some()
                     && s.lines()
-                        .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+                        .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
                     && saved_once(s)
                     && !s.contains("not sampled yet")
             },
         );
         let host = pid_on_row(&screen, "claude").unwrap();
         let observed = pid_on_row(&screen, "host-observed").unwrap();
-        let worker = pid_on_row(&screen, "worker    gen 1").unwrap();
+        let worker = pid_on_row(&screen, "worker gen 1 ").unwrap();
         Self {
             dir,
             tmux,
@@ -392,4 +392,62 @@ fn q_during_a_host_step_asks_no_keeps_it_running_and_yes_stops_it_sealing_nothin
     ] {
         assert!(!dir.join(file).exists(), "{file} written by a quit");
     }
+}
+
+#[test]
+fn during_a_host_run_evidence_shows_the_observed_process_the_host_started() {
+    let run = HostRun::start("pd-host-evidence");
+    // What only the host's observed process writes: the agent's submits (the demo plan's
+    // `cal-3`, just before its save) are in its wire log and in no log of the console's own.
+    let dir = run.run_dir();
+    let host_log = std::fs::read_to_string(dir.join("host-observed.mcp.jsonl")).unwrap();
+    assert!(
+        host_log.contains("cal-3"),
+        "no `cal-3` in the host's wire log"
+    );
+    for own in ["observed.mcp.jsonl", "full.mcp.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(own)).unwrap_or_default();
+        assert!(!text.contains("cal-3"), "{own} holds the host's submit");
+    }
+    // EVIDENCE follows that process while the host runs, and its title says whose it is.
+    let title = format!(
+        "EVIDENCE · the observed process claude started, pid {}",
+        run.observed
+    );
+    let screen = run.tmux.wait_for(
+        "EVIDENCE to show the host's observed process",
+        Duration::from_secs(20),
+        |s| {
+            s.contains(&title)
+                && s.lines().any(|l| {
+                    l.contains("patchdiff_submit_observed_operations")
+                        && l.contains("request_key cal-2")
+                })
+        },
+    );
+    assert!(
+        screen.contains("host-observed requests/results"),
+        "{screen}"
+    );
+    // `o` still moves to another log: the title follows it.
+    run.tmux.keys(&["Tab", "Tab", "Tab", "Tab"]);
+    run.tmux
+        .wait_for("EVIDENCE focused", Duration::from_secs(10), |s| {
+            s.contains("▸ EVIDENCE")
+        });
+    run.tmux.keys(&["o"]);
+    run.tmux
+        .wait_for("the next log", Duration::from_secs(10), |s| {
+            !s.contains(&title) && s.contains("worker stderr (observed)")
+        });
+    run.tmux.keys(&["q"]);
+    run.tmux
+        .wait_for("the question", Duration::from_secs(10), |s| {
+            s.contains("Quit? y/N")
+        });
+    run.tmux.keys(&["y"]);
+    run.tmux
+        .wait_for("the shell again", Duration::from_secs(20), |s| {
+            s.contains("console exited")
+        });
 }
