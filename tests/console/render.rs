@@ -1859,3 +1859,92 @@ fn processes_rows_keep_pid_parent_uptime_state_rss_and_cpu_on_screen_cutting_the
     snap!("processes_columns_80x24", at_80);
     snap!("processes_columns_200x60", at_200);
 }
+
+/// The PROCESSES pane's rows on a rendered screen: the lines of its box in the left column.
+fn process_pane_rows(screen: &str) -> Vec<&str> {
+    screen
+        .lines()
+        .map(|l| l.split("││").next().unwrap_or(l))
+        .skip_while(|l| !l.contains("PROCESSES"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('└'))
+        .collect()
+}
+
+/// U1: from 100 to 190 columns PROCESSES is the left column of the two-column screen,
+/// narrower than a row with every column: the optional columns give way (CPU, then RSS,
+/// parent, uptime) so that no row loses its label, pid or state, and what is shown is whole.
+#[test]
+fn processes_rows_keep_label_pid_and_state_from_100_to_190_columns() {
+    let app = host_run_app();
+    for width in 100..=190 {
+        let screen = text(&render(&app, width, 40));
+        let rows = process_pane_rows(&screen);
+        assert_eq!(rows.len(), 6, "at {width}:\n{screen}");
+        for (label, pid, state) in [
+            ("full", 7001, "running"),
+            ("observed", 7010, "running"),
+            ("claude", 7020, "running"),
+            ("worker gen", 7031, "starting"),
+            ("host-obser", 7030, "running"),
+            ("worker gen", 7015, "running"),
+        ] {
+            let row = rows
+                .iter()
+                .find(|l| l.contains(&format!(" pid {pid} ")))
+                .unwrap_or_else(|| panic!("no row for pid {pid} at {width}:\n{screen}"));
+            // The label is cut (with `…`) to no fewer than 11 characters.
+            assert!(row.contains(label), "label cut at {width}: {row}");
+            let words: Vec<&str> = row.split_whitespace().collect();
+            assert!(
+                words.contains(&state),
+                "state `{state}` cut at {width}: {row}"
+            );
+            // A column shown is shown whole: its name comes with its full value.
+            for (name, value) in [
+                ("parent", pid_parent(pid).to_string()),
+                ("cpu", cpu_of(pid).to_owned()),
+            ] {
+                if let Some(at) = words.iter().position(|w| *w == name) {
+                    assert_eq!(
+                        words.get(at + 1),
+                        Some(&value.as_str()),
+                        "at {width}: {row}"
+                    );
+                }
+            }
+        }
+    }
+    // At the widest of these every column fits again.
+    let at_190 = text(&render(&app, 190, 40));
+    assert!(
+        process_pane_rows(&at_190)
+            .iter()
+            .all(|r| r.contains(" parent ") && r.contains(" up ") && r.contains(" cpu ")),
+        "{at_190}"
+    );
+    let at_120 = text(&render(&app, 120, 40));
+    snap!("processes_columns_120x40", at_120);
+}
+
+/// [`host_run_app`]'s parent of `pid`.
+fn pid_parent(pid: u32) -> u32 {
+    match pid {
+        7015 => 7010,
+        7030 => 7020,
+        7031 => 7030,
+        _ => 4242,
+    }
+}
+
+/// [`host_run_app`]'s CPU cell of `pid`.
+fn cpu_of(pid: u32) -> &'static str {
+    match pid {
+        7001 => "0%",
+        7010 => "1%",
+        7015 => "100%",
+        7020 => "37%",
+        7030 => "2%",
+        _ => "12%",
+    }
+}

@@ -877,23 +877,42 @@ fn fixture_run(runs: &Path, id: &str, started_ms: f64, chess: &str) {
     .unwrap();
 }
 
-/// Presses `j` until the runs pane's cursor row (`▶`) names `id`.
+/// The screen line the runs pane's cursor (`▶`) is on, and the row of run `id` (the line
+/// that starts with it after the border, cursor and mark, not the header naming marked runs).
+fn run_lines(screen: &str, id: &str) -> (Option<usize>, Option<usize>) {
+    let lines: Vec<&str> = screen.lines().collect();
+    (
+        lines.iter().position(|l| l.contains('▶')),
+        lines
+            .iter()
+            .position(|l| l.trim_start_matches(['│', '▶', '◆', ' ']).starts_with(id)),
+    )
+}
+
+/// Moves the runs pane's cursor (`▶`) onto the row naming `id`: one `j` or `k` at a time,
+/// each waited for until the cursor's line has moved (the header's clock changes the screen
+/// every frame, so only the cursor's line tells a key was handled).
 fn select_run(tmux: &Tmux, id: &str) {
-    let selected = |s: &str| s.lines().any(|l| l.contains('▶') && l.contains(id));
     for _ in 0..6 {
-        if selected(&tmux.capture()) {
+        let (cursor, row) = run_lines(&tmux.capture(), id);
+        let (Some(cursor), Some(row)) = (cursor, row) else {
+            panic!("no cursor or no {id} on:\n{}", tmux.capture());
+        };
+        if cursor == row {
             return;
         }
-        let before = tmux.capture();
-        tmux.keys(&["j"]);
+        tmux.keys(&[if cursor < row { "j" } else { "k" }]);
         tmux.wait_for("the cursor to move", Duration::from_secs(10), |s| {
-            s != before
+            run_lines(s, id).0 != Some(cursor)
         });
     }
     tmux.wait_for(
         &format!("the cursor on {id}"),
         Duration::from_secs(1),
-        selected,
+        |s| {
+            let (cursor, row) = run_lines(s, id);
+            cursor.is_some() && cursor == row
+        },
     );
 }
 
@@ -937,7 +956,6 @@ fn the_runs_pane_opens_a_past_run_returns_with_esc_and_compares_two_marked_runs(
     tmux.wait_for("one mark", Duration::from_secs(10), |s| {
         s.contains("marked 1/2")
     });
-    tmux.keys(&["k"]);
     select_run(&tmux, newer);
     tmux.keys(&["Space"]);
     tmux.wait_for("two marks", Duration::from_secs(10), |s| {

@@ -93,12 +93,32 @@ fn left_column(screen: &str) -> String {
         .join("\n")
 }
 
-/// The pid on the first screen row where `label` is followed (after spaces) by `pid N`.
+/// The PROCESSES pane's rows on the screen: the lines of its box (from its title to its
+/// bottom border) in the left column, so neither a pid another pane names (WORKER beside it,
+/// the EVIDENCE title below it) nor a TARGETS line is taken for a row.
+fn process_rows(screen: &str) -> Vec<String> {
+    left_column(screen)
+        .lines()
+        .skip_while(|l| !l.contains("PROCESSES"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('└'))
+        .map(|l| l.trim_start_matches('│').trim_end_matches('│').to_owned())
+        .collect()
+}
+
+/// The word after `key` on a PROCESSES row (`pid`, `parent`): the row's column of that name.
+fn column(row: &str, key: &str) -> Option<u32> {
+    let words: Vec<&str> = row.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == key)?;
+    words.get(at + 1)?.parse().ok()
+}
+
+/// The pid on the first PROCESSES row where `label` is followed (after spaces) by `pid N`.
 fn pid_on_row(screen: &str, label: &str) -> Option<u32> {
-    left_column(screen).lines().find_map(|l| {
+    process_rows(screen).iter().find_map(|l| {
         let (_, rest) = l.split_once(label)?;
-        let rest = rest.trim_start().strip_prefix("pid ")?;
-        rest.split_whitespace().next()?.parse().ok()
+        rest.trim_start().strip_prefix("pid ")?;
+        column(rest, "pid")
     })
 }
 
@@ -112,11 +132,9 @@ fn saved_once(screen: &str) -> bool {
 
 /// The number after `parent ` on the row showing `pid`.
 fn parent_on_row(screen: &str, pid: u32) -> Option<u32> {
-    let needle = format!("pid {pid} ");
-    let column = left_column(screen);
-    let row = column.lines().find(|l| l.contains(&needle))?;
-    let after = row.split_once("parent ")?.1;
-    after.split_whitespace().next()?.parse().ok()
+    let rows = process_rows(screen);
+    let row = rows.iter().find(|l| column(l, "pid") == Some(pid))?;
+    column(row, "parent")
 }
 
 /// A real console in tmux (200×60) whose run has `:agent claude` running against the stalling
@@ -249,9 +267,9 @@ fn during_a_host_run_processes_shows_the_host_its_observed_process_and_worker_as
     );
     // One row per process: no pid is listed twice.
     for pid in [run.host, run.observed, run.worker] {
-        let rows = left_column(screen)
-            .lines()
-            .filter(|l| l.contains(&format!("pid {pid} ")))
+        let rows = process_rows(screen)
+            .iter()
+            .filter(|l| column(l, "pid") == Some(pid))
             .count();
         assert_eq!(rows, 1, "pid {pid} on {rows} rows:\n{screen}");
     }

@@ -226,8 +226,10 @@ impl ProcessesPane {
     /// The pane's lines fitted to `height` rows and `width` columns: one per process, the rows
     /// scrolled so the selected one is always shown (the cursor never rests on a row off
     /// screen), marked `▶` when focused. Pid, parent, uptime, state, RSS and CPU are columns
-    /// every row shows; the label column takes what is left (cut with `…`), and what else a row
-    /// tells (a host's turns, a worker's mode) comes last.
+    /// every row shows; the label column takes what is left (cut with `…`, at least
+    /// `MIN_LABEL` characters), and what else a row tells (a host's turns, a worker's mode)
+    /// comes last. A pane too narrow for them all leaves out CPU, then RSS, parent and uptime
+    /// (see `Widths::fit`): label, pid and state are always shown (U1).
     pub fn lines<'a>(&self, view: &View<'a>, width: u16, height: u16) -> Vec<Line<'a>> {
         let theme = &view.theme;
         let rows = rows(view);
@@ -380,8 +382,9 @@ fn uptime(view: &View, pid: Option<u32>, started_ms: f64) -> String {
 
 /// Shown in a cell with nothing to show (a process not running, not sampled yet).
 const NONE: &str = "—";
-/// The label column's least width (characters, its ellipsis included).
-const MIN_LABEL: usize = 8;
+/// The label column's least width (characters, its ellipsis included): enough for `worker gen…`
+/// and `host-obser…` to say what a row is.
+const MIN_LABEL: usize = 11;
 
 /// One row's cells, in the pane's column order: label, pid, parent, uptime, state, RSS, CPU,
 /// then what else the row tells (a host's turns and calls, a worker's mode).
@@ -423,7 +426,10 @@ impl Cells {
 }
 
 /// Column widths (characters) fitting every row's cells in `width`: the fixed columns as wide
-/// as their widest cell, the label column what is left (at least [`MIN_LABEL`]).
+/// as their widest cell, the label column what is left (at least [`MIN_LABEL`]). When even
+/// that does not fit (a pane narrower than about 80 columns, e.g. the left column of a 100- to
+/// 190-column screen) the optional columns go, CPU first, then RSS, parent and uptime, so the
+/// label, pid and state are never cut off; a left-out column's width is 0.
 struct Widths {
     label: usize,
     pid: usize,
@@ -446,13 +452,38 @@ impl Widths {
             rss: most(|c| &c.rss).unwrap_or(1),
             cpu: most(|c| &c.cpu).unwrap_or(1),
         };
-        // The marker and symbol (4), ` pid `, ` parent `, the uptime's and state's spaces,
-        // ` rss `, ` cpu `.
-        let fixed =
-            4 + 5 + w.pid + 8 + w.parent + 1 + w.uptime + 1 + w.state + 5 + w.rss + 5 + w.cpu;
         let label = most(|c| &c.label).unwrap_or(MIN_LABEL);
-        w.label = label.min(width.saturating_sub(fixed)).max(MIN_LABEL);
+        let least = label.min(MIN_LABEL);
+        // The optional columns, in the order they give way.
+        let drops: [fn(&mut Self); 4] = [
+            |w: &mut Self| w.cpu = 0,
+            |w: &mut Self| w.rss = 0,
+            |w: &mut Self| w.parent = 0,
+            |w: &mut Self| w.uptime = 0,
+        ];
+        for drop in drops {
+            if w.used() + least <= width {
+                break;
+            }
+            drop(&mut w);
+        }
+        w.label = label.min(width.saturating_sub(w.used())).max(MIN_LABEL);
         w
+    }
+
+    /// The characters every column but the label takes: the marker and symbol (4), ` pid `,
+    /// the space before the state, then each column shown: ` parent `, the uptime's space,
+    /// ` rss `, ` cpu `.
+    fn used(&self) -> usize {
+        let shown = |prefix: usize, width: usize| if width == 0 { 0 } else { prefix + width };
+        4 + 5
+            + self.pid
+            + 1
+            + self.state
+            + shown(8, self.parent)
+            + shown(1, self.uptime)
+            + shown(5, self.rss)
+            + shown(5, self.cpu)
     }
 }
 
@@ -466,26 +497,29 @@ fn fit(s: &str, width: usize) -> String {
     t
 }
 
-/// A row's line in the pane's columns (the selection marker is added by [`mark`]).
+/// A row's line in the pane's columns (the selection marker is added by [`mark`]); a column
+/// [`Widths::fit`] left out is not written.
 fn cells_line<'a>(c: Cells, w: &Widths, theme: &Theme) -> Line<'a> {
-    let text = format!(
-        "{} pid {:<pid$} parent {:<parent$} {:<uptime$} ",
+    let mut text = format!(
+        "{} pid {:<pid$} ",
         fit(&c.label, w.label),
         c.pid,
-        c.parent,
-        c.uptime,
-        pid = w.pid,
-        parent = w.parent,
-        uptime = w.uptime,
+        pid = w.pid
     );
-    let usage = format!(
-        " rss {:>rss$} cpu {:>cpu$}{}",
-        c.rss,
-        c.cpu,
-        c.extra,
-        rss = w.rss,
-        cpu = w.cpu
-    );
+    if w.parent > 0 {
+        text.push_str(&format!("parent {:<parent$} ", c.parent, parent = w.parent));
+    }
+    if w.uptime > 0 {
+        text.push_str(&format!("{:<uptime$} ", c.uptime, uptime = w.uptime));
+    }
+    let mut usage = String::new();
+    if w.rss > 0 {
+        usage.push_str(&format!(" rss {:>rss$}", c.rss, rss = w.rss));
+    }
+    if w.cpu > 0 {
+        usage.push_str(&format!(" cpu {:>cpu$}", c.cpu, cpu = w.cpu));
+    }
+    usage.push_str(&c.extra);
     let state = format!("{:<width$}", c.state, width = w.state);
     if c.dim {
         return Line::from(vec![
