@@ -320,7 +320,10 @@ impl App {
                     };
                 }
             }
-            RunnerEvent::Snapshot(s) => self.canary = Some(*s),
+            RunnerEvent::Snapshot(s) => {
+                self.canary = Some(*s);
+                self.follow_host_evidence();
+            }
             RunnerEvent::Progress(line) => self.push_status(true, line),
             RunnerEvent::Host(progress) => {
                 // A host that ended keeps the uptime it had then (frozen at exit).
@@ -333,9 +336,30 @@ impl App {
                 if let Some(c) = self.canary.as_mut() {
                     c.host = Some(*progress);
                 }
+                self.follow_host_evidence();
             }
             RunnerEvent::Stopped => self.running = None,
         }
+    }
+
+    /// While the run's agent host runs, EVIDENCE shows the wire log of the observed process
+    /// that host started, not the console's own (A4; once per host run, so `o` can leave it).
+    fn follow_host_evidence(&mut self) {
+        let Some(c) = self.canary.as_ref().filter(|_| self.attached.is_none()) else {
+            return;
+        };
+        let Some(host) = c
+            .host
+            .as_ref()
+            .filter(|h| matches!(h.state.as_str(), "starting" | "running"))
+            .and_then(|h| h.pid)
+        else {
+            return;
+        };
+        let log = c.run_path.join(crate::evidence::run_dir::wire_log_name(
+            crate::evidence::run_dir::process::HOST_OBSERVED,
+        ));
+        self.panes.evidence.follow_host(host, &log);
     }
 
     /// Handles one key; returns a command for the canary task, if the key asked for one.

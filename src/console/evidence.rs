@@ -312,6 +312,9 @@ pub struct EvidenceView {
     pub status: String,
     /// Size of the current log (bytes).
     pub file_len: u64,
+    /// The agent host (its pid) whose observed process's log the viewer switched to, so it
+    /// switches once per host run and `o` can still leave it ([`EvidenceView::follow_host`]).
+    pub followed_host: Option<u32>,
 }
 
 impl EvidenceView {
@@ -333,6 +336,7 @@ impl EvidenceView {
             match_at: None,
             status: String::new(),
             file_len: 0,
+            followed_host: None,
         }
     }
 
@@ -528,8 +532,31 @@ impl EvidenceView {
     /// Switches to the next log (its own request map, tools and search).
     pub fn next_source(&mut self) {
         if !self.sources.is_empty() {
-            self.current = (self.current + 1) % self.sources.len();
+            self.select_source((self.current + 1) % self.sources.len());
         }
+    }
+
+    /// While the agent host with pid `host` runs (SPEC A4, U2): shows `log`, the wire log of
+    /// the observed process that host started, instead of the console's own — once per host
+    /// run, so `o` still moves to another log. Returns whether it switched; a `log` that is not
+    /// one of the viewer's sources is not shown.
+    pub fn follow_host(&mut self, host: u32, log: &Path) -> bool {
+        if self.followed_host == Some(host) {
+            return false;
+        }
+        let Some(i) = self.sources.iter().position(|(_, p)| p == log) else {
+            return false;
+        };
+        self.followed_host = Some(host);
+        if i != self.current || !self.follow {
+            self.select_source(i);
+        }
+        true
+    }
+
+    /// Shows log `i` from its end (its own request map, tools and search).
+    fn select_source(&mut self, i: usize) {
+        self.current = i.min(self.sources.len().saturating_sub(1));
         self.follow = true;
         self.top = 0;
         self.tool_filter = None;

@@ -107,18 +107,6 @@ impl ProcTable {
             .get(&pid)
             .is_some_and(|s| s == "gone" || s.starts_with('Z'))
     }
-
-    /// `  rss 62.1 MiB cpu 3%` for a sampled process, empty when it has no sample.
-    pub fn usage_text(&self, pid: Option<u32>) -> String {
-        match pid.and_then(|p| self.usage.get(&u64::from(p))) {
-            Some(u) => format!(
-                "  rss {:.1} MiB cpu {:.0}%",
-                u.rss_bytes as f64 / (1024.0 * 1024.0),
-                u.cpu_percent
-            ),
-            None => String::new(),
-        }
-    }
 }
 
 /// Whether an agent host's progress `state` says it still runs.

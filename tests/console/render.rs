@@ -152,7 +152,7 @@ fn whole_screen_of_a_live_canary_from_recorded_events() {
 fn processes_pane_shows_pid_uptime_state_and_worker_generation() {
     let app = live_app(true);
     let t = text(&render_pane(&app, Pane::Processes, 70, 5));
-    assert!(t.contains("up    01:02"), "{t}");
+    assert!(t.contains("up 01:02"), "{t}");
     assert!(t.contains("gen 1"), "{t}");
     snap!("pane_processes", t);
 }
@@ -173,13 +173,13 @@ fn processes_pane_shows_the_agent_host_with_turns_and_last_tool_call() {
         last_tool: Some("patchdiff_observe_scope".into()),
         state: "running".into(),
     })));
-    let t = text(&render_pane(&app, Pane::Processes, 100, 5));
+    let t = text(&render_pane(&app, Pane::Processes, 120, 5));
     let row = t
         .lines()
         .find(|l| l.contains("claude"))
         .expect("a host row");
     assert!(row.contains("pid 7020"), "{row}");
-    assert!(row.contains("up    00:43"), "{row}");
+    assert!(row.contains("up 00:43"), "{row}");
     assert!(
         row.contains("7 turns · 6 calls · last observe_scope"),
         "{row}"
@@ -994,7 +994,10 @@ fn a_worker_that_has_not_started_is_not_shown_as_ok() {
     let app = App::new(false, LAST_EVENT_MS);
     let t = text(&render_pane(&app, Pane::Processes, 90, 5));
     let row = t.lines().find(|l| l.contains("worker")).unwrap();
-    assert!(row.contains("○ worker    not started"), "{row}");
+    assert!(
+        row.contains("○ worker ") && row.contains(" not started "),
+        "{row}"
+    );
     assert!(!row.contains('●'), "{row}");
 }
 
@@ -1762,4 +1765,186 @@ fn refusals_and_help_speak_words_not_requirement_ids() {
     let help: String = ui::help_lines().iter().map(|l| format!("{l}\n")).collect();
     assert!(!ids(&help), "{help}");
     assert!(!help.contains("gate 2"), "{help}");
+}
+
+/// A live canary whose agent host runs with the observed process it started and that
+/// process's worker, every process sampled (long labels, a four-digit RSS, a full core).
+fn host_run_app() -> App {
+    use patchdiff::console::procs::{ProcInfo, ProcUsage};
+    let mut app = live_app(false);
+    let mut tool_calls = std::collections::BTreeMap::new();
+    tool_calls.insert("patchdiff_observe_scope".to_owned(), 4);
+    app.on_runner(RunnerEvent::Host(Box::new(HostProgress {
+        host: "claude".into(),
+        pid: Some(7020),
+        started_ms: LAST_EVENT_MS - 42_000.0,
+        turns: 7,
+        tool_calls,
+        last_tool: Some("patchdiff_observe_scope".into()),
+        state: "running".into(),
+    })));
+    app.monitor.ingest_line(
+        "host",
+        &format!(
+            r#"{{"name":"worker_launch","start_ms":{LAST_EVENT_MS},"duration_ms":0.0,"outcome":"ok","ids":{{"generation":1}},"nested":false,"attrs":{{"pid":7031,"mode":"resident"}},"pid":7030}}"#
+        ),
+    );
+    for (pid, ppid, comm, rss_mib, cpu) in [
+        (7001, 4242, "patchdiff", 61.9, 0.4),
+        (7010, 4242, "patchdiff", 64.0, 1.0),
+        (7015, 7010, "node", 1234.5, 100.0),
+        (7020, 4242, "claude", 312.0, 37.0),
+        (7030, 7020, "patchdiff", 58.2, 2.0),
+        (7031, 7030, "node", 96.3, 12.0),
+    ] {
+        app.procs.info.insert(
+            pid,
+            ProcInfo {
+                ppid,
+                comm: comm.into(),
+                started_ms: Some(LAST_EVENT_MS - 30_000.0),
+            },
+        );
+        app.procs.state.insert(pid, "S".into());
+        app.procs.usage.insert(
+            pid,
+            ProcUsage {
+                rss_bytes: (rss_mib * 1024.0 * 1024.0) as u64,
+                cpu_percent: cpu,
+            },
+        );
+    }
+    app.procs.host_tree = vec![7030, 7031];
+    app
+}
+
+#[test]
+fn processes_rows_keep_pid_parent_uptime_state_rss_and_cpu_on_screen_cutting_the_label() {
+    let app = host_run_app();
+    let at_80 = text(&render(&app, 80, 24));
+    let at_200 = text(&render(&app, 200, 60));
+    for (screen, size) in [(&at_80, "80x24"), (&at_200, "200x60")] {
+        for (pid, parent, rss, cpu) in [
+            (7001, 4242, "61.9 MiB", "0%"),
+            (7010, 4242, "64.0 MiB", "1%"),
+            (7015, 7010, "1234.5 MiB", "100%"),
+            (7020, 4242, "312.0 MiB", "37%"),
+            (7030, 7020, "58.2 MiB", "2%"),
+            (7031, 7030, "96.3 MiB", "12%"),
+        ] {
+            let row = screen
+                .lines()
+                .map(|l| l.split("││").next().unwrap_or(l))
+                .find(|l| l.contains(&format!("pid {pid} ")))
+                .unwrap_or_else(|| panic!("no row for pid {pid} at {size}:\n{screen}"));
+            for cell in [
+                format!("parent {parent} "),
+                " up ".to_owned(),
+                format!("rss {rss:>10} cpu {cpu:>4}"),
+            ] {
+                assert!(row.contains(&cell), "`{cell}` missing at {size}: {row}");
+            }
+            // The worker the WORKER pane follows is `starting` (launched, not ready yet).
+            assert!(
+                [" running ", " ready ", " starting "]
+                    .iter()
+                    .any(|w| row.contains(w)),
+                "no state at {size}: {row}"
+            );
+        }
+    }
+    // At 80 columns the long label gives way, cut with an ellipsis; at 200 it is whole.
+    assert!(at_80.contains("worker gen…"), "{at_80}");
+    assert!(!at_80.contains("(host-observed)"), "{at_80}");
+    snap!("processes_columns_80x24", at_80);
+    snap!("processes_columns_200x60", at_200);
+}
+
+/// The PROCESSES pane's rows on a rendered screen: the lines of its box in the left column.
+fn process_pane_rows(screen: &str) -> Vec<&str> {
+    screen
+        .lines()
+        .map(|l| l.split("││").next().unwrap_or(l))
+        .skip_while(|l| !l.contains("PROCESSES"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('└'))
+        .collect()
+}
+
+/// U1: from 100 to 190 columns PROCESSES is the left column of the two-column screen,
+/// narrower than a row with every column: the optional columns give way (CPU, then RSS,
+/// parent, uptime) so that no row loses its label, pid or state, and what is shown is whole.
+#[test]
+fn processes_rows_keep_label_pid_and_state_from_100_to_190_columns() {
+    let app = host_run_app();
+    for width in 100..=190 {
+        let screen = text(&render(&app, width, 40));
+        let rows = process_pane_rows(&screen);
+        assert_eq!(rows.len(), 6, "at {width}:\n{screen}");
+        for (label, pid, state) in [
+            ("full", 7001, "running"),
+            ("observed", 7010, "running"),
+            ("claude", 7020, "running"),
+            ("worker gen", 7031, "starting"),
+            ("host-obser", 7030, "running"),
+            ("worker gen", 7015, "running"),
+        ] {
+            let row = rows
+                .iter()
+                .find(|l| l.contains(&format!(" pid {pid} ")))
+                .unwrap_or_else(|| panic!("no row for pid {pid} at {width}:\n{screen}"));
+            // The label is cut (with `…`) to no fewer than 11 characters.
+            assert!(row.contains(label), "label cut at {width}: {row}");
+            let words: Vec<&str> = row.split_whitespace().collect();
+            assert!(
+                words.contains(&state),
+                "state `{state}` cut at {width}: {row}"
+            );
+            // A column shown is shown whole: its name comes with its full value.
+            for (name, value) in [
+                ("parent", pid_parent(pid).to_string()),
+                ("cpu", cpu_of(pid).to_owned()),
+            ] {
+                if let Some(at) = words.iter().position(|w| *w == name) {
+                    assert_eq!(
+                        words.get(at + 1),
+                        Some(&value.as_str()),
+                        "at {width}: {row}"
+                    );
+                }
+            }
+        }
+    }
+    // At the widest of these every column fits again.
+    let at_190 = text(&render(&app, 190, 40));
+    assert!(
+        process_pane_rows(&at_190)
+            .iter()
+            .all(|r| r.contains(" parent ") && r.contains(" up ") && r.contains(" cpu ")),
+        "{at_190}"
+    );
+    let at_120 = text(&render(&app, 120, 40));
+    snap!("processes_columns_120x40", at_120);
+}
+
+/// [`host_run_app`]'s parent of `pid`.
+fn pid_parent(pid: u32) -> u32 {
+    match pid {
+        7015 => 7010,
+        7030 => 7020,
+        7031 => 7030,
+        _ => 4242,
+    }
+}
+
+/// [`host_run_app`]'s CPU cell of `pid`.
+fn cpu_of(pid: u32) -> &'static str {
+    match pid {
+        7001 => "0%",
+        7010 => "1%",
+        7015 => "100%",
+        7020 => "37%",
+        7030 => "2%",
+        _ => "12%",
+    }
 }

@@ -195,9 +195,9 @@ fn interactive_console_launches_shows_ready_worker_quits_and_restores_the_termin
     tmux.keys(&[":launch", "Enter"]);
     let screen = tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
         s.lines()
-            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+            .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
     });
-    assert!(screen.contains("observed  pid"), "{screen}");
+    assert!(process_row(&screen, "observed").is_some(), "{screen}");
 
     // Everything the console started, down to the Node worker.
     let children = descendants(console_pid);
@@ -284,7 +284,7 @@ impl LaunchedConsole {
         tmux.keys(&["l"]);
         tmux.wait_for("the worker to be ready", Duration::from_secs(15), |s| {
             s.lines()
-                .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+                .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
         });
         let children = descendants(pid);
         assert!(children.len() >= 3, "{children:?}");
@@ -404,12 +404,20 @@ fn colour_sequences(screen: &str) -> Vec<String> {
     found
 }
 
-/// The screen line showing the `full` process row (selected when the console starts).
+/// The screen line showing the `full` process row, not running (selected when the console
+/// starts).
 fn selected_row(screen: &str) -> &str {
-    screen
-        .lines()
-        .find(|l| l.contains("full      not running"))
+    process_row(screen, "full")
+        .filter(|l| l.contains("not running"))
         .unwrap_or_else(|| panic!("no `full` row on:\n{screen}"))
+}
+
+/// The PROCESSES pane's row labelled `label` (the label, then its `pid` column).
+pub(crate) fn process_row<'a>(screen: &'a str, label: &str) -> Option<&'a str> {
+    screen.lines().find(|l| {
+        let words: Vec<&str> = l.split_whitespace().collect();
+        words.windows(2).any(|w| w[0] == label && w[1] == "pid")
+    })
 }
 
 #[test]
@@ -472,11 +480,11 @@ pub(crate) fn command(tmux: &Tmux, line: &str) {
 
 /// The pid shown on the processes pane's row for `kind` (`full`, `observed`), if running.
 fn shown_pid(screen: &str, kind: &str) -> Option<u32> {
-    let row = screen
-        .lines()
-        .find(|l| l.contains(&format!("{kind:<9} pid ")))?;
-    let rest = row.split(&format!("{kind:<9} pid ")).nth(1)?;
-    rest.split_whitespace().next()?.parse().ok()
+    let words: Vec<&str> = process_row(screen, kind)?.split_whitespace().collect();
+    let at = words
+        .windows(2)
+        .position(|w| w[0] == kind && w[1] == "pid")?;
+    words.get(at + 2)?.parse().ok()
 }
 
 /// Closes the overlay on screen, if any, and waits until it is gone (a key sent right after
@@ -532,7 +540,7 @@ fn restarting_one_process_from_the_processes_pane_gives_it_a_new_pid() {
     // The new process's worker comes up as a new session (generation 1 of the new pid).
     tmux.wait_for("the new worker to be ready", Duration::from_secs(15), |s| {
         s.lines()
-            .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+            .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
     });
     quit(tmux);
 }
@@ -642,7 +650,7 @@ fn a_past_run_opens_read_only_from_the_run_browser() {
         "the header names the run shown:\n{screen}"
     );
     // Only the past run's process is shown: not the live console's own (unlaunched) ones.
-    assert!(!screen.contains("full      not running"), "{screen}");
+    assert!(process_row(&screen, "full").is_none(), "{screen}");
     // The past run is read-only: a step refuses rather than act on it.
     command(&tmux, "export");
     tmux.wait_for("the refusal", Duration::from_secs(10), |s| {
@@ -869,23 +877,42 @@ fn fixture_run(runs: &Path, id: &str, started_ms: f64, chess: &str) {
     .unwrap();
 }
 
-/// Presses `j` until the runs pane's cursor row (`▶`) names `id`.
+/// The screen line the runs pane's cursor (`▶`) is on, and the row of run `id` (the line
+/// that starts with it after the border, cursor and mark, not the header naming marked runs).
+fn run_lines(screen: &str, id: &str) -> (Option<usize>, Option<usize>) {
+    let lines: Vec<&str> = screen.lines().collect();
+    (
+        lines.iter().position(|l| l.contains('▶')),
+        lines
+            .iter()
+            .position(|l| l.trim_start_matches(['│', '▶', '◆', ' ']).starts_with(id)),
+    )
+}
+
+/// Moves the runs pane's cursor (`▶`) onto the row naming `id`: one `j` or `k` at a time,
+/// each waited for until the cursor's line has moved (the header's clock changes the screen
+/// every frame, so only the cursor's line tells a key was handled).
 fn select_run(tmux: &Tmux, id: &str) {
-    let selected = |s: &str| s.lines().any(|l| l.contains('▶') && l.contains(id));
     for _ in 0..6 {
-        if selected(&tmux.capture()) {
+        let (cursor, row) = run_lines(&tmux.capture(), id);
+        let (Some(cursor), Some(row)) = (cursor, row) else {
+            panic!("no cursor or no {id} on:\n{}", tmux.capture());
+        };
+        if cursor == row {
             return;
         }
-        let before = tmux.capture();
-        tmux.keys(&["j"]);
+        tmux.keys(&[if cursor < row { "j" } else { "k" }]);
         tmux.wait_for("the cursor to move", Duration::from_secs(10), |s| {
-            s != before
+            run_lines(s, id).0 != Some(cursor)
         });
     }
     tmux.wait_for(
         &format!("the cursor on {id}"),
         Duration::from_secs(1),
-        selected,
+        |s| {
+            let (cursor, row) = run_lines(s, id);
+            cursor.is_some() && cursor == row
+        },
     );
 }
 
@@ -929,7 +956,6 @@ fn the_runs_pane_opens_a_past_run_returns_with_esc_and_compares_two_marked_runs(
     tmux.wait_for("one mark", Duration::from_secs(10), |s| {
         s.contains("marked 1/2")
     });
-    tmux.keys(&["k"]);
     select_run(&tmux, newer);
     tmux.keys(&["Space"]);
     tmux.wait_for("two marks", Duration::from_secs(10), |s| {

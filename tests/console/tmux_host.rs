@@ -93,12 +93,32 @@ fn left_column(screen: &str) -> String {
         .join("\n")
 }
 
-/// The pid on the first screen row where `label` is followed (after spaces) by `pid N`.
+/// The PROCESSES pane's rows on the screen: the lines of its box (from its title to its
+/// bottom border) in the left column, so neither a pid another pane names (WORKER beside it,
+/// the EVIDENCE title below it) nor a TARGETS line is taken for a row.
+fn process_rows(screen: &str) -> Vec<String> {
+    left_column(screen)
+        .lines()
+        .skip_while(|l| !l.contains("PROCESSES"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('└'))
+        .map(|l| l.trim_start_matches('│').trim_end_matches('│').to_owned())
+        .collect()
+}
+
+/// The word after `key` on a PROCESSES row (`pid`, `parent`): the row's column of that name.
+fn column(row: &str, key: &str) -> Option<u32> {
+    let words: Vec<&str> = row.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == key)?;
+    words.get(at + 1)?.parse().ok()
+}
+
+/// The pid on the first PROCESSES row where `label` is followed (after spaces) by `pid N`.
 fn pid_on_row(screen: &str, label: &str) -> Option<u32> {
-    left_column(screen).lines().find_map(|l| {
+    process_rows(screen).iter().find_map(|l| {
         let (_, rest) = l.split_once(label)?;
-        let rest = rest.trim_start().strip_prefix("pid ")?;
-        rest.split_whitespace().next()?.parse().ok()
+        rest.trim_start().strip_prefix("pid ")?;
+        column(rest, "pid")
     })
 }
 
@@ -112,11 +132,9 @@ fn saved_once(screen: &str) -> bool {
 
 /// The number after `parent ` on the row showing `pid`.
 fn parent_on_row(screen: &str, pid: u32) -> Option<u32> {
-    let needle = format!("pid {pid} ");
-    let column = left_column(screen);
-    let row = column.lines().find(|l| l.contains(&needle))?;
-    let after = row.split_once("parent ")?.1;
-    after.split_whitespace().next()?.parse().ok()
+    let rows = process_rows(screen);
+    let row = rows.iter().find(|l| column(l, "pid") == Some(pid))?;
+    column(row, "parent")
 }
 
 /// A real console in tmux (200×60) whose run has `:agent claude` running against the stalling
@@ -183,14 +201,14 @@ impl HostRun {
                 pid_on_row(s, "claude").is_some()
                     && pid_on_row(s, "host-observed").is_some()
                     && s.lines()
-                        .any(|l| l.contains("worker    gen 1") && l.contains("ready"))
+                        .any(|l| l.contains("worker gen 1 ") && l.contains("ready"))
                     && saved_once(s)
                     && !s.contains("not sampled yet")
             },
         );
         let host = pid_on_row(&screen, "claude").unwrap();
         let observed = pid_on_row(&screen, "host-observed").unwrap();
-        let worker = pid_on_row(&screen, "worker    gen 1").unwrap();
+        let worker = pid_on_row(&screen, "worker gen 1 ").unwrap();
         Self {
             dir,
             tmux,
@@ -249,9 +267,9 @@ fn during_a_host_run_processes_shows_the_host_its_observed_process_and_worker_as
     );
     // One row per process: no pid is listed twice.
     for pid in [run.host, run.observed, run.worker] {
-        let rows = left_column(screen)
-            .lines()
-            .filter(|l| l.contains(&format!("pid {pid} ")))
+        let rows = process_rows(screen)
+            .iter()
+            .filter(|l| column(l, "pid") == Some(pid))
             .count();
         assert_eq!(rows, 1, "pid {pid} on {rows} rows:\n{screen}");
     }
@@ -392,4 +410,62 @@ fn q_during_a_host_step_asks_no_keeps_it_running_and_yes_stops_it_sealing_nothin
     ] {
         assert!(!dir.join(file).exists(), "{file} written by a quit");
     }
+}
+
+#[test]
+fn during_a_host_run_evidence_shows_the_observed_process_the_host_started() {
+    let run = HostRun::start("pd-host-evidence");
+    // What only the host's observed process writes: the agent's submits (the demo plan's
+    // `cal-3`, just before its save) are in its wire log and in no log of the console's own.
+    let dir = run.run_dir();
+    let host_log = std::fs::read_to_string(dir.join("host-observed.mcp.jsonl")).unwrap();
+    assert!(
+        host_log.contains("cal-3"),
+        "no `cal-3` in the host's wire log"
+    );
+    for own in ["observed.mcp.jsonl", "full.mcp.jsonl"] {
+        let text = std::fs::read_to_string(dir.join(own)).unwrap_or_default();
+        assert!(!text.contains("cal-3"), "{own} holds the host's submit");
+    }
+    // EVIDENCE follows that process while the host runs, and its title says whose it is.
+    let title = format!(
+        "EVIDENCE · the observed process claude started, pid {}",
+        run.observed
+    );
+    let screen = run.tmux.wait_for(
+        "EVIDENCE to show the host's observed process",
+        Duration::from_secs(20),
+        |s| {
+            s.contains(&title)
+                && s.lines().any(|l| {
+                    l.contains("patchdiff_submit_observed_operations")
+                        && l.contains("request_key cal-2")
+                })
+        },
+    );
+    assert!(
+        screen.contains("host-observed requests/results"),
+        "{screen}"
+    );
+    // `o` still moves to another log: the title follows it.
+    run.tmux.keys(&["Tab", "Tab", "Tab", "Tab"]);
+    run.tmux
+        .wait_for("EVIDENCE focused", Duration::from_secs(10), |s| {
+            s.contains("▸ EVIDENCE")
+        });
+    run.tmux.keys(&["o"]);
+    run.tmux
+        .wait_for("the next log", Duration::from_secs(10), |s| {
+            !s.contains(&title) && s.contains("worker stderr (observed)")
+        });
+    run.tmux.keys(&["q"]);
+    run.tmux
+        .wait_for("the question", Duration::from_secs(10), |s| {
+            s.contains("Quit? y/N")
+        });
+    run.tmux.keys(&["y"]);
+    run.tmux
+        .wait_for("the shell again", Duration::from_secs(20), |s| {
+            s.contains("console exited")
+        });
 }

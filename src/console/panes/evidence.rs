@@ -1,7 +1,8 @@
 //! The EVIDENCE pane (SPEC E1, U2): the evidence viewer ([`EvidenceView`]) over the run's wire
 //! logs, transcript and host streams — only the lines on screen are read; `/` searches, `n`/`N`
 //! move between matches, `f` follows, `t` filters by tool, `o` switches log, Enter opens one
-//! message pretty-printed.
+//! message pretty-printed. While an agent host runs, the pane shows the observed process that
+//! host started and its title says so ([`owner`], A4).
 
 use crossterm::event::{KeyCode, KeyEvent};
 use ratatui::text::Line;
@@ -10,6 +11,7 @@ use super::view::{Effect, View};
 use crate::console::evidence::{EvidenceView, pretty};
 use crate::console::keys::{Binding, DOWN, UP, lookup};
 use crate::console::limits::Level;
+use crate::evidence::run_dir::process::HOST_OBSERVED;
 
 /// What a key on the pane does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +89,42 @@ pub fn on_key(ev: &mut EvidenceView, key: &KeyEvent) -> Option<Effect> {
         }
     }
     Some(Effect::Handled)
+}
+
+/// Whose evidence the shown log is, for the pane's title: the observed process an agent host
+/// started (`the observed process claude started, pid 12829`: the host's name, and that
+/// process's pid once its perf events name it), the attached process, one of the console's own
+/// MCP processes (`the console's observed process, pid 4711`), or a host's own stream; `None`
+/// for other logs (the transcript, perf events, a worker's stderr).
+pub fn owner(ev: &EvidenceView, view: &View) -> Option<String> {
+    let name = ev.path()?.file_name()?.to_str()?;
+    let pid =
+        |p: Option<u64>| p.map_or_else(|| "pid not known yet".to_owned(), |p| format!("pid {p}"));
+    let process = name.strip_suffix(".mcp.jsonl");
+    if process.is_some() && view.attached.is_some() {
+        let attached = super::processes::attached_pid(view);
+        return Some(format!("the attached process, {}", pid(attached)));
+    }
+    let run = view.run();
+    if process == Some(HOST_OBSERVED) {
+        let host = run.and_then(|c| c.host.as_ref());
+        let ended = host.is_some_and(|h| !matches!(h.state.as_str(), "starting" | "running"));
+        return Some(format!(
+            "the observed process {} started, {}{}",
+            host.map_or("an agent host", |h| h.host.as_str()),
+            pid(view.monitor.recorders.get("host").copied()),
+            if ended { " (host ended)" } else { "" }
+        ));
+    }
+    if let Some(kind) = process {
+        let own = run
+            .and_then(|c| c.processes.iter().find(|p| p.kind == kind))
+            .and_then(|p| p.pid)
+            .map(u64::from);
+        return Some(format!("the console's {kind} process, {}", pid(own)));
+    }
+    let host = name.strip_prefix("agent.")?.strip_suffix(".jsonl")?;
+    Some(format!("{host}'s own stream"))
 }
 
 /// The pane's lines: the log's heading (label, follow, filter, size, status), then the lines

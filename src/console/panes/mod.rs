@@ -92,14 +92,24 @@ impl Panes {
     /// Draws `pane` (border, title, content) into `rect`.
     pub fn draw(&self, frame: &mut Frame, view: &View, pane: Pane, rect: Rect) {
         let theme = view.theme;
+        // EVIDENCE says whose evidence it shows (the observed process a host started, …).
+        let owner = match pane {
+            Pane::Evidence => evidence::owner(&self.evidence, view),
+            _ => None,
+        }
+        .map_or_else(String::new, |o| format!(" · {o}"));
         let block = Block::default().borders(Borders::ALL).title(Span::styled(
-            format!(" {}{} ", if view.focused { "▸ " } else { "" }, pane.title()),
+            format!(
+                " {}{}{owner} ",
+                if view.focused { "▸ " } else { "" },
+                pane.title()
+            ),
             theme.title(view.focused),
         ));
         let inner = block.inner(rect);
         frame.render_widget(block, rect);
         let lines = match pane {
-            Pane::Processes => self.processes.lines(view, inner.height),
+            Pane::Processes => self.processes.lines(view, inner.width, inner.height),
             Pane::Targets => self.targets.lines(view, inner.width, inner.height),
             Pane::Worker => return worker::draw(frame, view, inner),
             Pane::Perf => self.perf.lines(view, inner.height),

@@ -223,26 +223,33 @@ impl ProcessesPane {
         })
     }
 
-    /// The pane's lines fitted to `height` rows: one per process, the rows scrolled so the
-    /// selected one is always shown (the cursor never rests on a row off screen), marked `▶`
-    /// when focused, with its sampled RSS and CPU.
-    pub fn lines<'a>(&self, view: &View<'a>, height: u16) -> Vec<Line<'a>> {
+    /// The pane's lines fitted to `height` rows and `width` columns: one per process, the rows
+    /// scrolled so the selected one is always shown (the cursor never rests on a row off
+    /// screen), marked `▶` when focused. Pid, parent, uptime, state, RSS and CPU are columns
+    /// every row shows; the label column takes what is left (cut with `…`, at least
+    /// `MIN_LABEL` characters), and what else a row tells (a host's turns, a worker's mode)
+    /// comes last. A pane too narrow for them all leaves out CPU, then RSS, parent and uptime
+    /// (see `Widths::fit`): label, pid and state are always shown (U1).
+    pub fn lines<'a>(&self, view: &View<'a>, width: u16, height: u16) -> Vec<Line<'a>> {
         let theme = &view.theme;
         let rows = rows(view);
         let cursor = self.cursor.min(rows.len().saturating_sub(1));
         let height = usize::from(height).max(1);
         let first = cursor.saturating_sub(height - 1);
-        rows.iter()
+        // Widths from every row, so the columns stay put as the pane scrolls.
+        let cells: Vec<Cells> = rows.iter().map(|row| row_cells(view, row)).collect();
+        let widths = Widths::fit(&cells, usize::from(width));
+        cells
+            .into_iter()
             .enumerate()
             .skip(first)
             .take(height)
-            .map(|(i, row)| {
-                let mut line = row_line(view, row, theme);
-                let usage = view.procs.usage_text(row.pid);
-                if !usage.is_empty() {
-                    line.spans.push(Span::styled(usage, theme.dim()));
-                }
-                mark(line, view.focused && i == cursor, theme)
+            .map(|(i, c)| {
+                mark(
+                    cells_line(c, &widths, theme),
+                    view.focused && i == cursor,
+                    theme,
+                )
             })
             .collect()
     }
@@ -368,19 +375,169 @@ fn attached_word(view: &View, pid: u64) -> (&'static str, Level, String) {
 /// `up 01:23` while the process runs; `ran 01:23` frozen at the time it was first seen ended.
 fn uptime(view: &View, pid: Option<u32>, started_ms: f64) -> String {
     match pid.and_then(|p| view.procs.ended_ms.get(&u64::from(p))) {
-        Some(ended) => format!("ran{:>8}", hms(ended - started_ms)),
-        None => format!("up {:>8}", hms(view.now_ms - started_ms)),
+        Some(ended) => format!("ran {}", hms(ended - started_ms)),
+        None => format!("up {}", hms(view.now_ms - started_ms)),
     }
 }
 
-/// The agent host's row (A1, U1): pid, uptime, parent and state first (a narrow pane cuts the
-/// row's end, never these), then turns, tool calls and the last tool.
-fn host_line<'a>(
-    view: &View,
-    h: &crate::canary::host::HostProgress,
-    parent: Option<u32>,
-    theme: &Theme,
-) -> Line<'a> {
+/// Shown in a cell with nothing to show (a process not running, not sampled yet).
+const NONE: &str = "—";
+/// The label column's least width (characters, its ellipsis included): enough for `worker gen…`
+/// and `host-obser…` to say what a row is.
+const MIN_LABEL: usize = 11;
+
+/// One row's cells, in the pane's column order: label, pid, parent, uptime, state, RSS, CPU,
+/// then what else the row tells (a host's turns and calls, a worker's mode).
+struct Cells {
+    symbol: &'static str,
+    level: Level,
+    /// A process that is not running: the row is dimmed.
+    dim: bool,
+    label: String,
+    pid: String,
+    parent: String,
+    uptime: String,
+    state: String,
+    rss: String,
+    cpu: String,
+    extra: String,
+}
+
+impl Cells {
+    /// A row's cells: `pid`'s parent, RSS and CPU from the process table, `—` where unknown.
+    fn new(view: &View, row: &ProcessRow, level: Level, state: String, uptime: String) -> Self {
+        let usage = row.pid.and_then(|p| view.procs.usage.get(&u64::from(p)));
+        Self {
+            symbol: state_symbol(level),
+            level,
+            dim: false,
+            label: row.label.clone(),
+            pid: row.pid.map_or(NONE.into(), |p| p.to_string()),
+            parent: row.parent.map_or(NONE.into(), |p| p.to_string()),
+            uptime,
+            state,
+            rss: usage.map_or(NONE.into(), |u| {
+                format!("{:.1} MiB", u.rss_bytes as f64 / (1024.0 * 1024.0))
+            }),
+            cpu: usage.map_or(NONE.into(), |u| format!("{:.0}%", u.cpu_percent)),
+            extra: String::new(),
+        }
+    }
+}
+
+/// Column widths (characters) fitting every row's cells in `width`: the fixed columns as wide
+/// as their widest cell, the label column what is left (at least [`MIN_LABEL`]). When even
+/// that does not fit (a pane narrower than about 80 columns, e.g. the left column of a 100- to
+/// 190-column screen) the optional columns go, CPU first, then RSS, parent and uptime, so the
+/// label, pid and state are never cut off; a left-out column's width is 0.
+struct Widths {
+    label: usize,
+    pid: usize,
+    parent: usize,
+    uptime: usize,
+    state: usize,
+    rss: usize,
+    cpu: usize,
+}
+
+impl Widths {
+    fn fit(cells: &[Cells], width: usize) -> Self {
+        let most = |f: fn(&Cells) -> &str| cells.iter().map(|c| f(c).chars().count()).max();
+        let mut w = Self {
+            label: 0,
+            pid: most(|c| &c.pid).unwrap_or(1),
+            parent: most(|c| &c.parent).unwrap_or(1),
+            uptime: most(|c| &c.uptime).unwrap_or(1),
+            state: most(|c| &c.state).unwrap_or(1),
+            rss: most(|c| &c.rss).unwrap_or(1),
+            cpu: most(|c| &c.cpu).unwrap_or(1),
+        };
+        let label = most(|c| &c.label).unwrap_or(MIN_LABEL);
+        let least = label.min(MIN_LABEL);
+        // The optional columns, in the order they give way.
+        let drops: [fn(&mut Self); 4] = [
+            |w: &mut Self| w.cpu = 0,
+            |w: &mut Self| w.rss = 0,
+            |w: &mut Self| w.parent = 0,
+            |w: &mut Self| w.uptime = 0,
+        ];
+        for drop in drops {
+            if w.used() + least <= width {
+                break;
+            }
+            drop(&mut w);
+        }
+        w.label = label.min(width.saturating_sub(w.used())).max(MIN_LABEL);
+        w
+    }
+
+    /// The characters every column but the label takes: the marker and symbol (4), ` pid `,
+    /// the space before the state, then each column shown: ` parent `, the uptime's space,
+    /// ` rss `, ` cpu `.
+    fn used(&self) -> usize {
+        let shown = |prefix: usize, width: usize| if width == 0 { 0 } else { prefix + width };
+        4 + 5
+            + self.pid
+            + 1
+            + self.state
+            + shown(8, self.parent)
+            + shown(1, self.uptime)
+            + shown(5, self.rss)
+            + shown(5, self.cpu)
+    }
+}
+
+/// `s` in `width` characters: padded, or cut with an ellipsis.
+fn fit(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return format!("{s:<width$}");
+    }
+    let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+    t.push('…');
+    t
+}
+
+/// A row's line in the pane's columns (the selection marker is added by [`mark`]); a column
+/// [`Widths::fit`] left out is not written.
+fn cells_line<'a>(c: Cells, w: &Widths, theme: &Theme) -> Line<'a> {
+    let mut text = format!(
+        "{} pid {:<pid$} ",
+        fit(&c.label, w.label),
+        c.pid,
+        pid = w.pid
+    );
+    if w.parent > 0 {
+        text.push_str(&format!("parent {:<parent$} ", c.parent, parent = w.parent));
+    }
+    if w.uptime > 0 {
+        text.push_str(&format!("{:<uptime$} ", c.uptime, uptime = w.uptime));
+    }
+    let mut usage = String::new();
+    if w.rss > 0 {
+        usage.push_str(&format!(" rss {:>rss$}", c.rss, rss = w.rss));
+    }
+    if w.cpu > 0 {
+        usage.push_str(&format!(" cpu {:>cpu$}", c.cpu, cpu = w.cpu));
+    }
+    usage.push_str(&c.extra);
+    let state = format!("{:<width$}", c.state, width = w.state);
+    if c.dim {
+        return Line::from(vec![
+            Span::styled(format!("{} ", c.symbol), theme.dim()),
+            Span::styled(format!("{text}{state}{usage}"), theme.dim()),
+        ]);
+    }
+    Line::from(vec![
+        Span::styled(format!("{} ", c.symbol), theme.level(c.level)),
+        Span::raw(text),
+        Span::styled(state, theme.level(c.level)),
+        Span::styled(usage, theme.dim()),
+    ])
+}
+
+/// The agent host's cells (A1, U1): its state from its progress once it ended, then turns,
+/// tool calls and the last tool.
+fn host_cells(view: &View, row: &ProcessRow, h: &crate::canary::host::HostProgress) -> Cells {
     let running = crate::console::procs::host_running(&h.state);
     let (level, word) = if running {
         view.procs.word(h.pid.map(u64::from))
@@ -390,66 +547,52 @@ fn host_line<'a>(
         (Level::Limit, h.state.clone())
     };
     let calls: u64 = h.tool_calls.values().sum();
-    Line::from(vec![
-        Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
-        Span::raw(format!(
-            "{:<9} pid {:<7} {}{}  ",
-            h.host,
-            h.pid.map_or("?".into(), |p| p.to_string()),
-            uptime(view, h.pid, h.started_ms),
-            parent.map_or(String::new(), |p| format!("  parent {p}")),
-        )),
-        Span::styled(word, theme.level(level)),
-        Span::raw(format!(
-            "  {} turns · {calls} calls · last {}",
-            h.turns,
-            h.last_tool
-                .as_deref()
-                .map_or("-", |t| t.strip_prefix("patchdiff_").unwrap_or(t)),
-        )),
-    ])
+    let mut cells = Cells::new(view, row, level, word, uptime(view, h.pid, h.started_ms));
+    cells.extra = format!(
+        "  {} turns · {calls} calls · last {}",
+        h.turns,
+        h.last_tool
+            .as_deref()
+            .map_or("-", |t| t.strip_prefix("patchdiff_").unwrap_or(t)),
+    );
+    cells
 }
 
-/// One row's line, by what the row shows.
-fn row_line<'a>(view: &View<'a>, row: &ProcessRow, theme: &Theme) -> Line<'a> {
+/// One row's cells, by what the row shows.
+fn row_cells(view: &View, row: &ProcessRow) -> Cells {
     match row.kind {
-        RowKind::Mcp => mcp_process_line(view, &row.label, theme),
-        RowKind::Worker => worker_process_line(view, row.parent, theme),
+        RowKind::Mcp => mcp_process_cells(view, row),
+        RowKind::Worker => worker_process_cells(view, row),
         RowKind::Host => match view.canary.and_then(|c| c.host.as_ref()) {
-            Some(h) => host_line(view, h, row.parent, theme),
-            None => found_line(view, row, theme),
+            Some(h) => host_cells(view, row, h),
+            None => found_cells(view, row),
         },
-        RowKind::Found => found_line(view, row, theme),
+        RowKind::Found => found_cells(view, row),
     }
 }
 
-/// A process found in the process table or named by perf events: pid, parent, uptime (frozen
-/// once it ended) and state from `/proc`.
-fn found_line<'a>(view: &View, row: &ProcessRow, theme: &Theme) -> Line<'a> {
+/// When `pid` started, from the process table.
+fn started_ms(view: &View, pid: Option<u32>) -> Option<f64> {
+    view.procs.info.get(&u64::from(pid?))?.started_ms
+}
+
+/// A process found in the process table or named by perf events: uptime (frozen once it
+/// ended) and state from `/proc`.
+fn found_cells(view: &View, row: &ProcessRow) -> Cells {
     let pid = row.pid.map(u64::from);
     let (level, word) = match pid {
         Some(p) if view.procs.state.contains_key(&p) => view.procs.word(Some(p)),
         _ => (Level::High, "not sampled yet".to_owned()),
     };
-    let started = pid
-        .and_then(|p| view.procs.info.get(&p))
-        .and_then(|i| i.started_ms);
-    Line::from(vec![
-        Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
-        Span::raw(format!(
-            "{:<9} pid {:<7} {}  parent {}  ",
-            row.label,
-            row.pid.map_or("?".into(), |p| p.to_string()),
-            started.map_or_else(|| "up        —".to_owned(), |s| uptime(view, row.pid, s)),
-            row.parent.map_or("?".into(), |p| p.to_string()),
-        )),
-        Span::styled(word, theme.level(level)),
-    ])
+    let up =
+        started_ms(view, row.pid).map_or_else(|| NONE.to_owned(), |s| uptime(view, row.pid, s));
+    Cells::new(view, row, level, word, up)
 }
 
-/// An MCP process's row: the canary's child with pid, uptime and state; the attached process
+/// An MCP process's cells: the canary's child with its uptime and state; the attached process
 /// (we are not its parent); or one that is not running, with its exit when known.
-fn mcp_process_line<'a>(view: &View, kind: &str, theme: &Theme) -> Line<'a> {
+fn mcp_process_cells(view: &View, row: &ProcessRow) -> Cells {
+    let kind = row.label.as_str();
     // Attached, the screen shows only the attached process: never the canary's.
     let snap = view
         .canary
@@ -458,55 +601,44 @@ fn mcp_process_line<'a>(view: &View, kind: &str, theme: &Theme) -> Line<'a> {
     match (snap, view.attached) {
         (Some(p), _) => {
             let (level, word) = view.procs.word(p.pid.map(u64::from));
-            Line::from(vec![
-                Span::styled(format!("{} ", state_symbol(level)), theme.level(level)),
-                Span::raw(format!(
-                    "{kind:<9} pid {:<7} {}  ",
-                    p.pid.map_or("?".into(), |p| p.to_string()),
-                    uptime(view, p.pid, p.started_ms)
-                )),
-                Span::styled(word, theme.level(level)),
-            ])
+            Cells::new(view, row, level, word, uptime(view, p.pid, p.started_ms))
         }
         (None, Some(_)) => {
-            let pid = attached_pid(view);
-            let (symbol, level, word) = match pid {
+            let (symbol, level, word) = match attached_pid(view) {
                 Some(p) => attached_word(view, p),
                 None => (PENDING, Level::High, "no events yet".to_owned()),
             };
-            Line::from(vec![
-                Span::styled(format!("{symbol} "), theme.level(level)),
-                Span::raw(format!(
-                    "{kind:<9} pid {:<7} attached  ",
-                    pid.map_or("?".into(), |p| p.to_string())
-                )),
-                Span::styled(word, theme.level(level)),
-            ])
+            let up = started_ms(view, row.pid)
+                .map_or_else(|| NONE.to_owned(), |s| uptime(view, row.pid, s));
+            let mut cells = Cells::new(view, row, level, word, up);
+            cells.symbol = symbol;
+            cells.extra = "  attached".into();
+            cells
         }
         (None, None) => {
             let exit = view
                 .canary
                 .and_then(|c| c.exits.iter().find(|(k, _)| k == kind))
                 .map_or("not running".to_owned(), |(_, v)| format!("exited: {v}"));
-            Line::from(vec![
-                Span::styled("○ ", theme.dim()),
-                Span::styled(format!("{kind:<9} {exit}"), theme.dim()),
-            ])
+            let mut cells = Cells::new(view, row, Level::Ok, exit, NONE.into());
+            cells.symbol = GONE;
+            cells.dim = true;
+            cells
         }
     }
 }
 
-/// The worker's row: generation, pid, state and mode. A worker that has not started is shown
-/// like a process not running, not as "ok"; an expected retirement is not a failure. Its parent
-/// (the MCP process that owns it) is shown once the process table has been read.
-fn worker_process_line<'a>(view: &View, parent: Option<u32>, theme: &Theme) -> Line<'a> {
+/// The worker's cells, labelled with its generation: state and mode. A worker that has not
+/// started is shown like a process not running, not as "ok"; an expected retirement is not a
+/// failure.
+fn worker_process_cells(view: &View, row: &ProcessRow) -> Cells {
     let w = &view.monitor.worker;
     let (level, word) = match &w.state {
         WorkerState::None => {
-            return Line::from(vec![
-                Span::styled("○ ", theme.dim()),
-                Span::styled(format!("{:<9} not started", "worker"), theme.dim()),
-            ]);
+            let mut cells = Cells::new(view, row, Level::Ok, "not started".into(), NONE.into());
+            cells.symbol = GONE;
+            cells.dim = true;
+            return cells;
         }
         WorkerState::Ready => match view.procs.word(w.pid) {
             (l, word) if word == "running" => (l, "ready".to_owned()),
@@ -519,20 +651,19 @@ fn worker_process_line<'a>(view: &View, parent: Option<u32>, theme: &Theme) -> L
         }
         WorkerState::Retired(r) => (Level::Limit, format!("retired ({r})")),
     };
-    let symbol = match &w.state {
-        WorkerState::Retired(_) if level == Level::Ok => GONE,
-        _ => state_symbol(level),
-    };
-    Line::from(vec![
-        Span::styled(format!("{symbol} "), theme.level(level)),
-        Span::raw(format!(
-            "{:<9} gen {:<3} pid {:<7} ",
-            "worker",
-            w.generation.map_or("-".into(), |g| g.to_string()),
-            w.pid.map_or("-".into(), |p| p.to_string()),
-        )),
-        Span::styled(word, theme.level(level)),
-        Span::raw(format!(" {}", w.mode.as_deref().unwrap_or(""))),
-        Span::raw(parent.map_or(String::new(), |p| format!("  parent {p}"))),
-    ])
+    let up =
+        started_ms(view, row.pid).map_or_else(|| NONE.to_owned(), |s| uptime(view, row.pid, s));
+    let mut cells = Cells::new(view, row, level, word, up);
+    if matches!(&w.state, WorkerState::Retired(_)) && level == Level::Ok {
+        cells.symbol = GONE;
+    }
+    cells.label = format!(
+        "worker gen {}",
+        w.generation.map_or("-".into(), |g| g.to_string())
+    );
+    cells.extra = w
+        .mode
+        .as_deref()
+        .map_or(String::new(), |m| format!("  {m}"));
+    cells
 }
