@@ -8,7 +8,7 @@ impl Sync {
     /// One pass over every target; the number of targets whose change was refused or
     /// rejected. Errors stop the sync: the lease ended, or a submission's outcome stayed
     /// unknown (it stays recorded and is retried by key on the next start).
-    async fn pass(&mut self) -> Result<usize, String> {
+    pub(super) async fn pass(&mut self) -> Result<usize, String> {
         self.renew_if_due().await?;
         let mut problems = 0;
         for i in 0..self.state.targets.len() {
