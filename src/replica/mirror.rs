@@ -382,6 +382,7 @@ mod tests {
         apply_edits(base, &edits).expect("non-overlapping")
     }
 
+    /// R4: a target name is hostile; its file stays one plain name inside DIR.
     #[test]
     fn r4_file_names_escape_hostile_target_names_so_no_path_leaves_the_directory() {
         assert_eq!(file_name("calc.py"), "calc.py");
@@ -395,7 +396,7 @@ mod tests {
         assert_eq!(file_name("a%2Fb"), "a%252Fb", "a literal % is escaped too");
         assert_eq!(file_name("x~rejected"), "x%7Erejected");
         assert_eq!(file_name("nul\0bell\x07"), "nul%00bell%07");
-        assert_eq!(file_name("é"), "%C3%A9");
+        assert_eq!(file_name("ж"), "%D0%B6");
         for hostile in [
             "../x",
             "/etc/x",
@@ -413,19 +414,21 @@ mod tests {
         }
     }
 
+    /// R4: names past 200 bytes are cut with a digest and stay distinct.
     #[test]
     fn r4_long_names_are_cut_outside_an_escape_and_stay_distinct() {
-        let a = "é".repeat(128); // 256 bytes, 768 escaped
-        let b = format!("{}x", "é".repeat(127));
+        let a = "ж".repeat(128); // 256 bytes, 768 escaped
+        let b = format!("{}x", "ж".repeat(127));
         let (fa, fb) = (file_name(&a), file_name(&b));
         assert!(fa.len() <= MAX_FILE_NAME_BYTES && fb.len() <= MAX_FILE_NAME_BYTES);
         assert_ne!(fa, fb);
         assert!(fa.contains("%~"));
         let head = fa.split("%~").next().unwrap();
-        assert!(head.ends_with("A9"), "never cut inside %XX: {head}");
+        assert!(head.ends_with("%D0%B6"), "never cut inside %XX: {head}");
         assert!((fa.len() + REJECTED_SUFFIX.len()) < 255);
     }
 
+    /// R4: two targets never share a file, also on a case-insensitive file system.
     #[test]
     fn r4_names_equal_ignoring_case_collide() {
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
@@ -436,10 +439,11 @@ mod tests {
         );
     }
 
+    /// R4: text only — not UTF-8, or a NUL byte, is refused with the reason.
     #[test]
     fn r4_only_utf8_text_without_nul_is_accepted() {
         assert_eq!(text_of(b"fn main() {}\n"), Ok("fn main() {}\n"));
-        assert_eq!(text_of("é\n".as_bytes()), Ok("é\n"));
+        assert_eq!(text_of("ж\n".as_bytes()), Ok("ж\n"));
         let bad = text_of(b"ab\xff\xfe").unwrap_err();
         assert!(
             bad.contains("not UTF-8") && bad.contains("offset 2"),
