@@ -2,7 +2,8 @@
 //! binary with real files and its own full-profile `patchdiff mcp` child: it mirrors leased
 //! targets into DIR under escaped names, a file edit becomes a replica submission with a
 //! receipt, the agent's edit comes back into the file, a binary write is refused naming the file
-//! with nothing applied (R4), and the long-running mode syncs until SIGTERM, then releases its
+//! with nothing applied (R4), a change conflicting with the agent's is rejected and kept beside
+//! the file, and the long-running mode syncs until SIGTERM, then releases its
 //! lease and exits 0. On SQLite and PostgreSQL (`tests/backends`).
 
 use std::collections::BTreeMap;
@@ -363,8 +364,51 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
     full.stop().await;
 }
 
+async fn a_conflicting_change_is_rejected_and_kept_beside_the_file(b: Backend) {
+    let (_scratch, env) = env_on(b);
+    let full = Mcp::launch(&sync_vars(&env)).await;
+    init(&env, &full, 1, "calc.js", CALC).await;
+    let dir = env.path().join("mirror");
+    let out = sync_once(&env, &dir, &["--lease", "calc.js"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let calc = dir.join("calc.js");
+    // Both writers change the same expression: the replica's edit, transformed over the
+    // agent's, conflicts with it (R2).
+    let local = CALC.replace("a + b", "a * b");
+    std::fs::write(&calc, &local).unwrap();
+    let agent = agent_edit(
+        &full,
+        "calc.js",
+        "agent-1",
+        "return a + b;",
+        "return a + b + 0;",
+    )
+    .await;
+    assert_eq!(agent["outcome"], "accepted", "{agent}");
+    let out = sync_once(&env, &dir, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let evs = events(&out.stdout);
+    let submitted: Vec<&Value> = evs.iter().filter(|e| e["event"] == "submitted").collect();
+    assert_eq!(submitted.len(), 1, "{evs:?}");
+    assert_eq!(submitted[0]["receipt"]["outcome"], "rejected", "{evs:?}");
+    // The agent's acknowledged edit stands; the local change is kept, not lost.
+    let canonical = CALC.replace("return a + b;", "return a + b + 0;");
+    assert_eq!(
+        content_of(&full, "calc.js").await["content"],
+        canonical.as_str()
+    );
+    assert_eq!(std::fs::read_to_string(&calc).unwrap(), canonical);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("calc.js~rejected")).unwrap(),
+        local
+    );
+    assert!(evs.iter().any(|e| e["event"] == "kept_aside"), "{evs:?}");
+    full.stop().await;
+}
+
 backend_tokio_tests!(
     once_mode_mirrors_submits_catches_up_and_refuses_binary,
     an_unknown_outcome_is_retried_by_its_key_and_never_applied_twice,
+    a_conflicting_change_is_rejected_and_kept_beside_the_file,
     long_running_mode_syncs_until_sigterm_then_releases_its_lease,
 );
