@@ -44,8 +44,9 @@ pub(crate) struct SyncArgs {
     /// A target to lease (repeat for more, 1..=64). Omit to resume the lease DIR mirrors.
     #[arg(long = "lease", value_name = "TARGET")]
     targets: Vec<String>,
-    /// Take over the live lease with this id, which DIR must mirror (a sync restarted on
-    /// another host or after a crash).
+    /// Take over the live lease with this id: DIR mirrors it already (a sync restarted after
+    /// a crash) or mirrors nothing yet (each leased target is mirrored from its current
+    /// content).
     #[arg(long, value_name = "ID", conflicts_with = "targets")]
     lease_id: Option<String>,
     /// The integration the lease is granted to (1..=128 bytes).

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use super::mirror::{self, Pending, STATE_DIR, STATE_FILE, SyncState, TargetState};
 
 mod pass;
+mod take_over;
 use crate::canary::client::{LaunchSpec, McpProcess};
 use crate::canary::names::ProcessKind;
 use crate::config::{Key, Settings};
@@ -359,12 +360,8 @@ impl Sync {
             Some(saved) => sync.resume(saved, &options).await?,
             None => {
                 if let Some(id) = &options.lease_id {
-                    return Err(Fatal::Usage(format!(
-                        "{} mirrors no lease, so lease {id} cannot be taken over here: a take-over \
-                         resumes the mirror a sync of that lease keeps in {STATE_DIR}; lease the \
-                         targets with --lease NAME instead",
-                        sync.dir.display()
-                    )));
+                    sync.take_over(id).await?;
+                    return Ok(sync);
                 }
                 if options.targets.is_empty() {
                     return Err(Fatal::Usage(format!(

@@ -406,9 +406,65 @@ async fn a_conflicting_change_is_rejected_and_kept_beside_the_file(b: Backend) {
     full.stop().await;
 }
 
+async fn a_live_lease_is_taken_over_by_id_into_a_new_directory(b: Backend) {
+    let (_scratch, env) = env_on(b);
+    let full = Mcp::launch(&sync_vars(&env)).await;
+    init(&env, &full, 1, "calc.js", CALC).await;
+    let first = env.path().join("first");
+    let out = sync_once(&env, &first, &["--lease", "calc.js"]);
+    assert!(out.status.success(), "{}", said(&out));
+    let lease_id = lease_id_of(&first);
+    agent_edit(
+        &full,
+        "calc.js",
+        "agent-1",
+        "return a - b;",
+        "return b - a;",
+    )
+    .await;
+    // R1: another directory takes the lease over by id and mirrors the current content.
+    let second = env.path().join("second");
+    let out = sync_once(&env, &second, &["--lease-id", &lease_id]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        events(&out.stdout)
+            .iter()
+            .any(|e| e["event"] == "lease" && e["taken_over"] == true),
+        "{}",
+        said(&out)
+    );
+    let now = CALC.replace("return a - b;", "return b - a;");
+    assert_eq!(
+        std::fs::read_to_string(second.join("calc.js")).unwrap(),
+        now
+    );
+    assert_eq!(lease_id_of(&second), lease_id);
+    // Its cursor is good: an edit there is submitted and accepted under the same lease.
+    let edited = now.replace("return a + b;", "return a + b + 2;");
+    std::fs::write(second.join("calc.js"), &edited).unwrap();
+    let out = sync_once(&env, &second, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(
+        content_of(&full, "calc.js").await["content"],
+        edited.as_str()
+    );
+    // An unknown id is refused and nothing is mirrored.
+    let third = env.path().join("third");
+    let out = sync_once(&env, &third, &["--lease-id", "lease-unknown"]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("UNKNOWN_LEASE"),
+        "{}",
+        said(&out)
+    );
+    assert!(!third.join("calc.js").exists());
+    full.stop().await;
+}
+
 backend_tokio_tests!(
     once_mode_mirrors_submits_catches_up_and_refuses_binary,
     an_unknown_outcome_is_retried_by_its_key_and_never_applied_twice,
     a_conflicting_change_is_rejected_and_kept_beside_the_file,
+    a_live_lease_is_taken_over_by_id_into_a_new_directory,
     long_running_mode_syncs_until_sigterm_then_releases_its_lease,
 );
