@@ -322,12 +322,6 @@ impl Sync {
     async fn open(options: SyncOptions) -> Result<Self, Fatal> {
         let dir = options.dir.clone();
         let own = dir.join(STATE_DIR);
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| match crate::owned_fs::create_private_dir(&own) {
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-                other => other,
-            })
-            .map_err(|e| Fatal::Failed(format!("cannot create {}: {e}", own.display())))?;
         let saved = match std::fs::read(Self::state_path(&dir)) {
             Ok(bytes) => Some(serde_json::from_slice::<SyncState>(&bytes).map_err(|e| {
                 Fatal::Failed(format!(
@@ -338,6 +332,18 @@ impl Sync {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(Fatal::Failed(format!("cannot read the sync state: {e}"))),
         };
+        if saved.is_none() && options.lease_id.is_none() && options.targets.is_empty() {
+            return Err(Fatal::Usage(format!(
+                "{} mirrors no lease yet: name the targets to lease with --lease NAME",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| match crate::owned_fs::create_private_dir(&own) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+                other => other,
+            })
+            .map_err(|e| Fatal::Failed(format!("cannot create {}: {e}", own.display())))?;
         let mut sync = Sync {
             dir,
             state: SyncState {
@@ -362,12 +368,6 @@ impl Sync {
                 if let Some(id) = &options.lease_id {
                     sync.take_over(id).await?;
                     return Ok(sync);
-                }
-                if options.targets.is_empty() {
-                    return Err(Fatal::Usage(format!(
-                        "{} mirrors no lease yet: name the targets to lease with --lease NAME",
-                        sync.dir.display()
-                    )));
                 }
                 sync.acquire(&options.integration, &options.targets, None)
                     .await?;
