@@ -285,7 +285,15 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
     let mut child = sync_command(
         &env,
         &dir,
-        &["--lease", "calc.js", "--interval-ms", "100", "--json"],
+        &[
+            "--lease",
+            "calc.js",
+            "--interval-ms",
+            "100",
+            "--ttl-ms",
+            "2000",
+            "--json",
+        ],
     )
     .stdout(Stdio::from(std::fs::File::create(&log).unwrap()))
     .stderr(Stdio::from(
@@ -328,6 +336,32 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
         || std::fs::read_to_string(&calc).is_ok_and(|c| c == both),
     );
 
+    // R1: renewed before expiry, the 2 s lease outlives its first expiry: three renewals (at
+    // least 2.7 s), then one more edit still goes through.
+    let renewals = || {
+        std::fs::read(&log)
+            .map(|b| {
+                events(&b)
+                    .iter()
+                    .filter(|e| e["event"] == "renewed")
+                    .count()
+            })
+            .unwrap_or(0)
+    };
+    poll_until("three renewals", Duration::from_secs(60), || {
+        renewals() >= 3
+    });
+    let last = both.replace("return a + b + 1;", "return a + b + 2;");
+    std::fs::write(&calc, &last).unwrap();
+    let start = Instant::now();
+    while content_of(&full, "calc.js").await["content"] != last.as_str() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the edit after the renewals never reached the target"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
     // SIGTERM: the pass finishes, the lease is released, exit 0.
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
@@ -360,7 +394,7 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
             json!({"integration": "next", "targets": ["calc.js"], "ttl_ms": 60000}),
         )
         .await;
-    assert_eq!(again["targets"][0]["content"], both.as_str());
+    assert_eq!(again["targets"][0]["content"], last.as_str());
     full.stop().await;
 }
 
