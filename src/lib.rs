@@ -17,6 +17,7 @@ pub use patchdiff_kernel as kernel;
 pub mod mcp;
 pub mod owned_fs;
 pub mod redact;
+pub mod replica;
 pub mod runs;
 pub mod seal;
 pub mod store;

@@ -15,6 +15,7 @@ use cli::console::{ConsoleArgs, run_console};
 use cli::doctor::DoctorArgs;
 use cli::evaluate::{EvaluateArgs, run_evaluate};
 use cli::mcp::{McpArgs, run_mcp};
+use cli::replica::ReplicaCmd;
 use cli::suite::{SuiteCmd, run_suite};
 use cli::trace::{TraceArgs, run_trace};
 use cli::verify::{KeyCmd, VerifyArgs, run_key, run_verify};
@@ -76,6 +77,10 @@ enum Cmd {
     /// --suite, --verdict, --rehearsal, --sort), `show ID`, `compare A B`, `story ID TARGET`;
     /// --json for the data. Reads only.
     Runs(patchdiff::runs::cli::RunsArgs),
+    /// Replica integrations (R1–R4): `sync DIR --lease TARGET…` mirrors leased targets into a
+    /// directory and edits them beside the agent through the full profile's replica tools.
+    #[command(subcommand)]
+    Replica(ReplicaCmd),
 }
 
 fn main() -> ExitCode {
@@ -112,6 +117,7 @@ fn main() -> ExitCode {
             Some(Cmd::Doctor(args)) => cli::doctor::run(args, &settings).await,
             Some(Cmd::Suite(cmd)) => run_suite(cmd, &settings).await,
             Some(Cmd::Runs(args)) => patchdiff::runs::cli::run(&args, &settings.paths.runs_root()),
+            Some(Cmd::Replica(cmd)) => cli::replica::run(cmd, &settings).await,
         }
     });
     // The work is done; do not wait for blocking-pool threads still parked in a read of an

@@ -6,6 +6,7 @@ pub(crate) mod console;
 pub(crate) mod doctor;
 pub(crate) mod evaluate;
 pub(crate) mod mcp;
+pub(crate) mod replica;
 pub(crate) mod suite;
 pub(crate) mod trace;
 pub(crate) mod verify;

@@ -18,6 +18,7 @@ mod inspector;
 mod profiles;
 mod python_sdk;
 mod real_inputs;
+mod replica_sync;
 mod replicas;
 mod rmcp_client;
 mod stdio_answers;
