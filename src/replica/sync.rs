@@ -230,7 +230,13 @@ struct Sync {
     /// Per target, the digest of the refused content last reported (said once per content).
     refused: HashMap<usize, String>,
     once: bool,
+    /// The exclusive `flock` on DIR's [`LOCK_FILE`], held for the sync's life: one sync per
+    /// directory.
+    _dir_lock: nix::fcntl::Flock<std::fs::File>,
 }
+
+/// The file in DIR's state directory whose `flock` a running sync holds.
+pub const LOCK_FILE: &str = "lock";
 
 /// Runs the sync `options` describe; returns the exit code ([`EXIT_OK`], [`EXIT_FAILED`],
 /// [`EXIT_USAGE`]). Long-running mode ends on SIGTERM or SIGINT: the pass under way finishes,
@@ -317,22 +323,55 @@ impl Sync {
         dir.join(STATE_DIR).join(STATE_FILE)
     }
 
+    /// DIR's saved state: `None` before its first sync.
+    fn read_state(dir: &Path) -> Result<Option<SyncState>, Fatal> {
+        let path = Self::state_path(dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                Fatal::Failed(format!(
+                    "{} is not a sync state ({e}); move it away to start a new mirror",
+                    path.display()
+                ))
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Fatal::Failed(format!("cannot read the sync state: {e}"))),
+        }
+    }
+
+    /// Takes DIR's lock without waiting: a second sync of one directory is refused, since two
+    /// would submit and write back the same files.
+    fn lock_dir(dir: &Path) -> Result<nix::fcntl::Flock<std::fs::File>, Fatal> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = dir.join(STATE_DIR).join(LOCK_FILE);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| Fatal::Failed(format!("cannot open {}: {e}", path.display())))?;
+        nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock).map_err(
+            |(_, e)| match e {
+                nix::errno::Errno::EWOULDBLOCK => Fatal::Failed(format!(
+                    "another `patchdiff replica sync` is syncing {}; one sync per directory \
+                     (stop it, or sync another directory)",
+                    dir.display()
+                )),
+                e => Fatal::Failed(format!("cannot lock {}: {e}", path.display())),
+            },
+        )
+    }
+
     /// Creates DIR and its state directory, then acquires, resumes or takes over the lease and
     /// mirrors a fresh checkpoint.
     async fn open(options: SyncOptions) -> Result<Self, Fatal> {
         let dir = options.dir.clone();
         let own = dir.join(STATE_DIR);
-        let saved = match std::fs::read(Self::state_path(&dir)) {
-            Ok(bytes) => Some(serde_json::from_slice::<SyncState>(&bytes).map_err(|e| {
-                Fatal::Failed(format!(
-                    "{} is not a sync state ({e}); move it away to start a new mirror",
-                    Self::state_path(&dir).display()
-                ))
-            })?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return Err(Fatal::Failed(format!("cannot read the sync state: {e}"))),
-        };
-        if saved.is_none() && options.lease_id.is_none() && options.targets.is_empty() {
+        if Self::read_state(&dir)?.is_none()
+            && options.lease_id.is_none()
+            && options.targets.is_empty()
+        {
             return Err(Fatal::Usage(format!(
                 "{} mirrors no lease yet: name the targets to lease with --lease NAME",
                 dir.display()
@@ -344,6 +383,9 @@ impl Sync {
                 other => other,
             })
             .map_err(|e| Fatal::Failed(format!("cannot create {}: {e}", own.display())))?;
+        let dir_lock = Self::lock_dir(&dir)?;
+        // Read again under the lock: a sync that held it may have just written the state.
+        let saved = Self::read_state(&dir)?;
         let mut sync = Sync {
             dir,
             state: SyncState {
@@ -361,6 +403,7 @@ impl Sync {
             interval: options.interval,
             refused: HashMap::new(),
             once: options.once,
+            _dir_lock: dir_lock,
         };
         match saved {
             Some(saved) => sync.resume(saved, &options).await?,

@@ -305,6 +305,14 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
     poll_until("the mirror", Duration::from_secs(60), || {
         std::fs::read_to_string(&calc).is_ok_and(|c| c == CALC)
     });
+    // One sync per directory: a second one is refused while this one runs.
+    let second = sync_once(&env, &dir, &[]);
+    assert_eq!(second.status.code(), Some(1), "{}", said(&second));
+    assert!(
+        said(&second).contains("another `patchdiff replica sync` is syncing"),
+        "{}",
+        said(&second)
+    );
 
     // R2: a file change reaches the canonical target while the sync runs.
     let edited = CALC.replace("return a + b;", "return a + b + 1;");
