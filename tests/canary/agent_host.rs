@@ -1241,6 +1241,67 @@ fn a_key_the_model_puts_into_tool_arguments_reaches_no_file_of_the_run() {
     );
 }
 
+/// A1/A4: a process the host starts that leaves the host's group (`setsid`) and keeps the
+/// host's stderr open cannot hold the step: the stderr copy stops after the grace and the host
+/// record says why. TEST HOST: the real CLI behind a wrapper that first starts such a process
+/// (the only way to make one on purpose). Before, the step waited for that stderr to close —
+/// here 120 s, with no deadline.
+#[test]
+fn a_process_outside_the_hosts_group_holding_its_stderr_cannot_hold_the_step() {
+    let runs = tempfile::tempdir().unwrap();
+    let model = Model::start(
+        runs.path(),
+        &repo().join("assets/canary/demo.plan.jsonl"),
+        "finish",
+    );
+    let escaped = runs.path().join("escaped.pid");
+    let wrapper = runs.path().join("claude-with-an-escaped-child");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/usr/bin/env bash\nif [ \"$1\" != --version ]; then\n  setsid sleep 120 >/dev/null </dev/null &\n  echo $! > {escaped:?}\nfi\nexec {:?} \"$@\"\n",
+            claude()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let output = run_canary(
+        runs.path(),
+        &repo().join("assets/canary/claude.canary"),
+        &model,
+        &wrapper,
+    );
+    // The test's own process, not the product's: stopped here whatever the outcome.
+    let pid: i32 = std::fs::read_to_string(&escaped)
+        .expect("the wrapper started its escaped process")
+        .trim()
+        .parse()
+        .unwrap();
+    let still_there = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(still_there, "the escaped process outlived the step, as it should here");
+    let report = report(&output);
+    assert!(
+        output.status.success(),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["passed"], true, "{report:#}");
+    let host = &report["agent_host"];
+    assert!(
+        host["exit"]
+            .as_str()
+            .unwrap()
+            .contains("stderr held open by a process outside the host's group"),
+        "{host}"
+    );
+    let elapsed = step(&report, "agent")["elapsed_ms"].as_u64().unwrap();
+    assert!(elapsed < 90_000, "the agent step took {elapsed} ms");
+}
+
 /// Issue 25 item 2: the step's timeout holds from the step's start, the work before the host
 /// starts included. TEST HOST: the real CLI behind a wrapper whose `--version` never answers
 /// (a host stuck before it starts; the only way to stall that phase on purpose). Before, the

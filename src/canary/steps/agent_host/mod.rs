@@ -240,9 +240,23 @@ impl HostStep<'_> {
         };
         // Whatever happened, nothing of the host's group outlives the step; a host that was
         // refused or timed out is stopped at once.
-        let stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
-        if let Some(task) = stderr_task {
-            let _ = task.await;
+        let mut stopped = stop_group(&mut child, pid, matches!(ending, Ending::Exited)).await;
+        if let Some(mut task) = stderr_task {
+            // A process that left the group (`setsid`) may hold stderr open for ever: copy what
+            // is there within the grace, then stop copying, so the step ends.
+            if tokio::time::timeout(TERMINATE_GRACE, &mut task)
+                .await
+                .is_err()
+            {
+                task.abort();
+                let note =
+                    "stderr held open by a process outside the host's group; its copy stopped";
+                stopped = if stopped.is_empty() {
+                    note.to_owned()
+                } else {
+                    format!("{stopped}; {note}")
+                };
+            }
         }
         Ok(Hosted {
             ending,
