@@ -94,7 +94,13 @@ pub(super) type ToolResult = Result<CallToolResult, ErrorData>;
 pub(super) fn ok_result(value: impl Serialize) -> ToolResult {
     let value = serde_json::to_value(value)
         .map_err(|e| ErrorData::internal_error(format!("cannot serialize result: {e}"), None))?;
-    Ok(with_summary(delivery::ids_first(value), false))
+    Ok(ok_value(value))
+}
+
+/// [`ok_result`] of a result already built as JSON: taken as it is, not serialized into a
+/// copy of itself (a page's content is copied once, into the page).
+pub(super) fn ok_value(value: Value) -> CallToolResult {
+    with_summary(delivery::ids_first(value), false)
 }
 
 /// An `isError` result (M5): `{"error": {code, message}}` (the message cut to fit
@@ -133,6 +139,16 @@ pub(super) fn with_summary(structured: Value, is_error: bool) -> CallToolResult 
 pub(super) fn respond<T: Serialize>(outcome: Result<T, DomainError>) -> ToolResult {
     match outcome {
         Ok(value) => ok_result(value),
+        Err(e) => domain_error(e),
+    }
+}
+
+/// [`answer`] for a body whose result is already JSON ([`ok_value`]).
+pub(super) async fn answer_value(
+    outcome: impl std::future::Future<Output = Result<Value, DomainError>>,
+) -> ToolResult {
+    match outcome.await {
+        Ok(value) => Ok(ok_value(value)),
         Err(e) => domain_error(e),
     }
 }

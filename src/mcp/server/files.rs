@@ -1,9 +1,46 @@
-//! File I/O of the full profile's tools (`init_target` reads fixtures, `export_target` writes
-//! exports): on a blocking thread, never into the store's own files.
+//! Blocking work of the tool handlers: store calls off the async executor (reads of a local
+//! store in place), and the file I/O of the full profile's tools (`init_target` reads fixtures,
+//! `export_target` writes exports) on a blocking thread, never into the store's own files.
 
 use std::path::Path;
 
 use super::*;
+
+impl PatchdiffServer {
+    /// A read of the store on the caller's own thread, when that is cheap and allowed: SQLite
+    /// (a read transaction on a local file, the content cached per revision) on a
+    /// multi-threaded runtime, through `block_in_place` so the other tasks move to another
+    /// worker meanwhile. That saves the hop to the blocking pool and back — two thread wake-ups
+    /// on the path of every `read_target`, the largest part of its cost over a bare server
+    /// (`mcp-bench`). Anything else (PostgreSQL's network round trip, a current-thread runtime)
+    /// goes through [`Self::blocking`].
+    pub(super) async fn reading<T, F>(&self, f: F) -> Result<T, DomainError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn EditStore) -> Result<T, StoreError> + Send + 'static,
+    {
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        if self.local_store && multi_thread {
+            return tokio::task::block_in_place(|| f(self.store.as_ref()))
+                .map_err(DomainError::from);
+        }
+        self.blocking(f).await
+    }
+
+    /// Runs blocking store work off the async executor.
+    pub(super) async fn blocking<T, F>(&self, f: F) -> Result<T, DomainError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn EditStore) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || f(store.as_ref()))
+            .await
+            .map_err(|e| DomainError::new(DomainCode::Internal, format!("store task failed: {e}")))?
+            .map_err(DomainError::from)
+    }
+}
 
 /// Runs file I/O on a blocking thread, never on the runtime (a FIFO or our own stdin must not
 /// stall it). A failed task is `INTERNAL` ("`task` task failed: …"); an I/O error is

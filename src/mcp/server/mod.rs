@@ -91,6 +91,8 @@ pub struct PatchdiffServer {
     /// A successful result's JSON travels as its text block instead of its structured content
     /// (`PATCHDIFF_MCP_RESULT_TEXT=json`): for hosts that hand the model only text blocks.
     json_text: bool,
+    /// The store is a local SQLite file, whose reads [`Self::reading`] runs in place.
+    local_store: bool,
 }
 
 /// Known parse status by (language, SHA-256 of the content).
@@ -143,6 +145,7 @@ impl PatchdiffServer {
             tool_router,
             profile,
             strict,
+            local_store: matches!(store.backend(), StoreBackend::Sqlite { .. }),
             store,
             waymark,
             recorder,
@@ -165,19 +168,6 @@ impl PatchdiffServer {
     pub fn with_admission_gate(mut self, gate: Option<super::gate::AdmissionGate>) -> Self {
         self.gate = gate.map(Arc::new);
         self
-    }
-
-    /// Runs blocking store work off the async executor.
-    async fn blocking<T, F>(&self, f: F) -> Result<T, DomainError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn EditStore) -> Result<T, StoreError> + Send + 'static,
-    {
-        let store = self.store.clone();
-        tokio::task::spawn_blocking(move || f(store.as_ref()))
-            .await
-            .map_err(|e| DomainError::new(DomainCode::Internal, format!("store task failed: {e}")))?
-            .map_err(DomainError::from)
     }
 
     fn submission_validator(&self) -> SubmissionValidator {
@@ -254,8 +244,8 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<ReadTargetArgs>,
     ) -> ToolResult {
-        answer(async {
-            let t = self.blocking(move |s| s.read_target(&args.target)).await?;
+        answer_value(async {
+            let t = self.reading(move |s| s.read_target(&args.target)).await?;
             let parses_cleanly = self
                 .parses_cleanly(&t.language, &t.sha256, &t.content)
                 .await;
@@ -271,7 +261,7 @@ impl PatchdiffServer {
         &self,
         Parameters(args): Parameters<FindOccurrencesArgs>,
     ) -> ToolResult {
-        answer(async {
+        answer_value(async {
             if args.text.is_empty() {
                 return Err(DomainError::new(DomainCode::EmptyText, "`text` must not be empty"));
             }

@@ -417,17 +417,20 @@ pub(super) fn read_page(
     let room = delivery::RESULT_BUDGET_BYTES
         .saturating_sub(delivery::json_len(&page) + delivery::PAGE_RESERVE_BYTES);
     let end = delivery::page_end(&t.content, offset, room, limit.unwrap_or(usize::MAX));
-    let line_of = |byte: usize| kernel::position_of(&t.content, byte).map_or(0, |p| p.line);
+    // 1-based lines as `kernel::position_of` counts them (one more than the newlines before),
+    // counted once up to the page and once across it, not twice from the start.
+    let newlines = |bytes: &[u8]| bytes.iter().filter(|&&b| b == b'\n').count();
     let has_more = end < total;
     page["next_offset"] = if has_more { json!(end) } else { Value::Null };
     page["has_more"] = json!(has_more);
-    page["start_line"] = json!(line_of(offset));
+    let start_line = 1 + newlines(&t.content.as_bytes()[..offset]);
+    page["start_line"] = json!(start_line);
     // The line holding the page's last byte.
     let last = t.content[offset..end]
         .char_indices()
         .next_back()
         .map_or(offset, |(i, _)| offset + i);
-    page["end_line"] = json!(line_of(last));
+    page["end_line"] = json!(start_line + newlines(&t.content.as_bytes()[offset..last]));
     page["content"] = json!(&t.content[offset..end]);
     if has_more {
         page["how_to_continue"] = json!(format!(

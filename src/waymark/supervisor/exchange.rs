@@ -98,7 +98,7 @@ impl RequestDir {
     /// Removes the directory now; a failure names it.
     fn remove(mut self) -> Result<(), (PathBuf, std::io::Error)> {
         match self.0.take() {
-            Some(path) => std::fs::remove_dir_all(&path).map_err(|e| (path, e)),
+            Some(path) => remove_request_dir(&path).map_err(|e| (path, e)),
             None => Ok(()),
         }
     }
@@ -107,9 +107,20 @@ impl RequestDir {
 impl Drop for RequestDir {
     fn drop(&mut self) {
         if let Some(path) = self.0.take() {
-            let _ = std::fs::remove_dir_all(path);
+            let _ = remove_request_dir(&path);
         }
     }
+}
+
+/// Removes a request directory holding what [`write_request_file`] put there: its `source`
+/// and then the directory, two system calls (`remove_dir_all` makes ten: stat, open, fstat,
+/// fcntl ×2, getdents ×2, unlink, close, rmdir). Anything else found there (a directory the
+/// write never finished, or more files) falls back to `remove_dir_all`, whose error (the
+/// directory gone with a retired root, say) is the one reported.
+fn remove_request_dir(path: &Path) -> std::io::Result<()> {
+    // A failure here shows as the directory still being there, below.
+    let _ = std::fs::remove_file(path.join("source"));
+    std::fs::remove_dir(path).or_else(|_| std::fs::remove_dir_all(path))
 }
 
 /// W3: after admission, the source goes into an owned request file. The directory is created
