@@ -1282,7 +1282,10 @@ fn a_process_outside_the_hosts_group_holding_its_stderr_cannot_hold_the_step() {
         nix::unistd::Pid::from_raw(pid),
         nix::sys::signal::Signal::SIGKILL,
     );
-    assert!(still_there, "the escaped process outlived the step, as it should here");
+    assert!(
+        still_there,
+        "the escaped process outlived the step, as it should here"
+    );
     let report = report(&output);
     assert!(
         output.status.success(),
