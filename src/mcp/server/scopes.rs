@@ -507,3 +507,47 @@ pub(super) fn innermost_scope(scopes: &[Scope], start: usize, end: usize) -> Opt
         .filter(|s| s.start_byte <= start && end <= s.end_byte)
         .min_by_key(|s| s.end_byte - s.start_byte)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observed(start: usize, text: &str) -> Value {
+        json!({
+            "observation_id": "obs-1",
+            "revision": 3,
+            "scope": {"name": "big", "start_byte": start, "end_byte": start + text.len()},
+            "text": text,
+        })
+    }
+
+    /// M6: an observed scope that would not fit one result keeps its first page, says it is
+    /// incomplete, and names the `read_target` offset where the rest starts; the result fits the
+    /// budget a host delivers whole.
+    #[test]
+    fn an_observed_scope_too_large_for_one_result_keeps_its_first_page_and_says_where_the_rest_is()
+    {
+        let text: String = (0..4000)
+            .map(|i| format!("    let v{i} = \"é{i}\";\n"))
+            .collect();
+        assert!(text.len() > 3 * delivery::RESULT_BUDGET_BYTES);
+        let bounded = bound_observed_text(observed(1000, &text));
+        let shown = bounded["text"].as_str().unwrap();
+        assert!(!shown.is_empty() && text.starts_with(shown));
+        assert!(shown.ends_with('\n'), "a page ends at a line end");
+        assert_eq!(bounded["text_complete"], false);
+        assert_eq!(bounded["text_bytes"], text.len());
+        let rest = format!("patchdiff_read_target offset={}", 1000 + shown.len());
+        let how = bounded["how_to_continue"].as_str().unwrap();
+        assert!(how.contains(&rest), "{how}");
+        assert!(delivery::json_len(&bounded) <= delivery::RESULT_BUDGET_BYTES);
+        assert_eq!(bounded["observation_id"], "obs-1");
+    }
+
+    #[test]
+    fn an_observed_scope_that_fits_is_left_whole_with_no_continuation() {
+        let text = "def f():\n    return 1\n";
+        let bounded = bound_observed_text(observed(10, text));
+        assert_eq!(bounded, observed(10, text));
+    }
+}
