@@ -53,10 +53,10 @@ use std::time::{Duration, Instant};
 use backends::{Backend, Scratch};
 use cpu::{CpuMeter, CpuPerSubmission};
 use delay_proxy::DelayProxy;
-use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
+use patchdiff::kernel::sha256_hex;
 use patchdiff::store::{
     EditStore, JournalKind, OperationRequest, Outcome, PostgresStore, Submission,
-    SubmissionProfile, Validation,
+    SubmissionProfile, Validation, apply_journal_operations,
 };
 
 /// Opens a new store handle (its own connections, as another MCP process would have).
@@ -179,16 +179,7 @@ fn replay_rate(open: Opener, journal: usize) -> f64 {
             .unwrap();
         for e in &page.entries {
             if e.kind == JournalKind::Edit {
-                let edits: Vec<TextEdit> = e
-                    .operations
-                    .iter()
-                    .map(|o| TextEdit {
-                        start: o.start_byte,
-                        end: o.end_byte,
-                        new_text: o.new_text.clone(),
-                    })
-                    .collect();
-                content = apply_edits(&content, &edits).unwrap();
+                content = apply_journal_operations(&content, &e.operations).unwrap();
                 entries += 1;
             }
         }

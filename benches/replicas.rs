@@ -22,9 +22,12 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use backends::{Backend, Scratch};
-use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
+use patchdiff::kernel::sha256_hex;
 use patchdiff::store::replica::{LeaseRequest, ReplicaOperation, ReplicaSubmission};
-use patchdiff::store::{EditStore, JournalKind, OperationRequest, Outcome, Submission, Validation};
+use patchdiff::store::{
+    EditStore, JournalKind, OperationRequest, Outcome, Submission, Validation,
+    apply_journal_operations,
+};
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -115,16 +118,7 @@ fn replica(store: &dyn EditStore, target: &str, count: usize, run: usize) -> f64
                 .replica_changes(&lease, target, Some(&cursor), None, &wall_ms)
                 .unwrap();
             for e in page.entries.iter().filter(|e| e.kind == JournalKind::Edit) {
-                let edits: Vec<TextEdit> = e
-                    .operations
-                    .iter()
-                    .map(|o| TextEdit {
-                        start: o.start_byte,
-                        end: o.end_byte,
-                        new_text: o.new_text.clone(),
-                    })
-                    .collect();
-                mirror = apply_edits(&mirror, &edits).unwrap();
+                mirror = apply_journal_operations(&mirror, &e.operations).unwrap();
             }
             if let Some(c) = page.next_cursor {
                 cursor = c;

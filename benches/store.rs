@@ -20,9 +20,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
+use patchdiff::kernel::sha256_hex;
 use patchdiff::store::{
     Durability, EditStore, JournalKind, OperationRequest, SqliteStore, Submission,
+    apply_journal_operations,
 };
 use rusqlite::{Connection, TransactionBehavior, params};
 
@@ -398,16 +399,7 @@ fn replay_case(dir: &Path, size: usize, journal: usize) {
         let page = store.replay("t", cursor.as_deref(), Some(1000)).unwrap();
         for e in &page.entries {
             if e.kind == JournalKind::Edit {
-                let edits: Vec<TextEdit> = e
-                    .operations
-                    .iter()
-                    .map(|o| TextEdit {
-                        start: o.start_byte,
-                        end: o.end_byte,
-                        new_text: o.new_text.clone(),
-                    })
-                    .collect();
-                replayed = apply_edits(&replayed, &edits).unwrap();
+                replayed = apply_journal_operations(&replayed, &e.operations).unwrap();
                 entries += 1;
             }
         }

@@ -9,6 +9,7 @@ use similar::{DiffTag, TextDiff};
 use crate::kernel::{
     JournalEntry, JournalKind, MAX_OPERATIONS, TextEdit, apply_edits, find_all, sha256_hex,
 };
+use crate::store::apply_journal_operations;
 use crate::store::replica::ReplicaOperation;
 
 /// The directory inside the mirror directory holding the sync's own files (its state, the MCP
@@ -282,16 +283,7 @@ pub fn operations(base: &str, new: &str) -> Result<Vec<ReplicaOperation>, String
 pub fn apply_entry(content: &str, entry: &JournalEntry) -> Result<String, String> {
     let next = match entry.kind {
         JournalKind::Edit => {
-            let edits: Vec<TextEdit> = entry
-                .operations
-                .iter()
-                .map(|o| TextEdit {
-                    start: o.start_byte,
-                    end: o.end_byte,
-                    new_text: o.new_text.clone(),
-                })
-                .collect();
-            apply_edits(content, &edits).map_err(|e| e.to_string())?
+            apply_journal_operations(content, &entry.operations).map_err(|e| e.to_string())?
         }
         JournalKind::Save => content.to_owned(),
         JournalKind::Init => {

@@ -587,6 +587,25 @@ impl JournalHasher {
     }
 }
 
+/// K6: `content` with one journal entry's operations applied — byte offsets into the content
+/// before the entry, as replay gives them — which is how a replica's mirror, an audit or a bench
+/// follows a target through its journal. Errors: the kernel's, when an operation does not apply
+/// to `content` (it is not the content the entry was made on).
+pub fn apply_journal_operations(
+    content: &str,
+    operations: &[JournalOperation],
+) -> Result<String, KernelError> {
+    let edits: Vec<crate::kernel::TextEdit> = operations
+        .iter()
+        .map(|o| crate::kernel::TextEdit {
+            start: o.start_byte,
+            end: o.end_byte,
+            new_text: o.new_text.clone(),
+        })
+        .collect();
+    crate::kernel::apply_edits(content, &edits)
+}
+
 /// Reads `target`'s whole journal from `store` (pages of [`REPLAY_MAX_LIMIT`]) into its
 /// [`JournalDigest`]. Errors: those of [`EditStore::replay`].
 pub fn journal_digest(store: &dyn EditStore, target: &str) -> Result<JournalDigest, StoreError> {

@@ -9,7 +9,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use patchdiff::kernel::{TextEdit, apply_edits, sha256_hex};
+use patchdiff::kernel::sha256_hex;
 use patchdiff::store::replica::*;
 use patchdiff::store::*;
 
@@ -414,16 +414,7 @@ fn apply(content: &str, e: &JournalEntry) -> String {
     if e.kind != JournalKind::Edit {
         return content.to_owned();
     }
-    let edits: Vec<TextEdit> = e
-        .operations
-        .iter()
-        .map(|o| TextEdit {
-            start: o.start_byte,
-            end: o.end_byte,
-            new_text: o.new_text.clone(),
-        })
-        .collect();
-    apply_edits(content, &edits).unwrap()
+    apply_journal_operations(content, &e.operations).unwrap()
 }
 
 use crate::util::Rng;

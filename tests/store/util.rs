@@ -5,7 +5,7 @@ pub use patchdiff_test_util::example_binary::example_binary;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
-use patchdiff::kernel::{TextEdit, apply_edits, find_all, sha256_hex};
+use patchdiff::kernel::{find_all, sha256_hex};
 use patchdiff::store::*;
 
 use crate::backends::{Backend, Scratch};
@@ -122,16 +122,7 @@ pub fn replay_to_end(store: &(impl AsStore + ?Sized), target: &str) -> (Vec<Jour
             match e.kind {
                 JournalKind::Init => assert_eq!(sha256_hex(&content), e.sha256),
                 JournalKind::Edit => {
-                    let edits: Vec<TextEdit> = e
-                        .operations
-                        .iter()
-                        .map(|o| TextEdit {
-                            start: o.start_byte,
-                            end: o.end_byte,
-                            new_text: o.new_text.clone(),
-                        })
-                        .collect();
-                    content = apply_edits(&content, &edits).unwrap();
+                    content = apply_journal_operations(&content, &e.operations).unwrap();
                     assert_eq!(
                         sha256_hex(&content),
                         e.sha256,

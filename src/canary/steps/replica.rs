@@ -29,7 +29,8 @@ use super::super::plan::PlanStep;
 use crate::config::Key;
 use crate::evidence::RunDir;
 use crate::evidence::run_dir::process::REPLICA;
-use crate::kernel::{TextEdit, apply_edits, sha256_hex};
+use crate::kernel::sha256_hex;
+use crate::store::apply_journal_operations;
 use crate::store::replica::{LEASE_MAX_TTL_MS, ReplicaOperation};
 
 /// R1: the integration the scripted replica's lease is granted to.
@@ -389,15 +390,8 @@ impl Mirror {
             Some("edit") => {
                 let ops: Vec<crate::kernel::JournalOperation> =
                     serde_json::from_value(e["operations"].clone()).map_err(|e| e.to_string())?;
-                let edits: Vec<TextEdit> = ops
-                    .into_iter()
-                    .map(|o| TextEdit {
-                        start: o.start_byte,
-                        end: o.end_byte,
-                        new_text: o.new_text,
-                    })
-                    .collect();
-                self.content = apply_edits(&self.content, &edits).map_err(|e| e.to_string())?;
+                self.content =
+                    apply_journal_operations(&self.content, &ops).map_err(|e| e.to_string())?;
                 if sha256_hex(&self.content) != sha {
                     return Err("the mirror no longer hashes to the journal's sha256".to_owned());
                 }
