@@ -178,6 +178,19 @@ fn claude_canary(plan: &str, claude: &Path) -> (tempfile::TempDir, Model, Output
     (runs, model, output)
 }
 
+/// A TEST HOST: an executable bash script `name` in `dir` that runs `prelude` and then execs
+/// the real CLI with `args` (bash words; `"$@"` passes the console's own arguments through).
+fn claude_wrapper(dir: &Path, name: &str, prelude: &str, args: &str) -> PathBuf {
+    let wrapper = dir.join(name);
+    std::fs::write(
+        &wrapper,
+        format!("#!/usr/bin/env bash\n{prelude}exec {:?} {args}\n", claude()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrapper
+}
+
 /// A4: no file of the run holds the credential's value.
 pub(crate) fn assert_no_credential(run: &Path) {
     for file in files(run) {
@@ -564,20 +577,16 @@ fn a_host_that_offers_a_native_tool_fails_the_seal_before_the_agent_acts() {
     );
     // TEST HOST: the real CLI, with `--tools ""` turned into `--tools Bash` and without the
     // settings that deny it (both layers of the seal removed, as a careless host would).
-    let wrapper = runs.path().join("claude-with-bash");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/usr/bin/env bash\nargs=()\nprev=\nfor a in \"$@\"; do\n  \
-             if [ \"$prev\" = --settings ]; then prev=; continue; fi\n  \
-             if [ \"$a\" = --settings ]; then prev=$a; continue; fi\n  \
-             if [ \"$prev\" = --tools ]; then a=Bash; fi\n  \
-             args+=(\"$a\"); prev=$a\ndone\nexec {:?} \"${{args[@]}}\"\n",
-            claude()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapper = claude_wrapper(
+        runs.path(),
+        "claude-with-bash",
+        "args=()\nprev=\nfor a in \"$@\"; do\n  \
+         if [ \"$prev\" = --settings ]; then prev=; continue; fi\n  \
+         if [ \"$a\" = --settings ]; then prev=$a; continue; fi\n  \
+         if [ \"$prev\" = --tools ]; then a=Bash; fi\n  \
+         args+=(\"$a\"); prev=$a\ndone\n",
+        "\"${args[@]}\"",
+    );
     let output = run_canary(
         runs.path(),
         &repo().join("assets/canary/claude.canary"),
@@ -1255,16 +1264,15 @@ fn a_process_outside_the_hosts_group_holding_its_stderr_cannot_hold_the_step() {
         "finish",
     );
     let escaped = runs.path().join("escaped.pid");
-    let wrapper = runs.path().join("claude-with-an-escaped-child");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/usr/bin/env bash\nif [ \"$1\" != --version ]; then\n  setsid sleep 120 >/dev/null </dev/null &\n  echo $! > {escaped:?}\nfi\nexec {:?} \"$@\"\n",
-            claude()
+    let wrapper = claude_wrapper(
+        runs.path(),
+        "claude-with-an-escaped-child",
+        &format!(
+            "if [ \"$1\" != --version ]; then\n  setsid sleep 120 >/dev/null </dev/null &\n  \
+             echo $! > {escaped:?}\nfi\n"
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+        "\"$@\"",
+    );
     let output = run_canary(
         runs.path(),
         &repo().join("assets/canary/claude.canary"),
@@ -1317,16 +1325,12 @@ fn agent_timeout_holds_when_the_host_is_stuck_before_it_starts() {
         &repo().join("assets/canary/demo.plan.jsonl"),
         "finish",
     );
-    let wrapper = runs.path().join("claude-stuck-before-start");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/usr/bin/env bash\nif [ \"$1\" = --version ]; then exec sleep 120; fi\nexec {:?} \"$@\"\n",
-            claude()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wrapper = claude_wrapper(
+        runs.path(),
+        "claude-stuck-before-start",
+        "if [ \"$1\" = --version ]; then exec sleep 120; fi\n",
+        "\"$@\"",
+    );
     let body = "record model=claude-sonnet-4-5\ninit\nagent claude timeout=8\nreport\n";
     let started = std::time::Instant::now();
     let output = run_canary(runs.path(), &script(runs.path(), body), &model, &wrapper);
