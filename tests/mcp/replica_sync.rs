@@ -229,13 +229,20 @@ async fn once_mode_mirrors_submits_catches_up_and_refuses_binary(b: Backend) {
     full.stop().await;
 }
 
-async fn an_unknown_outcome_is_retried_by_its_key_and_never_applied_twice(b: Backend) {
-    let (_scratch, env) = env_on(b);
+/// A store on `b` with `calc.js` (CALC), its full-profile MCP process, and `calc.js` leased and
+/// mirrored into the directory `name` by one `--once` sync.
+async fn calc_mirrored(b: Backend, name: &str) -> (Scratch, TestEnv, Mcp, PathBuf) {
+    let (scratch, env) = env_on(b);
     let full = Mcp::launch(&sync_vars(&env)).await;
     init(&env, &full, 1, "calc.js", CALC).await;
-    let dir = env.path().join("mirror");
+    let dir = env.path().join(name);
     let out = sync_once(&env, &dir, &["--lease", "calc.js"]);
     assert!(out.status.success(), "{}", said(&out));
+    (scratch, env, full, dir)
+}
+
+async fn an_unknown_outcome_is_retried_by_its_key_and_never_applied_twice(b: Backend) {
+    let (_scratch, env, full, dir) = calc_mirrored(b, "mirror").await;
     // A sync that sent its submission and stopped before the answer: the submission is in the
     // state file, and the server applied it.
     let state_path = dir.join(".patchdiff-sync/state.json");
@@ -407,12 +414,7 @@ async fn long_running_mode_syncs_until_sigterm_then_releases_its_lease(b: Backen
 }
 
 async fn a_conflicting_change_is_rejected_and_kept_beside_the_file(b: Backend) {
-    let (_scratch, env) = env_on(b);
-    let full = Mcp::launch(&sync_vars(&env)).await;
-    init(&env, &full, 1, "calc.js", CALC).await;
-    let dir = env.path().join("mirror");
-    let out = sync_once(&env, &dir, &["--lease", "calc.js"]);
-    assert!(out.status.success(), "{}", said(&out));
+    let (_scratch, env, full, dir) = calc_mirrored(b, "mirror").await;
     let calc = dir.join("calc.js");
     // Both writers change the same expression: the replica's edit, transformed over the
     // agent's, conflicts with it (R2).
@@ -449,12 +451,7 @@ async fn a_conflicting_change_is_rejected_and_kept_beside_the_file(b: Backend) {
 }
 
 async fn a_live_lease_is_taken_over_by_id_into_a_new_directory(b: Backend) {
-    let (_scratch, env) = env_on(b);
-    let full = Mcp::launch(&sync_vars(&env)).await;
-    init(&env, &full, 1, "calc.js", CALC).await;
-    let first = env.path().join("first");
-    let out = sync_once(&env, &first, &["--lease", "calc.js"]);
-    assert!(out.status.success(), "{}", said(&out));
+    let (_scratch, env, full, first) = calc_mirrored(b, "first").await;
     let lease_id = lease_id_of(&first);
     agent_edit(
         &full,
