@@ -243,6 +243,90 @@ fn wrong_agent_fails_the_run_the_report_names_the_target_and_its_story_shows_why
     assert!(text.contains("chess") && text.contains("FAIL"), "{text}");
 }
 
+/// K3, U2: an accepted edit that leaves the target with syntax errors its base did not have is
+/// flagged on its receipt (`SYNTAX_ERRORS_INTRODUCED`), and that warning reaches the operator
+/// in all three places they look: the target's story, `report.json`'s target notes and
+/// `report.txt`. The demo plan, plus one accepted edit before chess is saved that breaks its
+/// first line.
+#[test]
+fn a_syntax_breaking_edit_is_named_in_the_story_the_json_report_and_the_text_report() {
+    let runs = tempfile::tempdir().unwrap();
+    let canary = repo().join("assets/canary");
+    let demo_plan = std::fs::read_to_string(canary.join("demo.plan.jsonl")).unwrap();
+    let save = demo_plan
+        .find("{\"step\": \"chess-save\"")
+        .expect("the demo plan saves chess");
+    let (before_save, from_save) = demo_plan.split_at(save);
+    let mut plan = before_save.to_owned();
+    let first_line = "\"\"\"Chess move validator.\n";
+    assert!(
+        std::fs::read_to_string(repo().join("assets/fixtures/chess/original.py"))
+            .unwrap()
+            .starts_with(first_line)
+    );
+    for step in [
+        serde_json::json!({"step": "chess-obs-top", "tool": "patchdiff_observe_scope",
+                           "args": {"target": "chess", "lines": {"start": 1, "end": 1}}}),
+        serde_json::json!({"step": "chess-break", "tool": "patchdiff_submit_observed_operations",
+                           "args": {"target": "chess", "request_key": "chess-break",
+                                    "base_revision": "${chess-obs-top.revision}",
+                                    "operations": [{"observation_id": "${chess-obs-top.observation_id}",
+                                                    "old_text": first_line,
+                                                    "new_text": format!("def broken(:\n{first_line}")}]}}),
+    ] {
+        plan.push_str(&format!("{step}\n"));
+    }
+    plan.push_str(from_save);
+    let plan_path = runs.path().join("broken.plan.jsonl");
+    std::fs::write(&plan_path, plan).unwrap();
+    let script = runs.path().join("broken.canary");
+    let demo = std::fs::read_to_string(canary.join("demo.canary")).unwrap();
+    std::fs::write(
+        &script,
+        demo.replace("demo.plan.jsonl", &plan_path.display().to_string())
+            .replace("\nreport", "\ntarget chess\nreport"),
+    )
+    .unwrap();
+    let output = run_script(runs.path(), &script, &["--json"], &[]);
+    let progress = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert_eq!(output.status.code(), Some(1), "{progress}");
+
+    // The story: the receipt's warning under its submission.
+    let story_line = progress
+        .lines()
+        .find(|l| l.contains("warning: SYNTAX_ERRORS_INTRODUCED"))
+        .unwrap_or_else(|| panic!("the story shows no syntax warning:\n{progress}"));
+    assert!(story_line.contains("python"), "{story_line}");
+
+    // report.json: chess's notes name the revision and request key that broke it; no other
+    // target has such a note.
+    let report = report_json(&output);
+    for t in report["targets"].as_array().unwrap() {
+        let notes: Vec<&str> = t["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|n| n.contains("SYNTAX_ERRORS_INTRODUCED"))
+            .collect();
+        if t["name"] == "chess" {
+            assert_eq!(notes.len(), 1, "{t:#}");
+            assert!(notes[0].contains("(key chess-break)"), "{}", notes[0]);
+            assert_eq!(t["behavioral"], false, "{t:#}");
+        } else {
+            assert!(notes.is_empty(), "{t:#}");
+        }
+    }
+
+    // report.txt, the file an operator forwards.
+    let text = std::fs::read_to_string(the_only_run(runs.path()).join("report.txt")).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l.contains("chess") && l.contains("SYNTAX_ERRORS_INTRODUCED")),
+        "{text}"
+    );
+}
+
 /// R1–R3, the replica canary: a scripted replica (a third MCP process, full profile) edits a
 /// second region of `calendar` while the scripted agent works on it. The run passes on the
 /// behavioural checks, the export holds the replica's docstring beside the agent's fixes, the

@@ -127,6 +127,157 @@ async fn read_pages(client: &McpProcess, target: &str) -> (Vec<u64>, String, Vec
     }
 }
 
+/// Each `how_to_continue` an agent is handed is true: following the offset it names, and only
+/// that, reads the whole target and finds every occurrence; the last page has none. And a
+/// journal entry larger than a host delivers (a 48 KB edit) is refused `RESULT_TOO_LARGE`
+/// rather than sent, naming its size, the budget and the cursor past it, and that cursor
+/// continues the replay (M5, the delivery budgets of `patchdiff::mcp::delivery`).
+#[tokio::test(flavor = "multi_thread")]
+async fn every_how_to_continue_leads_to_the_rest_and_an_entry_no_host_delivers_names_the_cursor_past_it()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let content = argparse_like(100 * 1024);
+    init(dir.path(), "argparse", "python", &content).await;
+    let observed = launch(
+        dir.path(),
+        "observed",
+        mcp_env(dir.path(), "observed", "resident"),
+    )
+    .await;
+
+    // read_target: each page but the last tells the next call; the pages add up to the target.
+    let (mut read, mut offset) = (String::new(), 0u64);
+    loop {
+        let page = observed
+            .call_ok(
+                "patchdiff_read_target",
+                json!({"target": "argparse", "offset": offset}),
+            )
+            .await
+            .unwrap();
+        read.push_str(page["content"].as_str().unwrap());
+        let Some(how) = page["how_to_continue"].as_str() else {
+            assert_eq!(page["has_more"], false, "{page}");
+            break;
+        };
+        offset = how
+            .split("offset=")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no offset in {how:?}"));
+        assert_eq!(page["next_offset"], offset, "{how}");
+        assert!(
+            how.contains(&format!("of {} shown", content.len())),
+            "{how}"
+        );
+    }
+    assert_eq!(read, content);
+
+    // find_occurrences: the same, counting occurrences.
+    let (mut found, mut offset) = (0usize, 0u64);
+    let total = content.matches("self").count();
+    loop {
+        let page = observed
+            .call_ok(
+                "patchdiff_find_occurrences",
+                json!({"target": "argparse", "text": "self", "limit": 1000, "offset": offset}),
+            )
+            .await
+            .unwrap();
+        found += page["occurrences"].as_array().unwrap().len();
+        let Some(how) = page["how_to_continue"].as_str() else {
+            assert_eq!(page["has_more"], false, "{page}");
+            break;
+        };
+        assert!(how.contains(&format!("of {total} shown")), "{how}");
+        offset = how
+            .split("offset=")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no offset in {how:?}"));
+    }
+    assert_eq!(found, total, "every occurrence, once");
+
+    // One 48 KB edit, then a small one: the journal's first entry no host delivers whole.
+    let first_line = content.lines().next().unwrap();
+    let (mut base, mut line) = (0, 1);
+    for (key, extra) in [
+        ("big", "# padding\n".repeat(4_800)),
+        ("small", "# one\n".into()),
+    ] {
+        let obs = observed
+            .call_ok(
+                "patchdiff_observe_scope",
+                json!({"target": "argparse", "lines": {"start": line, "end": line}}),
+            )
+            .await
+            .unwrap();
+        line += extra.matches('\n').count();
+        let receipt = observed
+            .call_ok(
+                "patchdiff_submit_observed_operations",
+                json!({"target": "argparse", "request_key": key, "base_revision": base,
+                       "operations": [{"observation_id": obs["observation_id"],
+                                       "old_text": first_line,
+                                       "new_text": format!("{extra}{first_line}")}]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(receipt["outcome"], "accepted", "{receipt}");
+        base = receipt["revision"].as_u64().unwrap();
+    }
+    // The replay pages around it (halving a page that would not fit) until the big entry
+    // stands alone.
+    let mut after = Value::Null;
+    let refused = loop {
+        let reply = observed
+            .call(
+                "patchdiff_replay",
+                json!({"target": "argparse", "after": after}),
+            )
+            .await
+            .unwrap();
+        if reply.is_error {
+            break reply;
+        }
+        let keys = reply.structured["entries"].to_string();
+        assert!(!keys.contains("\"big\""), "the big entry was sent: {keys}");
+        assert_eq!(reply.structured["has_more"], true, "{}", reply.structured);
+        after = reply.structured["next_cursor"].clone();
+    };
+    assert_eq!(refused.structured["error"]["code"], "RESULT_TOO_LARGE");
+    let message = refused.error_message();
+    assert!(
+        message.contains(&format!(
+            "more than the {} bytes",
+            patchdiff::mcp::delivery::RESULT_BUDGET_BYTES
+        )),
+        "{message}"
+    );
+    let after = message
+        .split("after=")
+        .nth(1)
+        .map(|c| c.trim_matches(|ch: char| ch == '"' || ch.is_whitespace()))
+        .unwrap_or_else(|| panic!("no cursor in {message:?}"));
+    let rest = observed
+        .call_ok(
+            "patchdiff_replay",
+            json!({"target": "argparse", "after": after}),
+        )
+        .await
+        .unwrap();
+    let keys: Vec<&str> = rest["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["request_key"].as_str())
+        .collect();
+    assert_eq!(keys, ["small"], "{rest}");
+    observed.stop().await;
+}
+
 /// Issue 23 item 8: an 11 MiB submission of control characters is legal (K3: 32 MiB of text)
 /// and is accepted — its JSON line is 66 MiB, past the 65 MiB the transport read before —, and
 /// the console's own client takes the 66 MiB replay page that carries it (rmcp's own client
