@@ -715,3 +715,297 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         "{receipt}"
     );
 }
+
+/// The installed CPython's own `argparse.py` (about 99.6 KB), read where the interpreter keeps
+/// it: a real file of a well-known project, never a copy in this repository.
+fn cpython_argparse() -> String {
+    let out = Command::new("python3")
+        .args(["-c", "import argparse; print(argparse.__file__)"])
+        .output()
+        .expect("python3 runs (every machine running these tests has it)");
+    let path = String::from_utf8(out.stdout).unwrap();
+    let text = std::fs::read_to_string(path.trim()).expect("argparse.py is readable");
+    assert!(
+        text.len() > 90_000,
+        "{} is {} bytes",
+        path.trim(),
+        text.len()
+    );
+    text
+}
+
+/// Runs the real `patchdiff` with a private state and data dir under `home`.
+fn patchdiff_cli(home: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(EXE)
+        .args(args)
+        .env("PATCHDIFF_STATE_DIR", home.join("state"))
+        .env("PATCHDIFF_DATA_DIR", home.join("data"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("patchdiff runs")
+}
+
+fn both(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The first "done means" of issue 25, end to end through the console and the real Claude Code
+/// CLI: an operator's one-target suite on CPython's real `argparse.py` with one bug put in
+/// (`usage: ` misspelt), and a scripted model whose plan reads the whole target page by page,
+/// finds more than 1,000 occurrences of `=` with `limit=1000`, observes
+/// `HelpFormatter._format_usage`, fixes it and saves. The run is solved 1/1 by behaviour, no
+/// tool result in the host's stream was saved to a file or cut, and what the host handed the
+/// model adds up to the target and every occurrence (M5, A2, C1, E1).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_claude_canary_on_cpythons_real_argparse_reads_finds_a_thousand_and_is_solved() {
+    let claude = claude();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    let real = cpython_argparse();
+    let (bug, fix) = ("_('usgae: ')", "_('usage: ')");
+    assert_eq!(
+        real.matches(fix).count(),
+        1,
+        "argparse.py names `usage: ` once"
+    );
+    let original = real.replacen(fix, bug, 1);
+    let needle = "=";
+    let occurrences = original.matches(needle).count();
+    assert!(
+        occurrences > 1000,
+        "{occurrences} occurrences of {needle:?}"
+    );
+
+    // The suite: `suite new`, the argparse target added, the example taken out, re-pinned.
+    let inputs = home.join("inputs");
+    std::fs::create_dir_all(inputs.join("expected")).unwrap();
+    std::fs::write(inputs.join("argparse.py"), &original).unwrap();
+    std::fs::write(inputs.join("expected/argparse.py"), &real).unwrap();
+    std::fs::write(
+        inputs.join("TASK.md"),
+        "`ArgumentParser.format_usage()` must start with `usage: ` (it says `usgae: `).\n",
+    )
+    .unwrap();
+    std::fs::write(
+        inputs.join("test_usage.py"),
+        "import unittest\n\nimport cliargs\n\n\nclass Usage(unittest.TestCase):\n    \
+         def test_usage_starts_with_usage(self):\n        \
+         parser = cliargs.ArgumentParser(prog='tool')\n        \
+         parser.add_argument('--level', type=int)\n        \
+         self.assertEqual(parser.format_usage(), 'usage: tool [-h] [--level LEVEL]\\n')\n\n    \
+         def test_help_starts_with_usage(self):\n        \
+         self.assertTrue(cliargs.ArgumentParser(prog='tool').format_help().startswith('usage: tool'))\n",
+    )
+    .unwrap();
+    let suite = home.join("suite");
+    let s = suite.to_str().unwrap();
+    let i = |name: &str| inputs.join(name).display().to_string();
+    for args in [
+        vec!["suite", "new", s],
+        vec![
+            "suite",
+            "add",
+            s,
+            "argparse",
+            "--language",
+            "python",
+            "--original",
+            &i("argparse.py"),
+            "--expected",
+            &i("expected/argparse.py"),
+            "--task",
+            &i("TASK.md"),
+            "--check-file",
+            &i("test_usage.py"),
+            "--module-file",
+            "cliargs.py",
+            "--report",
+            "unittest",
+            "--check",
+            "python3",
+            "-m",
+            "unittest",
+            "-v",
+        ],
+    ] {
+        let out = patchdiff_cli(home, &args);
+        assert!(out.status.success(), "{args:?}: {}", both(&out));
+    }
+    let manifest_path = suite.join("manifest.json");
+    let mut manifest: Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    manifest["fixtures"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|f| f["target"] == "argparse");
+    std::fs::write(&manifest_path, manifest.to_string()).unwrap();
+    std::fs::remove_dir_all(suite.join("example")).unwrap();
+    for args in [["suite", "pin", s], ["suite", "check", s]] {
+        let out = patchdiff_cli(home, &args);
+        assert!(out.status.success(), "{args:?}: {}", both(&out));
+    }
+
+    // The pages the server gives (it is deterministic), so the scripted plan can name them.
+    let scratch = tempfile::tempdir().unwrap();
+    init(scratch.path(), "argparse", "python", &original).await;
+    let observed = launch(
+        scratch.path(),
+        "observed",
+        mcp_env(scratch.path(), "observed", "resident"),
+    )
+    .await;
+    let (offsets, read, _) = read_pages(&observed, "argparse").await;
+    assert_eq!(read, original);
+    let mut finds = vec![0u64];
+    loop {
+        let page = observed
+            .call_ok(
+                "patchdiff_find_occurrences",
+                json!({"target": "argparse", "text": needle, "limit": 1000, "offset": finds.last()}),
+            )
+            .await
+            .unwrap();
+        match page["next_offset"].as_u64() {
+            Some(next) if page["has_more"] == true => finds.push(next),
+            _ => break,
+        }
+    }
+    observed.stop().await;
+    assert!(
+        offsets.len() >= 3 && finds.len() >= 2,
+        "{offsets:?} {finds:?}"
+    );
+
+    let mut plan = Vec::new();
+    for (n, offset) in offsets.iter().enumerate() {
+        plan.push(
+            json!({"step": format!("read-{n}"), "tool": "patchdiff_read_target",
+                         "args": {"target": "argparse", "offset": offset}}),
+        );
+    }
+    for (n, offset) in finds.iter().enumerate() {
+        plan.push(json!({"step": format!("find-{n}"), "tool": "patchdiff_find_occurrences",
+                         "args": {"target": "argparse", "text": needle, "limit": 1000, "offset": offset}}));
+    }
+    plan.push(json!({"step": "obs", "tool": "patchdiff_observe_scope",
+                     "args": {"target": "argparse", "scope": "HelpFormatter._format_usage"}}));
+    plan.push(
+        json!({"step": "fix", "tool": "patchdiff_submit_observed_operations",
+                     "args": {"target": "argparse", "request_key": "argparse-1",
+                              "base_revision": "${obs.revision}",
+                              "operations": [{"observation_id": "${obs.observation_id}",
+                                              "old_text": bug, "new_text": fix}]},
+                     "expect": {"outcome": "accepted"}}),
+    );
+    plan.push(
+        json!({"step": "save", "tool": "patchdiff_save", "args": {"target": "argparse"},
+                     "expect": {"version": 1}}),
+    );
+    let plan_path = home.join("argparse.plan.jsonl");
+    let lines: Vec<String> = plan.iter().map(Value::to_string).collect();
+    std::fs::write(&plan_path, lines.join("\n") + "\n").unwrap();
+    let script = suite.join("argparse.canary");
+    std::fs::write(
+        &script,
+        "suite .\nrecord model=claude-sonnet-4-5 provider=anthropic reasoning=default\ninit\n\
+         agent claude max_turns=200 timeout=600\nexport\ninspect\nevaluate\nreport\n",
+    )
+    .unwrap();
+
+    let model = crate::agent_host::Model::start(home, &plan_path, "finish");
+    let runs = home.join("runs");
+    let output = Command::new(EXE)
+        .arg("console")
+        .arg("--script")
+        .arg(&script)
+        .arg("--runs-dir")
+        .arg(&runs)
+        .arg("--json")
+        .env("PATCHDIFF_STATE_DIR", home.join("state"))
+        .env("PATCHDIFF_DATA_DIR", home.join("data"))
+        .env_remove("PATCHDIFF_DATABASE_URL")
+        .env("PATCHDIFF_CLAUDE_BINARY", &claude)
+        .env("ANTHROPIC_BASE_URL", &model.url)
+        .env("ANTHROPIC_API_KEY", "sk-ant-argparse-canary")
+        .stdin(Stdio::null())
+        .output()
+        .expect("patchdiff runs");
+    let report = crate::agent_host::report(&output);
+    assert!(
+        output.status.success(),
+        "{report:#}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(report["passed"], true, "{report:#}");
+    let targets = report["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1, "{report:#}");
+    assert_eq!(targets[0]["name"], "argparse");
+    assert_eq!(targets[0]["behavioral"], true, "{report:#}");
+    assert_eq!(report["agent_host"]["seal"]["problem"], Value::Null);
+
+    // What the host handed the model: nothing saved to a file, nothing cut; the reads add up
+    // to the target and the finds to every occurrence.
+    let run = crate::agent_host::the_only_run(&runs);
+    let stream = crate::agent_host::host_stream(&run.join("agent.claude.jsonl"));
+    for refusal in [
+        "saved to",
+        "exceeds maximum allowed tokens",
+        "characters truncated",
+    ] {
+        assert!(
+            stream.iter().all(|l| !l.contains(refusal)),
+            "a result was `{refusal}`"
+        );
+    }
+    let results: Vec<Value> = stream
+        .iter()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "user")
+        .flat_map(|v| {
+            v["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                Value::Array(parts) => parts
+                    .iter()
+                    .filter_map(|p| p["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                _ => String::new(),
+            };
+            let start = text
+                .find('{')
+                .unwrap_or_else(|| panic!("no JSON in {text}"));
+            serde_json::Deserializer::from_str(&text[start..])
+                .into_iter::<Value>()
+                .next()
+                .unwrap()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(results.len(), plan.len(), "one result per call");
+    let delivered: String = results[..offsets.len()]
+        .iter()
+        .map(|page| page["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        delivered, original,
+        "the pages the model got add up to the target"
+    );
+    let found: usize = results[offsets.len()..offsets.len() + finds.len()]
+        .iter()
+        .map(|page| page["occurrences"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(found, occurrences, "every occurrence reached the model");
+    assert_eq!(results[results.len() - 2]["outcome"], "accepted");
+}
