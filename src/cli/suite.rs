@@ -23,7 +23,8 @@ pub(crate) enum SuiteCmd {
         dir: PathBuf,
         #[arg(value_name = "NAME")]
         name: String,
-        /// javascript, jsx, typescript, tsx, python, rust or go.
+        /// javascript, jsx, typescript, tsx, python, rust, go, java, c, cpp, csharp, ruby or
+        /// php (`patchdiff::waymark::Language::ALL`).
         #[arg(long, value_name = "L")]
         language: String,
         /// The bytes the target starts from.
@@ -131,6 +132,44 @@ pub(crate) async fn run_suite(cmd: SuiteCmd, settings: &Settings) -> i32 {
         Err(e) => {
             eprintln!("patchdiff suite: {e}");
             EXIT_USAGE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::SuiteCmd;
+    use patchdiff::waymark::Language;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        suite: SuiteCmd,
+    }
+
+    /// The `--language` help of `suite add` names every language discovery parses (it once
+    /// stopped at the first seven).
+    #[test]
+    fn suite_add_help_names_every_language() {
+        let mut cli = Cli::command();
+        let add = cli.find_subcommand_mut("add").expect("suite add");
+        let help = add.render_long_help().to_string();
+        // The option's paragraph (the last mention; the first is the usage line), up to the
+        // next option.
+        let from = help.rfind("--language").expect("--language");
+        let paragraph = &help[from..help[from..]
+            .find("--original")
+            .map_or(help.len(), |n| from + n)];
+        let words: Vec<&str> = paragraph
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .collect();
+        for language in Language::ALL {
+            assert!(
+                words.contains(&language.as_str()),
+                "`{language}` missing from:\n{paragraph}"
+            );
         }
     }
 }
