@@ -202,6 +202,7 @@ mod tests {
                     .find(|(name, _)| name == k)
                     .map(|(_, v)| v.into())
             }),
+            step_timeout: crate::canary::steps::deadline::STEP_TIMEOUT,
         }
     }
 

@@ -223,9 +223,10 @@ impl Canary {
                 elapsed_ms: 0,
             };
         }
-        let result = match self.create_run_dir_for(command) {
+        let (result, limit) = (self.create_run_dir_for(command), self.options.step_timeout);
+        let result = match result {
             Err(e) => Err(e),
-            Ok(()) => self.run_step(command).await,
+            Ok(()) => steps::deadline::within(command, limit, self.run_step(command)).await,
         };
         let (ok, summary) = match result {
             Ok(s) => (true, s),

@@ -62,6 +62,9 @@ pub struct CanaryOptions {
     /// The console's resolved configuration (P1): what its children are given, the Node binary
     /// and host CLIs it resolves.
     pub settings: crate::config::Settings,
+    /// The bound of every step without a timeout of its own, from the step's start
+    /// ([`super::steps::deadline`]; default [`super::steps::deadline::STEP_TIMEOUT`]).
+    pub step_timeout: std::time::Duration,
 }
 
 impl TargetRow {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use patchdiff::canary::CanaryOptions;
+use patchdiff::canary::steps::deadline::{STEP_TIMEOUT, STEP_TIMEOUT_MAX_SECS};
 use patchdiff::config::{self, Key, Settings};
 use patchdiff::console::headless::{EXIT_FAILED, EXIT_USAGE};
 
@@ -35,6 +36,12 @@ pub(crate) struct ConsoleArgs {
     /// absolute PATCHDIFF_PERF_EVENTS path it was given). Starts nothing.
     #[arg(long, value_name = "EVENTS.jsonl", conflicts_with = "script")]
     attach_events: Option<PathBuf>,
+    /// Bound every step without a timeout of its own (init, launch, preflight, a scripted
+    /// `agent PLAN`, export, inspect, report) to SECONDS from its start, 1..=86400; a step that
+    /// does not finish in time fails naming it. `agent HOST timeout=S`, `wait … timeout=S` and
+    /// `evaluate check_timeout=S` keep their own bounds. Default 600.
+    #[arg(long, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..=STEP_TIMEOUT_MAX_SECS))]
+    step_timeout: Option<u64>,
     /// With --attach-events: the SQLite database that process uses, for the targets pane.
     #[arg(long, value_name = "DATABASE.sqlite", requires = "attach_events")]
     database: Option<PathBuf>,
@@ -62,6 +69,9 @@ fn canary_options(args: &ConsoleArgs, settings: Settings) -> Result<CanaryOption
         runs_root: args.runs_dir.clone().unwrap_or_else(|| paths.runs_root()),
         database_url,
         settings,
+        step_timeout: args
+            .step_timeout
+            .map_or(STEP_TIMEOUT, std::time::Duration::from_secs),
     })
 }
 

@@ -974,6 +974,7 @@ async fn preflight_through_wrapper(body: &str) -> String {
         runs_root: dir.path().join("runs"),
         database_url: None,
         settings: patchdiff::config::Settings::from_env(),
+        step_timeout: patchdiff::canary::steps::deadline::STEP_TIMEOUT,
     })
     .unwrap();
     let launch = canary
@@ -1132,6 +1133,7 @@ async fn canary_after_the_demo_plan(dir: &Path) -> patchdiff::canary::Canary {
         runs_root: dir.join("runs"),
         database_url: None,
         settings: patchdiff::config::Settings::from_env(),
+        step_timeout: patchdiff::canary::steps::deadline::STEP_TIMEOUT,
     })
     .unwrap();
     let plan = repo().join("assets/canary/demo.plan.jsonl");
@@ -1245,5 +1247,65 @@ async fn inspect_counts_the_audit_and_names_each_target_whose_store_disagrees_wi
         let expected = matches!(row.name.as_str(), "chess" | "limiter");
         assert_eq!(row.replay_consistent, Some(expected), "{row:?}");
     }
+    canary.execute(&Step::parse("stop").unwrap()).await;
+}
+
+/// No step waits without a deadline (C3, U5): with a real observed process that stopped
+/// answering (SIGSTOP, as a closed laptop lid or a debugger stops it), `preflight` fails at its
+/// step deadline counted from its start, naming the step and how to give more time, instead of
+/// waiting out the 120 s each call may take.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preflight_against_a_stopped_observed_process_fails_at_its_step_deadline() {
+    use patchdiff::canary::command::Command as Step;
+    use patchdiff::canary::{Canary, CanaryOptions};
+    let dir = tempfile::tempdir().unwrap();
+    let deadline = std::time::Duration::from_secs(3);
+    let mut canary = Canary::create(CanaryOptions {
+        exe: PathBuf::from(env!("CARGO_BIN_EXE_patchdiff")),
+        manifest: repo().join("assets/fixtures/manifest.json"),
+        runs_root: dir.path().join("runs"),
+        database_url: None,
+        settings: patchdiff::config::Settings::from_env(),
+        step_timeout: deadline,
+    })
+    .unwrap();
+    let launch = canary
+        .execute(&Step::parse("launch observed").unwrap())
+        .await;
+    assert!(launch.ok, "{}", launch.summary);
+    let pid = canary.observed.as_ref().unwrap().pid.unwrap();
+    let signal = |name: &str| {
+        let status = Command::new("kill")
+            .args([name, &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {name} {pid}");
+    };
+    signal("-STOP");
+    // Stopped once the kernel says so (state `T`), not after a guess at how long that takes.
+    let stopped = || patchdiff::canary::client::proc_state(u64::from(pid)).starts_with('T');
+    let since = std::time::Instant::now();
+    while !stopped() {
+        assert!(since.elapsed().as_secs() < 10, "pid {pid} never stopped");
+        tokio::task::yield_now().await;
+    }
+
+    let started = std::time::Instant::now();
+    let preflight = canary.execute(&Step::Preflight).await;
+    let took = started.elapsed();
+    signal("-CONT");
+    assert!(!preflight.ok, "{}", preflight.summary);
+    assert!(
+        preflight
+            .summary
+            .starts_with("`preflight` did not finish within its step deadline of 3 s"),
+        "{}",
+        preflight.summary
+    );
+    assert!(preflight.summary.contains("--step-timeout"));
+    assert!(
+        took >= deadline && took < patchdiff::canary::client::CALL_DEADLINE,
+        "preflight took {took:?}"
+    );
     canary.execute(&Step::parse("stop").unwrap()).await;
 }

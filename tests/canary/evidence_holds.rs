@@ -25,6 +25,7 @@ fn canary_in(runs_root: &Path, database_url: Option<String>) -> Canary {
         runs_root: runs_root.to_path_buf(),
         database_url,
         settings: patchdiff::config::Settings::from_env(),
+        step_timeout: patchdiff::canary::steps::deadline::STEP_TIMEOUT,
     })
     .unwrap()
 }

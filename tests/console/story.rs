@@ -42,6 +42,7 @@ async fn wrong_canary_story(runs: &Path) -> String {
         runs_root: runs.to_owned(),
         database_url: None,
         settings: patchdiff::config::Settings::from_env(),
+        step_timeout: patchdiff::canary::steps::deadline::STEP_TIMEOUT,
     })
     .unwrap();
     let plan = repo().join("assets/canary/wrong.plan.jsonl");

@@ -7,6 +7,7 @@
 pub mod agent;
 pub mod agent_host;
 pub mod compare;
+pub mod deadline;
 pub mod evaluate;
 pub mod export;
 pub mod host_config;
