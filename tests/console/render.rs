@@ -1927,6 +1927,42 @@ fn processes_rows_keep_label_pid_and_state_from_100_to_190_columns() {
     snap!("processes_columns_120x40", at_120);
 }
 
+/// U1: a row longer than its pane is cut with `…`, never mid-word at the pane's edge (at 200
+/// columns a worker row once ended `resid`): from 80 to 260 columns, each row's last word is a
+/// whole word of the same row on a screen wide enough for all of it, or ends with `…`.
+#[test]
+fn processes_rows_too_long_for_their_pane_end_with_an_ellipsis() {
+    let app = host_run_app();
+    let whole = text(&render(&app, 400, 40));
+    let whole_rows = process_pane_rows(&whole);
+    let pid_of = |row: &str| -> Option<String> {
+        let words: Vec<&str> = row.split_whitespace().collect();
+        let at = words.iter().position(|w| *w == "pid")?;
+        words.get(at + 1).map(|p| (*p).to_owned())
+    };
+    for width in 80..=260 {
+        let screen = text(&render(&app, width, 40));
+        for row in process_pane_rows(&screen) {
+            let inside = row.trim_start_matches('│').trim_end_matches('│').trim_end();
+            let Some(pid) = pid_of(inside) else { continue };
+            let last = inside.split_whitespace().last().unwrap();
+            if last.ends_with('…') {
+                continue;
+            }
+            let uncut = whole_rows
+                .iter()
+                .find(|r| pid_of(r).as_deref() == Some(pid.as_str()))
+                .unwrap_or_else(|| panic!("no row for pid {pid} at 400 columns:\n{whole}"));
+            assert!(
+                uncut
+                    .split_whitespace()
+                    .any(|w| w.trim_end_matches('│') == last),
+                "at {width} the row for pid {pid} ends mid-word (`{last}`): {inside}\nwhole: {uncut}"
+            );
+        }
+    }
+}
+
 /// [`host_run_app`]'s parent of `pid`.
 fn pid_parent(pid: u32) -> u32 {
     match pid {

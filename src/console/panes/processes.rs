@@ -246,7 +246,7 @@ impl ProcessesPane {
             .take(height)
             .map(|(i, c)| {
                 mark(
-                    cells_line(c, &widths, theme),
+                    cells_line(c, &widths, usize::from(width), theme),
                     view.focused && i == cursor,
                     theme,
                 )
@@ -497,9 +497,19 @@ fn fit(s: &str, width: usize) -> String {
     t
 }
 
-/// A row's line in the pane's columns (the selection marker is added by [`mark`]); a column
-/// [`Widths::fit`] left out is not written.
-fn cells_line<'a>(c: Cells, w: &Widths, theme: &Theme) -> Line<'a> {
+/// `s` cut to `width` characters with an ellipsis when longer, never padded.
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        return s.to_owned();
+    }
+    fit(s, width)
+}
+
+/// A row's line in the pane's columns, at most `width` characters (the selection marker is
+/// added by [`mark`]); a column [`Widths::fit`] left out is not written, and what else the
+/// row tells (a host's turns, a worker's mode) is cut with `…` to the room left, so a row
+/// never ends mid-word at the pane's edge.
+fn cells_line<'a>(c: Cells, w: &Widths, width: usize, theme: &Theme) -> Line<'a> {
     let mut text = format!(
         "{} pid {:<pid$} ",
         fit(&c.label, w.label),
@@ -519,8 +529,19 @@ fn cells_line<'a>(c: Cells, w: &Widths, theme: &Theme) -> Line<'a> {
     if w.cpu > 0 {
         usage.push_str(&format!(" cpu {:>cpu$}", c.cpu, cpu = w.cpu));
     }
-    usage.push_str(&c.extra);
     let state = format!("{:<width$}", c.state, width = w.state);
+    // What is left after the marker and symbol (4 characters) and the columns, which
+    // `Widths::fit` made fit.
+    let room = width.saturating_sub(
+        4 + [&text, &state, &usage]
+            .map(|s| s.chars().count())
+            .iter()
+            .sum::<usize>(),
+    );
+    // Cut to what fits, its leading separator kept; with no room for `  …` it is left out.
+    if room >= 3 || c.extra.chars().count() <= room {
+        usage.push_str(&cut(&c.extra, room));
+    }
     if c.dim {
         return Line::from(vec![
             Span::styled(format!("{} ", c.symbol), theme.dim()),
