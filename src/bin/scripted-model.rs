@@ -46,7 +46,8 @@
 //! answer carries `x-should-retry: false` so a host gives up at once instead of backing off.
 //! Only requests that offer tools are counted and failed. A request that offers no tools (a
 //! host's side request) gets plain text. `--requests` appends one JSON line per request (path,
-//! offered tool names, message count, the status answered).
+//! offered tool names, message count, the status answered, and `results`: the tool results the
+//! request hands the model for the first time, as the host sent them — what a host delivers).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -133,7 +134,8 @@ struct Args {
     #[arg(long, value_name = "K", default_value_t = 0, requires = "fail_status")]
     fail_count: u64,
     /// Append one JSON line per request (path, offered tool names, message count, status,
-    /// model, and for a mixture the session and plan chosen) here.
+    /// model, the tool results new in it as the host sent them, and for a mixture the session
+    /// and plan chosen) here.
     #[arg(long, value_name = "LOG.jsonl")]
     requests: Option<PathBuf>,
     /// Several plans with weights, one drawn per session: `[MODEL=]PLAN:WEIGHT[,PLAN:WEIGHT…]`
@@ -321,6 +323,7 @@ async fn messages(State(model): State<Arc<Model>>, body: Bytes) -> Response {
         history.len(),
         &model_name,
         &session,
+        new_results(&history, "content", |b| b["type"] == "tool_result"),
     ) {
         return anthropic_error(status);
     }
@@ -364,6 +367,7 @@ impl Model {
         messages: usize,
         model: &str,
         session: &Option<Session>,
+        results: Vec<Value>,
     ) -> Option<StatusCode> {
         let failed = if tools.is_empty() {
             None
@@ -376,7 +380,8 @@ impl Model {
             && let Ok(mut file) = log.lock()
         {
             let mut line = json!({"path": path, "tools": tools, "messages": messages,
-                                  "status": status.as_u16(), "model": model});
+                                  "status": status.as_u16(), "model": model,
+                                  "results": results});
             if let Some(s) = session {
                 line["session"] = json!(s.number);
                 line["plan"] = json!(self.mixtures[s.mixture].plans[s.plan].0);
@@ -498,7 +503,15 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     let history = messages_history(&items);
     let model_name = request["model"].as_str().unwrap_or("scripted").to_owned();
     let session = model.session(&history, &model_name, &names);
-    if let Some(status) = model.admit("/v1/responses", &names, items.len(), &model_name, &session) {
+    let results = trailing(&items, |i| i["type"] == "function_call_output");
+    if let Some(status) = model.admit(
+        "/v1/responses",
+        &names,
+        items.len(),
+        &model_name,
+        &session,
+        results,
+    ) {
         return openai_error(status);
     }
     let item = match next_turn(&model, &history, &names, &session) {

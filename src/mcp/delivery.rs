@@ -2,55 +2,78 @@
 //! that nothing between the agent and the edit backend fails the agent for reasons of ours.
 //!
 //! A host does not hand the model whatever the server answers: Claude Code replaces a long
-//! result by a note pointing at a file the sealed agent cannot read, and cuts the middle out of
-//! a long error. [`HOST_LIMITS`] is the one table of what each supported host delivers, with
-//! where it was measured; [`RESULT_BUDGET_BYTES`] and [`ERROR_BUDGET_BYTES`] follow from its
-//! smallest entries, and every result of this server is built to stay within them:
+//! result by a note pointing at a file the sealed agent cannot read and cuts the middle out of
+//! a long error, Codex cuts the middle out of any result past its configured size, Gemini CLI
+//! keeps the ends of one past 40,000 characters, and opencode replaces one past 51,200 bytes by
+//! a note. Each hands the model a different part of a result (structured content or text
+//! blocks). [`HOST_LIMITS`] is the one table of what each supported host delivers, with where
+//! it was measured; [`RESULT_BUDGET_BYTES`] and [`ERROR_BUDGET_BYTES`] follow from its smallest
+//! entries, and every result of this server is built to stay within them:
 //!
 //! - `read_target` and `find_occurrences` page (`offset`, `next_offset`, `has_more`, `total`),
 //!   and a page that stops early says how to get the rest (`how_to_continue`);
 //! - content travels once: a successful result is its structured content, with a one-line
-//!   summary of its ids as the text block, never a second copy (see [`summary_of`]); an error
-//!   (at most [`ERROR_BUDGET_BYTES`]) is its JSON as the text block, because that is all Claude
-//!   Code hands the model of an `isError` result, and also its structured content for the
-//!   clients that read that;
+//!   summary of its ids as the text block, never a second copy (see [`summary_of`]), for the
+//!   hosts that hand the model the structured content (Claude Code, Codex); an error (at most
+//!   [`ERROR_BUDGET_BYTES`]) is its JSON as the text block, because that is all Claude Code
+//!   hands the model of an `isError` result, and also its structured content, which is what
+//!   Codex hands on. For the hosts that hand the model only text blocks (Gemini CLI, opencode)
+//!   the sealed server runs with `PATCHDIFF_MCP_RESULT_TEXT=json`: a result is its JSON as its
+//!   one text block, with no structured content;
 //! - the ids an agent needs come first ([`ids_first`]; serde_json's `preserve_order` keeps the
 //!   order on the wire), so a cut, if any host makes one, takes the tail and not the ids;
 //! - a rejection lists at most [`REASONS_LISTED`] reasons in full and summarises the rest
 //!   ([`bounded_reasons`]).
 //!
 //! Sizes are counted in bytes of the serialized JSON, escapes included. A host counts characters
-//! (JavaScript string length, UTF-16 units) of its own serialization; a UTF-8 byte count is never
-//! smaller than the UTF-16 length of the same text, so a byte bound holds for both.
+//! (JavaScript string length, UTF-16 units: Claude Code, Gemini CLI) or UTF-8 bytes (Codex,
+//! opencode) of what it hands on; a UTF-8 byte count is never smaller than the UTF-16 length of
+//! the same text, so a byte bound holds for both.
 
 use serde_json::{Map, Value, json};
 
-/// One supported host's delivery limits for MCP tool results.
+/// One supported host's delivery limits for MCP tool results, as measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HostLimit {
     /// The host and the version measured.
     pub host: &'static str,
-    /// Largest result size seen delivered whole, in characters (`None`: not measured).
-    pub delivered_chars: Option<usize>,
-    /// Smallest result size seen replaced instead of delivered, in characters.
-    pub replaced_chars: Option<usize>,
-    /// An `isError` result longer than `head + tail` characters keeps only its first `head` and
-    /// last `tail` characters.
-    pub error_kept_chars: Option<(usize, usize)>,
-    /// How a tool or an operator may declare a larger limit, when the host has a way.
+    /// What of a successful result and of an `isError` result the host hands the model.
+    pub hands_the_model: &'static str,
+    /// Largest successful result, in characters of what the host hands on (the structured
+    /// content's JSON, or the text blocks), that reached the model whole — with the host's
+    /// own additions counted in its limit already taken off, and under the sealed host's
+    /// configuration ([`HostLimit::larger_limit`]).
+    pub result_whole_chars: usize,
+    /// Largest `isError` result that reached the model whole, likewise; where no cut was seen
+    /// this is the largest size tried.
+    pub error_whole_chars: usize,
+    /// What the host does with a larger result, and how it marks it.
+    pub past_the_limit: &'static str,
+    /// How a tool or an operator may declare a larger limit, and what the sealed host gets.
     pub larger_limit: &'static str,
     /// Where and how the figures were measured.
     pub measured: &'static str,
 }
 
-/// Each supported agent host's delivery limits, measured. The budgets below follow
-/// from the smallest figures here.
-pub const HOST_LIMITS: [HostLimit; 2] = [
+/// Each supported agent host's delivery limits, measured. The budgets below follow from the
+/// smallest figures here (tested: `the_budgets_follow_from_the_smallest_entries_of_the_table`).
+/// Sizes tried for the three measured 2026-12-03: results of 10,000, 40,000, 100,000, 400,000
+/// and 1,000,000 characters, on success and as `isError`, through text blocks and through
+/// structured content, then the sizes around each limit, from a stdio server whose content is
+/// position marks (so a cut shows where it falls), the host run sealed as the console runs it,
+/// offline against `scripted-model --requests` on loopback, whose log holds each tool result
+/// as the host sent it to the model.
+pub const HOST_LIMITS: [HostLimit; 4] = [
     HostLimit {
         host: "Claude Code 2.1.328",
-        delivered_chars: Some(39_000),
-        replaced_chars: Some(95_000),
-        error_kept_chars: Some((5_000, 5_000)),
+        hands_the_model: "on success only the structured content; on isError only the text \
+                          blocks",
+        result_whole_chars: 39_000,
+        error_whole_chars: 10_000,
+        past_the_limit: "a result of 95,000 characters or more is replaced by `Error: result (N \
+                         characters) exceeds maximum allowed tokens. Output has been saved to …` \
+                         (a file the sealed agent cannot read); a longer isError result keeps its \
+                         first and last 5,000 characters around `... [N characters truncated] ...`",
         larger_limit: "the MAX_MCP_OUTPUT_TOKENS environment variable of the host (tokens, \
                        default 25,000) and a tool's `_meta[\"anthropic/maxResultSizeChars\"]`; \
                        the sealed host gets MAX_MCP_OUTPUT_TOKENS at that default from us whatever \
@@ -58,33 +81,94 @@ pub const HOST_LIMITS: [HostLimit; 2] = [
                        so the defaults hold",
         measured: "the real CLI offline against scripted-model on loopback (tests/canary/agent_host.rs, \
                    tests/canary/host_delivery.rs; /work/shared/FACTS.md 2026-12-01): results of 95,000 \
-                   to 103,000 characters were replaced by `Error: result (N characters) exceeds \
-                   maximum allowed tokens. Output has been saved to …`, 39,000 passed; an isError \
-                   result keeps its first and last 5,000 characters around `... [N characters \
-                   truncated] ...`; on success it hands the model only structuredContent, on \
-                   isError only the text blocks (tests/canary/host_delivery.rs, 2026-12-02)",
+                   to 103,000 characters were replaced, 39,000 passed; the isError cut and what the \
+                   model is handed: tests/canary/host_delivery.rs, 2026-12-02",
     },
     HostLimit {
         host: "Codex 0.169.0",
-        delivered_chars: None,
-        replaced_chars: None,
-        error_kept_chars: None,
-        larger_limit: "none known",
-        measured: "not measured: the real CLI ran the bundled canary offline \
-                   (tests/canary/agent_host.rs codex_runs_the_bundled_canary_sealed_and_passes_five_of_five) \
-                   with results under 10 KB; no cut or replacement was seen. Until measured, the \
-                   Claude Code figures bound it too",
+        hands_the_model: "the structured content's JSON when there is one (success and isError \
+                          alike; the text blocks are dropped), else the text blocks; after its own \
+                          `Wall time: S seconds\\nOutput:\\n` line",
+        // 48,000 bytes of output with its ~34-character `Wall time` line counted in them.
+        result_whole_chars: 47_960,
+        error_whole_chars: 47_960,
+        past_the_limit: "a longer output (its `Wall time` line included) keeps its first and last \
+                         halves of the limit around `…N tokens truncated…`: 6,000 + 6,000 bytes \
+                         by default, 24,000 + 24,000 as sealed; nothing marks the result as cut \
+                         otherwise",
+        larger_limit: "the top-level `tool_output_token_limit` of config.toml (host-wide, for \
+                       every tool): a model outside Codex's own catalog (gpt-5-codex here) keeps \
+                       12,000 bytes by default, 1.2 × 4 bytes per token of the setting with it \
+                       (30,000 tokens: 144,000 bytes); the catalog's models default to 10,000 \
+                       tokens. The sealed host's config.toml declares 10,000 tokens \
+                       (canary::host::codex::CODEX_TOOL_OUTPUT_TOKEN_LIMIT), so every model \
+                       gets 48,000 bytes",
+        measured: "the real CLI (`exec --json`, sealed) offline against scripted-model on \
+                   loopback, 2026-12-03: by default a 10,000-character result whole, 40,000 to \
+                   1,000,000 cut to 12,000 bytes, the limit between 11,900 and 11,950 characters \
+                   of structured content; with tool_output_token_limit = 10000 results of 47,940 \
+                   characters whole and 48,000 cut, an isError result of 32,768 whole; the \
+                   whole-result test is tests/canary/host_delivery_more.rs",
+    },
+    HostLimit {
+        host: "Gemini CLI 0.61.0",
+        hands_the_model: "on success only the text blocks, wrapped in `<untrusted_context>` \
+                          (structured content alone reaches it as an empty response); on isError \
+                          an error message holding the call's arguments and the whole result as \
+                          JSON (text blocks and structured content)",
+        // 40,000 characters with the 41 of its `<untrusted_context>` wrapper counted in them.
+        result_whole_chars: 39_959,
+        error_whole_chars: 1_000_000,
+        past_the_limit: "a result of one text block longer than the threshold keeps its first 20 % \
+                         and last 80 % after `Output too large. Showing first 8,000 and last \
+                         32,000 characters. For full output see: <file>` and around `... [N \
+                         characters omitted] ...`; the threshold shrinks to 4 characters per \
+                         token of context left when less than 10,000 tokens are left, and a \
+                         compressed history cuts results past 50,000 tokens in all; an isError \
+                         result was never cut",
+        larger_limit: "the `tools.truncateToolOutputThreshold` setting (characters, default \
+                       40,000; 0 or less disables the cut): with 300,000 a 100,000-character \
+                       result was whole. The sealed host reads only our settings.json (the \
+                       system files are paths that do not exist), which leaves the default",
+        measured: "the real CLI (`--output-format stream-json`, sealed) offline against \
+                   scripted-model on loopback, 2026-12-03: a 10,000-character text block whole, \
+                   40,000 to 1,000,000 cut; 39,950 characters whole, 39,990 cut; isError results \
+                   up to 1,000,000 characters whole; the threshold's code is \
+                   `getTruncateToolOutputThreshold` and `truncateOutputIfNeeded` in its bundle; \
+                   the whole-result test is tests/canary/host_delivery_more.rs",
+    },
+    HostLimit {
+        host: "opencode 1.18.33",
+        hands_the_model: "the text blocks (the structured content only when there is no text \
+                          block, as its JSON, and not at all for an isError result, which then \
+                          reads `MCP tool returned an error`)",
+        result_whole_chars: 51_200,
+        error_whole_chars: 1_000_000,
+        past_the_limit: "a successful result over 51,200 bytes (UTF-8) or 2,000 lines keeps the \
+                         whole lines that fit — none of a one-line JSON result — then `...N bytes \
+                         truncated...` and `The tool call succeeded but the output was truncated. \
+                         Full output saved to: <file>`; an isError result was never cut",
+        larger_limit: "the `tool_output.max_bytes` and `tool_output.max_lines` of opencode.json \
+                       (host-wide): with max_bytes 300,000 a 100,000-character result was whole. \
+                       The sealed host reads only our opencode.json (project configuration off), \
+                       which leaves the defaults",
+        measured: "the real CLI (`run --format json`, sealed) offline against scripted-model on \
+                   loopback, 2026-12-03: text blocks of 10,000 and 40,000 characters whole, \
+                   100,000 to 1,000,000 replaced; 51,200 bytes whole, 51,210 replaced; isError \
+                   results up to 1,000,000 whole; the limits are `Truncate` (MAX_BYTES 51200, \
+                   MAX_LINES 2000) in its binary; the whole-result test is \
+                   tests/canary/host_delivery_more.rs",
     },
 ];
 
 /// Most bytes of serialized JSON (structured content plus text blocks) a successful result
-/// carries: 32 KiB, below the 39,000 characters Claude Code was seen to deliver whole
-/// ([`HOST_LIMITS`]). Pages are cut to fit it.
+/// carries: 32 KiB, below the smallest [`HostLimit::result_whole_chars`] of [`HOST_LIMITS`]
+/// (Claude Code's 39,000). Pages are cut to fit it.
 pub const RESULT_BUDGET_BYTES: usize = 32 * 1024;
 
-/// Most bytes of serialized JSON an `isError` result carries: 9,000, below the 10,000
-/// characters (first and last 5,000) Claude Code keeps of a long error, since it shows both
-/// the structured content and the text blocks of an error.
+/// Most bytes of serialized JSON an `isError` result carries: 9,000, below the smallest
+/// [`HostLimit::error_whole_chars`] of [`HOST_LIMITS`] (the first and last 5,000 characters
+/// Claude Code keeps of a long error).
 pub const ERROR_BUDGET_BYTES: usize = 9_000;
 
 /// Reasons a rejection lists in full; the rest are counted by code in `reasons_omitted`.
@@ -324,6 +408,39 @@ pub fn error_value(code: &str, message: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The budgets follow from the table: within its smallest entries, so every host gets every
+    /// result whole, and not far below them (a host whose limit grew, or a lower one, moves it).
+    #[test]
+    fn the_budgets_follow_from_the_smallest_entries_of_the_table() {
+        let result = HOST_LIMITS.iter().map(|h| h.result_whole_chars).min();
+        let error = HOST_LIMITS.iter().map(|h| h.error_whole_chars).min();
+        let (result, error) = (result.unwrap(), error.unwrap());
+        assert!(
+            RESULT_BUDGET_BYTES <= result,
+            "{RESULT_BUDGET_BYTES} > {result}"
+        );
+        assert!(
+            ERROR_BUDGET_BYTES <= error,
+            "{ERROR_BUDGET_BYTES} > {error}"
+        );
+        assert!(
+            RESULT_BUDGET_BYTES * 5 >= result * 4,
+            "{RESULT_BUDGET_BYTES} ≪ {result}"
+        );
+        assert!(
+            ERROR_BUDGET_BYTES * 5 >= error * 4,
+            "{ERROR_BUDGET_BYTES} ≪ {error}"
+        );
+        // One entry per supported host.
+        for host in ["Claude Code", "Codex", "Gemini CLI", "opencode"] {
+            let n = HOST_LIMITS
+                .iter()
+                .filter(|h| h.host.starts_with(host))
+                .count();
+            assert_eq!(n, 1, "{host}");
+        }
+    }
 
     #[test]
     fn escaped_len_counts_json_escapes() {

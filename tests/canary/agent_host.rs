@@ -42,7 +42,7 @@ fn claude() -> PathBuf {
 }
 
 /// The pinned Codex CLI's native binary (or `PATCHDIFF_CODEX_BINARY`).
-fn codex() -> PathBuf {
+pub(crate) fn codex() -> PathBuf {
     if let Some(p) = std::env::var_os("PATCHDIFF_CODEX_BINARY") {
         return PathBuf::from(p);
     }
@@ -100,6 +100,19 @@ impl Model {
             .map(|l| {
                 let v: Value = serde_json::from_str(l).expect("request log line");
                 v["status"].as_u64().expect("status")
+            })
+            .collect()
+    }
+
+    /// The tool results each model request handed the model for the first time, as the host
+    /// sent them (the request log's `results`), in request order.
+    pub(crate) fn results(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.requests)
+            .unwrap_or_default()
+            .lines()
+            .flat_map(|l| {
+                let v: Value = serde_json::from_str(l).expect("request log line");
+                v["results"].as_array().cloned().unwrap_or_default()
             })
             .collect()
     }

@@ -19,16 +19,16 @@ use sha2::{Digest, Sha256};
 
 const EXE: &str = env!("CARGO_BIN_EXE_patchdiff");
 
-fn repo() -> PathBuf {
+pub(crate) fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// The environment of a `patchdiff mcp` child of `profile` on the database in `dir`.
-fn mcp_env(dir: &Path, profile: &str, mode: &str) -> Vec<(String, String)> {
+pub(crate) fn mcp_env(dir: &Path, profile: &str, mode: &str) -> Vec<(String, String)> {
     vec![
         ("PATCHDIFF_MCP_PROFILE".into(), profile.into()),
         ("PATCHDIFF_STRICT_OBSERVATION_MODE".into(), "1".into()),
@@ -56,7 +56,7 @@ fn mcp_env(dir: &Path, profile: &str, mode: &str) -> Vec<(String, String)> {
     ]
 }
 
-async fn launch(dir: &Path, profile: &str, env: Vec<(String, String)>) -> McpProcess {
+pub(crate) async fn launch(dir: &Path, profile: &str, env: Vec<(String, String)>) -> McpProcess {
     let spec = LaunchSpec {
         kind: if profile == "full" {
             ProcessKind::Full
@@ -73,7 +73,7 @@ async fn launch(dir: &Path, profile: &str, env: Vec<(String, String)>) -> McpPro
 }
 
 /// Initializes `target` from `content` through a full-profile process.
-async fn init(dir: &Path, target: &str, language: &str, content: &str) {
+pub(crate) async fn init(dir: &Path, target: &str, language: &str, content: &str) {
     let fixture = dir.join(format!("{target}.fixture"));
     std::fs::write(&fixture, content).unwrap();
     let full = launch(dir, "full", mcp_env(dir, "full", "resident")).await;
@@ -88,7 +88,7 @@ async fn init(dir: &Path, target: &str, language: &str, content: &str) {
 
 /// A Python module of about `bytes` bytes shaped like CPython's `argparse.py`: classes with
 /// docstrings, quotes, backslashes and `self` on most lines (escapes count against a page).
-fn argparse_like(bytes: usize) -> String {
+pub(crate) fn argparse_like(bytes: usize) -> String {
     let mut s = String::from(
         "\"\"\"Command-line parsing library, argparse-like.\"\"\"\n\nimport os as _os\nimport re as _re\n\n",
     );
@@ -103,7 +103,10 @@ fn argparse_like(bytes: usize) -> String {
 }
 
 /// Every page of `target` read through `client` from offset 0: (offsets, contents, last page).
-async fn read_pages(client: &McpProcess, target: &str) -> (Vec<u64>, String, Vec<Value>) {
+pub(crate) async fn read_pages(
+    client: &McpProcess,
+    target: &str,
+) -> (Vec<u64>, String, Vec<Value>) {
     let (mut offsets, mut content, mut pages) = (vec![0u64], String::new(), Vec::new());
     loop {
         let offset = *offsets.last().unwrap();
@@ -478,7 +481,7 @@ fn preflight_of_a_9_8_mb_target_finishes() {
     );
 }
 
-fn copy_dir(src: &Path, dst: &Path) {
+pub(crate) fn copy_dir(src: &Path, dst: &Path) {
     std::fs::create_dir_all(dst).unwrap();
     for entry in std::fs::read_dir(src).unwrap() {
         let entry = entry.unwrap();
@@ -558,23 +561,8 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
         plan.push(json!({"step": format!("find-{i}"), "tool": "patchdiff_find_occurrences",
                          "args": {"target": "argparse", "text": needle, "limit": 1000, "offset": offset}}));
     }
-    plan.push(json!({"step": "obs", "tool": "patchdiff_observe_scope",
-                     "args": {"target": "argparse", "lines": {"start": 1, "end": 40}}}));
-    let operations: Vec<Value> = (0..64)
-        .map(|i| json!({"observation_id": "${obs.observation_id}",
-                        "old_text": format!("text that is nowhere in the scope, operation {i} {}", "x".repeat(120)),
-                        "new_text": "y"}))
-        .collect();
-    let request_key = "rejected-64-operations-key";
-    plan.push(
-        json!({"step": "reject", "tool": "patchdiff_submit_observed_operations",
-                     "args": {"target": "argparse", "request_key": request_key,
-                              "base_revision": "${obs.revision}", "operations": operations},
-                     "expect_error": true}),
-    );
-    let plan_path = dir.path().join("delivery.plan.jsonl");
-    let lines: Vec<String> = plan.iter().map(Value::to_string).collect();
-    std::fs::write(&plan_path, lines.join("\n") + "\n").unwrap();
+    plan.extend(rejection_steps("argparse"));
+    let plan_path = write_plan(dir.path(), &plan);
 
     let mut model = Command::new(env!("CARGO_BIN_EXE_scripted-model"))
         .arg("--plan")
@@ -700,12 +688,50 @@ async fn claude_code_delivers_every_page_every_occurrence_and_a_64_operation_rej
     assert_eq!(found, occurrences, "every occurrence reached the model");
     let (is_error, rejection) = results.last().unwrap();
     assert!(is_error, "{rejection}");
-    let receipt = leading(rejection);
-    assert_eq!(receipt["request_key"], request_key, "{rejection}");
-    assert_eq!(receipt["outcome"], "rejected");
-    assert_eq!(receipt["revision"], 0);
-    assert_eq!(receipt["sha256"], sha256_hex(content.as_bytes()));
-    assert_eq!(receipt["reasons_total"], 64);
+    assert_64_operation_receipt(&leading(rejection), &content);
+}
+
+/// The request key of the 64-operation rejection the delivery tests submit.
+pub(crate) const REJECTED_KEY: &str = "rejected-64-operations-key";
+
+/// Plan steps that observe lines 1–40 of `target` and submit 64 operations whose `old_text` is
+/// nowhere in them, with [`REJECTED_KEY`]: a rejection listing 64 reasons (expected as an error).
+pub(crate) fn rejection_steps(target: &str) -> Vec<Value> {
+    let operations: Vec<Value> = (0..64)
+        .map(|i| json!({"observation_id": "${obs.observation_id}",
+                        "old_text": format!("text that is nowhere in the scope, operation {i} {}", "x".repeat(120)),
+                        "new_text": "y"}))
+        .collect();
+    vec![
+        json!({"step": "obs", "tool": "patchdiff_observe_scope",
+               "args": {"target": target, "lines": {"start": 1, "end": 40}}}),
+        json!({"step": "reject", "tool": "patchdiff_submit_observed_operations",
+               "args": {"target": target, "request_key": REJECTED_KEY,
+                        "base_revision": "${obs.revision}", "operations": operations},
+               "expect_error": true}),
+    ]
+}
+
+/// `plan` as a scripted-model plan file in `dir`.
+pub(crate) fn write_plan(dir: &Path, plan: &[Value]) -> PathBuf {
+    let path = dir.join("delivery.plan.jsonl");
+    let lines: Vec<String> = plan.iter().map(Value::to_string).collect();
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+/// The receipt of [`rejection_steps`]' submission on a target of `content` at version 0, whole:
+/// its ids, and 64 reasons (8 listed, the rest counted).
+pub(crate) fn assert_64_operation_receipt(receipt: &Value, content: &str) {
+    assert_eq!(receipt["request_key"], REJECTED_KEY, "{receipt}");
+    assert_eq!(receipt["outcome"], "rejected", "{receipt}");
+    assert_eq!(receipt["revision"], 0, "{receipt}");
+    assert_eq!(
+        receipt["sha256"],
+        sha256_hex(content.as_bytes()),
+        "{receipt}"
+    );
+    assert_eq!(receipt["reasons_total"], 64, "{receipt}");
     assert_eq!(receipt["reason_codes"].as_array().unwrap().len(), 64);
     assert!(
         receipt["reasons_omitted"]

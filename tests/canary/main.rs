@@ -16,6 +16,7 @@ mod evidence_holds;
 mod evidence_run;
 mod evidence_wire;
 mod host_delivery;
+mod host_delivery_more;
 mod hostile_agent;
 mod more_hosts;
 mod runs_cli;

@@ -15,7 +15,7 @@ use crate::agent_host::{
 
 /// The pinned Gemini CLI (its `gemini` script, run by `node` on PATH), or
 /// `PATCHDIFF_GEMINI_BINARY`. Missing is a failure, not a skip: CI installs it.
-fn gemini() -> PathBuf {
+pub(crate) fn gemini() -> PathBuf {
     if let Some(p) = std::env::var_os("PATCHDIFF_GEMINI_BINARY") {
         return PathBuf::from(p);
     }
@@ -28,7 +28,7 @@ fn gemini() -> PathBuf {
 }
 
 /// The pinned opencode CLI's native binary, or `PATCHDIFF_OPENCODE_BINARY`.
-fn opencode() -> PathBuf {
+pub(crate) fn opencode() -> PathBuf {
     if let Some(p) = std::env::var_os("PATCHDIFF_OPENCODE_BINARY") {
         return PathBuf::from(p);
     }

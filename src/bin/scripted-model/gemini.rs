@@ -45,7 +45,15 @@ pub(crate) async fn gemini(
     let history = gemini_history(&contents);
     let session = model.session(&history, model_name, &offered);
     let path = format!("/v1beta/models/{action}");
-    if let Some(status) = model.admit(&path, &offered, contents.len(), model_name, &session) {
+    let results = new_results(&contents, "parts", |p| p.get("functionResponse").is_some());
+    if let Some(status) = model.admit(
+        &path,
+        &offered,
+        contents.len(),
+        model_name,
+        &session,
+        results,
+    ) {
         return gemini_error(
             status,
             &format!("scripted-model answers {status} (--fail-status)"),

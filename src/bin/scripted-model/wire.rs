@@ -1,5 +1,5 @@
 //! The Anthropic Messages answers on the wire: SSE events for one content block, JSON bodies
-//! and error bodies.
+//! and error bodies; and the tool results a request carries for the first time.
 
 use super::*;
 
@@ -91,4 +91,26 @@ pub(crate) fn error_response(status: StatusCode, kind: &str, message: &str) -> R
         body.to_string(),
     )
         .into_response()
+}
+
+/// The tool results a conversation hands the model for the first time, as the host sent them:
+/// the parts (`field`: `content` for Messages, `parts` for Gemini) of its last message that
+/// are results (`is_result`). Earlier messages were logged by earlier requests.
+pub(crate) fn new_results(
+    conversation: &[Value],
+    field: &str,
+    is_result: impl Fn(&Value) -> bool,
+) -> Vec<Value> {
+    conversation
+        .last()
+        .and_then(|m| m[field].as_array())
+        .map(|parts| parts.iter().filter(|p| is_result(p)).cloned().collect())
+        .unwrap_or_default()
+}
+
+/// The results at the end of a Responses `input` (`function_call_output` items after the last
+/// call): those the host hands the model for the first time.
+pub(crate) fn trailing(items: &[Value], is_result: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let fresh = items.iter().rev().take_while(|i| is_result(i)).count();
+    items[items.len() - fresh..].to_vec()
 }

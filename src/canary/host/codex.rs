@@ -63,11 +63,23 @@ fn codex_overrides() -> Vec<String> {
     args
 }
 
-/// Codex's `config.toml` for a sealed run: a model provider at `OPENAI_BASE_URL` when the
-/// console's environment names one (Codex itself ignores that variable), then `server` (the
-/// printed `[mcp_servers.patchdiff]` tables).
+/// The `tool_output_token_limit` a sealed Codex gets (the host table,
+/// [`crate::mcp::delivery::HOST_LIMITS`]): Codex 0.169.0 keeps 1.2 × 4 bytes per token of a tool
+/// result and cuts the middle out of a longer one. Without it, a model outside Codex's own
+/// catalog keeps 12,000 bytes, a third of a page; 10,000 tokens (its catalog's own figure)
+/// keeps 48,000, above every result budget.
+pub const CODEX_TOOL_OUTPUT_TOKEN_LIMIT: u32 = 10_000;
+
+// Codex keeps 1.2 × 4 bytes per token of the limit: more than every result budget.
+const _: () = assert!(
+    CODEX_TOOL_OUTPUT_TOKEN_LIMIT as usize * 48 / 10 > crate::mcp::delivery::RESULT_BUDGET_BYTES
+);
+
+/// Codex's `config.toml` for a sealed run: the host table's [`CODEX_TOOL_OUTPUT_TOKEN_LIMIT`],
+/// a model provider at `OPENAI_BASE_URL` when the console's environment names one (Codex
+/// itself ignores that variable), then `server` (the printed `[mcp_servers.patchdiff]` tables).
 pub fn codex_config(server: &str, provider: &[(String, String)]) -> String {
-    let mut text = String::new();
+    let mut text = format!("tool_output_token_limit = {CODEX_TOOL_OUTPUT_TOKEN_LIMIT}\n\n");
     if let Some((_, url)) = provider.iter().find(|(k, _)| k == "OPENAI_BASE_URL") {
         text.push_str(&format!(
             "model_provider = \"patchdiff-openai\"\n\n[model_providers.patchdiff-openai]\nname = \"OpenAI-compatible endpoint from OPENAI_BASE_URL\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\n",

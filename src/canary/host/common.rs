@@ -57,7 +57,8 @@ pub const NETWORK_VARIABLES: [&str; 15] = [
 /// result budget of the server was measured against them. Claude Code: `MAX_MCP_OUTPUT_TOKENS`
 /// at its default of 25,000 tokens (2.1.328), under which results of 39,000 characters were
 /// delivered whole; an operator's smaller value would make the host replace results that fit
-/// our budget by a note the sealed agent cannot follow.
+/// our budget by a note the sealed agent cannot follow. Codex's limit is a setting of its
+/// config.toml instead ([`super::codex::CODEX_TOOL_OUTPUT_TOKEN_LIMIT`]).
 pub fn host_limit_env(host: Host) -> &'static [(&'static str, &'static str)] {
     match host {
         Host::Claude => &[("MAX_MCP_OUTPUT_TOKENS", "25000")],

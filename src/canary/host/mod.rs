@@ -243,6 +243,19 @@ mod tests {
         );
     }
 
+    #[test]
+    fn the_sealed_codex_config_declares_the_host_tables_tool_output_limit() {
+        let server = codex_server_config("/opt/pd", &[]);
+        let text = codex_config(&server, &[("OPENAI_BASE_URL".into(), "http://x/v1".into())]);
+        let table: toml::Table = text.parse().expect("valid TOML");
+        assert_eq!(
+            table["tool_output_token_limit"].as_integer(),
+            Some(i64::from(codex::CODEX_TOOL_OUTPUT_TOKEN_LIMIT))
+        );
+        assert_eq!(table["model_provider"].as_str(), Some("patchdiff-openai"));
+        assert!(table["mcp_servers"]["patchdiff"].is_table());
+    }
+
     fn init_line(tools: &[&str], servers: &[(&str, &str)]) -> String {
         json!({
             "type": "system", "subtype": "init", "session_id": "s-1", "model": "claude-x",

@@ -116,7 +116,8 @@ pub(super) fn domain_error(err: DomainError) -> ToolResult {
 /// one-line summary of its ids ([`delivery::summary_of`]), not a copy: content travels once.
 /// Why not the serialized JSON, as MCP suggests for backwards compatibility: it sent every
 /// result twice (a 1 MiB `read_target` was a 2.08 MB line and a 2.08 MB wire-log record), and
-/// both supported hosts read `structuredContent` of a success ([`delivery::HOST_LIMITS`]).
+/// the hosts read `structuredContent` of a success or are given the JSON as text
+/// (`with_json_text`, [`delivery::HOST_LIMITS`]).
 /// An error's text block is its JSON: Claude Code hands the model only the text blocks of an
 /// `isError` result; errors are small ([`delivery::ERROR_BUDGET_BYTES`]), so the second copy
 /// in the structured content (for clients that read that) is bounded too.

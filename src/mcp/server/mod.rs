@@ -157,9 +157,9 @@ impl PatchdiffServer {
     }
 
     /// Holds every tool call until `gate` opens (A3); `None` leaves calls ungated.
-    /// With `json_text`, a successful result's text block is its JSON and it has no structured
-    /// content (the content still travels once); for hosts that hand the model only the text
-    /// blocks of a result (`PATCHDIFF_MCP_RESULT_TEXT=json`, [`delivery::HOST_LIMITS`]).
+    /// With `json_text`, a result's text block is its JSON and it has no structured content
+    /// (the content travels once); for hosts that hand the model only the text blocks of a
+    /// result (`PATCHDIFF_MCP_RESULT_TEXT=json`, [`delivery::HOST_LIMITS`]).
     pub fn with_json_text(mut self, json_text: bool) -> Self {
         self.json_text = json_text;
         self
@@ -647,13 +647,13 @@ impl PatchdiffServer {
 
 impl PatchdiffServer {
     /// With [`PatchdiffServer::with_json_text`], a success's structured content becomes its one
-    /// text block (an error's text block already is its JSON).
+    /// text block, and an error (whose text block already is its JSON) loses its structured
+    /// copy: Gemini CLI hands the model the whole of an error result, so the copy was sent twice.
     fn as_json_text(&self, response: CallToolResponse) -> CallToolResponse {
         match response {
-            CallToolResponse::Complete(mut result)
-                if self.json_text && result.is_error != Some(true) =>
-            {
-                if let Some(structured) = result.structured_content.take() {
+            CallToolResponse::Complete(mut result) if self.json_text => {
+                let structured = result.structured_content.take();
+                if let (Some(structured), false) = (structured, result.is_error == Some(true)) {
                     result.content = vec![ContentBlock::text(structured.to_string())];
                 }
                 CallToolResponse::Complete(result)
