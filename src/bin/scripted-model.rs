@@ -549,14 +549,37 @@ async fn responses(State(model): State<Arc<Model>>, body: Bytes) -> Response {
     event_stream(&events)
 }
 
-/// The tools a Responses request offers, namespaces flattened.
+/// The tools a Responses request offers, namespaces flattened: its `tools`, and the tools of
+/// its `additional_tools` input items (how Codex offers tools to a catalog model on its
+/// "responses lite" wire, where the `functions` namespace holds the un-namespaced ones).
 fn offered_tools(request: &Value) -> Vec<Offered> {
     let mut offered = Vec::new();
-    for tool in request["tools"].as_array().into_iter().flatten() {
+    let additional = request["input"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|item| item["type"] == "additional_tools")
+        .flat_map(|item| item["tools"].as_array().into_iter().flatten());
+    for tool in request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(additional)
+    {
         let name = tool["name"]
             .as_str()
             .unwrap_or(tool["type"].as_str().unwrap_or("?"));
         match tool["tools"].as_array() {
+            Some(inner) if name == "functions" => {
+                for t in inner {
+                    let n = t["name"].as_str().unwrap_or("?");
+                    offered.push(Offered {
+                        full: n.to_owned(),
+                        namespace: None,
+                        name: n.to_owned(),
+                    });
+                }
+            }
             Some(inner) => {
                 for t in inner {
                     let n = t["name"].as_str().unwrap_or("?");

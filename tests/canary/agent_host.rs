@@ -695,6 +695,42 @@ const CODEX_RESOURCE_HELPERS: [&str; 3] = [
 
 #[test]
 fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
+    codex_runs_the_bundled_canary_sealed("gpt-5.1-codex");
+}
+
+/// A2 for the models Codex's own catalog lists (`codex debug models --bundled`): the catalog
+/// gives each `apply_patch` and `tool_search` (our six deferred behind it), code mode and
+/// sub-agents to some, whatever the features say — and Codex's stream says nothing of it. One
+/// model of each wire it speaks (the classic Responses `tools`, and "responses lite", which
+/// offers tools as `additional_tools` input items), each checked to carry native tools in the
+/// bundled catalog, runs the sealed canary: offered the six and Codex's resource helpers only,
+/// and passed.
+#[test]
+fn codex_with_the_models_its_own_catalog_gives_native_tools_is_offered_only_the_six() {
+    let out = Command::new(codex())
+        .args(["debug", "models", "--bundled"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .env("HOME", tempfile::tempdir().unwrap().path())
+        .output()
+        .unwrap();
+    let catalog: Value = serde_json::from_slice(&out.stdout).expect("the bundled catalog");
+    for lite in [false, true] {
+        let model = catalog["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["use_responses_lite"] == lite)
+            .unwrap_or_else(|| panic!("no catalog model with use_responses_lite={lite}"));
+        assert_eq!(model["supports_search_tool"], true, "{model}");
+        assert!(model["apply_patch_tool_type"].is_string(), "{model}");
+        codex_runs_the_bundled_canary_sealed(model["slug"].as_str().unwrap());
+    }
+}
+
+/// The bundled `codex.canary` with `--set model=MODEL` against the scripted model: sealed,
+/// passed, the six (and Codex's resource helpers) the only tools offered in every request.
+fn codex_runs_the_bundled_canary_sealed(model_name: &str) {
     let runs = tempfile::tempdir().unwrap();
     let model = Model::start(
         runs.path(),
@@ -705,7 +741,7 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
         .arg("console")
         .arg("--script")
         .arg(repo().join("assets/canary/codex.canary"))
-        .args(["--set", "model=gpt-5.1-codex"])
+        .args(["--set", &format!("model={model_name}")])
         .arg("--runs-dir")
         .arg(runs.path())
         .arg("--json")
@@ -765,7 +801,7 @@ fn codex_runs_the_bundled_canary_sealed_and_passes_five_of_five() {
     // Issue 26 item 4: the model came from `--set model=…` into the script's `${model}`.
     let manifest: Value =
         serde_json::from_slice(&std::fs::read(run.join("manifest.json")).unwrap()).unwrap();
-    assert_eq!(manifest["agent"]["model"], "gpt-5.1-codex", "{manifest:#}");
+    assert_eq!(manifest["agent"]["model"], model_name, "{manifest:#}");
     let stream = host_stream(&run.join("agent.codex.jsonl"));
     assert!(stream[0].contains("thread.started"));
     assert_no_credential(&run);

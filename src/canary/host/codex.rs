@@ -75,11 +75,83 @@ const _: () = assert!(
     CODEX_TOOL_OUTPUT_TOKEN_LIMIT as usize * 48 / 10 > crate::mcp::delivery::RESULT_BUDGET_BYTES
 );
 
+/// The fields of a Codex model-catalog entry that put native tools in front of the model
+/// whatever the features say, with their sealed values: `apply_patch` (an editing tool of its
+/// own), `tool_search` (which hides MCP tools behind a search of its own), `code_mode_only`
+/// (a JavaScript exec tool through which the model calls every other tool), sub-agents
+/// (`multi_agent_version` offers `spawn_agent` and its kin though the feature is off) and the
+/// experimental tools (`clock`, `send_user_message_async`). (Web search is off by `web_search="disabled"`; its catalog field takes no null.) Codex 0.169.0's bundled catalog sets them for every model it lists
+/// (`codex debug models --bundled`): a model such as `gpt-5.5` was offered `apply_patch` and
+/// `tool_search` with our six deferred behind it, `gpt-6-astra` code mode too, while the
+/// stream said nothing of it (A2).
+const CATALOG_SEALED_FIELDS: [(&str, Value); 5] = [
+    ("apply_patch_tool_type", Value::Null),
+    ("supports_search_tool", Value::Bool(false)),
+    ("tool_mode", Value::Null),
+    ("multi_agent_version", Value::Null),
+    ("experimental_supported_tools", Value::Array(Vec::new())),
+];
+
+/// `catalog` (Codex's `{"models": [...]}`) with every model's native-tool fields sealed
+/// ([`CATALOG_SEALED_FIELDS`]); the rest of each entry (instructions, context window, reasoning
+/// levels) is kept, so a catalog model behaves as Codex means it to with no tool but ours.
+/// Errors when `catalog` has no `models` array.
+pub fn sealed_model_catalog(mut catalog: Value) -> anyhow::Result<Value> {
+    let models = catalog
+        .get_mut("models")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| anyhow::anyhow!("Codex's model catalog has no `models` array"))?;
+    for model in models.iter_mut().filter_map(Value::as_object_mut) {
+        for (field, sealed) in &CATALOG_SEALED_FIELDS {
+            model.insert((*field).to_owned(), sealed.clone());
+        }
+    }
+    Ok(catalog)
+}
+
+/// Codex's bundled model catalog (`codex debug models --bundled`, no network), run with a
+/// private empty `HOME` and only `PATH`; at most 20 s. Errors name what failed.
+pub async fn bundled_catalog(binary: &std::path::Path) -> anyhow::Result<Value> {
+    let home = tempfile::Builder::new()
+        .prefix("patchdiff-codex-catalog-")
+        .tempdir()?;
+    let run = tokio::process::Command::new(binary)
+        .args(["debug", "models", "--bundled"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .map_err(|_| anyhow::anyhow!("`codex debug models --bundled` did not answer in 20 s"))??;
+    if !out.status.success() {
+        anyhow::bail!(
+            "`codex debug models --bundled` exited {}: {}",
+            out.status,
+            crate::display::visible_inline(String::from_utf8_lossy(&out.stderr).trim())
+        );
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| anyhow::anyhow!("`codex debug models --bundled` printed no JSON: {e}"))
+}
+
 /// Codex's `config.toml` for a sealed run: the host table's [`CODEX_TOOL_OUTPUT_TOKEN_LIMIT`],
-/// a model provider at `OPENAI_BASE_URL` when the console's environment names one (Codex
-/// itself ignores that variable), then `server` (the printed `[mcp_servers.patchdiff]` tables).
-pub fn codex_config(server: &str, provider: &[(String, String)]) -> String {
-    let mut text = format!("tool_output_token_limit = {CODEX_TOOL_OUTPUT_TOKEN_LIMIT}\n\n");
+/// the sealed model catalog at `catalog` ([`sealed_model_catalog`]) when given, a model
+/// provider at `OPENAI_BASE_URL` when the console's environment names one (Codex itself
+/// ignores that variable), then `server` (the printed `[mcp_servers.patchdiff]` tables).
+pub fn codex_config(
+    server: &str,
+    provider: &[(String, String)],
+    catalog: Option<&std::path::Path>,
+) -> String {
+    let mut text = format!("tool_output_token_limit = {CODEX_TOOL_OUTPUT_TOKEN_LIMIT}\n");
+    if let Some(path) = catalog {
+        let path = toml::Value::String(path.display().to_string());
+        text.push_str(&format!("model_catalog_json = {path}\n"));
+    }
+    text.push('\n');
     if let Some((_, url)) = provider.iter().find(|(k, _)| k == "OPENAI_BASE_URL") {
         text.push_str(&format!(
             "model_provider = \"patchdiff-openai\"\n\n[model_providers.patchdiff-openai]\nname = \"OpenAI-compatible endpoint from OPENAI_BASE_URL\"\nbase_url = {}\nenv_key = \"OPENAI_API_KEY\"\nwire_api = \"responses\"\n\n",
@@ -179,5 +251,51 @@ impl StreamState {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_sealed_catalog_takes_every_models_native_tools_and_keeps_the_rest() {
+        let bundled = json!({"models": [
+            {"slug": "gpt-5.5", "apply_patch_tool_type": "freeform", "supports_search_tool": true,
+             "tool_mode": "code_mode_only", "multi_agent_version": "v2",
+             "experimental_supported_tools": ["clock"], "context_window": 272000},
+            {"slug": "other", "shell_type": "unified_exec"},
+        ]});
+        let sealed = sealed_model_catalog(bundled).unwrap();
+        for model in sealed["models"].as_array().unwrap() {
+            assert_eq!(model["apply_patch_tool_type"], Value::Null, "{model}");
+            assert_eq!(model["supports_search_tool"], false, "{model}");
+            assert_eq!(model["experimental_supported_tools"], json!([]), "{model}");
+            assert_eq!(model["tool_mode"], Value::Null, "{model}");
+            assert_eq!(model["multi_agent_version"], Value::Null, "{model}");
+        }
+        assert_eq!(sealed["models"][0]["context_window"], 272000);
+        assert_eq!(sealed["models"][1]["shell_type"], "unified_exec");
+        let refused = sealed_model_catalog(json!({"entries": []})).unwrap_err();
+        assert!(
+            refused.to_string().contains("no `models` array"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn the_config_names_the_sealed_catalog_as_a_toml_string() {
+        let text = codex_config(
+            "",
+            &[],
+            Some(std::path::Path::new("/h/.codex/model \"c\".json")),
+        );
+        let parsed: toml::Table = text.parse().expect("TOML");
+        assert_eq!(
+            parsed["model_catalog_json"].as_str(),
+            Some("/h/.codex/model \"c\".json")
+        );
+        assert!(!codex_config("", &[], None).contains("model_catalog_json"));
     }
 }

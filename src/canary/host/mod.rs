@@ -246,7 +246,11 @@ mod tests {
     #[test]
     fn the_sealed_codex_config_declares_the_host_tables_tool_output_limit() {
         let server = codex_server_config("/opt/pd", &[]);
-        let text = codex_config(&server, &[("OPENAI_BASE_URL".into(), "http://x/v1".into())]);
+        let text = codex_config(
+            &server,
+            &[("OPENAI_BASE_URL".into(), "http://x/v1".into())],
+            None,
+        );
         let table: toml::Table = text.parse().expect("valid TOML");
         assert_eq!(
             table["tool_output_token_limit"].as_integer(),

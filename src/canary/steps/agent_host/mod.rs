@@ -104,9 +104,24 @@ impl HostStep<'_> {
         let version = asked
             .await
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
+        // A2: Codex's own catalog gives a model it lists native tools whatever the features
+        // say; the host gets it sealed (`host::codex::sealed_model_catalog`).
+        let catalog = match host {
+            Host::Codex => {
+                let doing = "reading Codex's bundled model catalog";
+                let read = before_deadline(deadline, timeout, doing, async {
+                    host::codex::sealed_model_catalog(host::codex::bundled_catalog(&binary).await?)
+                });
+                Some(
+                    read.await
+                        .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?,
+                )
+            }
+            _ => None,
+        };
         // `home` is removed when dropped, after the host's group is gone.
         let (paths, home, brief) = self
-            .prepare_host_files(host, &model, max_turns)
+            .prepare_host_files(host, &model, max_turns, catalog.as_ref())
             .map_err(|e| self.stopped_before(StopReason::HostUnavailable, e))?;
         let run = HostRun {
             host,
@@ -299,6 +314,7 @@ impl HostStep<'_> {
         host: Host,
         model: &str,
         max_turns: Option<u32>,
+        catalog: Option<&serde_json::Value>,
     ) -> anyhow::Result<(HostPaths, tempfile::TempDir, String)> {
         let brief_path =
             crate::canary::steps::host_config::write_agent_brief(self.run, self.manifest)?;
@@ -324,7 +340,7 @@ impl HostStep<'_> {
             settings: host.file(self.run, AgentFile::Settings),
             home: home.path().to_owned(),
         };
-        self.write_host_files(host, &paths, model, max_turns)?;
+        self.write_host_files(host, &paths, model, max_turns, catalog)?;
         Ok((paths, home, brief))
     }
 
@@ -332,13 +348,14 @@ impl HostStep<'_> {
     /// `--mcp-config` JSON and settings; Codex's `config.toml`, Gemini CLI's `settings.json`
     /// and opencode's `opencode.json` in its private home (and a copy in the run directory as
     /// evidence). `model` and `max_turns` are the step's (opencode's and Gemini CLI's files
-    /// carry them).
+    /// carry them); `catalog`, Codex's sealed model catalog, goes beside its `config.toml`.
     fn write_host_files(
         &self,
         host: Host,
         paths: &HostPaths,
         model: &str,
         max_turns: Option<u32>,
+        catalog: Option<&serde_json::Value>,
     ) -> anyhow::Result<()> {
         let exe = self.exe.display().to_string();
         let observed_env = &self.observed_env;
@@ -371,7 +388,12 @@ impl HostStep<'_> {
                     .filter(|l| !l.starts_with('#'))
                     .map(|l| format!("{l}\n"))
                     .collect();
-                let body = host::codex_config(&server, &host::provider_env());
+                let catalog_path = codex_home.join("model-catalog.json");
+                if let Some(catalog) = catalog {
+                    write_new_private(&catalog_path, &serde_json::to_vec(catalog)?)?;
+                }
+                let catalog_path = catalog.map(|_| catalog_path.as_path());
+                let body = host::codex_config(&server, &host::provider_env(), catalog_path);
                 write_new_private(&codex_home.join("config.toml"), body.as_bytes())?;
                 write_new_private(&paths.mcp_config, redactor.redact(&body).as_bytes())?;
             }
