@@ -516,8 +516,9 @@ const GO_HANDLERS = {
 // ---------------------------------------------------------------------------------------------
 // Java and C#: `Outer.Inner.method`. Annotations and attributes are children of the declaration
 // (its modifiers / attribute lists), so a scope covers them as it is. A constructor is named by
-// its class (`RangeSet.RangeSet`). Java's `package` and C#'s file-scoped `namespace N;` are not
-// scopes (nothing is nested in them); a C# `namespace N { … }` block is (`N.C.M`).
+// its class (`RangeSet.RangeSet`), a C# destructor by `~` and its class (`Py.GILState.~GILState`).
+// Java's `package` and C#'s file-scoped `namespace N;` are not scopes (nothing is nested in them);
+// a C# `namespace N { … }` block is (`N.C.M`).
 
 const JAVA_HANDLERS = {
   class_declaration: named("class"),
@@ -540,6 +541,11 @@ const CSHARP_HANDLERS = {
   record_struct_declaration: named("record"),
   method_declaration: named("method"),
   constructor_declaration: named("constructor"),
+  // `~GILState() { … }` (a finalizer) is named as written, `Py.GILState.~GILState`.
+  destructor_declaration: (node) => {
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind: "destructor", name: `~${name}`, range: node };
+  },
   local_function_statement: named("function"),
 };
 
