@@ -520,7 +520,7 @@ const GO_HANDLERS = {
 // Java's `package` and C#'s file-scoped `namespace N;` are not scopes (nothing is nested in them);
 // a C# `namespace N { … }` block is (`N.C.M`).
 
-const JAVA_HANDLERS = {
+const JAVA_HANDLERS_BARE = {
   class_declaration: named("class"),
   interface_declaration: named("interface"),
   annotation_type_declaration: named("interface"),
@@ -531,6 +531,57 @@ const JAVA_HANDLERS = {
   compact_constructor_declaration: named("constructor"),
 };
 
+// A member of an anonymous class (`new Object() { public int hashCode() {…} }`) or of an enum
+// constant's body is not a member of the class around it (java.util.EnumMap has its own
+// `hashCode`): it is named through what holds it, the field or variable (`EnumMap.NULL.hashCode`),
+// the enum constant (`IsoCountryCode.PART1_ALPHA2.createCountryCodeSet`) or a static initializer
+// (`ResourceBundle.static.setParent`); in a method, the method already encloses it
+// (`ArrayList.SubList.listIterator.hasNext`).
+function javaHolders(node) {
+  const holders = [];
+  let anonymous = false;
+  for (let p = node.parent; p !== null && JAVA_HANDLERS_BARE[p.type] === undefined; p = p.parent) {
+    if (p.type === "class_body" && (p.parent?.type === "object_creation_expression" || p.parent?.type === "enum_constant")) {
+      anonymous = true;
+    } else if (anonymous && (p.type === "variable_declarator" || p.type === "enum_constant")) {
+      const name = fieldText(p, "name");
+      if (name !== null) holders.unshift(name);
+    } else if (anonymous && p.type === "static_initializer") {
+      holders.unshift("static");
+    }
+  }
+  return holders;
+}
+
+const JAVA_HANDLERS = Object.fromEntries(
+  Object.entries(JAVA_HANDLERS_BARE).map(([type, handler]) => [
+    type,
+    (node, enclosingKind) => {
+      const found = handler(node, enclosingKind);
+      if (found === null) return null;
+      const holders = javaHolders(node);
+      return holders.length === 0 ? found : { ...found, name: `${holders.join(".")}.${found.name}` };
+    },
+  ]),
+);
+
+// C#: an explicit interface implementation `IntPtr ILibDL.dlopen(…)` is named as written,
+// `LinuxLibDL.ILibDL.dlopen` (a class can also have its own `dlopen`); an operator is
+// `operator ==`, a conversion `operator int` (the target type: `implicit`/`explicit` cannot both
+// convert to one type).
+function csharpMethod(node) {
+  const name = fieldText(node, "name");
+  if (name === null) return null;
+  const explicit = node.namedChildren.find((c) => c !== null && c.type === "explicit_interface_specifier");
+  if (explicit === undefined) return { kind: "method", name, range: node };
+  return { kind: "method", name: `${explicit.text.replace(/\s+/g, "")}${name}`, range: node };
+}
+
+function csharpOperator(node) {
+  const target = node.type === "operator_declaration" ? node.childForFieldName("operator") : node.childForFieldName("type");
+  return target === null ? null : { kind: "method", name: `operator ${target.text}`, range: node };
+}
+
 const CSHARP_HANDLERS = {
   namespace_declaration: named("namespace"),
   class_declaration: named("class"),
@@ -539,7 +590,9 @@ const CSHARP_HANDLERS = {
   enum_declaration: named("enum"),
   record_declaration: named("record"),
   record_struct_declaration: named("record"),
-  method_declaration: named("method"),
+  method_declaration: csharpMethod,
+  operator_declaration: csharpOperator,
+  conversion_operator_declaration: csharpOperator,
   constructor_declaration: named("constructor"),
   // `~GILState() { … }` (a finalizer) is named as written, `Py.GILState.~GILState`.
   destructor_declaration: (node) => {
