@@ -625,6 +625,24 @@ function declaratorName(node) {
     d = d.childForFieldName("declarator") ?? d.namedChildren.find((c) => c !== null && c.type !== "type_qualifier") ?? null;
   }
   if (d === null) return null;
+  // A conversion operator is named by its target type, `operator bool` (not `operator bool()
+  // const`): its declarator holds its parameters and qualifiers.
+  const castName = (n) => {
+    const params = n.descendantsOfType("parameter_list")[0];
+    const text = params === undefined ? n.text : n.text.slice(0, params.startIndex - n.startIndex);
+    return text.replace(/\s+/g, " ").trim();
+  };
+  if (d.type === "operator_cast") return castName(d);
+  let innermost = d;
+  while (innermost.type === "qualified_identifier" && innermost.childForFieldName("name") !== null) {
+    innermost = innermost.childForFieldName("name");
+  }
+  if (innermost.type === "operator_cast") {
+    const scope = d.text.slice(0, innermost.startIndex - d.startIndex).replace(/\s+/g, "");
+    let bare = scope;
+    for (let k = 0; k < 8 && bare.includes("<"); k++) bare = bare.replace(/<[^<>]*>/g, "");
+    return `${bare}${castName(innermost)}`;
+  }
   if (d.type === "qualified_identifier") {
     // Drop template arguments from the qualifying part only (`operator<` keeps its `<`).
     const text = d.text.replace(/\s+/g, " ");
@@ -644,6 +662,8 @@ function templated(node) {
 }
 
 function cFunction(node, enclosingKind) {
+  // C++ `S(const S &) = delete;` / `S() = default;` have no body: declarations, like prototypes.
+  if (node.childForFieldName("body") === null) return null;
   const name = declaratorName(node);
   if (name === null) return null;
   const member = enclosingKind === "class" || enclosingKind === "struct" || name.includes("::");

@@ -116,6 +116,40 @@ const REAL_FILES: &[RealFile] = &[
         oracle_misses: &[],
     },
     RealFile {
+        language: Language::Cpp,
+        origin: Origin::File(
+            "tests/tools/node_modules/node-pty/deps/winpty/src/shared/WindowsSecurity.h",
+        ),
+        package: "winpty's shared code, vendored in node-pty@1.0.0 (tests/tools/package-lock.json)",
+        install: "npm ci --prefix tests/tools",
+        oracle: Oracle::Ctags("C++"),
+        // A conversion operator is named by its type, not its declarator's `() const`.
+        well_known: &["SecurityItem::operator bool", "SecurityItem::operator="],
+        oracle_misses: &[],
+    },
+    RealFile {
+        language: Language::Cpp,
+        origin: Origin::File("tests/tools/node_modules/node-pty/deps/winpty/src/shared/Mutex.h"),
+        package: "winpty's shared code, vendored in node-pty@1.0.0 (tests/tools/package-lock.json)",
+        install: "npm ci --prefix tests/tools",
+        oracle: Oracle::Ctags("C++"),
+        // `Mutex(const Mutex &other) = delete;` has no body: no scope (ctags lists none either).
+        well_known: &["Mutex::lock", "LockGuard::~LockGuard"],
+        oracle_misses: &[],
+    },
+    RealFile {
+        language: Language::Cpp,
+        origin: Origin::File(
+            "tests/tools/node_modules/node-pty/deps/winpty/src/shared/DebugClient.cc",
+        ),
+        package: "winpty's shared code, vendored in node-pty@1.0.0 (tests/tools/package-lock.json)",
+        install: "npm ci --prefix tests/tools",
+        oracle: Oracle::Ctags("C++"),
+        // In an anonymous `namespace { … }`, which is no scope.
+        well_known: &["PreserveLastError::~PreserveLastError", "trace"],
+        oracle_misses: &[],
+    },
+    RealFile {
         language: Language::CSharp,
         origin: Origin::TarGz(
             "target/real-sources/pythonnet-3.2.1.tar.gz",
@@ -323,9 +357,28 @@ fn ctags_def(
 ) -> Option<Def> {
     let ctags_kind = tag["kind"].as_str()?;
     let mut name = tag["name"].as_str()?.to_string();
-    let scope = tag["scope"].as_str().unwrap_or("");
-    let scope_kind = tag["scopeKind"].as_str().unwrap_or("");
+    let scope_owned: String;
+    let mut scope = tag["scope"].as_str().unwrap_or("");
+    let mut scope_kind = tag["scopeKind"].as_str().unwrap_or("");
     let last_scope = scope.rsplit(['.', ':']).next().unwrap_or("");
+    if language == Language::Cpp {
+        // An anonymous `namespace { … }` is no Waymark scope (ctags calls it `__anon…`), and C++
+        // writes operators without ctags' space (`operator==`; `operator bool` keeps its own).
+        let named: Vec<&str> = scope
+            .split("::")
+            .filter(|s| !s.starts_with("__anon"))
+            .collect();
+        scope_owned = named.join("::");
+        scope = &scope_owned;
+        if named.is_empty() {
+            scope_kind = "";
+        }
+        if let Some(op) = name.strip_prefix("operator ") {
+            if !op.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                name = format!("operator{op}");
+            }
+        }
+    }
     let kind = match (language, ctags_kind) {
         // Left out everywhere: fields/members, enum constants and enumerators (no body of their
         // own), variables, macros (the preprocessor, not the grammar), prototypes (declarations:
@@ -537,12 +590,13 @@ async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_language
                 );
             }
             // C/C++ `struct S {…};` ends before its `;` (the specifier does not hold the
-            // declaration's `;`); a `typedef struct {…} T;` holds it.
+            // declaration's `;`); a `typedef struct {…} T;` and a `template <…> class C {…};`
+            // hold it (the scope is the typedef or template declaration).
+            let first = lines[scope.start_line - 1].trim_start();
             let before_semicolon = matches!(file.language, Language::C | Language::Cpp)
                 && matches!(scope.kind.as_str(), "struct" | "class" | "enum")
-                && !lines[scope.start_line - 1]
-                    .trim_start()
-                    .starts_with("typedef")
+                && !first.starts_with("typedef")
+                && !first.starts_with("template")
                 && lines[scope.end_line - 1].trim_end().ends_with(';');
             let span = line_span(source, scope.start_line, scope.end_line, before_semicolon);
             assert_eq!(
