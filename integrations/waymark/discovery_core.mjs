@@ -717,9 +717,20 @@ function rubyInSingletonClass(node) {
   return false;
 }
 
+// `class ::Digest::Class` inside `module Digest` names the top-level constant: the scope is
+// `Digest::Class`, not nested under the module (`absolute`).
+function rubyNamespace(kind) {
+  return (node) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    if (name.startsWith("::")) return { kind, name: name.slice(2), range: node, absolute: true };
+    return { kind, name, range: node };
+  };
+}
+
 const RUBY_HANDLERS = {
-  module: named("module"),
-  class: named("class"),
+  module: rubyNamespace("module"),
+  class: rubyNamespace("class"),
   method: (node, enclosingKind) => {
     const name = fieldText(node, "name");
     if (name === null) return null;
@@ -814,7 +825,9 @@ function collectScopes(language, query, tree, source) {
     const found = handler(node, enclosing === null ? null : enclosing.kind);
     if (found === null) continue;
     const qname =
-      enclosing === null ? found.name : `${enclosing.qname}${join(enclosing, found)}${found.name}`;
+      enclosing === null || found.absolute
+        ? found.name
+        : `${enclosing.qname}${join(enclosing, found)}${found.name}`;
     const r = found.range;
     const from = found.from ?? r; // leading decorators/attributes, when they are siblings
     const startRow = from.startPosition.row;

@@ -218,6 +218,21 @@ const REAL_FILES: &[RealFile] = &[
         oracle_misses: &[],
     },
     RealFile {
+        language: Language::Ruby,
+        origin: Origin::RubyLib("digest.rb"),
+        package: "digest.rb of Ruby's standard library (Debian's libruby3.1, from `ruby`)",
+        install: "apt-get install ruby",
+        oracle: Oracle::Ctags("Ruby"),
+        // `class ::Digest::Class` inside `module Digest` is the top-level Digest::Class.
+        well_known: &[
+            "Digest::Class.file",
+            "Digest::Instance#base64digest!",
+            "Digest.const_missing",
+            "Digest",
+        ],
+        oracle_misses: &[],
+    },
+    RealFile {
         language: Language::Php,
         origin: Origin::File("/usr/share/php/Psr/Log/Test/TestLogger.php"),
         package: "Psr\\Log\\Test\\TestLogger of Debian's php-psr-log",
@@ -420,6 +435,11 @@ fn ctags_def(
                 "singletonMethod" => ".",
                 _ => "::",
             };
+            // `class ::Digest::Class` in `module Digest` is the top-level Digest::Class; ctags
+            // writes its scope `Digest..Digest` (an empty segment where the `::` starts).
+            let scope = scope
+                .rsplit_once("..")
+                .map_or(scope, |(_, absolute)| absolute);
             format!("{}{join}{name}", scope.replace('.', "::"))
         }
         Language::C | Language::Cpp => format!("{scope}::{name}"),
