@@ -388,10 +388,10 @@ fn ctags_def(
         if named.is_empty() {
             scope_kind = "";
         }
-        if let Some(op) = name.strip_prefix("operator ") {
-            if !op.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
-                name = format!("operator{op}");
-            }
+        if let Some(op) = name.strip_prefix("operator ")
+            && !op.starts_with(|c: char| c.is_alphanumeric() || c == '_')
+        {
+            name = format!("operator{op}");
         }
     }
     let kind = match (language, ctags_kind) {
