@@ -516,10 +516,11 @@ const GO_HANDLERS = {
 // ---------------------------------------------------------------------------------------------
 // Java and C#: `Outer.Inner.method`. Annotations and attributes are children of the declaration
 // (its modifiers / attribute lists), so a scope covers them as it is. A constructor is named by
-// its class (`RangeSet.RangeSet`). Java's `package` and C#'s file-scoped `namespace N;` are not
-// scopes (nothing is nested in them); a C# `namespace N { … }` block is (`N.C.M`).
+// its class (`RangeSet.RangeSet`), a C# destructor by `~` and its class (`Py.GILState.~GILState`).
+// Java's `package` and C#'s file-scoped `namespace N;` are not scopes (nothing is nested in them);
+// a C# `namespace N { … }` block is (`N.C.M`).
 
-const JAVA_HANDLERS = {
+const JAVA_HANDLERS_BARE = {
   class_declaration: named("class"),
   interface_declaration: named("interface"),
   annotation_type_declaration: named("interface"),
@@ -530,6 +531,57 @@ const JAVA_HANDLERS = {
   compact_constructor_declaration: named("constructor"),
 };
 
+// A member of an anonymous class (`new Object() { public int hashCode() {…} }`) or of an enum
+// constant's body is not a member of the class around it (java.util.EnumMap has its own
+// `hashCode`): it is named through what holds it, the field or variable (`EnumMap.NULL.hashCode`),
+// the enum constant (`IsoCountryCode.PART1_ALPHA2.createCountryCodeSet`) or a static initializer
+// (`ResourceBundle.static.setParent`); in a method, the method already encloses it
+// (`ArrayList.SubList.listIterator.hasNext`).
+function javaHolders(node) {
+  const holders = [];
+  let anonymous = false;
+  for (let p = node.parent; p !== null && JAVA_HANDLERS_BARE[p.type] === undefined; p = p.parent) {
+    if (p.type === "class_body" && (p.parent?.type === "object_creation_expression" || p.parent?.type === "enum_constant")) {
+      anonymous = true;
+    } else if (anonymous && (p.type === "variable_declarator" || p.type === "enum_constant")) {
+      const name = fieldText(p, "name");
+      if (name !== null) holders.unshift(name);
+    } else if (anonymous && p.type === "static_initializer") {
+      holders.unshift("static");
+    }
+  }
+  return holders;
+}
+
+const JAVA_HANDLERS = Object.fromEntries(
+  Object.entries(JAVA_HANDLERS_BARE).map(([type, handler]) => [
+    type,
+    (node, enclosingKind) => {
+      const found = handler(node, enclosingKind);
+      if (found === null) return null;
+      const holders = javaHolders(node);
+      return holders.length === 0 ? found : { ...found, name: `${holders.join(".")}.${found.name}` };
+    },
+  ]),
+);
+
+// C#: an explicit interface implementation `IntPtr ILibDL.dlopen(…)` is named as written,
+// `LinuxLibDL.ILibDL.dlopen` (a class can also have its own `dlopen`); an operator is
+// `operator ==`, a conversion `operator int` (the target type: `implicit`/`explicit` cannot both
+// convert to one type).
+function csharpMethod(node) {
+  const name = fieldText(node, "name");
+  if (name === null) return null;
+  const explicit = node.namedChildren.find((c) => c !== null && c.type === "explicit_interface_specifier");
+  if (explicit === undefined) return { kind: "method", name, range: node };
+  return { kind: "method", name: `${explicit.text.replace(/\s+/g, "")}${name}`, range: node };
+}
+
+function csharpOperator(node) {
+  const target = node.type === "operator_declaration" ? node.childForFieldName("operator") : node.childForFieldName("type");
+  return target === null ? null : { kind: "method", name: `operator ${target.text}`, range: node };
+}
+
 const CSHARP_HANDLERS = {
   namespace_declaration: named("namespace"),
   class_declaration: named("class"),
@@ -538,8 +590,15 @@ const CSHARP_HANDLERS = {
   enum_declaration: named("enum"),
   record_declaration: named("record"),
   record_struct_declaration: named("record"),
-  method_declaration: named("method"),
+  method_declaration: csharpMethod,
+  operator_declaration: csharpOperator,
+  conversion_operator_declaration: csharpOperator,
   constructor_declaration: named("constructor"),
+  // `~GILState() { … }` (a finalizer) is named as written, `Py.GILState.~GILState`.
+  destructor_declaration: (node) => {
+    const name = fieldText(node, "name");
+    return name === null ? null : { kind: "destructor", name: `~${name}`, range: node };
+  },
   local_function_statement: named("function"),
 };
 
@@ -566,6 +625,24 @@ function declaratorName(node) {
     d = d.childForFieldName("declarator") ?? d.namedChildren.find((c) => c !== null && c.type !== "type_qualifier") ?? null;
   }
   if (d === null) return null;
+  // A conversion operator is named by its target type, `operator bool` (not `operator bool()
+  // const`): its declarator holds its parameters and qualifiers.
+  const castName = (n) => {
+    const params = n.descendantsOfType("parameter_list")[0];
+    const text = params === undefined ? n.text : n.text.slice(0, params.startIndex - n.startIndex);
+    return text.replace(/\s+/g, " ").trim();
+  };
+  if (d.type === "operator_cast") return castName(d);
+  let innermost = d;
+  while (innermost.type === "qualified_identifier" && innermost.childForFieldName("name") !== null) {
+    innermost = innermost.childForFieldName("name");
+  }
+  if (innermost.type === "operator_cast") {
+    const scope = d.text.slice(0, innermost.startIndex - d.startIndex).replace(/\s+/g, "");
+    let bare = scope;
+    for (let k = 0; k < 8 && bare.includes("<"); k++) bare = bare.replace(/<[^<>]*>/g, "");
+    return `${bare}${castName(innermost)}`;
+  }
   if (d.type === "qualified_identifier") {
     // Drop template arguments from the qualifying part only (`operator<` keeps its `<`).
     const text = d.text.replace(/\s+/g, " ");
@@ -585,6 +662,8 @@ function templated(node) {
 }
 
 function cFunction(node, enclosingKind) {
+  // C++ `S(const S &) = delete;` / `S() = default;` have no body: declarations, like prototypes.
+  if (node.childForFieldName("body") === null) return null;
   const name = declaratorName(node);
   if (name === null) return null;
   const member = enclosingKind === "class" || enclosingKind === "struct" || name.includes("::");
@@ -638,9 +717,20 @@ function rubyInSingletonClass(node) {
   return false;
 }
 
+// `class ::Digest::Class` inside `module Digest` names the top-level constant: the scope is
+// `Digest::Class`, not nested under the module (`absolute`).
+function rubyNamespace(kind) {
+  return (node) => {
+    const name = fieldText(node, "name");
+    if (name === null) return null;
+    if (name.startsWith("::")) return { kind, name: name.slice(2), range: node, absolute: true };
+    return { kind, name, range: node };
+  };
+}
+
 const RUBY_HANDLERS = {
-  module: named("module"),
-  class: named("class"),
+  module: rubyNamespace("module"),
+  class: rubyNamespace("class"),
   method: (node, enclosingKind) => {
     const name = fieldText(node, "name");
     if (name === null) return null;
@@ -735,7 +825,9 @@ function collectScopes(language, query, tree, source) {
     const found = handler(node, enclosing === null ? null : enclosing.kind);
     if (found === null) continue;
     const qname =
-      enclosing === null ? found.name : `${enclosing.qname}${join(enclosing, found)}${found.name}`;
+      enclosing === null || found.absolute
+        ? found.name
+        : `${enclosing.qname}${join(enclosing, found)}${found.name}`;
     const r = found.range;
     const from = found.from ?? r; // leading decorators/attributes, when they are siblings
     const startRow = from.startPosition.row;

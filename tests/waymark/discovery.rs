@@ -433,12 +433,15 @@ async fn rss_is_sampled_every_100_ms_into_the_memory_file() {
     );
 }
 
-/// The files under `tests/fixtures/waymark/`, written for these tests in the style of the
-/// projects each names (Guava, Redis, LLVM, the .NET runtime, Rails, Laravel, Angular, a Rust
-/// crate), with every scope each must yield: `kind name start-end`, lines 1-based inclusive; a
+/// The files under `tests/fixtures/waymark/`, written for these tests (not real files: those are
+/// in `real_files`, read at test time), for the constructs the real files lack: Java records and
+/// enums with methods, C `struct S {…};` and unions, C++ namespaces (nested, `a::b`) and
+/// out-of-line template methods, a C# block namespace and records, Ruby `class << self` and
+/// `module A::B`, PHP enums, traits and functions, TypeScript decorators, Rust `impl` and `mod`;
+/// with every scope each must yield: `kind name start-end`, lines 1-based inclusive; a
 /// trailing ` ;` marks a scope that ends just before its line's `;`, a leading `export ` one that
 /// starts after its line's `export` (an undecorated exported JS/TS declaration).
-const REAL_FILES: &[(Language, &str, &[&str])] = &[
+const HAND_WRITTEN_FIXTURES: &[(Language, &str, &[&str])] = &[
     (
         Language::Java,
         "RangeSet.java",
@@ -589,7 +592,12 @@ const REAL_FILES: &[(Language, &str, &[&str])] = &[
 /// The byte range lines `start..=end` (1-based) span without the first line's indentation and
 /// the last line's trailing comment (`} // namespace detail`) and whitespace (and its final `;`
 /// when `before_semicolon`).
-fn line_span(source: &str, start: usize, end: usize, before_semicolon: bool) -> (usize, usize) {
+pub(crate) fn line_span(
+    source: &str,
+    start: usize,
+    end: usize,
+    before_semicolon: bool,
+) -> (usize, usize) {
     let mut offsets = vec![0];
     offsets.extend(source.match_indices('\n').map(|(i, _)| i + 1));
     let first = offsets[start - 1];
@@ -607,14 +615,14 @@ fn line_span(source: &str, start: usize, end: usize, before_semicolon: bool) -> 
 }
 
 #[tokio::test]
-async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_languages_names() {
+async fn discovery_on_hand_written_fixtures_finds_every_scope_byte_exact() {
     let work = tempfile::tempdir().expect("tempdir");
     let waymark = Waymark::new(
         util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/waymark");
-    for (language, file, expected) in REAL_FILES {
+    for (language, file, expected) in HAND_WRITTEN_FIXTURES {
         let source = std::fs::read_to_string(dir.join(file)).expect("fixture");
         let found = waymark.discover(*language, &source).await.expect(file);
         assert!(!found.has_error, "{file} parses cleanly");
@@ -650,8 +658,8 @@ async fn discovery_on_real_files_finds_every_scope_byte_exact_with_each_language
 }
 
 /// Decorators, attributes and annotations are inside the scope they decorate, whether the
-/// grammar makes them children (Java, C#, PHP, Python) or preceding siblings (Rust items,
-/// TypeScript methods and exported classes): the scope starts at the first of them.
+/// grammar makes them children (Java, C#, PHP, Python, JavaScript) or preceding siblings (Rust
+/// items, TypeScript methods and exported classes): the scope starts at the first of them.
 #[tokio::test]
 async fn a_scope_covers_its_decorators_attributes_and_annotations_in_every_language() {
     let work = tempfile::tempdir().expect("tempdir");
@@ -659,7 +667,32 @@ async fn a_scope_covers_its_decorators_attributes_and_annotations_in_every_langu
         util::config(WaymarkMode::Resident, work.path()),
         EventLog::default().recorder(),
     );
+    // tree-sitter-javascript 0.25.0 parses decorators (the TC39 proposal) on classes, before or
+    // after `export`, and on methods and fields.
+    let js_class = "@dec\nclass C {\n  @log\n  m() {}\n}\n";
+    let js_members = "class F {\n  @bound\n  @log('x')\n  static g() {}\n  @f h = () => {};\n}\n";
     let cases: &[(Language, &str, &str, &str)] = &[
+        (Language::JavaScript, js_class, "C", "@dec\nclass C {"),
+        (Language::JavaScript, js_class, "C.m", "@log\n  m() {}"),
+        (
+            Language::JavaScript,
+            "export @dec class D {}\n",
+            "D",
+            "@dec class D {}",
+        ),
+        (
+            Language::JavaScript,
+            "@dec export class E {}\n",
+            "E",
+            "@dec export class E {}",
+        ),
+        (
+            Language::JavaScript,
+            js_members,
+            "F.g",
+            "@bound\n  @log('x')\n  static g() {}",
+        ),
+        (Language::JavaScript, js_members, "F.h", "@f h = () => {}"),
         (
             Language::TypeScript,
             "@Component({selector: 'app-root'})\nexport class AppComponent {\n  @HostListener('click')\n  onClick() {}\n}\n",
