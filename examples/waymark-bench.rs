@@ -3,10 +3,16 @@
 //! of the resident overhead over parse (p50s): the Node side's request-file read + SHA-256 +
 //! decode (`read_ms`), the scope list's JSON and pipe transfer (an all-scopes discovery minus a
 //! summary one, which returns no scopes), and the rest (Rust side: request file write + hash,
-//! admission, frames, and the pipe round trip).
+//! admission, frames, and the pipe round trip). Of the rest, the request directory's own file
+//! system cost is measured beside it in the same run: the supervisor's create/write/unlink/rmdir
+//! of a per-request directory (W3), timed alone under the same work root. On a file system
+//! mounted with `discard` (this project's CI VMs: ext4), freeing the directory's block makes
+//! `rmdir` alone cost about 0.2 ms; on tmpfs it is microseconds.
 //!
-//! Usage: `cargo run --example waymark-bench [-- --iterations-scale F]`. Node and the script dir come
-//! from `PATCHDIFF_NODE_BINARY` / `PATCHDIFF_WAYMARK_DIR` as in the product. Prints one table.
+//! Usage: `cargo run --release --example waymark-bench [-- --iterations-scale F] [--work-root DIR]`
+//! (`--work-root`: where generation roots go, default a fresh directory under the system temp
+//! dir; e.g. `/dev/shm` to see the cost without the disk). Node and the script dir come from
+//! `PATCHDIFF_NODE_BINARY` / `PATCHDIFF_WAYMARK_DIR` as in the product. Prints one table.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,6 +87,31 @@ async fn run_query(
     })
 }
 
+/// The file-system part of one resident request (W3), timed alone: the supervisor's exclusive
+/// create of a 0700 request directory and its 0600 `source`, the write, then the unlink and
+/// rmdir it does after the answer. Milliseconds.
+fn request_dir_ms(dir: &std::path::Path, source: &str) -> Result<f64, String> {
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let started = Instant::now();
+    let file = dir.join("source");
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(dir)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&file)
+        })
+        .and_then(|mut f| f.write_all(source.as_bytes()))
+        .and_then(|()| std::fs::remove_file(&file))
+        .and_then(|()| std::fs::remove_dir(dir))
+        .map_err(|e| format!("request directory {}: {e}", dir.display()))?;
+    Ok(started.elapsed().as_secs_f64() * 1000.0)
+}
+
 fn config(mode: WaymarkMode, work_root: &std::path::Path) -> Result<WaymarkConfig, String> {
     let settings = patchdiff::config::Settings::from_env();
     let mut c = WaymarkConfig::from_settings(
@@ -112,7 +143,11 @@ async fn bench() -> Result<(), String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.0);
     let n = |base: usize| ((base as f64 * scale).round() as usize).max(3);
-    let work = std::env::temp_dir().join(format!("waymark-bench-{}", std::process::id()));
+    let parent = std::env::args()
+        .skip_while(|a| a != "--work-root")
+        .nth(1)
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    let work = parent.join(format!("waymark-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
 
     let sizes = [
@@ -183,16 +218,30 @@ async fn bench() -> Result<(), String> {
 
     println!();
     println!(
-        "resident overhead over parse, p50 ms: {:>7} | {:>8} {:>8} | {:>10} {:>12} {:>10}",
-        "size", "total", "parse", "node read", "scopes JSON", "rest"
+        "resident overhead over parse, p50 ms (work root {}):",
+        work.display()
+    );
+    println!(
+        "{:>7} | {:>8} {:>8} | {:>9} | {:>10} {:>12} {:>10} | {:>11} {:>13}",
+        "size",
+        "total",
+        "parse",
+        "overhead",
+        "node read",
+        "scopes JSON",
+        "rest",
+        "request dir",
+        "rest - dir"
     );
     for (label, source, n_res, _) in &sizes {
         // Interleaved, so both see the same machine load.
-        let (mut all, mut summary) = (Vec::new(), Vec::new());
-        for _ in 0..*n_res {
+        let (mut all, mut summary, mut dir) = (Vec::new(), Vec::new(), Vec::new());
+        for i in 0..*n_res {
             all.push(run(&resident, source, 1).await?);
             summary.push(run_query(&resident, source, 1, Some(&ScopeQuery::Summary)).await?);
+            dir.push(request_dir_ms(&work.join(format!("dir-{i}")), source)?);
         }
+        let dir = percentile(&sorted(dir), 50.0);
         let merge = |runs: Vec<Run>| Run {
             wall_ms: sorted(runs.iter().flat_map(|r| r.wall_ms.clone()).collect()),
             parse_ms: sorted(runs.iter().flat_map(|r| r.parse_ms.clone()).collect()),
@@ -204,14 +253,18 @@ async fn bench() -> Result<(), String> {
         let read = percentile(&all.read_ms, 50.0);
         let summary_wall = percentile(&summary.wall_ms, 50.0);
         let summary_parse = percentile(&summary.parse_ms, 50.0);
+        let rest = summary_wall - summary_parse - read;
         println!(
-            "{:>39} | {:>8.3} {:>8.3} | {:>10.3} {:>12.3} {:>10.3}",
+            "{:>7} | {:>8.3} {:>8.3} | {:>9.3} | {:>10.3} {:>12.3} {:>10.3} | {:>11.3} {:>13.3}",
             label,
             wall,
             parse,
+            wall - parse,
             read,
             (wall - parse) - (summary_wall - summary_parse),
-            summary_wall - summary_parse - read,
+            rest,
+            dir,
+            rest - dir,
         );
     }
     resident.shutdown().await;
