@@ -6,7 +6,7 @@
 //! admission, frames, and the pipe round trip). Of the rest, the request directory's own file
 //! system cost is measured beside it in the same run: the supervisor's create/write/unlink/rmdir
 //! of a per-request directory (W3), timed alone under the same work root. On a file system
-//! mounted with `discard` (this project's CI VMs: ext4), freeing the directory's block makes
+//! mounted with `discard` (the ext4 of the machine these figures were first taken on), freeing the directory's block makes
 //! `rmdir` alone cost about 0.2 ms; on tmpfs it is microseconds.
 //!
 //! Usage: `cargo run --release --example waymark-bench [-- --iterations-scale F] [--work-root DIR]`
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use patchdiff::telemetry::{PerfEvent, Recorder};
-use patchdiff::waymark::{Language, ScopeQuery, Waymark, WaymarkConfig, WaymarkMode};
+use patchdiff::waymark::{Language, ScopeQuery, Waymark, WaymarkConfig, WaymarkMode, stale};
 
 /// Generates realistic JavaScript: classes with methods, free functions and arrow functions.
 fn generate_js(target_bytes: usize) -> String {
@@ -87,25 +87,17 @@ async fn run_query(
     })
 }
 
-/// The file-system part of one resident request (W3), timed alone: the supervisor's exclusive
-/// create of a 0700 request directory and its 0600 `source`, the write, then the unlink and
-/// rmdir it does after the answer. Milliseconds.
+/// The file-system part of one resident request (W3), timed alone: the supervisor's create of a
+/// 0700 request directory and of its `source` through [`stale::write_private_new`] (the call the
+/// supervisor makes), then the unlink and rmdir it does after the answer. Milliseconds.
 fn request_dir_ms(dir: &std::path::Path, source: &str) -> Result<f64, String> {
-    use std::io::Write;
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let started = Instant::now();
     let file = dir.join("source");
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(dir)
-        .and_then(|()| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .open(&file)
-        })
-        .and_then(|mut f| f.write_all(source.as_bytes()))
+        .and_then(|()| stale::write_private_new(&file, source.as_bytes()))
         .and_then(|()| std::fs::remove_file(&file))
         .and_then(|()| std::fs::remove_dir(dir))
         .map_err(|e| format!("request directory {}: {e}", dir.display()))?;
@@ -143,10 +135,13 @@ async fn bench() -> Result<(), String> {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.0);
     let n = |base: usize| ((base as f64 * scale).round() as usize).max(3);
-    let parent = std::env::args()
-        .skip_while(|a| a != "--work-root")
-        .nth(1)
-        .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    let parent = match std::env::args().skip_while(|a| a != "--work-root").nth(1) {
+        Some(dir) => std::path::PathBuf::from(dir),
+        None if std::env::args().any(|a| a == "--work-root") => {
+            return Err("--work-root needs a directory (e.g. --work-root /dev/shm)".to_owned());
+        }
+        None => std::env::temp_dir(),
+    };
     let work = parent.join(format!("waymark-bench-{}", std::process::id()));
     std::fs::create_dir_all(&work).map_err(|e| e.to_string())?;
 
