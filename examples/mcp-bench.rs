@@ -1,8 +1,11 @@
 //! Round-trip bench (not a test): p50/p99 of `patchdiff_read_target` on a 10 KB target over
-//! stdio, measured with an `rmcp` client, side by side in one run with
-//! - a bare `rmcp` server (this binary, `--serve-bare BYTES`) whose one tool returns the same
-//!   structured result (same fields, same content bytes) with no store or profile work: our
-//!   handler's own cost is the ratio to it (goal ≤ 1.1×);
+//! stdio, measured with an `rmcp` client, and each server's CPU time per call (all its threads),
+//! side by side in one run with
+//! - a bare `rmcp` server (this binary, `--serve-bare BYTES TRANSPORT`) whose one tool returns
+//!   the same structured result (same fields, same content bytes) with no store or profile work,
+//!   served twice: on rmcp's own stdio transport (tokio's blocking-pool stdin/stdout; the goal
+//!   is patchdiff ≤ 1.1× this at p50), and on the reactor pipes `patchdiff mcp` itself serves on
+//!   (`patchdiff::mcp::pipes`), where the ratio is our handler's own cost alone;
 //! - an `echo` tool returning the same 10 KB on a minimal official Python SDK server
 //!   (`tests/python/echo_server.py`), skipped when the SDK is not installed.
 //!
@@ -72,14 +75,36 @@ fn target_source(bytes: usize) -> String {
     s
 }
 
-async fn connect(
+async fn connect(cmd: tokio::process::Command) -> anyhow::Result<RunningService<RoleClient, ()>> {
+    Ok(connect_pid(cmd).await?.0)
+}
+
+/// [`connect`], also giving the server's process id (for its CPU time, [`cpu_ms`]).
+async fn connect_pid(
     mut cmd: tokio::process::Command,
-) -> anyhow::Result<RunningService<RoleClient, ()>> {
+) -> anyhow::Result<(RunningService<RoleClient, ()>, u32)> {
     cmd.stdin(Stdio::piped()).stdout(Stdio::piped());
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::null())
         .spawn()?;
-    Ok(().serve(transport).await?)
+    let pid = transport.id().context("the server exited at once")?;
+    Ok((().serve(transport).await?, pid))
+}
+
+/// CPU time (user + system, all threads) process `pid` has used, in milliseconds, from
+/// `/proc/PID/stat` (clock-tick resolution: 10 ms at the usual 100 Hz).
+fn cpu_ms(pid: u32) -> anyhow::Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    // Fields after the parenthesised command name: state is field 3, utime 14, stime 15.
+    let rest = stat
+        .rsplit_once(')')
+        .context("/proc stat without a command")?
+        .1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>()? + f[12].parse::<f64>()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Ok(ticks * 1000.0 / hz)
 }
 
 fn patchdiff_cmd(exe: &Path, vars: &BTreeMap<String, String>) -> tokio::process::Command {
@@ -144,6 +169,48 @@ fn pct(times: &[f64], p: f64) -> f64 {
     times[rank.clamp(1, times.len()) - 1]
 }
 
+/// One server measured: its client, its process (for CPU time) and what is called on it.
+struct Row {
+    label: &'static str,
+    client: RunningService<RoleClient, ()>,
+    pid: u32,
+    tool: &'static str,
+    args: Value,
+    /// Round-trip times of the measured calls, ms.
+    times: Vec<f64>,
+    /// The server's CPU time over every call made on it (measured and warm-up), ms.
+    cpu_ms: f64,
+}
+
+impl Row {
+    async fn start(
+        label: &'static str,
+        cmd: tokio::process::Command,
+        tool: &'static str,
+        args: Value,
+    ) -> anyhow::Result<Self> {
+        let (client, pid) = connect_pid(cmd).await?;
+        Ok(Self {
+            label,
+            client,
+            pid,
+            tool,
+            args,
+            times: Vec::new(),
+            cpu_ms: 0.0,
+        })
+    }
+
+    /// One round: `calls` measured calls after the warm-up, and the CPU the server spent.
+    async fn round(&mut self, calls: usize, expect_bytes: usize) -> anyhow::Result<()> {
+        let before = cpu_ms(self.pid)?;
+        let times = measure(&self.client, self.tool, &self.args, calls, expect_bytes).await?;
+        self.cpu_ms += cpu_ms(self.pid)? - before;
+        self.times.extend(times);
+        Ok(())
+    }
+}
+
 /// The bare baseline: an `rmcp` server whose only work per call is returning `body`
 /// (structured content plus a one-line summary, as `patchdiff mcp` returns results).
 #[derive(Clone)]
@@ -190,8 +257,10 @@ impl rmcp::ServerHandler for Bare {
     }
 }
 
-/// `--serve-bare BYTES`: serves [`Bare`] over stdio with a read_target-shaped body.
-async fn serve_bare(bytes: usize) -> anyhow::Result<()> {
+/// `--serve-bare BYTES TRANSPORT`: serves [`Bare`] over stdio with a read_target-shaped body,
+/// through rmcp's own stdio (`rmcp-stdio`: tokio's blocking-pool stdin/stdout) or the reactor
+/// pipes `patchdiff mcp` serves on (`reactor-pipes`, `patchdiff::mcp::pipes`).
+async fn serve_bare(bytes: usize, transport: &str) -> anyhow::Result<()> {
     let source = target_source(bytes);
     let total = source.len();
     let body = json!({
@@ -200,11 +269,12 @@ async fn serve_bare(bytes: usize) -> anyhow::Result<()> {
         "next_offset": null, "has_more": false, "total": total, "start_line": 1,
         "end_line": source.lines().count(), "parses_cleanly": true, "content": source,
     });
-    Bare { body }
-        .serve(rmcp::transport::stdio())
-        .await?
-        .waiting()
-        .await?;
+    let service = match transport {
+        "rmcp-stdio" => Bare { body }.serve(rmcp::transport::stdio()).await?,
+        "reactor-pipes" => Bare { body }.serve(patchdiff::mcp::pipes::stdio()).await?,
+        other => bail!("unknown transport {other}; accepted: rmcp-stdio, reactor-pipes"),
+    };
+    service.waiting().await?;
     Ok(())
 }
 
@@ -216,7 +286,8 @@ async fn main() -> anyhow::Result<()> {
             .get(2)
             .and_then(|b| b.parse().ok())
             .unwrap_or(10 * 1024);
-        return serve_bare(bytes).await;
+        let transport = argv.get(3).map_or("rmcp-stdio", String::as_str);
+        return serve_bare(bytes, transport).await;
     }
     let args = parse_args()?;
     let exe = patchdiff_exe()?;
@@ -266,63 +337,66 @@ async fn main() -> anyhow::Result<()> {
     full.cancel().await?;
 
     vars.insert("PATCHDIFF_MCP_PROFILE".into(), "observed".into());
-    let ours = connect(patchdiff_cmd(&exe, &vars)).await?;
-    let mut bare_cmd = tokio::process::Command::new(std::env::current_exe()?);
-    bare_cmd.arg("--serve-bare").arg(args.bytes.to_string());
-    let bare = connect(bare_cmd)
+    let bare_cmd = |transport: &str| {
+        let mut cmd = tokio::process::Command::new(std::env::current_exe().expect("own path"));
+        cmd.args(["--serve-bare", &args.bytes.to_string(), transport]);
+        cmd
+    };
+    let mut rows = vec![
+        Row::start(
+            "patchdiff mcp / patchdiff_read_target",
+            patchdiff_cmd(&exe, &vars),
+            "patchdiff_read_target",
+            json!({"target": "calendar"}),
+        )
         .await
-        .context("starting the bare rmcp server")?;
+        .context("starting patchdiff mcp")?,
+        Row::start(
+            "bare rmcp, rmcp's stdio / same bytes",
+            bare_cmd("rmcp-stdio"),
+            "read",
+            json!({}),
+        )
+        .await
+        .context("starting the bare rmcp server")?,
+        Row::start(
+            "bare rmcp, reactor pipes / same bytes",
+            bare_cmd("reactor-pipes"),
+            "read",
+            json!({}),
+        )
+        .await
+        .context("starting the bare rmcp server on reactor pipes")?,
+    ];
     let mut py = tokio::process::Command::new("python3");
     py.arg(format!("{root}/tests/python/echo_server.py"))
         .arg(args.bytes.to_string());
-    let theirs = match connect(py).await {
-        Ok(c) => Some(c),
-        Err(e) => {
-            eprintln!(
-                "mcp-bench: Python SDK echo server not started ({e}); its row is skipped (pip install -r tests/requirements.txt)"
-            );
-            None
-        }
-    };
+    match Row::start(
+        "Python SDK MCPServer / echo",
+        py,
+        "echo",
+        json!({"text": "calendar"}),
+    )
+    .await
+    {
+        Ok(row) => rows.push(row),
+        Err(e) => eprintln!(
+            "mcp-bench: Python SDK echo server not started ({e:#}); its row is skipped (pip install -r tests/requirements.txt)"
+        ),
+    }
 
     // Interleave rounds so all see the same machine load.
     let rounds = 5;
     let per_round = args.calls.div_ceil(rounds);
-    let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
-        a.extend(
-            measure(
-                &ours,
-                "patchdiff_read_target",
-                &json!({"target": "calendar"}),
-                per_round,
-                args.bytes,
-            )
-            .await?,
-        );
-        c.extend(measure(&bare, "read", &json!({}), per_round, args.bytes).await?);
-        if let Some(theirs) = &theirs {
-            b.extend(
-                measure(
-                    theirs,
-                    "echo",
-                    &json!({"text": "calendar"}),
-                    per_round,
-                    args.bytes,
-                )
-                .await?,
-            );
+        for row in &mut rows {
+            row.round(per_round, args.bytes).await?;
         }
     }
-    a.sort_by(f64::total_cmp);
-    b.sort_by(f64::total_cmp);
-    c.sort_by(f64::total_cmp);
-    ours.cancel().await?;
-    bare.cancel().await?;
-    if let Some(theirs) = theirs {
-        theirs.cancel().await?;
+    let calls_each = rounds * (per_round + WARMUP + 1);
+    for row in &mut rows {
+        row.times.sort_by(f64::total_cmp);
     }
-
     let profile = if cfg!(debug_assertions) {
         "debug (use --release for figures)"
     } else {
@@ -330,39 +404,44 @@ async fn main() -> anyhow::Result<()> {
     };
     println!(
         "mcp-bench: {} calls each, {} B structured result, rmcp client over stdio, {profile} build",
-        a.len(),
+        rows[0].times.len(),
         args.bytes
     );
-    println!("{:<44} {:>9} {:>9}", "server / tool", "p50 ms", "p99 ms");
     println!(
-        "{:<44} {:>9.3} {:>9.3}",
-        "patchdiff mcp / patchdiff_read_target",
-        pct(&a, 50.0),
-        pct(&a, 99.0)
+        "{:<44} {:>9} {:>9} {:>14}",
+        "server / tool", "p50 ms", "p99 ms", "CPU ms/call"
     );
-    println!(
-        "{:<44} {:>9.3} {:>9.3}",
-        "bare rmcp server / same bytes",
-        pct(&c, 50.0),
-        pct(&c, 99.0)
-    );
-    println!(
-        "ratio patchdiff/bare rmcp (our handler's own cost; goal <= 1.1): p50 {:.2}, p99 {:.2}",
-        pct(&a, 50.0) / pct(&c, 50.0),
-        pct(&a, 99.0) / pct(&c, 99.0)
-    );
-    if !b.is_empty() {
+    for row in &rows {
         println!(
-            "{:<44} {:>9.3} {:>9.3}",
-            "Python SDK MCPServer / echo",
-            pct(&b, 50.0),
-            pct(&b, 99.0)
+            "{:<44} {:>9.3} {:>9.3} {:>14.3}",
+            row.label,
+            pct(&row.times, 50.0),
+            pct(&row.times, 99.0),
+            row.cpu_ms / calls_each as f64
         );
+    }
+    let ratio = |a: &Row, b: &Row, p: f64| pct(&a.times, p) / pct(&b.times, p);
+    let (ours, stock, piped) = (&rows[0], &rows[1], &rows[2]);
+    println!(
+        "ratio patchdiff/bare rmcp on rmcp's stdio (goal <= 1.1): p50 {:.2}, p99 {:.2}",
+        ratio(ours, stock, 50.0),
+        ratio(ours, stock, 99.0)
+    );
+    println!(
+        "ratio patchdiff/bare rmcp on the same reactor pipes (the handler's own cost): p50 {:.2}, p99 {:.2}; CPU {:.2}",
+        ratio(ours, piped, 50.0),
+        ratio(ours, piped, 99.0),
+        ours.cpu_ms / piped.cpu_ms
+    );
+    if let Some(python) = rows.get(3) {
         println!(
             "ratio patchdiff/python: p50 {:.2}, p99 {:.2}",
-            pct(&a, 50.0) / pct(&b, 50.0),
-            pct(&a, 99.0) / pct(&b, 99.0)
+            ratio(ours, python, 50.0),
+            ratio(ours, python, 99.0)
         );
+    }
+    for row in rows {
+        row.client.cancel().await?;
     }
     wire_log_per_read(&exe, &vars, dir.path()).await
 }

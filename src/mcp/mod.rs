@@ -5,6 +5,7 @@ pub mod delivery;
 pub mod gate;
 pub mod http;
 pub mod params;
+pub mod pipes;
 pub mod server;
 pub mod stdio;
 
@@ -221,7 +222,7 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let Served { server, waymark } = build_server(&options)?;
     let serving = async {
-        let (stdin, stdout) = rmcp::transport::stdio();
+        let (stdin, stdout) = pipes::stdio();
         let service = match &options.wire_log {
             Some(path) => {
                 let log = WireLog::open(path)

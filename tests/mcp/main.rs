@@ -23,5 +23,6 @@ mod replicas;
 mod rmcp_client;
 mod stdio_answers;
 mod stdio_fuzz;
+mod stdio_streams;
 mod target_boundary;
 mod worker_errors;
