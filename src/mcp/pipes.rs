@@ -11,7 +11,8 @@
 //! The descriptors are duplicated, and the duplicates set `O_NONBLOCK`. That flag belongs to the
 //! open file description, which fd 0 or 1 may share with another process (a wrapper script that
 //! passed its own stdin through), so each stream puts the flags back as they were when it is
-//! dropped. A terminal, a regular file or `/dev/null` is left alone and served through tokio's
+//! dropped: serving ends by stdin closing or by SIGTERM, both of which drop it (a SIGKILL
+//! leaves the flag set). A terminal, a regular file or `/dev/null` is left alone and served through tokio's
 //! own stdio, as before.
 
 use std::fs::File;

@@ -53,44 +53,69 @@ fn tool_names(answer: &Value) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn over_a_socket_pair_as_node_hosts_give_the_server_answers_non_blocking_and_puts_the_flags_back() {
-    let env = TestEnv::new();
-    let (mut to_server, server_in) = UnixStream::pair().expect("socketpair");
-    let (from_server, server_out) = UnixStream::pair().expect("socketpair");
-    // A second descriptor on the server's stdin description, as a wrapper that passed its own
-    // stdin through would hold: the server's flag changes show on it.
-    let shared_in = server_in.try_clone().expect("dup");
-    assert!(!nonblocking(&shared_in), "a fresh socket is blocking");
-    let mut child = mcp_command(&env)
-        .stdin(Stdio::from(OwnedFd::from(server_in)))
-        .stdout(Stdio::from(OwnedFd::from(server_out)))
-        .spawn()
-        .expect("spawn patchdiff mcp");
-    from_server
-        .set_read_timeout(Some(ANSWER_WITHIN))
-        .expect("timeout");
-    let mut answers = BufReader::new(from_server).lines();
-    let mut answer = || -> Value {
-        let line = answers
+/// A `patchdiff mcp` child on two Unix socket pairs, as Node's `child_process` gives a server
+/// its stdin and stdout, initialized.
+struct OnSockets {
+    child: std::process::Child,
+    to_server: UnixStream,
+    answers: std::io::Lines<BufReader<UnixStream>>,
+    /// A second descriptor on the server's stdin description, as a wrapper that passed its own
+    /// stdin through would hold: the server's flag changes show on it.
+    shared_in: UnixStream,
+    _env: TestEnv,
+}
+
+impl OnSockets {
+    fn start() -> Self {
+        let env = TestEnv::new();
+        let (to_server, server_in) = UnixStream::pair().expect("socketpair");
+        let (from_server, server_out) = UnixStream::pair().expect("socketpair");
+        let shared_in = server_in.try_clone().expect("dup");
+        assert!(!nonblocking(&shared_in), "a fresh socket is blocking");
+        let child = mcp_command(&env)
+            .stdin(Stdio::from(OwnedFd::from(server_in)))
+            .stdout(Stdio::from(OwnedFd::from(server_out)))
+            .spawn()
+            .expect("spawn patchdiff mcp");
+        from_server
+            .set_read_timeout(Some(ANSWER_WITHIN))
+            .expect("timeout");
+        let mut served = Self {
+            child,
+            to_server,
+            answers: BufReader::new(from_server).lines(),
+            shared_in,
+            _env: env,
+        };
+        served
+            .to_server
+            .write_all(initialize_line().as_bytes())
+            .expect("write");
+        let init = served.answer();
+        assert_eq!(init["id"], 0, "{init}");
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        served
+    }
+
+    fn answer(&mut self) -> Value {
+        let line = self
+            .answers
             .next()
             .expect("the server closed its stdout instead of answering")
             .expect("an answer within the guard time");
         serde_json::from_str(&line).expect("the answer is JSON")
-    };
+    }
+}
 
-    to_server
-        .write_all(initialize_line().as_bytes())
-        .expect("write");
-    let init = answer();
-    assert_eq!(init["id"], 0, "{init}");
-    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+#[test]
+fn over_a_socket_pair_as_node_hosts_give_the_server_answers_non_blocking_and_puts_the_flags_back() {
+    let mut served = OnSockets::start();
     assert!(
-        nonblocking(&shared_in),
+        nonblocking(&served.shared_in),
         "while serving, stdin is read non-blocking under the reactor"
     );
-    writeln!(to_server, "{TOOLS_LIST}").expect("write");
-    let list = answer();
+    writeln!(served.to_server, "{TOOLS_LIST}").expect("write");
+    let list = served.answer();
     assert_eq!(list["id"], 1, "{list}");
     assert!(
         tool_names(&list).contains(&"patchdiff_read_target".to_owned()),
@@ -98,12 +123,32 @@ fn over_a_socket_pair_as_node_hosts_give_the_server_answers_non_blocking_and_put
     );
 
     // Closing stdin ends serving; the server puts the description's flags back as it found them.
+    let OnSockets {
+        mut child,
+        to_server,
+        shared_in,
+        ..
+    } = served;
     drop(to_server);
     let status = child.wait().expect("wait");
     assert!(status.success(), "patchdiff mcp exited {status}");
     assert!(
         !nonblocking(&shared_in),
         "after the server exits, its stdin's description is blocking again"
+    );
+}
+
+#[test]
+fn a_server_ended_by_sigterm_also_puts_its_stdins_flags_back() {
+    let mut served = OnSockets::start();
+    assert!(nonblocking(&served.shared_in));
+    let pid = nix::unistd::Pid::from_raw(served.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let status = served.child.wait().expect("wait");
+    assert!(status.success(), "patchdiff mcp exited {status} on SIGTERM");
+    assert!(
+        !nonblocking(&served.shared_in),
+        "a SIGTERM ends serving the same way as stdin closing, flags put back"
     );
 }
 
