@@ -4,16 +4,16 @@
 //! bytes wake that thread, which wakes a runtime worker, and a result's write plus its flush is
 //! another hand-off there and back. On a 2-core machine those wake-ups were the largest part of
 //! a `read_target` round trip beside a bare rmcp server (`mcp-bench` prints both transports).
-//! Every MCP host gives a stdio server a pipe (tokio, Python's anyio, Go) or a socket pair
-//! (Node's `child_process`, i.e. Claude Code, Gemini CLI, opencode), and both can be read and
-//! written non-blocking under epoll on the worker that awaits them, with no thread between.
+//! Every MCP host gives a stdio server a pipe (tokio, Python's subprocess and anyio) or a socket
+//! pair (Node's `child_process`: Claude Code, Gemini CLI), and both can be read and written
+//! non-blocking under epoll on the worker that awaits them, with no thread between.
 //!
 //! The descriptors are duplicated, and the duplicates set `O_NONBLOCK`. That flag belongs to the
 //! open file description, which fd 0 or 1 may share with another process (a wrapper script that
 //! passed its own stdin through), so each stream puts the flags back as they were when it is
-//! dropped: serving ends by stdin closing or by SIGTERM, both of which drop it (a SIGKILL
-//! leaves the flag set). A terminal, a regular file or `/dev/null` is left alone and served through tokio's
-//! own stdio, as before.
+//! dropped: serving ends by stdin closing or by SIGTERM, both of which drop it (a SIGKILL leaves
+//! the flag set). A terminal, a regular file or `/dev/null` is left alone and served through
+//! tokio's own stdio, as before.
 
 use std::fs::File;
 use std::io::{self, Read, Write};
