@@ -221,7 +221,7 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
     // mid-cleanup.
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let Served { server, waymark } = build_server(&options)?;
-    let serving = async {
+    let handshake = async {
         let (stdin, stdout) = pipes::stdio();
         let service = match &options.wire_log {
             Some(path) => {
@@ -239,17 +239,50 @@ pub async fn serve_stdio(options: McpOptions) -> anyhow::Result<()> {
                     .await?
             }
         };
-        service.waiting().await?;
-        anyhow::Ok(())
+        anyhow::Ok(service)
     };
-    let served = tokio::select! {
-        served = serving => served,
-        _ = terminate.recv() => Ok(()),
+    // A SIGTERM during the handshake drops the transport with the handshake, here.
+    let served = match tokio::select! {
+        started = handshake => Some(started),
+        _ = terminate.recv() => None,
+    } {
+        None => Ok(()),
+        Some(Err(e)) => Err(e),
+        Some(Ok(service)) => serve_until_ended(service, &mut terminate).await,
     };
     if let Some(w) = &waymark {
         w.shutdown().await;
     }
     served
+}
+
+/// How long a SIGTERM waits for the serving loop to end before shutdown goes on without it.
+/// The loop owns the transport: only when it ends are stdin's and stdout's flags put back
+/// ([`pipes`]), and its last lines written.
+const TERMINATE_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs a started service until its client disconnects or a SIGTERM comes. A SIGTERM cancels
+/// the loop and waits for it (at most [`TERMINATE_GRACE`]), instead of dropping it: a dropped
+/// service ends asynchronously on a worker thread the exiting process may never run again.
+async fn serve_until_ended(
+    service: rmcp::service::RunningService<rmcp::RoleServer, PatchdiffServer>,
+    terminate: &mut tokio::signal::unix::Signal,
+) -> anyhow::Result<()> {
+    let token = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    tokio::select! {
+        ended = &mut waiting => {
+            ended?;
+        }
+        _ = terminate.recv() => {
+            token.cancel();
+            if let Ok(ended) = tokio::time::timeout(TERMINATE_GRACE, &mut waiting).await {
+                ended?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Serves MCP over Streamable HTTP (M1) on a loopback address until SIGINT/SIGTERM or, when

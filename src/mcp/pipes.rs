@@ -58,34 +58,54 @@ pub fn stdio_kind(fd: BorrowedFd<'_>) -> StdioKind {
 /// pipe or a socket, else tokio's `stdin()`/`stdout()`. A descriptor that cannot be duplicated
 /// or made non-blocking also falls back (never an error: serving goes on the slower way).
 pub fn stdio() -> (Reader, Writer) {
-    let reader: Reader = match reactor_stream(std::io::stdin().as_fd()) {
+    let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
+    // Both descriptors' flags are read before either changes: stdin and stdout may be one
+    // description (a single socket, as socat or inetd give), and the second stream must not
+    // take the first one's O_NONBLOCK for the original.
+    let (in_flags, out_flags) = (status_flags(stdin.as_fd()), status_flags(stdout.as_fd()));
+    let reader: Reader = match in_flags.and_then(|f| reactor_stream_from(stdin.as_fd(), f)) {
         Some(s) => Box::new(s),
         None => Box::new(tokio::io::stdin()),
     };
-    let writer: Writer = match reactor_stream(std::io::stdout().as_fd()) {
+    let writer: Writer = match out_flags.and_then(|f| reactor_stream_from(stdout.as_fd(), f)) {
         Some(s) => Box::new(s),
         None => Box::new(tokio::io::stdout()),
     };
     (reader, writer)
 }
 
+/// A descriptor's file status flags (`F_GETFL`).
+fn status_flags(fd: BorrowedFd<'_>) -> Option<OFlag> {
+    fcntl(fd, FcntlArg::F_GETFL)
+        .ok()
+        .map(OFlag::from_bits_truncate)
+}
+
 /// A non-blocking duplicate of `fd` registered with the reactor, when `fd` is a pipe or a
 /// socket; `None` otherwise. Must be called inside a tokio runtime.
 pub fn reactor_stream(fd: BorrowedFd<'_>) -> Option<ReactorStream> {
+    reactor_stream_from(fd, status_flags(fd)?)
+}
+
+/// [`reactor_stream`], putting back `original` (the flags as they were before any stream of this
+/// process changed them) when dropped.
+fn reactor_stream_from(fd: BorrowedFd<'_>, original: OFlag) -> Option<ReactorStream> {
     if stdio_kind(fd) == StdioKind::Other {
         return None;
     }
     let dup: OwnedFd = fd.try_clone_to_owned().ok()?;
-    let flags = OFlag::from_bits_truncate(fcntl(dup.as_fd(), FcntlArg::F_GETFL).ok()?);
-    fcntl(dup.as_fd(), FcntlArg::F_SETFL(flags | OFlag::O_NONBLOCK)).ok()?;
+    fcntl(dup.as_fd(), FcntlArg::F_SETFL(original | OFlag::O_NONBLOCK)).ok()?;
     // SAFETY: the `File` owns the duplicate, so the descriptor stays open, and names the same
     // description, for as long as the `AsyncFd` that owns the `File` lives.
     match unsafe { AsyncFd::register(File::from(dup)) } {
-        Ok(fd) => Some(ReactorStream { fd, flags }),
+        Ok(fd) => Some(ReactorStream {
+            fd,
+            flags: original,
+        }),
         // Registration failed and took the duplicate with it: put the flags back through the
         // original, which shares the description.
         Err(_) => {
-            let _ = fcntl(fd, FcntlArg::F_SETFL(flags));
+            let _ = fcntl(fd, FcntlArg::F_SETFL(original));
             None
         }
     }
@@ -113,6 +133,9 @@ impl AsyncRead for ReactorStream {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        if buf.remaining() == 0 {
+            return Poll::Ready(Ok(()));
+        }
         let fd = &self.fd;
         loop {
             let mut ready = std::task::ready!(fd.poll_read_ready(cx))?;
@@ -196,7 +219,12 @@ mod tests {
         };
         // The originals are still open: end-of-file needs every write end closed.
         drop(write_end);
-        let ((), got) = tokio::join!(writing, reading);
+        // A guard against a hang (a write that blocks the thread never returns here at all).
+        let ((), got) = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+            tokio::join!(writing, reading)
+        })
+        .await
+        .expect("the writer and the reader finish");
         assert_eq!(got.len(), expected.len());
         assert!(got == expected, "the bytes arrive whole and in order");
     }
