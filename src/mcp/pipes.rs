@@ -33,7 +33,7 @@ pub type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// What a standard descriptor is, as far as serving MCP over it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StdioKind {
+enum StdioKind {
     /// A pipe or FIFO.
     Pipe,
     /// A stream socket (Node's stdio "pipe" is a Unix socket pair).
@@ -43,7 +43,7 @@ pub enum StdioKind {
 }
 
 /// What `fd` is (`Other` when it cannot be told, e.g. closed).
-pub fn stdio_kind(fd: BorrowedFd<'_>) -> StdioKind {
+fn stdio_kind(fd: BorrowedFd<'_>) -> StdioKind {
     match fstat(fd) {
         Ok(st) => match SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT {
             SFlag::S_IFIFO => StdioKind::Pipe,
@@ -82,13 +82,8 @@ fn status_flags(fd: BorrowedFd<'_>) -> Option<OFlag> {
 }
 
 /// A non-blocking duplicate of `fd` registered with the reactor, when `fd` is a pipe or a
-/// socket; `None` otherwise. Must be called inside a tokio runtime.
-pub fn reactor_stream(fd: BorrowedFd<'_>) -> Option<ReactorStream> {
-    reactor_stream_from(fd, status_flags(fd)?)
-}
-
-/// [`reactor_stream`], putting back `original` (the flags as they were before any stream of this
-/// process changed them) when dropped.
+/// socket (`None` otherwise), putting back `original` (the flags as they were before any stream
+/// of this process changed them) when dropped. Must be called inside a tokio runtime.
 fn reactor_stream_from(fd: BorrowedFd<'_>, original: OFlag) -> Option<ReactorStream> {
     if stdio_kind(fd) == StdioKind::Other {
         return None;
@@ -192,6 +187,10 @@ fn retry_interrupted<T>(mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> 
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn reactor_stream(fd: BorrowedFd<'_>) -> Option<ReactorStream> {
+        reactor_stream_from(fd, status_flags(fd)?)
+    }
 
     fn nonblocking(fd: BorrowedFd<'_>) -> bool {
         let flags = fcntl(fd, FcntlArg::F_GETFL).expect("F_GETFL");

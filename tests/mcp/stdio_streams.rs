@@ -133,6 +133,14 @@ impl OnSockets {
         serde_json::from_str(&line).expect("the answer is JSON")
     }
 
+    /// Closes the server's stdin, which ends serving, then [`Self::exited_with_flags_put_back`].
+    fn close_stdin(self) {
+        self.to_server
+            .shutdown(std::net::Shutdown::Write)
+            .expect("shutdown");
+        self.exited_with_flags_put_back("stdin closed");
+    }
+
     /// Waits for the server to exit, successfully, and checks both descriptions are blocking
     /// again, as they were before it started.
     fn exited_with_flags_put_back(mut self, how: &str) {
@@ -157,12 +165,7 @@ fn over_a_socket_pair_as_node_hosts_give_the_server_answers_non_blocking_and_put
         tool_names(&list).contains(&"patchdiff_read_target".to_owned()),
         "{list}"
     );
-    // Closing stdin ends serving.
-    served
-        .to_server
-        .shutdown(std::net::Shutdown::Write)
-        .expect("shutdown");
-    served.exited_with_flags_put_back("stdin closed");
+    served.close_stdin();
 }
 
 #[test]
@@ -170,11 +173,7 @@ fn stdin_and_stdout_on_one_socket_get_their_original_flags_back_not_the_other_st
     let mut served = OnSockets::start("observed", Layout::OneSocket);
     writeln!(served.to_server, "{TOOLS_LIST}").expect("write");
     assert_eq!(served.answer()["id"], 1);
-    served
-        .to_server
-        .shutdown(std::net::Shutdown::Write)
-        .expect("shutdown");
-    served.exited_with_flags_put_back("stdin closed");
+    served.close_stdin();
 }
 
 /// The workspace profile starts no worker, so nothing at shutdown gives a dropped serving loop
